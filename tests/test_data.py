@@ -1,0 +1,242 @@
+"""Readers of ncae_cuda.data on small files written here: values, duplicate rule, bad input."""
+import numpy as np
+import pytest
+
+from ncae_cuda import data
+from ncae_cuda.data import (DataError, index_ids, read_delicious, read_lastfm_artists,
+                            read_lastfm_tag_timestamps, read_movielens_100k, read_movielens_csv,
+                            read_movielens_dat, read_table)
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_bytes(text.encode())
+    return path
+
+
+def entries(d):
+    """(source user id, source item id, rating, timestamp) per entry, in entry order."""
+    ratings = [None] * d.nnz if d.ratings is None else d.ratings.tolist()
+    timestamps = [None] * d.nnz if d.timestamps is None else d.timestamps.tolist()
+    return list(zip(d.user_ids[d.users].tolist(), d.item_ids[d.items].tolist(),
+                    ratings, timestamps))
+
+
+# ---- each reader on a small file ----------------------------------------------------------------
+
+def test_movielens_100k(tmp_path):
+    path = write(tmp_path, "u.data", "196\t242\t3\t881250949\n186\t302\t3\t891717742\n"
+                                     "22\t377\t1\t878887116\n196\t302\t5\t881251000\n")
+    d = read_movielens_100k(path)
+    np.testing.assert_array_equal(d.user_ids, [22, 186, 196])
+    np.testing.assert_array_equal(d.item_ids, [242, 302, 377])
+    np.testing.assert_array_equal(d.users, [2, 1, 0, 2])
+    np.testing.assert_array_equal(d.items, [0, 1, 2, 1])
+    np.testing.assert_array_equal(d.ratings, np.array([3, 3, 1, 5], np.float32))
+    np.testing.assert_array_equal(d.timestamps, [881250949, 891717742, 878887116, 881251000])
+    assert (d.users.dtype, d.items.dtype, d.ratings.dtype, d.timestamps.dtype) == (
+        np.int32, np.int32, np.float32, np.int64)
+    assert d.user_ids.dtype == np.int64 and d.item_ids.dtype == np.int64
+    assert d.rating_scale == (1.0, 5.0) and d.name == "u.data" and d.n_duplicates_merged == 0
+
+
+def test_movielens_dat_half_stars(tmp_path):
+    path = write(tmp_path, "ratings.dat", "1::122::5::838985046\n1::185::4.5::838983525\n"
+                                          "2::122::0.5::868245777\n")
+    d = read_movielens_dat(path, rating_scale=(0.5, 5.0))
+    assert entries(d) == [(1, 122, 5.0, 838985046), (1, 185, 4.5, 838983525),
+                          (2, 122, 0.5, 868245777)]
+    assert d.rating_scale == (0.5, 5.0)
+
+
+def test_movielens_csv(tmp_path):
+    path = write(tmp_path, "ratings.csv", "userId,movieId,rating,timestamp\n"
+                                          "1,2,3.5,1112486027\n1,29,3.5,1112484676\n"
+                                          "7,2,4.0,1112484819\n")
+    d = read_movielens_csv(path)
+    assert entries(d) == [(1, 2, 3.5, 1112486027), (1, 29, 3.5, 1112484676),
+                          (7, 2, 4.0, 1112484819)]
+    assert d.rating_scale == (0.5, 5.0)
+
+
+def test_lastfm_artists_positive_weights_are_interactions(tmp_path):
+    path = write(tmp_path, "user_artists.dat", "userID\tartistID\tweight\n2\t51\t13883\n"
+                                               "2\t52\t0\n3\t51\t1\n")
+    d = read_lastfm_artists(path)
+    assert entries(d) == [(2, 51, None, None), (3, 51, None, None)]
+    np.testing.assert_array_equal(d.item_ids, [51])     # artist 52 was never played
+    assert d.ratings is None and d.timestamps is None and d.rating_scale is None
+
+
+@pytest.mark.parametrize("reader", [read_lastfm_tag_timestamps, read_delicious])
+def test_tag_assignments_collapse_to_earliest_time_in_seconds(tmp_path, reader):
+    path = write(tmp_path, "tags.dat", "userID\tartistID\ttagID\ttimestamp\n"
+                                       "2\t52\t13\t1238536800000\n2\t52\t15\t1238536000999\n"
+                                       "2\t63\t13\t1238536800000\n3\t52\t15\t1238536800000\n")
+    d = reader(path)
+    assert entries(d) == [(2, 52, None, 1238536000), (2, 63, None, 1238536800),
+                          (3, 52, None, 1238536800)]
+    assert d.ratings is None and d.n_duplicates_merged == 1
+
+
+def test_table_with_header_text_ids_and_inferred_scale(tmp_path):
+    path = write(tmp_path, "t.csv", "user,item,stars\nalice,book,2\nbob,book,4\nalice,pen,3\n")
+    d = read_table(path)
+    assert entries(d) == [("alice", "book", 2.0, None), ("bob", "book", 4.0, None),
+                          ("alice", "pen", 3.0, None)]
+    assert d.user_ids.dtype.kind == "U" and d.rating_scale == (2.0, 4.0)
+
+
+def test_table_tab_without_header_has_int_ids(tmp_path):
+    path = write(tmp_path, "t.tsv", "10\t7\t4\t100\n11\t7\t5\t90\n")
+    d = read_table(path, rating_scale=(1, 5))
+    assert entries(d) == [(10, 7, 4.0, 100), (11, 7, 5.0, 90)]
+    assert d.user_ids.dtype == np.int64 and d.rating_scale == (1, 5)
+
+
+def test_table_two_columns_is_implicit(tmp_path):
+    d = read_table(write(tmp_path, "t.csv", "1,2\n1,3\n4,2\n"), sep=",")
+    assert entries(d) == [(1, 2, None, None), (1, 3, None, None), (4, 2, None, None)]
+
+
+@pytest.mark.parametrize("texts", [
+    ["3", "3.", ".5", "0.1", "4.25", "7.0", "123456789.0123"],     # all plain: array parser
+    ["+2", "-1.5", "1e2", " 2.5", "0.30000000000000004"],          # numpy's cast
+])
+def test_number_forms_parse_like_python_float(tmp_path, texts):
+    path = write(tmp_path, "t.csv", "".join(f"{k},1,{t}\n" for k, t in enumerate(texts)))
+    assert read_table(path).ratings.tolist() == [np.float32(float(t)) for t in texts]
+
+
+def test_plain_decimals_are_exactly_pythons_float():
+    rng = np.random.default_rng(0)
+    texts = [f"{whole}.{fraction}"[:15] for whole, fraction in zip(
+        rng.integers(0, 10**7, 2000), rng.integers(0, 10**9, 2000))]
+    texts += [str(n) for n in rng.integers(0, 10**15, 100)]
+    pad = "\0" * 16                      # as _parse_block pads: windows stay inside
+    buf = np.frombuffer((pad + "\0".join(texts) + pad).encode(), np.uint8)
+    ends = np.flatnonzero(buf == 0)[len(pad):len(pad) + len(texts)]
+    starts = np.r_[len(pad), ends[:-1] + 1]
+    values, plain = data._plain_decimals(buf, starts, ends, integer=False)
+    assert plain.all()
+    assert values.tolist() == [float(t) for t in texts]
+
+
+def test_crlf_missing_final_newline_and_trailing_blank_lines(tmp_path):
+    lines = "1\t2\t3\t10\r\n1\t3\t4\t11"
+    expected = [(1, 2, 3.0, 10), (1, 3, 4.0, 11)]
+    assert entries(read_movielens_100k(write(tmp_path, "a", lines))) == expected
+    assert entries(read_movielens_100k(write(tmp_path, "b", lines + "\r\n\n\n"))) == expected
+
+
+def test_blocks_join_to_the_same_result_and_count_lines(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    rows = [(u, i, r, t) for u, i, r, t in zip(
+        rng.integers(1, 50, 300), range(300), rng.integers(1, 6, 300), rng.integers(0, 9, 300))]
+    text = "".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in rows)
+    path = write(tmp_path, "u.data", text)
+    whole = read_movielens_100k(path)
+    monkeypatch.setattr(data, "_BLOCK_BYTES", 64)       # a few lines per block
+    assert entries(read_movielens_100k(path)) == entries(whole)
+    lines = text.splitlines(keepends=True)
+    lines[256] = "1\t2\t3\n"
+    with pytest.raises(DataError, match=r"u\.data:257: expected 4 tab-separated fields"):
+        read_movielens_100k(write(tmp_path, "u.data", "".join(lines)))
+
+
+def test_index_ids_matches_unique_for_compact_and_sparse_ids():
+    for raw in (np.array([5, 3, 5, 9, 3]), np.array([10**12, 7, 10**12, -4])):
+        ids, index = index_ids(raw)
+        expected_ids, expected_index = np.unique(raw, return_inverse=True)
+        np.testing.assert_array_equal(ids, expected_ids)
+        np.testing.assert_array_equal(index, expected_index)
+        assert index.dtype == np.int32
+
+
+# ---- duplicates: one rule per kind of data ------------------------------------------------------
+
+def test_ratings_keep_the_latest_record(tmp_path):
+    path = write(tmp_path, "u.data", "1\t2\t5\t300\n1\t2\t1\t100\n1\t3\t4\t50\n1\t2\t2\t200\n")
+    d = read_movielens_100k(path)
+    assert entries(d) == [(1, 2, 5.0, 300), (1, 3, 4.0, 50)]
+    assert d.n_duplicates_merged == 2
+
+
+def test_ratings_with_equal_times_keep_the_later_line(tmp_path):
+    path = write(tmp_path, "r.csv", "userId,movieId,rating,timestamp\n1,2,5,100\n1,2,1,100\n")
+    d = read_movielens_csv(path)
+    assert entries(d) == [(1, 2, 1.0, 100)] and d.n_duplicates_merged == 1
+
+
+def test_records_without_time_keep_the_later_line(tmp_path):
+    artists = read_lastfm_artists(write(tmp_path, "a.dat", "userID\tartistID\tweight\n"
+                                                           "1\t2\t5\n1\t3\t1\n1\t2\t9\n"))
+    assert entries(artists) == [(1, 3, None, None), (1, 2, None, None)]
+    table = read_table(write(tmp_path, "t.csv", "a,x,1\na,x,2\n"))
+    assert entries(table) == [("a", "x", 2.0, None)] and table.n_duplicates_merged == 1
+
+
+def test_tags_with_equal_times_keep_the_earlier_line(tmp_path):
+    path = write(tmp_path, "t.dat", "userID\tbookmarkID\ttagID\ttimestamp\n"
+                                    "1\t2\t7\t5000\n1\t3\t7\t1000\n1\t2\t8\t5000\n")
+    assert entries(read_delicious(path)) == [(1, 2, None, 5), (1, 3, None, 1)]
+
+
+# ---- bad input: DataError naming file and line --------------------------------------------------
+
+ML100K_ROW = "1\t2\t3\t4\n"
+BAD_INPUT = [
+    # reader, file text, expected line, what the message says
+    (read_movielens_100k, ML100K_ROW + "1\t2\t3\n", 2, "expected 4 tab-separated fields, found 3"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\t3\t4\t5\n", 2, "found 5"),
+    (read_movielens_100k, ML100K_ROW * 2 + "\n" + ML100K_ROW, 3, "found 1"),
+    (read_movielens_100k, ML100K_ROW + "1\tabc\t3\t4\n", 2, "item id 'abc' is not an integer"),
+    (read_movielens_100k, "1.5\t2\t3\t4\n", 1, "user id '1.5' is not an integer"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\t3\tnow\n", 2, "timestamp 'now' is not an integer"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\t\t4\n", 2, "empty rating"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\tfive\t4\n", 2, "rating 'five' is not a number"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\tnan\t4\n", 2, "rating 'nan' is not a finite number"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\tinf\t4\n", 2, "rating 'inf' is not a finite number"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\t6\t4\n", 2, "rating '6' is outside the rating scale "
+                                                          "[1, 5]"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\t0.5\t4\n", 2, "outside the rating scale"),
+    (read_movielens_100k, "9" * 20 + "\t2\t3\t4\n", 1, "out of the int64 range"),
+    (read_movielens_100k, "", 1, "empty file, no interactions"),
+    (read_movielens_100k, "\n\n", 1, "empty file, no interactions"),
+    (lambda p: read_movielens_dat(p, (1, 5)), "1::2::3::4\n1::2::3\n", 2, "expected 4 '::'"),
+    (read_movielens_csv, "userId,movieId,rating,timestamp\n", 2, "nothing follows the header"),
+    (read_movielens_csv, "userId,movieId,rating,timestamp\n1,2,3,4\n1,2,NaN,4\n", 3,
+     "rating 'NaN' is not a finite number"),
+    (read_movielens_csv, "1,2,3.5,4\n", 1, "expected a header line"),
+    (read_lastfm_artists, "userID\tartistID\tweight\n1\t2\t-3\n", 2, "weight '-3' is negative"),
+    (read_lastfm_artists, "userID\tartistID\tweight\n1\t2\t0\n", 2, "every weight is 0"),
+    (read_delicious, "userID\tbookmarkID\ttagID\ttimestamp\n1\t2\t3\n", 2, "expected 4 tab"),
+    (read_table, "", 1, "empty file"),
+    (read_table, "user;item\n", 1, "neither a tab nor a comma"),
+    (read_table, "a,b,c,d,e\n", 1, "expected 2 to 4 comma-separated columns"),
+    (read_table, "user,item,rating\n", 2, "nothing follows the header"),
+    (read_table, "u,i,r\na,b,1\na,c,x\n", 3, "rating 'x' is not a number"),
+    (lambda p: read_table(p, rating_scale=(1, 5)), "a,b,1\na,c,9\n", 2, "outside the rating"),
+]
+
+
+@pytest.mark.parametrize("reader, text, line, message", BAD_INPUT)
+def test_bad_input_names_file_and_line(tmp_path, reader, text, line, message):
+    path = write(tmp_path, "bad.txt", text)
+    with pytest.raises(DataError) as caught:
+        reader(path)
+    assert str(caught.value).startswith(f"{path}:{line}: ")
+    assert message in str(caught.value)
+
+
+def test_the_first_bad_line_wins_across_columns_and_checks(tmp_path):
+    path = write(tmp_path, "u.data", "1\t2\t3\t4\n1\t2\t9\t4\n1\tx\t3\t4\n1\t2\n")
+    with pytest.raises(DataError, match=r"u\.data:2: rating '9'"):
+        read_movielens_100k(path)
+
+
+@pytest.mark.parametrize("reader", [read_movielens_100k, read_lastfm_artists, read_table])
+def test_missing_file(tmp_path, reader):
+    path = tmp_path / "nowhere.dat"
+    with pytest.raises(DataError, match=f"^{path}: no such file"):
+        reader(path)
