@@ -1,0 +1,489 @@
+"""Named data sets: the published ones (download, checksum, cache) and a synthetic generator.
+
+`load(name)` returns the `Interactions` of a named data set. A published one is read from an
+extracted copy (`data_dir`), else from the cache (`cache_dir`, else $NCAE_CUDA_CACHE, else
+~/.cache/ncae_cuda), downloading and checking its archive there when it is missing. The default
+data set, `synthetic`, needs no file: `synthetic(preset, seed)` draws users and items with
+low-rank preferences, Zipf-like item popularity and heavy-tailed activity, in the shapes of the
+paper's data sets.
+
+    python -m ncae_cuda.datasets list
+    python -m ncae_cuda.datasets describe ml-100k --data-dir ../shared/data
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import os
+import shutil
+import sys
+import tempfile
+import urllib.request
+import warnings
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from .data import (DataError, Interactions, read_delicious, read_lastfm_artists,
+                   read_movielens_100k, read_movielens_csv, read_movielens_dat)
+
+DEFAULT = "synthetic"
+
+
+class UnverifiedArchiveWarning(UserWarning):
+    """An archive is used without a recorded checksum to check it against."""
+
+
+@dataclass(frozen=True)
+class Archive:
+    url: str
+    # "<hashlib algorithm>:<hex digest>" as recorded by others (source noted at each entry);
+    # None where no record was found: the archive is then checked by size at most.
+    checksum: str | None
+    size: int | None = None         # bytes, where recorded
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Published:
+    name: str
+    description: str
+    archive: Archive
+    folder: str                     # the folder the archive's files extract to
+    file: str                       # the file `read` reads, inside `folder`
+    read: Callable[[Path], Interactions]
+    feedback: str                   # default: "explicit" (ratings) or "implicit"
+    splits: tuple[str, ...] = ()    # split files shipped as <split>.base / <split>.test
+
+
+@dataclass(frozen=True)
+class Preset:
+    n_users: int
+    n_items: int
+    nnz: int                        # interactions aimed at; the result is within a few percent
+    zipf: float                     # item popularity: the item ranked r draws like r^-zipf
+
+
+@dataclass(frozen=True)
+class Generated:
+    name: str
+    description: str
+    preset: str                     # key of PRESETS
+    feedback: str
+
+
+PRESETS = {
+    "tiny": Preset(60, 50, 600, zipf=0.8),                  # for tests
+    "small": Preset(1_000, 800, 60_000, zipf=1.1),          # ML-100K-like density
+    "ml10m": Preset(69_878, 10_073, 10_000_054, zipf=1.0),  # the paper's ML-10M shape
+    "lastfm": Preset(1_892, 17_632, 92_834, zipf=1.0),
+    "delicious": Preset(1_867, 69_226, 104_799, zipf=0.7),
+}
+
+_GROUPLENS = "https://files.grouplens.org/datasets"
+_ML_SPLITS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
+
+# Checksums: SHA-256 and sizes from tensorflow/datasets
+# (tensorflow_datasets/url_checksums/movielens.txt); MD5 of ml-10m.zip from
+# eli-osherovich/papers_with_code (datasets/movielens/dl_config.py), matching GroupLens'
+# ml-10m.zip.md5; MD5 of the Last.fm archive from sisinflab/DataRec
+# (datarec/datasets/lastfm/lastfm_2011.py). None was found for the Delicious archive.
+_REGISTRY = [
+    Published(
+        "ml-100k", "MovieLens 100K: 100,000 ratings (1-5 stars), 943 users, 1,682 movies",
+        Archive(f"{_GROUPLENS}/movielens/ml-100k.zip",
+                "sha256:50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
+                4_924_029),
+        "ml-100k", "u.data", read_movielens_100k, "explicit", _ML_SPLITS),
+    Published(
+        "ml-1m", "MovieLens 1M: 1,000,209 ratings (1-5 stars), 6,040 users, 3,706 movies",
+        Archive(f"{_GROUPLENS}/movielens/ml-1m.zip",
+                "sha256:a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
+                5_917_549),
+        "ml-1m", "ratings.dat", partial(read_movielens_dat, rating_scale=(1.0, 5.0)),
+        "explicit"),
+    Published(
+        "ml-10m", "MovieLens 10M: 10,000,054 ratings (0.5-5 stars), 69,878 users, "
+                  "10,677 movies",
+        Archive(f"{_GROUPLENS}/movielens/ml-10m.zip", "md5:ce571fd55effeba0271552578f2648bd"),
+        "ml-10M100K", "ratings.dat", partial(read_movielens_dat, rating_scale=(0.5, 5.0)),
+        "explicit"),
+    Published(
+        "ml-20m", "MovieLens 20M: 20,000,263 ratings (0.5-5 stars), 138,493 users, "
+                  "26,744 movies",
+        Archive(f"{_GROUPLENS}/movielens/ml-20m.zip",
+                "sha256:96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
+                198_702_078),
+        "ml-20m", "ratings.csv", partial(read_movielens_csv, rating_scale=(0.5, 5.0)),
+        "explicit"),
+    Published(
+        "lastfm-2k", "HetRec 2011 Last.fm: 92,834 user-artist plays, 1,892 users, "
+                     "17,632 artists (no timestamps)",
+        Archive(f"{_GROUPLENS}/hetrec2011/hetrec2011-lastfm-2k.zip",
+                "md5:296d61afe4e8632b173fc2dd3be20ce2"),
+        "hetrec2011-lastfm-2k", "user_artists.dat", read_lastfm_artists, "implicit"),
+    Published(
+        "delicious-2k", "HetRec 2011 Delicious: 104,799 user-bookmark pairs with tag times, "
+                        "1,867 users, 69,226 URLs",
+        Archive(f"{_GROUPLENS}/hetrec2011/hetrec2011-delicious-2k.zip", None),
+        "hetrec2011-delicious-2k", "user_taggedbookmarks-timestamps.dat", read_delicious,
+        "implicit"),
+    Generated("synthetic", "synthetic, ML-100K-like: 1,000 users x 800 items, ~60,000 "
+                           "ratings (the default)", "small", "explicit"),
+    Generated("synthetic-tiny", "synthetic: 60 users x 50 items, ~600 ratings (for tests)",
+              "tiny", "explicit"),
+    Generated("synthetic-ml10m", "synthetic in the ML-10M shape: 69,878 users x 10,073 items, "
+                                 "~10M ratings", "ml10m", "explicit"),
+    Generated("synthetic-lastfm", "synthetic in the Last.fm shape: 1,892 users x 17,632 items, "
+                                  "~93K interactions", "lastfm", "implicit"),
+    Generated("synthetic-delicious", "synthetic in the Delicious shape: 1,867 users x 69,226 "
+                                     "items, ~105K interactions", "delicious", "implicit"),
+]
+DATASETS: dict[str, Published | Generated] = {entry.name: entry for entry in _REGISTRY}
+
+
+def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
+         cache_dir: str | os.PathLike | None = None, download: bool = True,
+         seed: int = 0) -> Interactions:
+    """The named data set (see DATASETS); `seed` only matters for the synthetic ones.
+
+    data_dir: an extracted copy, either the folder holding the files (.../ml-100k/u.data) or its
+    parent (.../ml-100k/ under it). Without it the cache is used, downloading the archive into
+    it when missing and `download` is on.
+    """
+    entry = _entry(name)
+    if isinstance(entry, Generated):
+        return replace(synthetic(entry.preset, seed), name=entry.name)
+    path = _locate(entry, entry.file, data_dir, cache_dir, download)
+    return replace(entry.read(path), name=entry.name)
+
+
+def split_files(name: str, split: str, data_dir: str | os.PathLike | None = None,
+                cache_dir: str | os.PathLike | None = None,
+                download: bool = True) -> tuple[Path, Path]:
+    """(base, test) paths of a data set's own split, e.g. ml-100k 'u1' -> u1.base, u1.test."""
+    entry = _entry(name)
+    if not isinstance(entry, Published) or not entry.splits:
+        with_splits = [key for key, value in DATASETS.items()
+                       if isinstance(value, Published) and value.splits]
+        raise DataError(f"{name} has no split files (data sets with them: "
+                        f"{', '.join(with_splits)})")
+    if split not in entry.splits:
+        raise DataError(f"{name} has no split {split!r}; its splits are {', '.join(entry.splits)}")
+    base, test = (_locate(entry, f"{split}.{part}", data_dir, cache_dir, download)
+                  for part in ("base", "test"))
+    return base, test
+
+
+def names() -> list[str]:
+    """The names `load` takes, published ones first."""
+    return list(DATASETS)
+
+
+def default_feedback(name: str) -> str:
+    """"explicit" (train on ratings) or "implicit" (on who interacted with what)."""
+    return _entry(name).feedback
+
+
+def cache_dir_path(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The cache folder: `cache_dir`, else $NCAE_CUDA_CACHE, else ~/.cache/ncae_cuda."""
+    chosen = cache_dir or os.environ.get("NCAE_CUDA_CACHE") or Path.home() / ".cache" / "ncae_cuda"
+    return Path(chosen).expanduser()
+
+
+def _entry(name: str) -> Published | Generated:
+    if name not in DATASETS:
+        raise DataError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+    return DATASETS[name]
+
+
+# ---- files: extracted copy, cache, download ------------------------------------------------------
+
+def _locate(entry: Published, file: str, data_dir: str | os.PathLike | None,
+            cache_dir: str | os.PathLike | None, download: bool) -> Path:
+    """Path of `file` of the data set, downloading and extracting its archive if need be."""
+    cache = cache_dir_path(cache_dir)
+    if data_dir is not None:
+        folders = (Path(data_dir), Path(data_dir) / entry.folder)
+        for folder in folders:
+            if (folder / file).is_file():
+                return folder / file
+        raise DataError(f"{entry.name}: {file} is in neither {folders[0]} nor {folders[1]}. "
+                        + _how_to_provide(entry, file, cache))
+    extracted = cache / entry.folder / file
+    if extracted.is_file():
+        return extracted
+    archive = cache / entry.archive.filename
+    if not archive.is_file() and not download:
+        raise DataError(f"{entry.name}: {extracted} is missing and downloading is off. "
+                        + _how_to_provide(entry, file, cache))
+    try:
+        if archive.is_file():
+            problem = _verify(entry, archive)
+            if problem:
+                raise DataError(f"{entry.name}: {archive} {problem}: remove it and try again. "
+                                + _how_to_provide(entry, file, cache))
+        else:
+            _download(entry, archive, file)
+        _extract(entry, archive, file)
+    except OSError as error:
+        raise DataError(f"{entry.name}: cannot write into {cache} ({error})") from None
+    if not extracted.is_file():
+        raise DataError(f"{entry.name}: {archive} holds no {file}: it is not the "
+                        f"{entry.archive.filename} of {entry.archive.url}")
+    return extracted
+
+
+def _how_to_provide(entry: Published, file: str, cache: Path) -> str:
+    return (f"To provide it, either put {entry.archive.filename} (from {entry.archive.url}) "
+            f"into {cache}, or extract it and pass the folder that holds {file} (or its "
+            f"parent, which holds {entry.folder}/) with --data-dir.")
+
+
+def _download(entry: Published, target: Path, file: str) -> None:
+    """Fetch the archive to a temporary file beside `target`, check it, then rename it: an
+    interrupted or corrupt download never leaves a file under the archive's name."""
+    url = entry.archive.url
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    part = Path(name)
+    try:
+        try:
+            with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=60) as got:
+                shutil.copyfileobj(got, out, 1 << 20)
+        except (OSError, ValueError, http.client.HTTPException) as error:
+            reason = getattr(error, "reason", None) or error
+            raise DataError(f"{entry.name}: downloading {url} failed ({reason}). "
+                            + _how_to_provide(entry, file, target.parent)) from None
+        problem = _verify(entry, part)
+        if problem:
+            raise DataError(f"{entry.name}: the {target.name} downloaded from {url} {problem}, "
+                            "so it was not kept. " + _how_to_provide(entry, file, target.parent))
+        os.replace(part, target)
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def _verify(entry: Published, path: Path) -> str | None:
+    """What is wrong with an archive by its recorded size and checksum (None: nothing). With no
+    checksum recorded, says so in an UnverifiedArchiveWarning."""
+    archive = entry.archive
+    size = path.stat().st_size
+    if archive.size is not None and size != archive.size:
+        return f"has {size:,} bytes, not the {archive.size:,} recorded for it"
+    if archive.checksum is None:
+        checked = "checked by size only" if archive.size is not None else "unverified"
+        warnings.warn(f"{entry.name}: no checksum is recorded for {archive.filename} "
+                      f"({archive.url}); it is used {checked}", UnverifiedArchiveWarning,
+                      stacklevel=3)
+        return None
+    algorithm, expected = archive.checksum.split(":")
+    digest = _digest(path, algorithm)
+    if digest != expected:
+        return f"has {algorithm} {digest}, not the {expected} recorded for it"
+    return None
+
+
+def _digest(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        for chunk in iter(partial(f.read, 1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _extract(entry: Published, archive: Path, file: str) -> None:
+    """Extract into a temporary folder, then move the files into cache/<folder>: an interrupted
+    extraction never leaves a truncated data file where the next run would read it."""
+    cache = archive.parent
+    work = Path(tempfile.mkdtemp(dir=cache, prefix=f".{entry.name}."))
+    try:
+        try:
+            with zipfile.ZipFile(archive) as opened:
+                opened.extractall(work)
+        except (zipfile.BadZipFile, OSError) as error:
+            raise DataError(f"{entry.name}: cannot extract {archive} ({error}). Remove it and "
+                            "try again. " + _how_to_provide(entry, file, cache)) from None
+        # MovieLens archives hold a folder (ml-100k/u.data); HetRec archives hold bare files.
+        source = work / entry.folder if (work / entry.folder).is_dir() else work
+        destination = cache / entry.folder
+        destination.mkdir(exist_ok=True)
+        for path in source.iterdir():
+            os.replace(path, destination / path.name)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# ---- synthetic data ------------------------------------------------------------------------------
+
+_RANK = 12                      # latent factors behind both choices and ratings
+_AFFINITY_WEIGHT = 2.0          # how strongly taste (vs popularity) decides what a user picks
+_BLOCK_CELLS = 1 << 22          # user x item scores drawn at once: bounds memory to ~100 MB
+_START, _END = 946_684_800, 1_262_304_000      # 2000-01-01 .. 2010-01-01, Unix seconds
+
+
+def synthetic(preset: str = "small", seed: int = 0) -> Interactions:
+    """A seeded synthetic data set with learnable structure, in one of the PRESETS shapes.
+
+    Users and items get `_RANK` latent factors; affinity = user . item factors (about unit
+    variance). Item popularity is Zipf-like. Each user's number of interactions is log-normal
+    (heavy-tailed), at least 3 (leave-one-out can hold out a test and a validation item). A
+    user's items are drawn without replacement with probability proportional to
+    popularity * exp(2 * affinity) (Gumbel top-k), so taste, not only popularity, decides them.
+    Ratings are 1..5: round(3.55 + 0.9 * centred affinity + user bias + item bias + noise),
+    clipped. Timestamps spread each user's interactions over an activity window of a day to
+    years within 2000-2009.
+    Items and users are ids 1..n; an item nobody drew keeps its column (with no entries).
+    """
+    if preset not in PRESETS:
+        raise DataError(f"unknown synthetic preset {preset!r}; known: {', '.join(PRESETS)}")
+    shape = PRESETS[preset]
+    rng = np.random.default_rng(seed)
+    n_users, n_items = shape.n_users, shape.n_items
+    user_factors = (rng.standard_normal((n_users, _RANK)) / np.sqrt(_RANK)).astype(np.float32)
+    item_factors = rng.standard_normal((n_items, _RANK)).astype(np.float32)
+    popularity_rank = rng.permutation(n_items) + 1                          # (n_items,) 1 = top
+    log_popularity = (-shape.zipf * np.log(popularity_rank)).astype(np.float32)
+    counts = _activity(shape, rng)                                          # (n_users,)
+    users, items, affinity = _draw_items(user_factors, item_factors, log_popularity, counts, rng)
+    user_bias = rng.normal(0.0, 0.4, n_users)
+    item_bias = rng.normal(0.0, 0.3, n_items)
+    noise = rng.normal(0.0, 0.5, len(users))
+    # Users pick items they like, so drawn affinities sit above 0: centring them on their mean
+    # gives a MovieLens-like spread of stars (mean ~3.5, std ~1.1) instead of mostly 5s.
+    taste = 0.9 * (affinity - affinity.mean())
+    ratings = np.clip(np.rint(3.55 + taste + user_bias[users] + item_bias[items] + noise), 1, 5)
+    timestamps = _timestamps(users, counts, rng)
+    order = np.lexsort((timestamps, users))             # each user's history in time order
+    return Interactions(
+        users=users[order].astype(np.int32), items=items[order].astype(np.int32),
+        ratings=ratings[order].astype(np.float32), timestamps=timestamps[order],
+        user_ids=np.arange(1, n_users + 1, dtype=np.int64),
+        item_ids=np.arange(1, n_items + 1, dtype=np.int64),
+        rating_scale=(1.0, 5.0), name=f"synthetic-{preset}")
+
+
+def _activity(shape: Preset, rng: np.random.Generator) -> np.ndarray:
+    """(n_users,) int64 interactions per user: log-normal, >= 3, summing to about shape.nnz."""
+    weight = rng.lognormal(0.0, 1.0, shape.n_users)
+    share = weight / weight.sum()
+    cap = max(3, shape.n_items // 2)
+    spread = shape.nnz - 3 * shape.n_users           # interactions beyond everyone's 3
+    for _ in range(4):          # clipping at the cap loses some: hand it back to the rest
+        counts = np.clip(np.rint(3 + spread * share), 3, cap).astype(np.int64)
+        spread += shape.nnz - int(counts.sum())
+    return counts
+
+
+def _draw_items(user_factors: np.ndarray, item_factors: np.ndarray, log_popularity: np.ndarray,
+                counts: np.ndarray, rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each user's counts[u] distinct items by Gumbel top-k: (users, items, affinity) entries.
+
+    The top k of score + Gumbel noise is a draw of k items without replacement with
+    probabilities proportional to exp(score). Users go in blocks of similar count (sorted), so
+    the block's largest count wastes little of the partial sort.
+    """
+    n_items = len(item_factors)
+    block = max(1, _BLOCK_CELLS // n_items)
+    by_count = np.argsort(-counts, kind="stable")
+    parts = []
+    for first in range(0, len(by_count), block):
+        rows = by_count[first:first + block]                               # (b,) users
+        affinity = user_factors[rows] @ item_factors.T                     # (b, n_items)
+        keys = log_popularity + _AFFINITY_WEIGHT * affinity
+        exponential = rng.standard_exponential(keys.shape, dtype=np.float32)
+        keys -= np.log(np.maximum(exponential, np.finfo(np.float32).tiny))  # + Gumbel noise
+        k = counts[rows]                                                    # (b,)
+        k_max = int(k[0])
+        top = np.argpartition(keys, n_items - k_max, axis=1)[:, n_items - k_max:]  # (b, k_max)
+        # Sort each row's k_max best by key so that its first k[u] are its top k[u].
+        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(keys, top, 1), 1), 1)
+        taken = np.arange(k_max) < k[:, None]                              # (b, k_max)
+        row_index = np.broadcast_to(np.arange(len(rows))[:, None], top.shape)[taken]
+        parts.append((rows[row_index], top[taken], affinity[row_index, top[taken]]))
+    users, items, affinity = (np.concatenate(column) for column in zip(*parts))
+    return users, items, affinity.astype(np.float64)
+
+
+def _timestamps(users: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(nnz,) int64 seconds: each user is active over a window whose length grows with their
+    activity (a day to years), starting at a random time; their interactions fall in it."""
+    day = 86_400
+    window = np.exp(rng.normal(np.log(30 * day), 1.5, len(counts))) * np.sqrt(counts / 20)
+    window = np.clip(window, day, (_END - _START) / 2)                       # (n_users,)
+    start = _START + rng.random(len(counts)) * (_END - _START - window)
+    return (start[users] + rng.random(len(users)) * window[users]).astype(np.int64)
+
+
+# ---- command line --------------------------------------------------------------------------------
+
+def describe(data: Interactions, entry: Published | Generated) -> str:
+    """The paper's Table 2 columns (users, items, interactions, sparsity) and what data has."""
+    ratings = ("none" if data.ratings is None
+               else f"yes, {data.rating_scale[0]:g} to {data.rating_scale[1]:g}")
+    lines = [
+        f"{entry.name}: {entry.description}",
+        f"  users         {data.n_users:,}",
+        f"  items         {data.n_items:,}",
+        f"  interactions  {data.nnz:,}",
+        f"  sparsity      {100 * data.sparsity:.2f}%",
+        f"  ratings       {ratings}",
+        f"  timestamps    {'yes' if data.timestamps is not None else 'none'}",
+        f"  feedback      {entry.feedback} (default)",
+    ]
+    if data.n_duplicates_merged:
+        lines.append(f"  merged        {data.n_duplicates_merged:,} duplicate records "
+                     "(see ncae_cuda.data)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ncae_cuda.datasets",
+        description="List the named data sets, or describe one (reading, and for a published "
+                    "one downloading, it).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="names with a one-line description")
+    shown = commands.add_parser(
+        "describe", help="users, items, interactions, sparsity, ratings and timestamps",
+        description="Print a data set's users, items, interactions and sparsity (the paper's "
+                    "Table 2 columns) and whether it has ratings and timestamps.")
+    shown.add_argument("name", help=f"a data set name ({', '.join(DATASETS)})")
+    shown.add_argument("--data-dir", help="an extracted copy: the folder holding the files, "
+                                          "or its parent")
+    shown.add_argument("--cache-dir", help="download cache (default: $NCAE_CUDA_CACHE, else "
+                                           "~/.cache/ncae_cuda)")
+    shown.add_argument("--no-download", action="store_true",
+                       help="fail instead of downloading a missing archive")
+    shown.add_argument("--seed", type=int, default=0, help="seed of a synthetic data set")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        width = max(map(len, DATASETS))
+        for name, entry in DATASETS.items():
+            print(f"{name:<{width}}  {entry.description}")
+        return 0
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UnverifiedArchiveWarning)
+            data = load(args.name, args.data_dir, args.cache_dir, not args.no_download,
+                        args.seed)
+        for warning in caught:
+            print(f"note: {warning.message}", file=sys.stderr)
+    except DataError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(describe(data, DATASETS[args.name]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

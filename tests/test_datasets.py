@@ -1,0 +1,319 @@
+"""ncae_cuda.datasets: extracted copies, the download path (file:// URLs), the synthetic
+generator, the CLI, and the real MovieLens 100K where the shared folder has it."""
+import hashlib
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from ncae_cuda import datasets
+from ncae_cuda.data import DataError, read_movielens_100k
+from ncae_cuda.datasets import (DATASETS, PRESETS, Archive, UnverifiedArchiveWarning, load,
+                                main, split_files, synthetic)
+
+U_DATA = "1\t10\t4\t100\n2\t10\t3\t200\n2\t11\t5\t300\n"
+
+
+def make_ml100k(folder):
+    """A stand-in ml-100k folder: u.data and the u1 split."""
+    folder.mkdir(parents=True)
+    (folder / "u.data").write_text(U_DATA)
+    (folder / "u1.base").write_text(U_DATA)
+    (folder / "u1.test").write_text(U_DATA.splitlines(keepends=True)[0])
+    return folder
+
+
+def serve(tmp_path, monkeypatch, name, members, checksum="sha256", size=True):
+    """Zip `members` under the archive's own file name and point the registry entry `name` at
+    it through a file:// URL, recording its checksum (None: none) and size."""
+    entry = DATASETS[name]
+    served = tmp_path / "server" / entry.archive.filename
+    served.parent.mkdir(exist_ok=True)
+    with zipfile.ZipFile(served, "w") as archive:
+        for member, text in members.items():
+            archive.writestr(member, text)
+    digest = None if checksum is None else (
+        f"{checksum}:{hashlib.new(checksum, served.read_bytes()).hexdigest()}")
+    monkeypatch.setitem(DATASETS, name, replace(entry, archive=Archive(
+        served.as_uri(), digest, served.stat().st_size if size else None)))
+    return served
+
+
+def files_under(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+# ---- extracted copies ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["folder", "parent"])
+def test_load_from_data_dir(tmp_path, layout):
+    folder = make_ml100k(tmp_path / "ml-100k")
+    d = load("ml-100k", data_dir=folder if layout == "folder" else tmp_path,
+             cache_dir=tmp_path / "cache")
+    assert (d.name, d.n_users, d.n_items, d.nnz) == ("ml-100k", 2, 2, 3)
+    assert not (tmp_path / "cache").exists()            # an extracted copy needs no cache
+
+
+def test_data_dir_without_the_file_says_what_to_put_where(tmp_path):
+    with pytest.raises(DataError) as caught:
+        load("ml-1m", data_dir=tmp_path, cache_dir=tmp_path / "cache")
+    message = str(caught.value)
+    for part in ("ratings.dat", str(tmp_path / "ml-1m"), "ml-1m.zip", str(tmp_path / "cache"),
+                 "--data-dir"):
+        assert part in message
+
+
+def test_split_files(tmp_path):
+    make_ml100k(tmp_path / "ml-100k")
+    base, test = split_files("ml-100k", "u1", data_dir=tmp_path)
+    assert (base.name, test.name) == ("u1.base", "u1.test")
+    assert read_movielens_100k(test).nnz == 1
+
+
+@pytest.mark.parametrize("name, split, message", [
+    ("ml-1m", "u1", "ml-1m has no split files"),
+    ("ml-100k", "u6", "its splits are u1, u2, u3, u4, u5, ua, ub"),
+    ("nope", "u1", "unknown data set 'nope'"),
+])
+def test_split_files_refuses(tmp_path, name, split, message):
+    with pytest.raises(DataError, match=message):
+        split_files(name, split, data_dir=tmp_path)
+
+
+def test_names_and_default_feedback():
+    assert datasets.names()[:2] == ["ml-100k", "ml-1m"] and "synthetic" in datasets.names()
+    assert datasets.default_feedback("ml-10m") == "explicit"
+    assert datasets.default_feedback("delicious-2k") == "implicit"
+    assert datasets.default_feedback("synthetic-lastfm") == "implicit"
+
+
+def test_unknown_name():
+    with pytest.raises(DataError, match="unknown data set 'ml-7m'; known: ml-100k"):
+        load("ml-7m")
+
+
+# ---- the download path --------------------------------------------------------------------------
+
+def test_download_checks_extracts_and_reads(tmp_path, monkeypatch):
+    served = serve(tmp_path, monkeypatch, "ml-100k", {"ml-100k/u.data": U_DATA,
+                                                      "ml-100k/u1.base": U_DATA})
+    cache = tmp_path / "cache"
+    d = load("ml-100k", cache_dir=cache)
+    assert (d.n_users, d.n_items, d.nnz) == (2, 2, 3)
+    assert files_under(cache) == ["ml-100k.zip", "ml-100k/u.data", "ml-100k/u1.base"]
+    served.unlink()                                     # now served from the cache alone
+    assert load("ml-100k", cache_dir=cache).nnz == 3
+
+
+def test_cache_from_environment(tmp_path, monkeypatch):
+    serve(tmp_path, monkeypatch, "ml-100k", {"ml-100k/u.data": U_DATA})
+    monkeypatch.setenv("NCAE_CUDA_CACHE", str(tmp_path / "env-cache"))
+    assert load("ml-100k").nnz == 3
+    assert (tmp_path / "env-cache" / "ml-100k" / "u.data").is_file()
+
+
+def test_archive_put_in_the_cache_by_hand_is_used(tmp_path, monkeypatch):
+    served = serve(tmp_path, monkeypatch, "ml-100k", {"ml-100k/u.data": U_DATA})
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    served.rename(cache / served.name)
+    assert load("ml-100k", cache_dir=cache, download=False).nnz == 3
+
+
+def test_flat_archive_extracts_into_its_folder(tmp_path, monkeypatch):
+    serve(tmp_path, monkeypatch, "lastfm-2k", {
+        "user_artists.dat": "userID\tartistID\tweight\n2\t51\t13883\n2\t52\t11690\n",
+        "readme.txt": "HetRec"}, checksum="md5")
+    cache = tmp_path / "cache"
+    assert load("lastfm-2k", cache_dir=cache).nnz == 2
+    assert "hetrec2011-lastfm-2k/user_artists.dat" in files_under(cache)
+
+
+def test_checksum_mismatch_leaves_no_file(tmp_path, monkeypatch):
+    serve(tmp_path, monkeypatch, "ml-100k", {"ml-100k/u.data": U_DATA}, size=False)
+    entry = DATASETS["ml-100k"]
+    monkeypatch.setitem(DATASETS, "ml-100k", replace(
+        entry, archive=replace(entry.archive, checksum="sha256:" + "0" * 64)))
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match="ml-100k.zip downloaded from file:.* has sha256 "
+                                        "[0-9a-f]{64}, not the 0000"):
+        load("ml-100k", cache_dir=cache)
+    assert files_under(cache) == []
+
+
+def test_size_mismatch_leaves_no_file(tmp_path, monkeypatch):
+    serve(tmp_path, monkeypatch, "ml-100k", {"ml-100k/u.data": U_DATA})
+    entry = DATASETS["ml-100k"]
+    monkeypatch.setitem(DATASETS, "ml-100k", replace(
+        entry, archive=replace(entry.archive, size=entry.archive.size + 1)))
+    with pytest.raises(DataError, match="bytes, not the .* recorded for it, so it was not kept"):
+        load("ml-100k", cache_dir=tmp_path / "cache")
+    assert files_under(tmp_path / "cache") == []
+
+
+def test_unreachable_url_names_file_and_folder(tmp_path, monkeypatch):
+    entry = DATASETS["ml-20m"]
+    monkeypatch.setitem(DATASETS, "ml-20m", replace(entry, archive=replace(
+        entry.archive, url=(tmp_path / "offline" / "ml-20m.zip").as_uri())))
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError) as caught:
+        load("ml-20m", cache_dir=cache)
+    message = str(caught.value)
+    assert message.startswith("ml-20m: downloading file://")
+    for part in ("ml-20m.zip", str(cache), "ratings.csv", "--data-dir"):
+        assert part in message
+    assert files_under(cache) == []
+
+
+def test_damaged_archive_in_the_cache_is_named(tmp_path, monkeypatch):
+    served = serve(tmp_path, monkeypatch, "ml-100k", {"ml-100k/u.data": U_DATA})
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / served.name).write_bytes(served.read_bytes()[:-1])
+    with pytest.raises(DataError, match=f"{cache / served.name} has .* bytes.*remove it"):
+        load("ml-100k", cache_dir=cache)
+
+
+def test_no_download_says_what_is_missing(tmp_path):
+    with pytest.raises(DataError, match="downloading is off"):
+        load("ml-10m", cache_dir=tmp_path, download=False)
+
+
+def test_unrecorded_checksum_is_said(tmp_path, monkeypatch):
+    serve(tmp_path, monkeypatch, "delicious-2k", {
+        "user_taggedbookmarks-timestamps.dat": "userID\tbookmarkID\ttagID\ttimestamp\n"
+                                               "8\t1\t1\t1289255362000\n"},
+          checksum=None, size=False)
+    with pytest.warns(UnverifiedArchiveWarning, match="no checksum is recorded for "
+                                                      "hetrec2011-delicious-2k.zip.*unverified"):
+        assert load("delicious-2k", cache_dir=tmp_path / "cache").nnz == 1
+
+
+def test_recorded_checksums_are_well_formed():
+    lengths = {"md5": 32, "sha256": 64}
+    for entry in DATASETS.values():
+        if isinstance(entry, datasets.Published) and entry.archive.checksum is not None:
+            algorithm, digest = entry.archive.checksum.split(":")
+            assert len(digest) == lengths[algorithm]
+            int(digest, 16)
+            assert entry.archive.url.endswith(".zip")
+
+
+# ---- synthetic data ------------------------------------------------------------------------------
+
+def test_synthetic_is_deterministic_per_seed():
+    a, b, c = synthetic("tiny", 0), synthetic("tiny", 0), synthetic("tiny", 1)
+    for field in ("users", "items", "ratings", "timestamps"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert not np.array_equal(a.items, c.items) or not np.array_equal(a.ratings, c.ratings)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small"])
+def test_synthetic_shape_and_validity(preset):
+    d = synthetic(preset, seed=3)
+    shape = PRESETS[preset]
+    assert (d.n_users, d.n_items) == (shape.n_users, shape.n_items)
+    assert abs(d.nnz - shape.nnz) < 0.05 * shape.nnz
+    pairs = d.users.astype(np.int64) * d.n_items + d.items
+    assert len(np.unique(pairs)) == d.nnz                            # no duplicate pairs
+    assert np.bincount(d.users, minlength=d.n_users).min() >= 3
+    assert d.rating_scale == (1.0, 5.0)
+    assert set(np.unique(d.ratings)) <= {1.0, 2.0, 3.0, 4.0, 5.0}
+    assert d.timestamps.dtype == np.int64
+    same_user = d.users[1:] == d.users[:-1]
+    assert (np.diff(d.timestamps)[same_user] >= 0).all()             # histories in time order
+    d.to_csr()                                                       # the model's input form
+
+
+def test_synthetic_activity_and_popularity_are_heavy_tailed():
+    d = synthetic("small")
+    per_user = np.bincount(d.users)
+    assert per_user.max() > 5 * np.median(per_user)
+    popularity = np.sort(np.bincount(d.items, minlength=d.n_items))[::-1]
+    assert popularity[:d.n_items // 10].sum() > 0.3 * d.nnz         # top 10% of the items
+
+
+def test_synthetic_taste_beats_popularity():
+    """The latent structure decides what users pick: a rank-16 PureSVD on the training part
+    ranks each user's latest item far better than popularity does (HR@10, leave-one-out)."""
+    d = synthetic("small")
+    latest = np.r_[d.users[1:] != d.users[:-1], True]                # histories are time-sorted
+    train = d.subset(~latest).to_csr(implicit=True).toarray().astype(np.float64)
+    # The top-16 right singular vectors by subspace iteration (dense LAPACK SVD can be slow
+    # with a multi-threaded BLAS on a small machine).
+    gram = train.T @ train                                            # (items, items)
+    basis = np.random.default_rng(0).standard_normal((d.n_items, 16))
+    for _ in range(10):
+        basis, _ = np.linalg.qr(gram @ basis)
+
+    def hit_rate(scores):
+        scores = np.where(train > 0, -np.inf, scores)
+        held = scores[d.users[latest], d.items[latest]]
+        rank = (scores >= held[:, None]).sum(axis=1) - 1
+        return np.mean(rank < 10)
+
+    popular = hit_rate(np.broadcast_to(train.sum(axis=0), train.shape))
+    taste = hit_rate(train @ basis @ basis.T)
+    assert taste > 1.5 * popular
+
+
+def test_synthetic_tiny_is_fast():
+    synthetic("tiny")                                   # warm up
+    seconds = []
+    for seed in range(5):
+        start = time.perf_counter()
+        synthetic("tiny", seed)
+        seconds.append(time.perf_counter() - start)
+    assert min(seconds) < 0.05
+
+
+def test_synthetic_names_in_the_registry():
+    assert load().name == "synthetic" and load().n_users == PRESETS["small"].n_users
+    assert load("synthetic-tiny", seed=4).nnz == synthetic("tiny", 4).nnz
+    with pytest.raises(DataError, match="unknown synthetic preset"):
+        synthetic("huge")
+
+
+# ---- command line --------------------------------------------------------------------------------
+
+def test_cli_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in DATASETS:
+        assert name in out
+
+
+def test_cli_describe_synthetic_in_a_subprocess():
+    done = subprocess.run([sys.executable, "-m", "ncae_cuda.datasets", "describe",
+                           "synthetic-tiny"], capture_output=True, text=True, check=True)
+    assert "users         60" in done.stdout and "items         50" in done.stdout
+    assert "sparsity" in done.stdout and "timestamps    yes" in done.stdout
+
+
+def test_cli_errors_exit_2_without_traceback(tmp_path, capsys):
+    assert main(["describe", "ml-9m"]) == 2
+    assert main(["describe", "ml-1m", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown data set 'ml-9m'") and "Traceback" not in err
+    assert "ratings.dat is in neither" in err
+
+
+# ---- the real MovieLens 100K (skipped where the shared folder lacks it) -------------------------
+
+def test_real_ml100k(shared_data):
+    d = load("ml-100k", data_dir=shared_data, download=False)
+    assert (d.n_users, d.n_items, d.nnz) == (943, 1682, 100_000)
+    assert d.n_duplicates_merged == 0 and d.rating_scale == (1.0, 5.0)
+    base, test = split_files("ml-100k", "u1", data_dir=shared_data / "ml-100k", download=False)
+    assert (read_movielens_100k(base).nnz, read_movielens_100k(test).nnz) == (80_000, 20_000)
+
+
+def test_real_ml100k_describe(shared_data, capsys):
+    assert main(["describe", "ml-100k", "--data-dir", str(shared_data), "--no-download"]) == 0
+    out = capsys.readouterr().out
+    assert "users         943" in out and "items         1,682" in out
+    assert "interactions  100,000" in out and "sparsity      93.70%" in out
