@@ -1,0 +1,168 @@
+"""Metrics against hand-computed values and independent loops."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ncae_cuda.metrics import (cluster_edges, cluster_table, format_table, hit_rate, ndcg,
+                               popularity_scores, ranking_summary, rmse, row_squared_errors)
+
+
+def reference_rank(scores, heldout, train_cols):
+    """Candidates (columns without a training entry, not the held-out one) scoring >= it."""
+    return sum(1 for j, s in enumerate(scores)
+               if j != heldout and j not in train_cols and s >= scores[heldout])
+
+
+# --- HR / NDCG ------------------------------------------------------------------------------
+
+def test_rank_edges():
+    m = 10
+    ranks = np.array([0, m - 1, m, 1, 2, 6])
+    np.testing.assert_array_equal(hit_rate(ranks, m), [1, 1, 0, 1, 1, 1])
+    np.testing.assert_allclose(ndcg(ranks, m),
+                               [1.0, 1 / math.log2(m + 1), 0.0, 0.6309297535714575, 0.5, 1 / 3],
+                               rtol=1e-15)
+    assert hit_rate(ranks, m).dtype == ndcg(ranks, m).dtype == np.float64
+
+
+def test_constant_model_scores_zero():
+    n_cols, m = 50, 10
+    train_cols = {1, 5, 7}
+    candidates = n_cols - len(train_cols)
+    rank = reference_rank(np.full(n_cols, 0.5), heldout=3, train_cols=train_cols)
+    assert rank == candidates - 1
+    assert hit_rate([rank], m)[0] == ndcg([rank], m)[0] == 0.0
+    assert hit_rate([rank], candidates)[0] == 1.0     # M >= candidates: everything is a hit
+
+
+def test_random_ranks_against_loop():
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 5, (200, 30)).astype(np.float32)   # few levels: many ties
+    ranks = []
+    for row in scores:
+        heldout, *train = rng.choice(30, 4, replace=False)
+        ranks.append(reference_rank(row, heldout, set(train)))
+    ranks = np.array(ranks)
+    for m in (1, 5, 10):
+        hr = [1.0 if r < m else 0.0 for r in ranks]
+        nd = [1.0 / math.log2(r + 2) if r < m else 0.0 for r in ranks]
+        np.testing.assert_array_equal(hit_rate(ranks, m), hr)
+        np.testing.assert_allclose(ndcg(ranks, m), nd, rtol=1e-15)
+        summary = ranking_summary(ranks, cutoffs=(m,))
+        assert summary == pytest.approx({f"hr@{m}": np.mean(hr), f"ndcg@{m}": np.mean(nd),
+                                         "rows": 200}, rel=1e-12)
+
+
+def test_ranking_summary_keys_and_empty():
+    assert list(ranking_summary(np.array([0, 3]))) == ["hr@10", "ndcg@10", "hr@100",
+                                                      "ndcg@100", "rows"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = ranking_summary(np.array([], np.int64))
+    assert summary["rows"] == 0 and all(math.isnan(summary[k]) for k in ("hr@10", "ndcg@100"))
+
+
+def test_bad_rank_inputs():
+    with pytest.raises(ValueError, match="cutoff"):
+        hit_rate([1], 0)
+    with pytest.raises(ValueError, match=">= 0"):
+        ndcg([-1], 10)
+
+
+# --- RMSE -----------------------------------------------------------------------------------
+
+def test_rmse_against_float64_loop():
+    rng = np.random.default_rng(1)
+    pred = rng.uniform(0.5, 5, 10_001).astype(np.float32)
+    target = rng.integers(1, 6, 10_001).astype(np.float32)
+    expected = math.sqrt(sum((float(p) - float(t)) ** 2 for p, t in zip(pred, target))
+                         / len(pred))
+    assert rmse(pred, target) == pytest.approx(expected, rel=1e-12)
+    assert rmse([1.0, 3.0], [2.0, 1.0]) == pytest.approx(math.sqrt(2.5))
+
+
+def test_rmse_empty_and_shapes():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(rmse(np.array([]), np.array([])))
+    with pytest.raises(ValueError, match="shapes"):
+        rmse([1.0, 2.0], [1.0])
+
+
+def test_row_squared_errors():
+    rows = np.array([2, 0, 2, 2])
+    sq, n = row_squared_errors(rows, [1.0, 2.0, 3.0, 4.0], [2.0, 2.0, 1.0, 4.0], n_rows=4)
+    np.testing.assert_array_equal(sq, [0.0, 0.0, 5.0, 0.0])
+    np.testing.assert_array_equal(n, [1, 0, 3, 0])
+
+
+# --- POP ------------------------------------------------------------------------------------
+
+def test_popularity_scores():
+    train = sp.csr_matrix(np.array([[5, 0, 3, 0], [0, 0, 1, 0], [4, 0, 2, 1]], np.float32))
+    scores = popularity_scores(train)
+    np.testing.assert_array_equal(scores, [2, 0, 3, 1])
+    assert scores.dtype == np.float32
+    np.testing.assert_array_equal(popularity_scores(np.array([2, 0, 3])), [2, 0, 3])
+    np.testing.assert_array_equal(popularity_scores(sp.csc_array(train)), [2, 0, 3, 1])
+    # POP through the rank definition: held-out column 3 (1 interaction) among candidates of
+    # row 1 (columns 0, 1, 3): column 0 scores higher, so its rank is 1.
+    assert reference_rank(scores, heldout=3, train_cols={2}) == 1
+
+
+# --- clusters -------------------------------------------------------------------------------
+
+def test_cluster_edges():
+    np.testing.assert_array_equal(cluster_edges(np.arange(10, 0, -1), 5), [1, 3, 5, 7, 9])
+    np.testing.assert_array_equal(cluster_edges(np.ones(7, int), 5), [1])       # deduplicated
+    counts = np.random.default_rng(2).integers(1, 300, 1000)
+    edges = cluster_edges(counts, 5)
+    assert edges[0] == counts.min() and len(edges) == 5 and np.all(np.diff(edges) > 0)
+    # Roughly equal clusters: each holds about a fifth of the rows.
+    sizes = [row["rows"] for row in cluster_table(counts, edges)]
+    assert sum(sizes) == 1000 and max(sizes) < 230
+    with pytest.raises(ValueError):
+        cluster_edges(np.array([], int))
+
+
+def test_cluster_table_by_hand():
+    counts = np.array([1, 2, 3, 10, 12, 30])
+    hr = np.array([1.0, 0.0, 1.0, 1.0, 1.0, 0.0])
+    sq_sum = np.array([1.0, 3.0, 0.0, 4.0, 0.0, 8.0])
+    n = np.array([1, 1, 2, 2, 0, 2])
+    table = cluster_table(counts, [1, 3, 10], means={"hr@10": hr}, rmse=(sq_sum, n))
+    assert [row["cluster"] for row in table] == ["1-2", "3-9", "10+"]
+    assert [row["rows"] for row in table] == [2, 1, 3]
+    assert [row["hr@10"] for row in table] == pytest.approx([0.5, 1.0, 2 / 3])
+    # Pooled: sqrt((4 + 0 + 8) / (2 + 0 + 2)), not the mean of per-row RMSEs (sqrt 2 and 2).
+    assert [row["rmse"] for row in table] == pytest.approx([math.sqrt(2), 0.0, math.sqrt(3)])
+
+
+def test_cluster_table_empty_cluster_and_labels():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = cluster_table(np.array([1, 6, 7]), [1, 2, 5], means={"ndcg@10": [0.5, 1, 0]},
+                              rmse=(np.zeros(3), np.zeros(3)))
+    assert [row["cluster"] for row in table] == ["1", "2-4", "5+"]
+    assert table[1]["rows"] == 0 and math.isnan(table[1]["ndcg@10"])
+    assert all(math.isnan(row["rmse"]) for row in table)   # no held-out entries anywhere
+    with pytest.raises(ValueError, match="below the first edge"):
+        cluster_table(np.array([0, 3]), [1, 2])
+    with pytest.raises(ValueError, match="increasing"):
+        cluster_table(np.array([3]), [1, 1])
+
+
+def test_format_table():
+    rows = [{"cluster": "1-9", "rows": 12, "rmse": 0.91234},
+            {"cluster": "10+", "rows": 3, "rmse": float("nan")}]
+    assert format_table(rows) == (
+        "| cluster | rows |   rmse |\n"
+        "|---------|-----:|-------:|\n"
+        "| 1-9     |   12 | 0.9123 |\n"
+        "| 10+     |    3 |    n/a |")
+    assert format_table([]) == ""

@@ -1,0 +1,271 @@
+"""Splits: partitions of the data, seeded, with the leave-one-out and subsampling rules."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from ncae_cuda.data import DataError, Interactions
+from ncae_cuda.splits import (carve_validation, file_split, leave_one_out, random_split,
+                              subsample)
+
+
+def make(users, items, ratings=None, timestamps=None, user_ids=None, item_ids=None,
+         name="data") -> Interactions:
+    users, items = np.asarray(users, np.int32), np.asarray(items, np.int32)
+    return Interactions(
+        users=users, items=items,
+        ratings=None if ratings is None else np.asarray(ratings, np.float32),
+        timestamps=None if timestamps is None else np.asarray(timestamps, np.int64),
+        user_ids=np.arange(users.max() + 1) if user_ids is None else np.asarray(user_ids),
+        item_ids=np.arange(items.max() + 1) if item_ids is None else np.asarray(item_ids),
+        name=name)
+
+
+def random_data(seed=0, n_users=60, n_items=40, nnz=900, timestamps=True) -> Interactions:
+    """Unique (user, item) pairs with ratings and coarse timestamps (so ties occur)."""
+    rng = np.random.default_rng(seed)
+    cells = rng.choice(n_users * n_items, nnz, replace=False)
+    return make(cells // n_items, cells % n_items,
+                ratings=rng.integers(1, 6, nnz),
+                timestamps=rng.integers(0, 20, nnz) if timestamps else None,
+                user_ids=np.arange(n_users), item_ids=np.arange(n_items))
+
+
+def rows_of(part: Interactions) -> set[tuple]:
+    """The entries of a part as (user, item, rating, timestamp) tuples."""
+    ts = part.timestamps if part.timestamps is not None else np.zeros(part.nnz, np.int64)
+    ratings = part.ratings if part.ratings is not None else np.zeros(part.nnz, np.float32)
+    return set(zip(part.users.tolist(), part.items.tolist(), ratings.tolist(), ts.tolist()))
+
+
+def assert_partition(split, data):
+    parts = [rows_of(p) for p in (split.train, split.valid, split.test)]
+    assert sum(len(p) for p in parts) == data.nnz == split.train.nnz + split.valid.nnz \
+        + split.test.nnz
+    assert set().union(*parts) == rows_of(data)
+    for part in (split.train, split.valid, split.test):
+        assert (part.n_users, part.n_items) == (data.n_users, data.n_items)
+
+
+def assert_same_split(a, b):
+    for pa, pb in zip((a.train, a.valid, a.test), (b.train, b.valid, b.test)):
+        np.testing.assert_array_equal(pa.users, pb.users)
+        np.testing.assert_array_equal(pa.items, pb.items)
+
+
+# --- random_split ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("test_ratio, valid_ratio, sizes", [
+    (0.1, 0.1, (800, 100, 100)), (0.1, 0.0, (900, 0, 100)), (0.25, 0.05, (700, 50, 250))])
+def test_random_split_sizes_and_partition(test_ratio, valid_ratio, sizes):
+    data = random_data(nnz=1000)
+    split = random_split(data, test_ratio, valid_ratio, seed=3)
+    assert (split.train.nnz, split.valid.nnz, split.test.nnz) == sizes
+    assert_partition(split, data)
+
+
+def test_random_split_is_seeded():
+    data = random_data()
+    assert_same_split(random_split(data, 0.1, 0.1, seed=5), random_split(data, 0.1, 0.1, seed=5))
+    other = random_split(data, 0.1, 0.1, seed=6)
+    assert not np.array_equal(random_split(data, 0.1, 0.1, seed=5).test.items, other.test.items)
+
+
+@pytest.mark.parametrize("test_ratio, valid_ratio", [
+    (-0.1, 0.0), (1.0, 0.0), (0.1, 1.0), (float("nan"), 0.1), (0.6, 0.4)])
+def test_random_split_rejects_bad_ratios(test_ratio, valid_ratio):
+    with pytest.raises(ValueError, match="ratio"):
+        random_split(random_data(), test_ratio, valid_ratio)
+
+
+def test_random_split_notes_cold_users():
+    # User 1 has a single entry: whenever it is held out, its user has no training entry.
+    data = make([0, 0, 0, 1], [0, 1, 2, 0])
+    for seed in range(50):
+        split = random_split(data, test_ratio=0.25, seed=seed)
+        if split.test.users[0] == 1:
+            assert "1 test entries are of users with no training entry" in split.notes
+            return
+    pytest.fail("no seed held out user 1's entry")
+
+
+# --- file_split -----------------------------------------------------------------------------
+
+def test_file_split_remaps_ids():
+    # The full data and two files, each with its own (sorted, dense) id maps.
+    data = make([0, 0, 1, 2, 2], [0, 3, 1, 2, 3], ratings=[1, 2, 3, 4, 5],
+                user_ids=["a", "b", "c"], item_ids=[100, 200, 300, 400])
+    base = make([0, 1, 1], [0, 1, 2], ratings=[1, 4, 5],
+                user_ids=["a", "c"], item_ids=[100, 300, 400], name="u1.base")
+    test = make([0, 1], [1, 0], ratings=[2, 3], user_ids=["a", "b"], item_ids=[200, 400],
+                name="u1.test")
+    split = file_split(data, base, test)
+    assert_partition(split, data)
+    for part, source in ((split.train, base), (split.test, test)):
+        np.testing.assert_array_equal(data.user_ids[part.users], source.user_ids[source.users])
+        np.testing.assert_array_equal(data.item_ids[part.items], source.item_ids[source.items])
+        np.testing.assert_array_equal(part.ratings, source.ratings)
+        assert part.users.dtype == part.items.dtype == np.int32
+    assert split.valid.nnz == 0
+    # User "b" and item 200 occur only in the test file.
+    assert "1 test entries are of users with no training entry" in split.notes
+    assert "1 test entries are of items with no training entry" in split.notes
+
+
+@pytest.mark.parametrize("test_user, test_item, message", [
+    ("b", 99, r"u1\.test: item id 99 does not occur in data"),
+    ("zz", 10, r"u1\.test: user id 'zz' does not occur in data")])
+def test_file_split_unknown_id(test_user, test_item, message):
+    data = make([0, 1], [0, 1], user_ids=["a", "b"], item_ids=[10, 20])
+    base = make([0], [0], user_ids=["a"], item_ids=[10], name="u1.base")
+    test = make([0], [0], user_ids=[test_user], item_ids=[test_item], name="u1.test")
+    with pytest.raises(DataError, match=message):
+        file_split(data, base, test)
+
+
+def test_file_split_ignores_unused_map_entries():
+    data = make([0], [0], user_ids=[1], item_ids=[10])
+    base = make([0], [0], user_ids=[1, 7], item_ids=[10])   # id 7: in the map, in no entry
+    split = file_split(data, base, base.subset(slice(0, 0)))
+    np.testing.assert_array_equal(split.train.users, [0])
+
+
+def test_cold_notes_follow_moved_entries():
+    data = make([0, 0, 0, 1, 1], [0, 1, 2, 0, 3], user_ids=["a", "b"], item_ids=[1, 2, 3, 4])
+    base = data.subset(np.array([0, 1, 2, 3]))    # item 4 occurs only in the test file
+    test = data.subset(np.array([4]))
+    split = file_split(data, base, test)
+    item_note = "1 test entries are of items with no training entry"
+    user_note = "1 test entries are of users with no training entry"
+    assert item_note in split.notes and user_note not in split.notes
+    # Carve until user b's only training entry goes to validation: its test entry turns cold.
+    carved = next(c for c in (carve_validation(split, 0.25, seed) for seed in range(50))
+                  if c.valid.users.tolist() == [1])
+    assert user_note in carved.notes and carved.notes.count(item_note) == 1
+    assert "1 validation entries are of users with no training entry" in carved.notes
+    folded = carved.fold_validation()
+    assert user_note not in folded.notes and folded.notes.count(item_note) == 1
+    assert not any("validation entries are" in note for note in folded.notes)
+
+
+# --- carve_validation / fold_validation -----------------------------------------------------
+
+def test_carve_validation():
+    data = random_data(nnz=1000)
+    split = random_split(data, 0.1)
+    carved = carve_validation(split, 0.2, seed=1)
+    assert (carved.train.nnz, carved.valid.nnz, carved.test.nnz) == (720, 180, 100)
+    assert_partition(carved, data)
+    assert rows_of(carved.train) | rows_of(carved.valid) == rows_of(split.train)
+    assert carved.notes[:len(split.notes)] == split.notes and len(carved.notes) > len(split.notes)
+    assert_same_split(carved, carve_validation(split, 0.2, seed=1))
+    with pytest.raises(ValueError, match="already"):
+        carve_validation(carved, 0.1)
+    with pytest.raises(ValueError, match="valid_ratio"):
+        carve_validation(split, 0.0)
+
+
+def test_fold_validation():
+    data = random_data()
+    split = random_split(data, 0.1, 0.1)
+    folded = split.fold_validation()
+    assert folded.valid.nnz == 0 and rows_of(folded.test) == rows_of(split.test)
+    assert rows_of(folded.train) == rows_of(split.train) | rows_of(split.valid)
+
+
+# --- leave_one_out --------------------------------------------------------------------------
+
+def hand_data(timestamps=True):
+    users = [0, 0, 0, 0, 1, 1, 1, 2, 2, 3]
+    items = [0, 1, 2, 3, 0, 1, 2, 4, 5, 0]
+    ts = [5, 9, 1, 3, 7, 7, 2, 1, 2, 1]   # user 1: items 0 and 1 tie for latest
+    return make(users, items, timestamps=ts if timestamps else None)
+
+
+def entries(part, user):
+    return sorted(part.items[part.users == user].tolist())
+
+
+def test_leave_one_out_by_hand():
+    data = hand_data()
+    tied_test, valid_items = set(), set()
+    for seed in range(40):
+        split = leave_one_out(data, seed)
+        assert_partition(split, data)
+        assert entries(split.test, 0) == [1]                    # the latest
+        assert len(entries(split.valid, 0)) == 1
+        valid_items.update(entries(split.valid, 0))
+        tied_test.update(entries(split.test, 1))
+        assert entries(split.test, 1) in ([0], [1]) and len(entries(split.valid, 1)) == 1
+        assert (entries(split.test, 2), entries(split.valid, 2), entries(split.train, 2)) \
+            == ([5], [], [4])                                   # 2 interactions: test only
+        assert (entries(split.test, 3), entries(split.valid, 3), entries(split.train, 3)) \
+            == ([], [], [0])                                    # 1 interaction: train only
+    assert tied_test == {0, 1}            # the seed breaks the tie, both ways
+    assert valid_items == {0, 2, 3}       # any other interaction can be the validation item
+    notes = leave_one_out(data).notes
+    assert "1 users with 2 interactions have a test item but no validation item" in notes
+    assert "1 users with 1 interaction stay in train and are not evaluated" in notes
+    assert not any("no timestamps" in note for note in notes)
+
+
+def test_leave_one_out_random_data_picks_latest():
+    data = random_data(seed=4, nnz=1500)
+    split = leave_one_out(data, seed=2)
+    assert_partition(split, data)
+    counts = np.bincount(data.users, minlength=data.n_users)
+    np.testing.assert_array_equal(np.bincount(split.test.users, minlength=data.n_users),
+                                  counts >= 2)
+    np.testing.assert_array_equal(np.bincount(split.valid.users, minlength=data.n_users),
+                                  counts >= 3)
+    for u, t in zip(split.test.users, split.test.timestamps):
+        assert t == data.timestamps[data.users == u].max()
+    assert_same_split(split, leave_one_out(data, seed=2))
+
+
+def test_leave_one_out_without_timestamps():
+    data = hand_data(timestamps=False)
+    split = leave_one_out(data)
+    assert_partition(split, data)
+    assert "no timestamps: leave-one-out holds out a random interaction per user" in split.notes
+    test_items = {tuple(entries(leave_one_out(data, seed).test, 0)) for seed in range(40)}
+    assert test_items == {(0,), (1,), (2,), (3,)}
+
+
+def test_leave_one_out_is_vectorized():
+    # 2M entries over 100k users: a Python loop per user would take far longer than this.
+    data = random_data(n_users=100_000, n_items=1000, nnz=2_000_000)
+    start = time.perf_counter()
+    leave_one_out(data)
+    assert time.perf_counter() - start < 5.0
+
+
+# --- subsample ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("based", ["user", "item"])
+@pytest.mark.parametrize("ratio", [0.1, 0.25, 0.5, 0.8])
+def test_subsample_keeps_rounded_share_per_row(based, ratio):
+    train = random_data(nnz=1200)
+    kept = subsample(train, ratio, seed=1, based=based)
+    rows, kept_rows, n = ((train.users, kept.users, train.n_users) if based == "user"
+                          else (train.items, kept.items, train.n_items))
+    counts = np.bincount(rows, minlength=n)
+    expected = np.where(counts > 0, np.maximum(np.floor(ratio * counts + 0.5), 1), 0)
+    np.testing.assert_array_equal(np.bincount(kept_rows, minlength=n), expected)
+    assert rows_of(kept) <= rows_of(train)
+    np.testing.assert_array_equal(kept.items, subsample(train, ratio, seed=1, based=based).items)
+
+
+def test_subsample_edges():
+    train = random_data()
+    assert subsample(train, 1.0) is train
+    small = make([0, 1, 1, 1], [0, 0, 1, 2])
+    assert np.bincount(subsample(small, 0.01).users).tolist() == [1, 1]   # at least 1 per row
+    assert np.bincount(subsample(small, 0.5).users).tolist() == [1, 2]    # 1.5 rounds up to 2
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="ratio"):
+            subsample(train, bad)
+    with pytest.raises(ValueError, match="based"):
+        subsample(train, 0.5, based="row")
