@@ -1,0 +1,48 @@
+"""Op backends behind one interface: `reference` (numpy), `cpu` (Numba) and `gpu` (CUDA via CuPy).
+
+Every backend is a module with the same op functions (see reference.py), `xp` (its array
+module for the dense algebra), `to_device` / `to_host` and `name`. `get_backend` picks one.
+"""
+from __future__ import annotations
+
+import importlib
+
+
+def _cuda_devices() -> tuple[int, str]:
+    """(number of CUDA devices CuPy sees, why none when 0)."""
+    try:
+        import cupy
+    except ImportError:
+        return 0, "CuPy is not installed (pip install 'ncae-cuda[cuda12]' or '[cuda13]')"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:   # no driver, or the driver refuses: CuPy raises its own runtime error
+        return 0, f"CuPy finds no usable CUDA device ({e})"
+    return n, "" if n else "CuPy finds no CUDA device"
+
+
+N_CUDA_DEVICES, NO_CUDA_REASON = _cuda_devices()
+HAS_CUDA = N_CUDA_DEVICES > 0
+BACKENDS = ("reference", "cpu", "gpu")
+
+
+class BackendUnavailable(RuntimeError):
+    pass
+
+
+def get_backend(device: str = "auto"):
+    """The ops module for 'auto' (gpu when there is one, else cpu), 'cpu', 'gpu' or 'reference'."""
+    if device == "auto":
+        device = "gpu" if HAS_CUDA else "cpu"
+    if device not in BACKENDS:
+        raise ValueError(f"device must be one of auto, {', '.join(BACKENDS)}; got {device!r}")
+    if device == "gpu":
+        if not HAS_CUDA:
+            raise BackendUnavailable(f"--device gpu needs a CUDA GPU: {NO_CUDA_REASON}")
+        try:
+            return importlib.import_module(f"{__name__}.gpu")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.gpu":
+                raise
+            raise BackendUnavailable("this version of ncae_cuda has no GPU backend yet") from None
+    return importlib.import_module(f"{__name__}.{device}")
