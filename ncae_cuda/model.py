@@ -1,0 +1,165 @@
+"""The NCAE network: forward, backward and Adam step for any depth, over one ops backend.
+
+    a1 = tanh(sum over kept inputs of x_p / (1-q) * E[col_p] + b1)        (B, K1)   gather
+    a_l = tanh(a_{l-1} @ W_l^T + b_l)                                       (B, K_l)  dense
+    out = a_last @ V^T + c ;  yhat = s * tanh(out) + m_off                  (B, N)
+
+Explicit feedback computes `out` only at the observed entries (sparse output); implicit feedback
+needs every column (dense output through the backend's BLAS). The sparse parts are the ops of
+ops/reference.py; the dense parts are `xp` algebra, so the same code runs on numpy and CuPy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layout import Layout
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What the output layer is trained to do (DESIGN.md, "Model")."""
+    feedback: str                     # 'explicit' or 'implicit'
+    s: float = 1.0                    # yhat = s * tanh(out) + m_off
+    m_off: float = 0.0
+    alpha: float = 1.0                # explicit: weight of errors on dropped inputs
+    beta: float = 1.0                 # explicit: weight of errors on kept inputs
+
+    @classmethod
+    def explicit(cls, r_min: float, r_max: float, alpha: float, beta: float) -> Objective:
+        return cls("explicit", s=(r_max - r_min) / 2, m_off=(r_max + r_min) / 2,
+                   alpha=alpha, beta=beta)
+
+    @classmethod
+    def implicit(cls) -> Objective:
+        return cls("implicit")
+
+
+@dataclass(frozen=True)
+class AdamConfig:
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.0         # lambda: L2 on every weight and bias, added to the gradient
+
+
+class Network:
+    """Parameters, gradients and Adam moments in one (4, P) buffer on the backend's device."""
+
+    def __init__(self, layout: Layout, ops, objective: Objective, params: np.ndarray,
+                 col_weights: np.ndarray | None = None, dtype=np.float32):
+        if objective.feedback == "implicit" and col_weights is None:
+            raise ValueError("implicit feedback needs the per-column weights c_j")
+        self.layout, self.ops, self.objective = layout, ops, objective
+        xp = ops.xp
+        self.state = xp.zeros((4, layout.size), dtype)                # params, grads, m, v
+        self.state[0] = ops.to_device(params.astype(dtype))
+        self.params, self.grads, self.m, self.v = self.state
+        self.p = layout.views(self.params)
+        self.d = layout.views(self.grads)
+        self.col_weights = None if col_weights is None else ops.to_device(col_weights.astype(dtype))
+        self.steps = 0                                                # Adam's t
+
+    # -----------------------------------------------------------------------------------------
+    # forward / backward of the hidden layers
+
+    def hidden_forward(self, batch, keep, scale: float) -> list:
+        """Activations [a1, ..., a_last], each (B, K_l)."""
+        xp, p = self.ops.xp, self.p
+        B = len(batch.row_weight)
+        a = xp.empty((B, self.layout.hidden[0]), self.params.dtype)   # (B, K1)
+        self.ops.gather_forward(a, batch.indptr, batch.cols, batch.vals, keep,
+                                p["E"], p["b1"], scale)
+        acts = [a]
+        for layer in range(2, self.layout.n_layers + 1):
+            a = xp.tanh(a @ p[f"W{layer}"].T + p[f"b{layer}"])        # (B, K_l)
+            acts.append(a)
+        return acts
+
+    def hidden_backward(self, acts: list, da, batch, keep, scale: float) -> None:
+        """Accumulate the hidden layers' gradients from da = dL/da_last (B, K_last)."""
+        p, d = self.p, self.d
+        for layer in range(self.layout.n_layers, 1, -1):
+            dpre = da * (1 - acts[layer - 1] ** 2)                    # (B, K_l) through tanh
+            d[f"W{layer}"] += dpre.T @ acts[layer - 2]
+            d[f"b{layer}"] += dpre.sum(axis=0)
+            da = dpre @ p[f"W{layer}"]                                # (B, K_{l-1})
+        dpre1 = da * (1 - acts[0] ** 2)                               # (B, K1)
+        self.ops.scatter_backward(d["E"], d["b1"], dpre1, batch.indptr, batch.cols, batch.vals,
+                                  keep, scale, batch.entry_rows, batch.col_order,
+                                  batch.col_ptr, batch.col_ids)
+
+    # -----------------------------------------------------------------------------------------
+    # the loss
+
+    def loss_and_grad(self, batch, keep, scale: float):
+        """Accumulate d(batch loss)/d(params) into the grads; returns row_loss (B,).
+
+        Batch loss = sum_b row_weight[b] * row_loss[b], the mean over the batch's real rows.
+        """
+        xp, p, d, obj = self.ops.xp, self.p, self.d, self.objective
+        acts = self.hidden_forward(batch, keep, scale)
+        a = acts[-1]                                                  # (B, K_last)
+        B = a.shape[0]
+        row_loss = xp.empty(B, self.params.dtype)                     # (B,)
+        da = xp.zeros_like(a)                                         # (B, K_last)
+        if obj.feedback == "explicit":
+            yhat = xp.empty(len(batch.cols), self.params.dtype)       # (nnz,)
+            self.ops.sparse_output_forward(yhat, a, p["V"], p["c"], batch.indptr, batch.cols,
+                                           obj.s, obj.m_off)
+            self.ops.sparse_output_backward(da, d["V"], d["c"], row_loss, a, p["V"], yhat,
+                                            batch.indptr, batch.cols, batch.vals, keep,
+                                            batch.row_weight, obj.alpha, obj.beta, obj.s,
+                                            obj.m_off, batch.entry_rows, batch.col_order,
+                                            batch.col_ptr, batch.col_ids)
+        else:
+            out = a @ p["V"].T + p["c"]                               # (B, N) logits
+            dout = xp.empty_like(out)                                 # (B, N)
+            self.ops.reweighted_error(dout, row_loss, out, batch.indptr, batch.cols,
+                                      self.col_weights, batch.row_weight)
+            d["V"] += dout.T @ a
+            d["c"] += dout.sum(axis=0)
+            da += dout @ p["V"]
+        self.hidden_backward(acts, da, batch, keep, scale)
+        return row_loss
+
+    def train_step(self, batch, keep, scale: float, adam: AdamConfig):
+        """Zero the grads, backprop one batch, take one Adam step; returns the batch loss
+        as a 0-d device array, so the host need not wait for it."""
+        self.grads.fill(0)
+        row_loss = self.loss_and_grad(batch, keep, scale)
+        self.steps += 1
+        self.ops.adam(self.params, self.m, self.v, self.grads, adam.lr, adam.beta1, adam.beta2,
+                      adam.eps, adam.weight_decay, self.steps)
+        return row_loss @ batch.row_weight
+
+    def l2_penalty(self, weight_decay: float) -> float:
+        """lambda/2 * ||params||^2, the regularization part of the objective."""
+        return 0.5 * weight_decay * float(self.params @ self.params)
+
+    # -----------------------------------------------------------------------------------------
+    # prediction (no dropout)
+
+    def logits(self, batch):
+        """out (B, N) for every column of the batch's rows: the implicit ranking scores.
+
+        Ranking uses the logits rather than tanh(out): the order is the same, and tanh's
+        float32 saturation near 1 would create ties that count against the held-out item.
+        """
+        keep = self._keep_all(batch)
+        a = self.hidden_forward(batch, keep, 1.0)[-1]
+        return a @ self.p["V"].T + self.p["c"]
+
+    def predict_entries(self, batch, query):
+        """yhat (nnz_q,) at the entries of `query` (a batch of the same rows as `batch`)."""
+        keep = self._keep_all(batch)
+        a = self.hidden_forward(batch, keep, 1.0)[-1]
+        yhat = self.ops.xp.empty(len(query.cols), self.params.dtype)
+        self.ops.sparse_output_forward(yhat, a, self.p["V"], self.p["c"], query.indptr,
+                                       query.cols, self.objective.s, self.objective.m_off)
+        return yhat
+
+    def _keep_all(self, batch):
+        return self.ops.xp.ones(len(batch.cols), np.uint8)
