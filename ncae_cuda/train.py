@@ -1,0 +1,524 @@
+"""Train and evaluate NCAE.
+
+    python -m ncae_cuda.train                          # built-in synthetic ratings, explicit
+    python -m ncae_cuda.train --dataset ml-100k --data-dir ../shared/data --split u1
+    python -m ncae_cuda.train --dataset ml-100k --data-dir ../shared/data --feedback implicit
+    python -m ncae_cuda.train --out runs/a --resume    # continue an interrupted run
+
+Protocol (DESIGN.md): train on the training part and score the validation part after every
+epoch, keeping the best epoch (early stopping after --patience epochs without improvement);
+then retrain from scratch on training + validation for that many epochs and score the test part
+once (--no-refit scores the best-validation model instead). Without a validation part it trains
+--epochs epochs. Explicit feedback is scored by RMSE over held-out ratings, implicit by HR@M and
+NDCG@M of each user's held-out item ranked against every item the user has not interacted with,
+next to the POP baseline.
+
+Writes under --out: checkpoint.npz after every epoch (what --resume continues from), model.npz
+and metrics.json at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from . import datasets, metrics, splits
+from .augment import column_counts, popularity_weights, uniform_weights
+from .data import DataError, Interactions, read_movielens_100k
+from .evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
+from .layout import Layout
+from .model import AdamConfig, Network, Objective
+from .ops import BackendUnavailable, get_backend
+from .ops.common import CSR
+
+FILE_SPLITS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
+CHECKPOINT_VERSION = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _fraction(low_open: bool, high_open: bool):
+    def parse(text: str) -> float:
+        value = float(text)
+        if not ((0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)):
+            bounds = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
+            raise argparse.ArgumentTypeError(f"must be in {bounds}, got {text}")
+        return value
+    return parse
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ncae_cuda.train", description=__doc__.split("\n\n")[0],
+        epilog="Data sets: " + ", ".join(datasets.names()) + ". Defaults follow the paper "
+               "where it states them.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = p.add_argument_group("data")
+    g.add_argument("--dataset", default="synthetic", help="named data set (see epilog)")
+    g.add_argument("--data-dir", type=Path, help="folder with an extracted copy of the data set")
+    g.add_argument("--cache-dir", type=Path, help="download cache (default $NCAE_CUDA_CACHE "
+                   "or ~/.cache/ncae_cuda)")
+    g.add_argument("--feedback", choices=("explicit", "implicit"),
+                   help="default: the data set's own (ratings: explicit, HetRec: implicit)")
+    g.add_argument("--split", choices=("random", "loo", *FILE_SPLITS),
+                   help="random hold-out, leave-one-out by time, or ML-100K's u1..u5/ua/ub "
+                        "files (default: random for explicit, loo for implicit)")
+    g.add_argument("--test-ratio", type=_fraction(True, True), default=0.1,
+                   help="random split: share of all entries held out for test")
+    g.add_argument("--valid-ratio", type=_fraction(False, True), default=0.1,
+                   help="share held out for validation: of all entries (random split) or of "
+                        "the training file (u1..ub); 0 = no validation, train --epochs")
+    g.add_argument("--data-ratio", type=_fraction(True, False), default=1.0,
+                   help="the paper's D: keep this share of each row's training entries")
+    g.add_argument("--split-seed", type=int, default=0, help="seed of the split and D-sample")
+
+    g = p.add_argument_group("model")
+    g.add_argument("--based", choices=("user", "item"),
+                   help="rows the autoencoder encodes (default: item for explicit, user for "
+                        "implicit, the paper's best)")
+    g.add_argument("--hidden", type=_int_list, default=(500, 500),
+                   help="hidden widths K1,K2,...: one number per hidden layer")
+    g.add_argument("--dropout", type=_fraction(False, True), default=0.5,
+                   help="input dropout rate q")
+    g.add_argument("--alpha", type=_non_negative, default=1.0,
+                   help="explicit: weight of errors on dropped inputs")
+    g.add_argument("--beta", type=_non_negative, default=0.5,
+                   help="explicit: weight of errors on kept inputs")
+    g.add_argument("--weighting", choices=("popularity", "uniform"), default="popularity",
+                   help="implicit: weights c_j of unobserved entries (uniform = NCAE-)")
+    g.add_argument("--c0", type=_non_negative, default=512.0, help="popularity weighting: c0")
+    g.add_argument("--omega", type=_non_negative, default=0.5, help="popularity weighting: w")
+    g.add_argument("--uniform-c", type=_non_negative, default=0.05,
+                   help="uniform weighting: the one c")
+
+    g = p.add_argument_group("training")
+    g.add_argument("--epochs", type=_positive_int, default=100, help="most epochs to train")
+    g.add_argument("--patience", type=int, default=10,
+                   help="stop after this many epochs without a better validation score (0: never)")
+    g.add_argument("--no-refit", dest="refit", action="store_false",
+                   help="score test with the best-validation model instead of retraining on "
+                        "training + validation")
+    g.add_argument("--batch-size", type=_positive_int, default=128)
+    g.add_argument("--lr", type=_positive, default=1e-3, help="Adam learning rate")
+    g.add_argument("--weight-decay", type=_non_negative, default=1e-3,
+                   help="lambda: L2 on all weights and biases")
+    g.add_argument("--seed", type=int, default=0, help="seed of init, shuffling and dropout")
+    g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+
+    g = p.add_argument_group("evaluation and output")
+    g.add_argument("--cutoffs", type=_int_list, default=(10, 100),
+                   help="implicit: M of HR@M and NDCG@M; early stopping uses NDCG at the last")
+    g.add_argument("--out", type=Path, default=Path("runs/ncae"),
+                   help="folder for checkpoint.npz, model.npz, metrics.json")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the run whose checkpoint is in --out")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# the experiment: data, split and the feedback-specific evaluation
+
+@dataclass
+class Experiment:
+    args: argparse.Namespace
+    ops: object
+    data: Interactions
+    split: splits.Split
+
+    @property
+    def implicit(self) -> bool:
+        return self.args.feedback == "implicit"
+
+    def matrix(self, part: Interactions):
+        """The part as the network's rows x columns CSR on the device."""
+        return CSR.from_scipy(self.ops, part.to_csr(self.args.based, implicit=self.implicit))
+
+    def objective(self) -> Objective:
+        if self.implicit:
+            return Objective.implicit()
+        return Objective.explicit(*self.data.rating_scale, self.args.alpha, self.args.beta)
+
+    def col_weights(self, part: Interactions) -> np.ndarray | None:
+        if not self.implicit:
+            return None
+        n_cols = self.data.n_items if self.args.based == "user" else self.data.n_users
+        if self.args.weighting == "uniform":
+            return uniform_weights(n_cols, self.args.uniform_c)
+        cols = part.items if self.args.based == "user" else part.users
+        return popularity_weights(column_counts(cols, n_cols), self.args.c0, self.args.omega)
+
+    def new_network(self, part: Interactions) -> Network:
+        n_cols = self.data.n_items if self.args.based == "user" else self.data.n_users
+        layout = Layout(n_cols, self.args.hidden)
+        params = layout.xavier_init(np.random.default_rng(self.args.seed))
+        return Network(layout, self.ops, self.objective(), params, self.col_weights(part))
+
+    def selection_metric(self) -> tuple[str, bool]:
+        """(name, higher is better) of the validation figure that early stopping follows."""
+        return (f"ndcg@{self.args.cutoffs[-1]}", True) if self.implicit else ("rmse", False)
+
+    def evaluate(self, net: Network, inputs: Interactions, held: Interactions,
+                 seen: Interactions, per_user: bool = False) -> dict:
+        """Metrics of `held`, each row encoded from `inputs`; implicit candidates exclude `seen`.
+
+        per_user adds the per-cluster table (users grouped by their number of inputs)."""
+        user_counts = np.bincount(inputs.users, minlength=self.data.n_users)
+        if self.implicit:
+            scorer = model_scorer(net, self.matrix(inputs), self.args.based)
+            return self._ranking(scorer, held, seen, user_counts if per_user else None)
+        rows, cols = ((held.users, held.items) if self.args.based == "user"
+                      else (held.items, held.users))
+        yhat = predict_ratings(net, self.matrix(inputs), rows, cols)
+        result = {"rmse": metrics.rmse(yhat, held.ratings), "entries": held.nnz}
+        if per_user:
+            sq = metrics.row_squared_errors(held.users, yhat, held.ratings, self.data.n_users)
+            result["clusters"] = self._clusters(user_counts, rmse=sq)
+        return result
+
+    def evaluate_pop(self, inputs: Interactions, held: Interactions, seen: Interactions) -> dict:
+        """The POP baseline through the same ranking code."""
+        pop = metrics.popularity_scores(np.bincount(inputs.items, minlength=self.data.n_items))
+        return self._ranking(constant_scorer(self.ops, pop), held, seen, None)
+
+    def _ranking(self, scorer, held, seen, user_counts) -> dict:
+        exclude = CSR.from_scipy(self.ops, seen.to_csr("user", implicit=True))
+        ranks = heldout_ranks(self.ops, scorer, exclude, held.users, held.items)
+        result = metrics.ranking_summary(ranks, self.args.cutoffs)
+        if user_counts is not None:
+            per_row = {}
+            for m in self.args.cutoffs:
+                per_row[f"hr@{m}"] = metrics.hit_rate(ranks, m)
+                per_row[f"ndcg@{m}"] = metrics.ndcg(ranks, m)
+            counts = user_counts[held.users]
+            result["clusters"] = metrics.cluster_table(
+                counts, metrics.cluster_edges(counts), means=per_row)
+        return result
+
+    def _clusters(self, user_counts, rmse) -> list[dict]:
+        sq_sum, n = rmse
+        evaluated = n > 0
+        counts = user_counts[evaluated]
+        return metrics.cluster_table(counts, metrics.cluster_edges(counts),
+                                     rmse=(sq_sum[evaluated], n[evaluated]))
+
+
+def make_split(args, data: Interactions) -> splits.Split:
+    if args.split == "loo":
+        split = splits.leave_one_out(data, seed=args.split_seed)
+    elif args.split == "random":
+        split = splits.random_split(data, args.test_ratio, args.valid_ratio, seed=args.split_seed)
+    else:
+        base, test = datasets.split_files(args.dataset, args.split, args.data_dir, args.cache_dir)
+        split = splits.file_split(data, read_movielens_100k(base), read_movielens_100k(test))
+        if args.valid_ratio > 0:
+            split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)
+    if args.data_ratio < 1:
+        train = splits.subsample(split.train, args.data_ratio, seed=args.split_seed,
+                                 based=args.based)
+        split = splits.Split(train, split.valid, split.test, split.notes + [
+            f"D = {args.data_ratio:g}: trained on {train.nnz} of {split.train.nnz} entries"])
+    return split
+
+
+def resolve_defaults(parser, args) -> None:
+    """Fill the defaults that depend on the data set and feedback; refuse bad combinations."""
+    if args.dataset not in datasets.names():
+        parser.error(f"unknown --dataset {args.dataset!r}; choose from {', '.join(datasets.names())}")
+    args.feedback = args.feedback or datasets.default_feedback(args.dataset)
+    args.based = args.based or ("item" if args.feedback == "explicit" else "user")
+    args.split = args.split or ("random" if args.feedback == "explicit" else "loo")
+    if args.feedback == "implicit" and args.split != "loo":
+        parser.error("implicit feedback is evaluated by leave-one-out: use --split loo")
+    if args.patience < 0:
+        parser.error("--patience must be >= 0")
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+@dataclass
+class Progress:
+    """Everything a run needs to continue after an interruption; saved after every epoch."""
+    phase: str = "select"             # 'select' (train, score validation), 'refit', 'done'
+    epoch: int = 0                    # epochs finished in this phase
+    finished: bool = False            # the phase is over (early stop or last epoch)
+    best_epoch: int = 0
+    best_value: float | None = None
+    bad_epochs: int = 0
+    history: list = field(default_factory=list)
+
+
+def train_epoch(net: Network, csr: CSR, rows: np.ndarray, epoch: int, args, adam: AdamConfig,
+                label: str) -> float:
+    """One pass over `rows` in a seeded shuffle; returns the mean loss per row."""
+    ops = net.ops
+    order = np.random.default_rng([args.seed, epoch]).permutation(rows).astype(np.int32)
+    scale = 1.0 / (1.0 - args.dropout)
+    total = ops.xp.zeros((), np.float64)                  # stays on the device all epoch
+    for start in tqdm(range(0, len(order), args.batch_size), desc=label, leave=False,
+                      disable=None, unit="batch"):
+        chunk = order[start:start + args.batch_size]
+        batch = ops.cut_batch(csr.indptr, csr.indices, csr.data, ops.to_device(chunk),
+                              args.batch_size)
+        keep = ops.xp.empty(len(batch.cols), np.uint8)
+        ops.dropout_keep(keep, batch.entry_ids, args.seed, epoch, args.dropout)
+        total += net.train_step(batch, keep, scale, adam) * len(chunk)
+    loss = float(total) / len(order)
+    if not np.isfinite(loss):
+        raise FloatingPointError(f"the training loss became {loss} in epoch {epoch}: "
+                                 f"lower --lr (now {args.lr:g})")
+    return loss
+
+
+def trainable_rows(csr: CSR, ops) -> np.ndarray:
+    """Rows with at least one training entry: an empty row has no input to encode."""
+    return np.flatnonzero(np.diff(ops.to_host(csr.indptr)) > 0)
+
+
+def run_phase(exp: Experiment, net: Network, part: Interactions, progress: Progress,
+              epochs: int, valid: Interactions | None, checkpoint) -> Network:
+    """Train `net` on `part` up to `epochs` epochs, scoring `valid` (if any) after each."""
+    args = exp.args
+    adam = AdamConfig(args.lr, weight_decay=args.weight_decay)
+    csr = exp.matrix(part)
+    rows = trainable_rows(csr, exp.ops)
+    name, higher = exp.selection_metric()
+    while progress.epoch < epochs and not progress.finished:
+        epoch = progress.epoch + 1
+        start = time.perf_counter()
+        loss = train_epoch(net, csr, rows, epoch, args, adam, f"{progress.phase} {epoch}")
+        seconds = time.perf_counter() - start
+        record = {"phase": progress.phase, "epoch": epoch, "loss": loss,
+                  "l2": net.l2_penalty(args.weight_decay), "seconds": seconds}
+        line = f"{progress.phase} epoch {epoch:3d} | loss {loss:.4f}"
+        if valid is not None:
+            start = time.perf_counter()
+            scores = exp.evaluate(net, part, valid, seen=part)
+            record.update(valid=scores, eval_seconds=time.perf_counter() - start)
+            value = scores[name]
+            line += f" | valid {name} {value:.4f}"
+            if progress.best_value is None or (value > progress.best_value if higher
+                                               else value < progress.best_value):
+                progress.best_value, progress.best_epoch, progress.bad_epochs = value, epoch, 0
+                checkpoint.keep_best(net)
+            else:
+                progress.bad_epochs += 1
+        print(f"{line} | {seconds:.2f} s", flush=True)
+        progress.history.append(record)
+        progress.epoch = epoch
+        progress.finished = (epoch == epochs or (valid is not None and args.patience > 0
+                                                 and progress.bad_epochs >= args.patience))
+        checkpoint.save(net, progress)
+    return net
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints
+
+RESUMABLE = ("dataset", "feedback", "based", "split", "test_ratio", "valid_ratio",
+             "data_ratio", "split_seed", "hidden", "dropout", "alpha", "beta", "weighting",
+             "c0", "omega", "uniform_c", "patience", "refit", "batch_size", "lr",
+             "weight_decay", "seed", "cutoffs")
+
+
+def _config(args) -> dict:
+    """The settings a resumed run must share with the run it continues."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()
+            if k in RESUMABLE}
+
+
+class Checkpoint:
+    """checkpoint.npz in --out: the (4, P) state, Adam's step, the best parameters, Progress."""
+
+    def __init__(self, out: Path, args):
+        self.path, self.args = out / "checkpoint.npz", args
+        self.best = None                                   # host copy of the best params
+
+    def keep_best(self, net: Network) -> None:
+        self.best = net.ops.to_host(net.params).copy()
+
+    def save(self, net: Network, progress: Progress) -> None:
+        meta = {"version": CHECKPOINT_VERSION, "config": _config(self.args), "steps": net.steps,
+                "progress": vars(progress)}
+        arrays = {"state": net.ops.to_host(net.state), "meta": np.array(json.dumps(meta))}
+        if self.best is not None:
+            arrays["best"] = self.best
+        atomic_savez(self.path, arrays)
+
+    def load(self, net_for) -> tuple[Network | None, Progress]:
+        """(network restored from the checkpoint, its Progress); net_for(progress) builds the
+        network of the checkpoint's phase for the state to be loaded into."""
+        if not self.path.exists():
+            raise DataError(f"--resume: no checkpoint at {self.path}")
+        with np.load(self.path) as f:
+            meta = json.loads(str(f["meta"]))
+            if meta.get("version") != CHECKPOINT_VERSION:
+                raise DataError(f"{self.path}: checkpoint version {meta.get('version')}, "
+                                f"this ncae_cuda writes {CHECKPOINT_VERSION}")
+            changed = {k: (v, _config(self.args).get(k)) for k, v in meta["config"].items()
+                       if _config(self.args).get(k) != v}
+            if changed:
+                detail = ", ".join(f"{k}: {a} -> {b}" for k, (a, b) in changed.items())
+                raise DataError(f"--resume with other settings than the checkpoint ({detail})")
+            progress = Progress(**meta["progress"])
+            self.best = f["best"] if "best" in f.files else None
+            net = net_for(progress)
+            net.state[...] = net.ops.to_device(f["state"])
+            net.steps = meta["steps"]
+        return net, progress
+
+
+def atomic_savez(path: Path, arrays: dict) -> None:
+    """Write to a temporary file and rename: a killed run never leaves a half-written file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+
+def run(args) -> dict:
+    ops = get_backend(args.device)
+    data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir)
+    if args.feedback == "explicit" and data.ratings is None:
+        raise DataError(f"{args.dataset} has no ratings: use --feedback implicit")
+    split = make_split(args, data)
+    exp = Experiment(args, ops, data, split)
+    print(f"{data.name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions | "
+          f"train {split.train.nnz}, valid {split.valid.nnz}, test {split.test.nnz} | "
+          f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}, device {ops.name}")
+    if data.n_duplicates_merged:
+        print(f"note: {data.n_duplicates_merged} duplicate (user, item) records merged into "
+              "others (rule: ncae_cuda.data)")
+    for note in split.notes:
+        print(f"note: {note}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    checkpoint = Checkpoint(args.out, args)
+    has_valid = split.valid.nnz > 0
+    trained_on = split.fold_validation().train if has_valid and args.refit else split.train
+
+    def network_for(progress: Progress) -> Network:
+        return exp.new_network(trained_on if progress.phase == "refit" else split.train)
+
+    if args.resume:
+        net, progress = checkpoint.load(network_for)
+        print(f"resuming {progress.phase} after epoch {progress.epoch}")
+    else:
+        progress = Progress()
+        net = network_for(progress)
+
+    if progress.phase == "select":
+        run_phase(exp, net, split.train, progress, args.epochs,
+                  split.valid if has_valid else None, checkpoint)
+        if has_valid and args.refit:
+            print(f"best validation epoch {progress.best_epoch}: retraining on training + "
+                  f"validation for {progress.best_epoch} epochs")
+            progress = Progress(phase="refit", best_epoch=progress.best_epoch,
+                                best_value=progress.best_value, history=progress.history)
+            net = network_for(progress)
+    if progress.phase == "refit":
+        run_phase(exp, net, trained_on, progress, progress.best_epoch, None, checkpoint)
+    if has_valid and not args.refit:
+        net.params[...] = ops.to_device(checkpoint.best)
+
+    seen = split.fold_validation().train         # the test item is never among these
+    result = {"test": exp.evaluate(net, trained_on, split.test, seen, per_user=True)}
+    if exp.implicit:
+        result["pop"] = exp.evaluate_pop(trained_on, split.test, seen)
+    report(exp, progress, result, args)
+    save_model(args.out / "model.npz", net, exp)
+    summary = {
+        "dataset": args.dataset, "device": ops.name, "config": _config(args),
+        "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
+                 "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz},
+        "notes": split.notes, "best_epoch": progress.best_epoch, "history": progress.history,
+        "seconds_per_epoch": float(np.mean([h["seconds"] for h in progress.history])),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **result}
+    (args.out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
+    progress.phase = "done"
+    checkpoint.save(net, progress)
+    return summary
+
+
+def report(exp: Experiment, progress: Progress, result: dict, args) -> None:
+    test = result["test"]
+    if exp.implicit:
+        rows = [{"model": "NCAE", **{k: v for k, v in test.items() if k != "clusters"}},
+                {"model": "POP", **result["pop"]}]
+    else:
+        rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
+    print("\ntest\n" + metrics.format_table(rows))
+    print("\ntest by user's number of training entries\n"
+          + metrics.format_table(test["clusters"]))
+
+
+def save_model(path: Path, net: Network, exp: Experiment) -> None:
+    meta = {"hidden": list(net.layout.hidden), "n_cols": net.layout.n_cols,
+            "objective": vars(net.objective), "config": _config(exp.args)}
+    arrays = {"params": net.ops.to_host(net.params), "meta": np.array(json.dumps(meta)),
+              "user_ids": exp.data.user_ids, "item_ids": exp.data.item_ids}
+    if net.col_weights is not None:
+        arrays["col_weights"] = net.ops.to_host(net.col_weights)
+    atomic_savez(path, arrays)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    resolve_defaults(parser, args)
+    try:
+        run(args)
+    except (DataError, BackendUnavailable, FloatingPointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: continue with --resume --out {args.out}", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The training CLI end to end on small synthetic data: outputs, determinism, resume, bad flags."""
+import json
+
+import numpy as np
+import pytest
+
+from ncae_cuda import ops, train
+
+TINY = ["--dataset", "synthetic-tiny", "--hidden", "8,6", "--batch-size", "16", "--device", "cpu"]
+
+
+def run(tmp_path, *extra, name="run"):
+    out = tmp_path / name
+    code = train.main([*TINY, "--out", str(out), *extra])
+    return code, out
+
+
+def params(out):
+    with np.load(out / "model.npz") as f:
+        return f["params"]
+
+
+def test_explicit_end_to_end(tmp_path, capsys):
+    code, out = run(tmp_path, "--epochs", "3")
+    assert code == 0
+    log = capsys.readouterr().out
+    assert log.count("select epoch") == 3 and "refit epoch" in log
+    result = json.loads((out / "metrics.json").read_text())
+    assert 0 < result["test"]["rmse"] < 4
+    assert result["test"]["clusters"] and result["best_epoch"] >= 1
+    assert params(out).dtype == np.float32
+
+
+def test_implicit_end_to_end_with_pop(tmp_path):
+    code, out = run(tmp_path, "--feedback", "implicit", "--epochs", "2", "--cutoffs", "5,10")
+    assert code == 0
+    result = json.loads((out / "metrics.json").read_text())
+    for model in ("test", "pop"):
+        assert 0 <= result[model]["hr@10"] <= 1 and 0 <= result[model]["ndcg@5"] <= 1
+    assert result["config"]["split"] == "loo" and result["config"]["based"] == "user"
+
+
+def test_same_seed_same_parameters(tmp_path):
+    first = params(run(tmp_path, "--epochs", "2", name="a")[1])
+    second = params(run(tmp_path, "--epochs", "2", name="b")[1])
+    other = params(run(tmp_path, "--epochs", "2", "--seed", "1", name="c")[1])
+    np.testing.assert_array_equal(first, second)
+    assert not np.array_equal(first, other)
+
+
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+@pytest.mark.parametrize("stop_at", [("select", 3), ("refit", 2)])
+def test_resume_equals_uninterrupted(tmp_path, monkeypatch, feedback, stop_at):
+    flags = ["--feedback", feedback, "--epochs", "4", "--patience", "0"]
+    whole = run(tmp_path, *flags, name="whole")[1]
+
+    real_epoch = train.train_epoch
+    def interrupted(net, csr, rows, epoch, args, adam, label):
+        if label == f"{stop_at[0]} {stop_at[1]}":
+            raise KeyboardInterrupt
+        return real_epoch(net, csr, rows, epoch, args, adam, label)
+    monkeypatch.setattr(train, "train_epoch", interrupted)
+    assert run(tmp_path, *flags, name="split")[0] == 130
+    monkeypatch.setattr(train, "train_epoch", real_epoch)
+    assert run(tmp_path, *flags, "--resume", name="split")[0] == 0
+
+    np.testing.assert_array_equal(params(whole), params(tmp_path / "split"))
+    a, b = (json.loads((d / "metrics.json").read_text()) for d in (whole, tmp_path / "split"))
+    assert a["test"] == b["test"]
+    assert [h["loss"] for h in a["history"]] == [h["loss"] for h in b["history"]]
+
+
+def test_resume_refuses_other_settings(tmp_path, capsys):
+    run(tmp_path, "--epochs", "1")
+    code, _ = run(tmp_path, "--epochs", "1", "--lr", "0.01", "--resume")
+    assert code == 2 and "lr: 0.001 -> 0.01" in capsys.readouterr().err
+
+
+def test_resume_without_checkpoint(tmp_path, capsys):
+    assert run(tmp_path, "--resume")[0] == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--dropout", "1.5"], "must be in [0, 1)"),
+    (["--hidden", "500,x"], "comma-separated integers"),
+    (["--epochs", "0"], "positive integer"),
+    (["--dataset", "nope"], "unknown --dataset"),
+    (["--feedback", "implicit", "--split", "random"], "use --split loo"),
+    (["--device", "tpu"], "invalid choice"),
+])
+def test_bad_flags_exit_with_a_message(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as e:
+        train.main([*TINY, "--out", str(tmp_path), *flags])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(ops.HAS_CUDA, reason="a GPU is present")
+def test_device_gpu_without_gpu_says_so(tmp_path, capsys):
+    code = train.main([*TINY[:-2], "--device", "gpu", "--out", str(tmp_path)])
+    assert code == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_help_explains_flags(capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--feedback", "--based", "--hidden", "--dropout", "--alpha", "--weighting",
+                 "--data-ratio", "--resume", "--patience"):
+        assert flag in text
