@@ -1,0 +1,21 @@
+"""The README's quick start is what CI runs: its set-up and its test command are in .ci/run."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = " && .venv/bin/python -m ncae_cuda.train"
+
+
+def quick_start() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Quick start.*?```bash\n(.*?)```", text, re.S)
+    assert block, "README.md needs a '## Quick start' section with a bash block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_quick_start_is_two_commands_that_ci_runs():
+    install_and_train, test = quick_start()
+    assert install_and_train.endswith(TRAIN)
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert install_and_train[:-len(TRAIN)] in ci
+    assert any(line.split("#")[0].strip() == test for line in ci)
