@@ -422,6 +422,11 @@ def atomic_savez(path: Path, arrays: dict) -> None:
 
 def run(args) -> dict:
     ops = get_backend(args.device)
+    with ops.session():
+        return train_and_test(args, ops)
+
+
+def train_and_test(args, ops) -> dict:
     data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir)
     if args.feedback == "explicit" and data.ratings is None:
         raise DataError(f"{args.dataset} has no ratings: use --feedback implicit")

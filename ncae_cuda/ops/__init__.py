@@ -1,7 +1,8 @@
 """Op backends behind one interface: `reference` (numpy), `cpu` (Numba) and `gpu` (CUDA via CuPy).
 
 Every backend is a module with the same op functions (see reference.py), `xp` (its array
-module for the dense algebra), `to_device` / `to_host` and `name`. `get_backend` picks one.
+module for the dense algebra), `to_device` / `to_host`, `session()` (the context to train
+and evaluate in) and `name`. `get_backend` picks one.
 """
 from __future__ import annotations
 
