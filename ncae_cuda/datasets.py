@@ -183,6 +183,16 @@ def split_files(name: str, split: str, data_dir: str | os.PathLike | None = None
     return base, test
 
 
+def load_split(name: str, split: str, data_dir: str | os.PathLike | None = None,
+               cache_dir: str | os.PathLike | None = None,
+               download: bool = True) -> tuple[Interactions, Interactions]:
+    """(base, test) of a data set's own split, read by the data set's reader. Each has its own
+    id maps: splits.file_split maps them onto the whole data set's."""
+    reader = _entry(name).read
+    base, test = split_files(name, split, data_dir, cache_dir, download)
+    return reader(base), reader(test)
+
+
 def names() -> list[str]:
     """The names `load` takes, published ones first."""
     return list(DATASETS)

@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from . import datasets, metrics, splits
 from .augment import column_counts, popularity_weights, uniform_weights
-from .data import DataError, Interactions, read_movielens_100k
+from .data import DataError, Interactions
 from .evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
 from .layout import Layout
 from .model import AdamConfig, Network, Objective
@@ -247,8 +247,8 @@ def make_split(args, data: Interactions) -> splits.Split:
     elif args.split == "random":
         split = splits.random_split(data, args.test_ratio, args.valid_ratio, seed=args.split_seed)
     else:
-        base, test = datasets.split_files(args.dataset, args.split, args.data_dir, args.cache_dir)
-        split = splits.file_split(data, read_movielens_100k(base), read_movielens_100k(test))
+        base, test = datasets.load_split(args.dataset, args.split, args.data_dir, args.cache_dir)
+        split = splits.file_split(data, base, test)
         if args.valid_ratio > 0:
             split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)
     if args.data_ratio < 1:

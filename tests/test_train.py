@@ -110,3 +110,26 @@ def test_help_explains_flags(capsys):
     for flag in ("--feedback", "--based", "--hidden", "--dropout", "--alpha", "--weighting",
                  "--data-ratio", "--resume", "--patience"):
         assert flag in text
+
+
+def test_data_ratio_subsamples_training_rows(tmp_path):
+    full = json.loads((run(tmp_path, "--epochs", "1", name="full")[1] / "metrics.json").read_text())
+    half = json.loads((run(tmp_path, "--epochs", "1", "--data-ratio", "0.5", name="half")[1]
+                       / "metrics.json").read_text())
+    assert 0.4 * full["data"]["train"] < half["data"]["train"] < 0.6 * full["data"]["train"]
+    assert half["data"]["test"] == full["data"]["test"]       # D thins training only
+
+
+def test_implicit_item_based_end_to_end(tmp_path):
+    code, out = run(tmp_path, "--feedback", "implicit", "--based", "item", "--epochs", "2")
+    assert code == 0
+    assert 0 <= json.loads((out / "metrics.json").read_text())["test"]["ndcg@100"] <= 1
+
+
+def test_ml100k_u1_split_files(tmp_path, shared_data):
+    code = train.main(["--dataset", "ml-100k", "--data-dir", str(shared_data), "--split", "u1",
+                       "--hidden", "8", "--epochs", "1", "--device", "cpu",
+                       "--out", str(tmp_path)])
+    assert code == 0
+    data = json.loads((tmp_path / "metrics.json").read_text())["data"]
+    assert data["train"] + data["valid"] == 80_000 and data["test"] == 20_000
