@@ -168,6 +168,14 @@ class Experiment:
     def implicit(self) -> bool:
         return self.args.feedback == "implicit"
 
+    @property
+    def n_cols(self) -> int:
+        return self.data.n_items if self.args.based == "user" else self.data.n_users
+
+    def oriented(self, part: Interactions) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols) of the part's entries in the network's rows x columns view."""
+        return (part.users, part.items) if self.args.based == "user" else (part.items, part.users)
+
     def matrix(self, part: Interactions):
         """The part as the network's rows x columns CSR on the device."""
         return CSR.from_scipy(self.ops, part.to_csr(self.args.based, implicit=self.implicit))
@@ -180,15 +188,13 @@ class Experiment:
     def col_weights(self, part: Interactions) -> np.ndarray | None:
         if not self.implicit:
             return None
-        n_cols = self.data.n_items if self.args.based == "user" else self.data.n_users
         if self.args.weighting == "uniform":
-            return uniform_weights(n_cols, self.args.uniform_c)
-        cols = part.items if self.args.based == "user" else part.users
-        return popularity_weights(column_counts(cols, n_cols), self.args.c0, self.args.omega)
+            return uniform_weights(self.n_cols, self.args.uniform_c)
+        counts = column_counts(self.oriented(part)[1], self.n_cols)
+        return popularity_weights(counts, self.args.c0, self.args.omega)
 
     def new_network(self, part: Interactions) -> Network:
-        n_cols = self.data.n_items if self.args.based == "user" else self.data.n_users
-        layout = Layout(n_cols, self.args.hidden)
+        layout = Layout(self.n_cols, self.args.hidden)
         params = layout.xavier_init(np.random.default_rng(self.args.seed))
         return Network(layout, self.ops, self.objective(), params, self.col_weights(part))
 
@@ -196,49 +202,54 @@ class Experiment:
         """(name, higher is better) of the validation figure that early stopping follows."""
         return (f"ndcg@{self.args.cutoffs[-1]}", True) if self.implicit else ("rmse", False)
 
-    def evaluate(self, net: Network, inputs: Interactions, held: Interactions,
-                 seen: Interactions, per_user: bool = False) -> dict:
-        """Metrics of `held`, each row encoded from `inputs`; implicit candidates exclude `seen`.
+    def evaluator(self, inputs: Interactions, held: Interactions, seen: Interactions):
+        """score(net, per_user=False) -> metrics of `held`, each row encoded from `inputs`;
+        implicit candidates exclude `seen`. The device matrices are built once, here.
 
         per_user adds the per-cluster table (users grouped by their number of inputs)."""
+        inputs_csr = self.matrix(inputs)
         user_counts = np.bincount(inputs.users, minlength=self.data.n_users)
         if self.implicit:
-            scorer = model_scorer(net, self.matrix(inputs), self.args.based)
-            return self._ranking(scorer, held, seen, user_counts if per_user else None)
-        rows, cols = ((held.users, held.items) if self.args.based == "user"
-                      else (held.items, held.users))
-        yhat = predict_ratings(net, self.matrix(inputs), rows, cols)
-        result = {"rmse": metrics.rmse(yhat, held.ratings), "entries": held.nnz}
-        if per_user:
-            sq = metrics.row_squared_errors(held.users, yhat, held.ratings, self.data.n_users)
-            result["clusters"] = self._clusters(user_counts, rmse=sq)
-        return result
+            ranking = self._ranking(held, seen, user_counts)
+            return lambda net, per_user=False: ranking(
+                model_scorer(net, inputs_csr, self.args.based), per_user)
+        rows, cols = self.oriented(held)
+
+        def score(net: Network, per_user: bool = False) -> dict:
+            yhat = predict_ratings(net, inputs_csr, rows, cols)
+            result = {"rmse": metrics.rmse(yhat, held.ratings), "entries": held.nnz}
+            if per_user:
+                sq_sum, n = metrics.row_squared_errors(held.users, yhat, held.ratings,
+                                                       self.data.n_users)
+                rated = n > 0
+                counts = user_counts[rated]
+                result["clusters"] = metrics.cluster_table(
+                    counts, metrics.cluster_edges(counts), rmse=(sq_sum[rated], n[rated]))
+            return result
+        return score
 
     def evaluate_pop(self, inputs: Interactions, held: Interactions, seen: Interactions) -> dict:
         """The POP baseline through the same ranking code."""
         pop = metrics.popularity_scores(np.bincount(inputs.items, minlength=self.data.n_items))
-        return self._ranking(constant_scorer(self.ops, pop), held, seen, None)
+        return self._ranking(held, seen, None)(constant_scorer(self.ops, pop), False)
 
-    def _ranking(self, scorer, held, seen, user_counts) -> dict:
+    def _ranking(self, held: Interactions, seen: Interactions, user_counts):
+        """rank(scorer, per_user) -> HR/NDCG of each user's held-out item."""
         exclude = CSR.from_scipy(self.ops, seen.to_csr("user", implicit=True))
-        ranks = heldout_ranks(self.ops, scorer, exclude, held.users, held.items)
-        result = metrics.ranking_summary(ranks, self.args.cutoffs)
-        if user_counts is not None:
-            per_row = {}
-            for m in self.args.cutoffs:
-                per_row[f"hr@{m}"] = metrics.hit_rate(ranks, m)
-                per_row[f"ndcg@{m}"] = metrics.ndcg(ranks, m)
-            counts = user_counts[held.users]
-            result["clusters"] = metrics.cluster_table(
-                counts, metrics.cluster_edges(counts), means=per_row)
-        return result
 
-    def _clusters(self, user_counts, rmse) -> list[dict]:
-        sq_sum, n = rmse
-        evaluated = n > 0
-        counts = user_counts[evaluated]
-        return metrics.cluster_table(counts, metrics.cluster_edges(counts),
-                                     rmse=(sq_sum[evaluated], n[evaluated]))
+        def rank(scorer, per_user: bool) -> dict:
+            ranks = heldout_ranks(self.ops, scorer, exclude, held.users, held.items)
+            result = metrics.ranking_summary(ranks, self.args.cutoffs)
+            if per_user:
+                per_row = {}
+                for m in self.args.cutoffs:
+                    per_row[f"hr@{m}"] = metrics.hit_rate(ranks, m)
+                    per_row[f"ndcg@{m}"] = metrics.ndcg(ranks, m)
+                counts = user_counts[held.users]
+                result["clusters"] = metrics.cluster_table(
+                    counts, metrics.cluster_edges(counts), means=per_row)
+            return result
+        return rank
 
 
 def make_split(args, data: Interactions) -> splits.Split:
@@ -322,6 +333,7 @@ def run_phase(exp: Experiment, net: Network, part: Interactions, progress: Progr
     csr = exp.matrix(part)
     rows = trainable_rows(csr, exp.ops)
     name, higher = exp.selection_metric()
+    score_valid = exp.evaluator(part, valid, seen=part) if valid is not None else None
     while progress.epoch < epochs and not progress.finished:
         epoch = progress.epoch + 1
         start = time.perf_counter()
@@ -332,7 +344,7 @@ def run_phase(exp: Experiment, net: Network, part: Interactions, progress: Progr
         line = f"{progress.phase} epoch {epoch:3d} | loss {loss:.4f}"
         if valid is not None:
             start = time.perf_counter()
-            scores = exp.evaluate(net, part, valid, seen=part)
+            scores = score_valid(net)
             record.update(valid=scores, eval_seconds=time.perf_counter() - start)
             value = scores[name]
             line += f" | valid {name} {value:.4f}"
@@ -470,7 +482,7 @@ def train_and_test(args, ops) -> dict:
         net.params[...] = ops.to_device(checkpoint.best)
 
     seen = split.fold_validation().train         # the test item is never among these
-    result = {"test": exp.evaluate(net, trained_on, split.test, seen, per_user=True)}
+    result = {"test": exp.evaluator(trained_on, split.test, seen)(net, per_user=True)}
     if exp.implicit:
         result["pop"] = exp.evaluate_pop(trained_on, split.test, seen)
     report(exp, progress, result, args)
