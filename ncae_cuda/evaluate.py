@@ -34,17 +34,16 @@ def predict_ratings(net: Network, inputs: CSR, rows: np.ndarray, cols: np.ndarra
     targets = np.unique(rows).astype(np.int32)                         # rows with a query
     parts = []
     for start in range(0, len(targets), EVAL_BATCH):
-        chunk = ops.to_device(targets[start:start + EVAL_BATCH])
-        n = len(chunk)
-        batch = ops.cut_batch(inputs.indptr, inputs.indices, inputs.data, chunk, n)
-        wanted = ops.cut_batch(query.indptr, query.indices, query.data, chunk, n)
+        chunk = targets[start:start + EVAL_BATCH]
+        batch = ops.cut_batch(inputs, chunk, len(chunk))
+        wanted = ops.cut_batch(query, chunk, len(chunk))
         parts.append(ops.to_host(net.predict_entries(batch, wanted)))
     yhat = np.empty(len(rows), np.float32)
     yhat[order] = np.concatenate(parts) if parts else []   # chunks list entries in sorted order
     return yhat
 
 
-Scorer = Callable[[object], object]   # device (B,) user indices -> device (B, n_items) scores
+Scorer = Callable[[np.ndarray], object]   # (B,) user indices -> device (B, n_items) scores
 
 
 def heldout_ranks(ops, score_users: Scorer, exclude: CSR, users: np.ndarray,
@@ -52,9 +51,9 @@ def heldout_ranks(ops, score_users: Scorer, exclude: CSR, users: np.ndarray,
     """(n,) int32 rank of items[i] for users[i] among the items not in `exclude` (users x items)."""
     ranks = np.empty(len(users), np.int32)
     for start in range(0, len(users), EVAL_BATCH):
-        chunk = ops.to_device(users[start:start + EVAL_BATCH].astype(np.int32))
+        chunk = users[start:start + EVAL_BATCH].astype(np.int32)
         n = len(chunk)
-        excluded = ops.cut_batch(exclude.indptr, exclude.indices, exclude.data, chunk, n)
+        excluded = ops.cut_batch(exclude, chunk, n)
         out = ops.xp.empty(n, np.int32)
         ops.rank_heldout(out, score_users(chunk),
                          ops.to_device(items[start:start + n].astype(np.int32)),
@@ -71,17 +70,14 @@ def model_scorer(net: Network, inputs: CSR, based: str) -> Scorer:
     """
     ops = net.ops
     if based == "user":
-        def score(users):
-            return net.logits(ops.cut_batch(inputs.indptr, inputs.indices, inputs.data,
-                                            users, len(users)))
-        return score
+        return lambda users: net.logits(ops.cut_batch(inputs, users, len(users)))
     n_items = inputs.shape[0]
     full = ops.xp.empty((inputs.shape[1], n_items), net.params.dtype)  # (n_users, n_items)
     for start in range(0, n_items, EVAL_BATCH):
-        chunk = ops.to_device(np.arange(start, min(start + EVAL_BATCH, n_items), dtype=np.int32))
-        batch = ops.cut_batch(inputs.indptr, inputs.indices, inputs.data, chunk, len(chunk))
+        chunk = np.arange(start, min(start + EVAL_BATCH, n_items), dtype=np.int32)
+        batch = ops.cut_batch(inputs, chunk, len(chunk))
         full[:, start:start + len(chunk)] = net.logits(batch).T
-    return lambda users: full[users]
+    return lambda users: full[ops.to_device(users)]
 
 
 def constant_scorer(ops, scores: np.ndarray) -> Scorer:

@@ -308,8 +308,7 @@ def train_epoch(net: Network, csr: CSR, rows: np.ndarray, epoch: int, args, adam
     for start in tqdm(range(0, len(order), args.batch_size), desc=label, leave=False,
                       disable=None, unit="batch"):
         chunk = order[start:start + args.batch_size]
-        batch = ops.cut_batch(csr.indptr, csr.indices, csr.data, ops.to_device(chunk),
-                              args.batch_size)
+        batch = ops.cut_batch(csr, chunk, args.batch_size)
         keep = ops.xp.empty(len(batch.cols), np.uint8)
         ops.dropout_keep(keep, batch.entry_ids, args.seed, epoch, args.dropout)
         total += net.train_step(batch, keep, scale, adam) * len(chunk)
@@ -320,9 +319,9 @@ def train_epoch(net: Network, csr: CSR, rows: np.ndarray, epoch: int, args, adam
     return loss
 
 
-def trainable_rows(csr: CSR, ops) -> np.ndarray:
+def trainable_rows(csr: CSR) -> np.ndarray:
     """Rows with at least one training entry: an empty row has no input to encode."""
-    return np.flatnonzero(np.diff(ops.to_host(csr.indptr)) > 0)
+    return np.flatnonzero(np.diff(csr.host_indptr) > 0)
 
 
 def run_phase(exp: Experiment, net: Network, part: Interactions, progress: Progress,
@@ -331,7 +330,7 @@ def run_phase(exp: Experiment, net: Network, part: Interactions, progress: Progr
     args = exp.args
     adam = AdamConfig(args.lr, weight_decay=args.weight_decay)
     csr = exp.matrix(part)
-    rows = trainable_rows(csr, exp.ops)
+    rows = trainable_rows(csr)
     name, higher = exp.selection_metric()
     score_valid = exp.evaluator(part, valid, seen=part) if valid is not None else None
     while progress.epoch < epochs and not progress.finished:

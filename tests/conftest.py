@@ -1,10 +1,35 @@
-"""Shared fixtures: the real data sets in the workspace's shared folder, where there is one."""
+"""Shared fixtures: the op backends every backend-parametrized test runs on, and the real data
+sets in the workspace's shared folder, where there is one."""
 from pathlib import Path
 
 import pytest
 
+from cuda_emulator import CXX, emulated_backend
+from ncae_cuda import ops
+
 # The shared folder sits beside the repository: <workspace>/shared/data next to <workspace>/main.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+# cpu: Numba. gpu-emulated: the CUDA kernels and their launchers, run on the CPU (g++).
+# gpu: the same on a CUDA device.
+BACKENDS = [
+    "cpu",
+    pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
+    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
+]
+
+
+@pytest.fixture(scope="session")
+def emulated_gpu(tmp_path_factory):
+    return emulated_backend(tmp_path_factory.mktemp("cuda-emulator"))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """Each fast backend in turn, to be compared with ops.reference."""
+    if request.param == "gpu-emulated":
+        return request.getfixturevalue("emulated_gpu")
+    return ops.get_backend(request.param)
 
 
 @pytest.fixture

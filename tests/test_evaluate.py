@@ -3,13 +3,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import ops
 from ncae_cuda.evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
 from ncae_cuda.layout import Layout
 from ncae_cuda.model import Network, Objective
 from ncae_cuda.ops.common import CSR
-
-from test_ops import BACKENDS
 
 
 def dense_logits(params: dict, X: np.ndarray, n_layers: int) -> np.ndarray:
@@ -31,13 +28,11 @@ def make(backend, feedback, n_rows=30, n_cols=20, hidden=(6, 5), seed=0):
     objective = (Objective.explicit(1, 5, 1, 1) if feedback == "explicit"
                  else Objective.implicit())
     weights = rng.random(n_cols).astype(np.float32) if feedback == "implicit" else None
-    be = ops.get_backend(backend)
-    net = Network(layout, be, objective, params, weights)
+    net = Network(layout, backend, objective, params, weights)
     host = {k: v.astype(np.float64) for k, v in layout.views(params).items()}
-    return net, CSR.from_scipy(be, X), X.toarray().astype(np.float64), host, rng
+    return net, CSR.from_scipy(backend, X), X.toarray().astype(np.float64), host, rng
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_predict_ratings_in_query_order(backend):
     net, inputs, X, host, rng = make(backend, "explicit")
     rows = rng.integers(0, X.shape[0], 200)                # unsorted, repeated rows
@@ -55,7 +50,6 @@ def brute_force_ranks(scores, seen, users, items):
     return np.array(ranks)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("based", ["user", "item"])
 def test_model_ranks_match_brute_force(backend, based):
     net, inputs, X, host, rng = make(backend, "implicit", n_rows=30 if based == "user" else 20,
@@ -71,14 +65,12 @@ def test_model_ranks_match_brute_force(backend, based):
     np.testing.assert_array_equal(ranks, brute_force_ranks(user_scores, seen, users, items))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_popularity_baseline_ranks_with_ties(backend):
-    be = ops.get_backend(backend)
     pop = np.array([5, 3, 3, 3, 0, 9], np.float32)
     seen = np.zeros((3, 6), bool)
     seen[0, 5] = True                                     # the most popular item is seen
-    exclude = CSR.from_scipy(be, sp.csr_matrix(seen.astype(np.float32)))
-    ranks = heldout_ranks(be, constant_scorer(be, pop), exclude, np.array([0, 1, 2]),
+    exclude = CSR.from_scipy(backend, sp.csr_matrix(seen.astype(np.float32)))
+    ranks = heldout_ranks(backend, constant_scorer(backend, pop), exclude, np.array([0, 1, 2]),
                           np.array([1, 5, 4]))
     # user 0, item 1 (3): ties with 2 and 3, beaten by 0 -> 3; user 1, item 5: best -> 0;
     # user 2, item 4 (0): every one of the 5 others scores >= -> 5

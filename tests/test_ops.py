@@ -6,78 +6,52 @@ test_model.py, so agreement with it is agreement with the math.
 """
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
-from ncae_cuda import ops
 from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import dropout_threshold
+from ncae_cuda.ops.common import CSR, dropout_threshold
 
-BACKENDS = [
-    "cpu",
-    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
-]
+from helpers import assert_close, host, on, random_batch, random_matrix
+
 # (rows in the CSR, N columns, K width, rows in the batch, batch size)
 SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 200, 33, 64, 64)]
-F32_RTOL = 2e-5   # float32 against float64: a few ulps of accumulated rounding
 
 
-@pytest.fixture(params=BACKENDS)
-def be(request):
-    return ops.get_backend(request.param)
+def _keep(rng, n):
+    return (rng.random(n) < 0.7).astype(np.uint8)
 
 
-def random_csr(rng, n_rows, n_cols, density=0.15, empty_share=0.2):
-    m = sp.random(n_rows, n_cols, density=density, random_state=rng, format="csr",
-                  data_rvs=lambda n: rng.integers(1, 6, n).astype(np.float32))
-    empty = rng.random(n_rows) < empty_share
-    m = sp.diags((~empty).astype(np.float32)) @ m
-    m = sp.csr_matrix(m, dtype=np.float32)
-    m.eliminate_zeros()
-    m.sort_indices()
-    return m.indptr.astype(np.int32), m.indices.astype(np.int32), m.data.astype(np.float32)
-
-
-def random_batch(rng, n_rows, n_cols, n_batch, batch_size):
-    indptr, indices, data = random_csr(rng, n_rows, n_cols)
-    rows = rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
-    return ref.cut_batch(indptr, indices, data, rows, batch_size)
-
-
-def on(be, batch):
-    return type(batch)(*(be.to_device(x) for x in batch))
-
-
-def host(be, x):
-    return np.asarray(be.to_host(x), dtype=np.float64)
-
-
-def assert_close(actual, expected, rtol=F32_RTOL):
-    expected = np.asarray(expected, np.float64)
-    scale = max(np.abs(expected).max(initial=0.0), 1.0)
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=rtol * scale)
+def _runs(batch):
+    """(col_ptr, col_ids) of the distinct columns: a backend may pad both with empty runs."""
+    col_ptr, col_ids = np.asarray(batch.col_ptr), np.asarray(batch.col_ids)
+    n_runs = int((col_ids >= 0).sum())
+    assert (col_ids[n_runs:] == -1).all() and (col_ptr[n_runs:] == len(batch.cols)).all()
+    return col_ptr[:n_runs + 1], col_ids[:n_runs]
 
 
 # ---------------------------------------------------------------------------------------------
 # batching and dropout
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_cut_batch_matches_reference(be, shape):
+def test_cut_batch_matches_reference(backend, shape):
     rng = np.random.default_rng(1)
     n_rows, n_cols, _, n_batch, batch_size = shape
-    indptr, indices, data = random_csr(rng, n_rows, n_cols)
+    m = random_matrix(rng, n_rows, n_cols)
     rows = rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
-    expect = ref.cut_batch(indptr, indices, data, rows, batch_size)
-    got = be.cut_batch(*(be.to_device(x) for x in (indptr, indices, data, rows)), batch_size)
-    for field, e, g in zip(expect._fields, expect, got):
-        np.testing.assert_array_equal(be.to_host(g), e, err_msg=field)
+    expect = ref.cut_batch(CSR.from_scipy(ref, m), rows, batch_size)
+    got = backend.cut_batch(CSR.from_scipy(backend, m), rows, batch_size)
+    got = type(got)(*(backend.to_host(x) for x in got))
+    for field in ("indptr", "cols", "vals", "entry_ids", "entry_rows", "col_order", "row_weight"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(expect, field), err_msg=field)
+    for g, e in zip(_runs(got), _runs(expect)):
+        np.testing.assert_array_equal(g, e)
 
 
 def test_cut_batch_hand_case():
     # rows 2 and 0 of [[., 5, .], [1, ., .], [4, ., 2]], padded to 3 rows
     indptr = np.array([0, 1, 2, 4], np.int32)
-    indices = np.array([1, 0, 0, 2], np.int32)
-    data = np.array([5, 1, 4, 2], np.float32)
-    b = ref.cut_batch(indptr, indices, data, np.array([2, 0], np.int32), 3)
+    csr = CSR(indptr, np.array([1, 0, 0, 2], np.int32), np.array([5, 1, 4, 2], np.float32),
+              indptr, (3, 3))
+    b = ref.cut_batch(csr, np.array([2, 0], np.int32), 3)
     np.testing.assert_array_equal(b.indptr, [0, 2, 3, 3])
     np.testing.assert_array_equal(b.cols, [0, 2, 1])
     np.testing.assert_array_equal(b.vals, [4, 2, 5])
@@ -90,31 +64,32 @@ def test_cut_batch_hand_case():
 
 
 @pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9])
-def test_dropout_keep_matches_reference_and_rate(be, q):
+def test_dropout_keep_matches_reference_and_rate(backend, q):
     entry_ids = np.random.default_rng(2).permutation(200_000).astype(np.int32)
     expect = np.empty(len(entry_ids), np.uint8)
     ref.dropout_keep(expect, entry_ids, 7, 3, q)
-    keep = be.to_device(np.full(len(entry_ids), 9, np.uint8))
-    be.dropout_keep(keep, be.to_device(entry_ids), 7, 3, q)
-    np.testing.assert_array_equal(be.to_host(keep), expect)
+    keep = backend.to_device(np.full(len(entry_ids), 9, np.uint8))
+    backend.dropout_keep(keep, backend.to_device(entry_ids), 7, 3, q)
+    np.testing.assert_array_equal(backend.to_host(keep), expect)
     assert abs(expect.mean() - (1 - q)) < 0.005
     if q == 0.0:
         assert expect.all()
 
 
-def test_dropout_masks_do_not_depend_on_batching(be):
+def test_dropout_masks_do_not_depend_on_batching(backend):
     rng = np.random.default_rng(3)
-    indptr, indices, data = random_csr(rng, 200, 60)
-    whole = np.empty(len(indices), np.uint8)
-    ref.dropout_keep(whole, np.arange(len(indices), dtype=np.int32), 11, 4, 0.5)
+    m = random_matrix(rng, 200, 60)
+    csr = CSR.from_scipy(backend, m)
+    whole = np.empty(m.nnz, np.uint8)
+    ref.dropout_keep(whole, np.arange(m.nnz, dtype=np.int32), 11, 4, 0.5)
     for batch_size in (1, 7, 64):
         order = rng.permutation(200).astype(np.int32)
         for start in range(0, 200, batch_size):
-            b = be.cut_batch(*(be.to_device(x) for x in (indptr, indices, data)),
-                             be.to_device(order[start:start + batch_size]), batch_size)
-            keep = be.xp.empty(len(b.cols), np.uint8)
-            be.dropout_keep(keep, b.entry_ids, 11, 4, 0.5)
-            np.testing.assert_array_equal(be.to_host(keep), whole[be.to_host(b.entry_ids)])
+            b = backend.cut_batch(csr, order[start:start + batch_size], batch_size)
+            keep = backend.xp.empty(len(b.cols), np.uint8)
+            backend.dropout_keep(keep, b.entry_ids, 11, 4, 0.5)
+            np.testing.assert_array_equal(backend.to_host(keep),
+                                          whole[backend.to_host(b.entry_ids)])
 
 
 def test_dropout_masks_change_with_epoch_and_seed():
@@ -136,12 +111,8 @@ def test_dropout_threshold_is_exact():
 # ---------------------------------------------------------------------------------------------
 # input layer
 
-def _keep(rng, n):
-    return (rng.random(n) < 0.7).astype(np.uint8)
-
-
 @pytest.mark.parametrize("shape", SHAPES)
-def test_gather_forward(be, shape):
+def test_gather_forward(backend, shape):
     rng = np.random.default_rng(4)
     n_rows, N, K, n_batch, B = shape
     batch = random_batch(rng, n_rows, N, n_batch, B)
@@ -151,11 +122,11 @@ def test_gather_forward(be, shape):
     expect = np.empty((B, K))
     ref.gather_forward(expect, batch.indptr, batch.cols, batch.vals.astype(np.float64), keep,
                        E.astype(np.float64), b1.astype(np.float64), 2.0)
-    a1 = be.to_device(np.full((B, K), np.nan, np.float32))
-    d = on(be, batch)
-    be.gather_forward(a1, d.indptr, d.cols, d.vals, be.to_device(keep), be.to_device(E),
-                      be.to_device(b1), 2.0)
-    assert_close(host(be, a1), expect)
+    a1 = backend.to_device(np.full((B, K), np.nan, np.float32))
+    d = on(backend, batch)
+    backend.gather_forward(a1, d.indptr, d.cols, d.vals, backend.to_device(keep),
+                           backend.to_device(E), backend.to_device(b1), 2.0)
+    assert_close(host(backend, a1), expect)
 
 
 def test_gather_forward_hand_case():
@@ -168,10 +139,12 @@ def test_gather_forward_hand_case():
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_scatter_backward(be, shape):
+def test_scatter_backward(backend, shape):
     rng = np.random.default_rng(5)
     n_rows, N, K, n_batch, B = shape
-    batch = random_batch(rng, n_rows, N, n_batch, B)
+    m = random_matrix(rng, n_rows, N)
+    rows = rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
+    batch = ref.cut_batch(CSR.from_scipy(ref, m), rows, B)
     keep = _keep(rng, len(batch.cols))
     dpre1 = rng.normal(0, 1, (B, K)).astype(np.float32)
     dE0 = rng.normal(0, 1, (N, K)).astype(np.float32)       # accumulates: start non-zero
@@ -181,12 +154,13 @@ def test_scatter_backward(be, shape):
                          batch.vals.astype(np.float64), keep, 0.5, batch.entry_rows,
                          batch.col_order, batch.col_ptr, batch.col_ids)
     results = []
-    for _ in range(2):
-        g_dE, g_db1, d = be.to_device(dE0.copy()), be.to_device(db0.copy()), on(be, batch)
-        be.scatter_backward(g_dE, g_db1, be.to_device(dpre1), d.indptr, d.cols, d.vals,
-                            be.to_device(keep), 0.5, d.entry_rows, d.col_order, d.col_ptr,
-                            d.col_ids)
-        results.append((be.to_host(g_dE), be.to_host(g_db1)))
+    for _ in range(2):                                      # the backend's own batch layout
+        d = backend.cut_batch(CSR.from_scipy(backend, m), rows, B)
+        g_dE, g_db1 = backend.to_device(dE0.copy()), backend.to_device(db0.copy())
+        backend.scatter_backward(g_dE, g_db1, backend.to_device(dpre1), d.indptr, d.cols,
+                                 d.vals, backend.to_device(keep), 0.5, d.entry_rows,
+                                 d.col_order, d.col_ptr, d.col_ids)
+        results.append((backend.to_host(g_dE), backend.to_host(g_db1)))
     assert_close(results[0][0], dE)
     assert_close(results[0][1], db1)
     # deterministic: bit-identical on a second run
@@ -197,55 +171,53 @@ def test_scatter_backward(be, shape):
 # ---------------------------------------------------------------------------------------------
 # explicit output
 
-def _explicit_inputs(rng, shape):
+@pytest.mark.parametrize("shape", SHAPES)
+def test_sparse_output_forward(backend, shape):
+    rng = np.random.default_rng(6)
     n_rows, N, K, n_batch, B = shape
     batch = random_batch(rng, n_rows, N, n_batch, B)
-    return dict(batch=batch, keep=_keep(rng, len(batch.cols)),
-                a=np.tanh(rng.normal(0, 1, (B, K))).astype(np.float32),
-                V=rng.normal(0, 0.3, (N, K)).astype(np.float32),
-                c=rng.normal(0, 0.3, N).astype(np.float32))
-
-
-@pytest.mark.parametrize("shape", SHAPES)
-def test_sparse_output_forward(be, shape):
-    x = _explicit_inputs(np.random.default_rng(6), shape)
-    batch = x["batch"]
+    a = np.tanh(rng.normal(0, 1, (B, K))).astype(np.float32)
+    V = rng.normal(0, 0.3, (N, K)).astype(np.float32)
+    c = rng.normal(0, 0.3, N).astype(np.float32)
     expect = np.empty(len(batch.cols))
-    ref.sparse_output_forward(expect, x["a"].astype(np.float64), x["V"].astype(np.float64),
-                              x["c"].astype(np.float64), batch.indptr, batch.cols, 2.0, 3.0)
-    yhat = be.to_device(np.full(len(batch.cols), np.nan, np.float32))
-    d = on(be, batch)
-    be.sparse_output_forward(yhat, be.to_device(x["a"]), be.to_device(x["V"]),
-                             be.to_device(x["c"]), d.indptr, d.cols, 2.0, 3.0)
-    assert_close(host(be, yhat), expect)
+    ref.sparse_output_forward(expect, a.astype(np.float64), V.astype(np.float64),
+                              c.astype(np.float64), batch.indptr, batch.cols, 2.0, 3.0)
+    yhat = backend.to_device(np.full(len(batch.cols), np.nan, np.float32))
+    d = on(backend, batch)
+    backend.sparse_output_forward(yhat, backend.to_device(a), backend.to_device(V),
+                                  backend.to_device(c), d.indptr, d.cols, 2.0, 3.0)
+    assert_close(host(backend, yhat), expect)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_sparse_output_backward(be, shape):
+def test_sparse_output_backward(backend, shape):
     rng = np.random.default_rng(7)
-    x = _explicit_inputs(rng, shape)
-    batch, B, N, K = x["batch"], shape[4], shape[1], shape[2]
+    n_rows, N, K, n_batch, B = shape
+    m = random_matrix(rng, n_rows, N)
+    rows = rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
+    batch = ref.cut_batch(CSR.from_scipy(ref, m), rows, B)
+    keep = _keep(rng, len(batch.cols))
+    a = np.tanh(rng.normal(0, 1, (B, K))).astype(np.float32)
+    V = rng.normal(0, 0.3, (N, K)).astype(np.float32)
     yhat = (2.0 * np.tanh(rng.normal(0, 1, len(batch.cols))) + 3.0).astype(np.float32)
-    da0 = rng.normal(0, 1, (B, K)).astype(np.float32)
-    dV0 = rng.normal(0, 1, (N, K)).astype(np.float32)
-    dc0 = rng.normal(0, 1, N).astype(np.float32)
-    f64 = [t.astype(np.float64) for t in (da0, dV0, dc0)]
+    starts = [rng.normal(0, 1, shape).astype(np.float32) for shape in ((B, K), (N, K), (N,))]
+    f64 = [t.astype(np.float64) for t in starts]            # da, dV, dc accumulate
     loss = np.empty(B)
-    ref.sparse_output_backward(*f64, loss, x["a"].astype(np.float64), x["V"].astype(np.float64),
+    ref.sparse_output_backward(*f64, loss, a.astype(np.float64), V.astype(np.float64),
                                yhat.astype(np.float64), batch.indptr, batch.cols,
-                               batch.vals.astype(np.float64), x["keep"], batch.row_weight,
+                               batch.vals.astype(np.float64), keep, batch.row_weight,
                                0.8, 0.3, 2.0, 3.0, batch.entry_rows, batch.col_order,
                                batch.col_ptr, batch.col_ids)
     results = []
     for _ in range(2):
-        got = [be.to_device(t.copy()) for t in (da0, dV0, dc0)]
-        g_loss = be.to_device(np.full(B, np.nan, np.float32))
-        d = on(be, batch)
-        be.sparse_output_backward(*got, g_loss, be.to_device(x["a"]), be.to_device(x["V"]),
-                                  be.to_device(yhat), d.indptr, d.cols, d.vals,
-                                  be.to_device(x["keep"]), d.row_weight, 0.8, 0.3, 2.0, 3.0,
-                                  d.entry_rows, d.col_order, d.col_ptr, d.col_ids)
-        results.append([be.to_host(t) for t in (*got, g_loss)])
+        d = backend.cut_batch(CSR.from_scipy(backend, m), rows, B)
+        got = [backend.to_device(t.copy()) for t in starts]
+        g_loss = backend.to_device(np.full(B, np.nan, np.float32))
+        backend.sparse_output_backward(*got, g_loss, backend.to_device(a), backend.to_device(V),
+                                       backend.to_device(yhat), d.indptr, d.cols, d.vals,
+                                       backend.to_device(keep), d.row_weight, 0.8, 0.3, 2.0,
+                                       3.0, d.entry_rows, d.col_order, d.col_ptr, d.col_ids)
+        results.append([backend.to_host(t) for t in (*got, g_loss)])
     for actual, expect in zip(results[0], [*f64, loss]):
         assert_close(actual, expect)
     for first, second in zip(*results):
@@ -272,7 +244,7 @@ def test_sparse_output_backward_hand_case():
 # implicit output
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_reweighted_error(be, shape):
+def test_reweighted_error(backend, shape):
     rng = np.random.default_rng(8)
     n_rows, N, _, n_batch, B = shape
     batch = random_batch(rng, n_rows, N, n_batch, B)
@@ -281,14 +253,14 @@ def test_reweighted_error(be, shape):
     expect_d, expect_loss = np.empty((B, N)), np.empty(B)
     ref.reweighted_error(expect_d, expect_loss, out.astype(np.float64), batch.indptr,
                          batch.cols, weights.astype(np.float64), batch.row_weight)
-    dout = be.to_device(np.full((B, N), np.nan, np.float32))
-    loss = be.to_device(np.full(B, np.nan, np.float32))
-    d = on(be, batch)
-    be.reweighted_error(dout, loss, be.to_device(out), d.indptr, d.cols, be.to_device(weights),
-                        d.row_weight)
-    assert_close(host(be, dout), expect_d)
-    assert_close(host(be, loss), expect_loss)
-    assert not host(be, dout)[batch.row_weight == 0].any()       # padding rows weigh nothing
+    dout = backend.to_device(np.full((B, N), np.nan, np.float32))
+    loss = backend.to_device(np.full(B, np.nan, np.float32))
+    d = on(backend, batch)
+    backend.reweighted_error(dout, loss, backend.to_device(out), d.indptr, d.cols,
+                             backend.to_device(weights), d.row_weight)
+    assert_close(host(backend, dout), expect_d)
+    assert_close(host(backend, loss), expect_loss)
+    assert not host(backend, dout)[batch.row_weight == 0].any()   # padding rows weigh nothing
 
 
 def test_reweighted_error_hand_case():
@@ -304,17 +276,17 @@ def test_reweighted_error_hand_case():
 # optimizer
 
 @pytest.mark.parametrize("n", [1, 5, 1000, 4099])
-def test_adam(be, n):
+def test_adam(backend, n):
     rng = np.random.default_rng(9)
     p0, g = (rng.normal(0, 1, n).astype(np.float32) for _ in range(2))
     m0 = rng.normal(0, 0.1, n).astype(np.float32)
     v0 = rng.random(n).astype(np.float32) * 0.01
     expect = [t.astype(np.float64) for t in (p0, m0, v0)]
     ref.adam(*expect, g.astype(np.float64), 1e-2, 0.9, 0.999, 1e-8, 0.1, 7)
-    got = [be.to_device(t.copy()) for t in (p0, m0, v0)]
-    be.adam(*got, be.to_device(g), 1e-2, 0.9, 0.999, 1e-8, 0.1, 7)
+    got = [backend.to_device(t.copy()) for t in (p0, m0, v0)]
+    backend.adam(*got, backend.to_device(g), 1e-2, 0.9, 0.999, 1e-8, 0.1, 7)
     for actual, e in zip(got, expect):
-        assert_close(host(be, actual), e)
+        assert_close(host(backend, actual), e)
 
 
 def test_adam_first_step_is_a_signed_lr_step():
@@ -327,24 +299,31 @@ def test_adam_first_step_is_a_signed_lr_step():
 # ---------------------------------------------------------------------------------------------
 # evaluation
 
+def _heldout_outside(rng, batch, N):
+    """One held-out column per row, never one of the row's excluded (batch) columns."""
+    heldout = np.empty(len(batch.row_weight), np.int32)
+    for b in range(len(heldout)):
+        excluded = set(batch.cols[batch.indptr[b]:batch.indptr[b + 1]])
+        heldout[b] = rng.choice([j for j in range(N) if j not in excluded])
+    return heldout
+
+
 @pytest.mark.parametrize("shape", SHAPES)
-def test_rank_heldout(be, shape):
+def test_rank_heldout(backend, shape):
     rng = np.random.default_rng(10)
     n_rows, N, _, n_batch, B = shape
     batch = random_batch(rng, n_rows, N, n_batch, B)
     scores = rng.integers(0, 4, (B, N)).astype(np.float32)        # few values: many ties
-    heldout = np.empty(B, np.int32)
-    for b in range(B):                                             # never an excluded column
-        excluded = set(batch.cols[batch.indptr[b]:batch.indptr[b + 1]])
-        heldout[b] = rng.choice([j for j in range(N) if j not in excluded])
+    heldout = _heldout_outside(rng, batch, N)
     scores[-1, ::3] = np.nan                                       # NaN candidates never count
     scores[0, heldout[0]] = np.nan                                 # a NaN held-out ranks last
     expect = np.empty(B, np.int64)
     ref.rank_heldout(expect, scores, heldout, batch.indptr, batch.cols)
-    ranks = be.to_device(np.full(B, -7, np.int32))
-    d = on(be, batch)
-    be.rank_heldout(ranks, be.to_device(scores), be.to_device(heldout), d.indptr, d.cols)
-    np.testing.assert_array_equal(be.to_host(ranks), expect)
+    ranks = backend.to_device(np.full(B, -7, np.int32))
+    d = on(backend, batch)
+    backend.rank_heldout(ranks, backend.to_device(scores), backend.to_device(heldout),
+                         d.indptr, d.cols)
+    np.testing.assert_array_equal(backend.to_host(ranks), expect)
 
 
 def test_rank_heldout_hand_cases():
@@ -357,3 +336,48 @@ def test_rank_heldout_hand_cases():
     ranks = np.empty(4, np.int64)
     ref.rank_heldout(ranks, scores, np.array([0, 0, 1, 0]), excl_indptr, excl_cols)
     np.testing.assert_array_equal(ranks, [1, 3, 4, 0])
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("M", [1, 5, 40])
+def test_topk(backend, shape, M):
+    rng = np.random.default_rng(11)
+    n_rows, N, _, n_batch, B = shape
+    batch = random_batch(rng, n_rows, N, n_batch, B)
+    scores = rng.normal(0, 1, (B, N)).astype(np.float32)
+    scores[::2] = np.round(scores[::2])                            # many ties (and -0.0, 0.0)
+    scores[-1, ::4] = np.nan                                       # NaN is never recommended
+    expect_idx, expect_vals = np.empty((B, M), np.int64), np.empty((B, M), np.float32)
+    ref.topk(expect_idx, expect_vals, scores, batch.indptr, batch.cols)
+    idx = backend.to_device(np.full((B, M), -7, np.int32))
+    vals = backend.to_device(np.full((B, M), np.nan, np.float32))
+    d = on(backend, batch)
+    backend.topk(idx, vals, backend.to_device(scores), d.indptr, d.cols)
+    np.testing.assert_array_equal(backend.to_host(idx), expect_idx)
+    np.testing.assert_array_equal(backend.to_host(vals), expect_vals)
+
+
+def test_topk_hand_case():
+    scores = np.array([[0.5, 2.0, 2.0, -1.0, 7.0],    # 4 is excluded; 1 and 2 tie
+                       [1.0, np.nan, 3.0, 0.0, 0.0]])
+    idx, vals = np.empty((2, 3), np.int64), np.empty((2, 3))
+    ref.topk(idx, vals, scores, np.array([0, 1, 4]), np.array([4, 0, 2, 3]))
+    np.testing.assert_array_equal(idx, [[1, 2, 0], [4, -1, -1]])
+    np.testing.assert_array_equal(vals, [[2.0, 2.0, 0.5], [0.0, -np.inf, -np.inf]])
+
+
+def test_topk_radix_select_at_scale(backend):
+    # wide rows with one value repeated across the cut: the equal-key bookkeeping decides
+    rng = np.random.default_rng(12)
+    B, N, M = 3, 5000, 300
+    scores = rng.choice(np.float32([-2.5, 0.0, 1.0, 1.5, 4.0]), (B, N)).astype(np.float32)
+    scores[1] = rng.normal(0, 1, N)
+    excl = np.sort(rng.choice(N, 500, replace=False)).astype(np.int32)
+    excl_indptr = np.array([0, 500, 500, 500], np.int32)
+    expect_idx, expect_vals = np.empty((B, M), np.int64), np.empty((B, M), np.float32)
+    ref.topk(expect_idx, expect_vals, scores, excl_indptr, excl)
+    idx = backend.to_device(np.empty((B, M), np.int32))
+    vals = backend.to_device(np.empty((B, M), np.float32))
+    backend.topk(idx, vals, backend.to_device(scores), backend.to_device(excl_indptr),
+                 backend.to_device(excl))
+    np.testing.assert_array_equal(backend.to_host(idx), expect_idx)

@@ -1,8 +1,9 @@
 """Op backends behind one interface: `reference` (numpy), `cpu` (Numba) and `gpu` (CUDA via CuPy).
 
-Every backend is a module with the same op functions (see reference.py), `xp` (its array
-module for the dense algebra), `to_device` / `to_host`, `session()` (the context to train
-and evaluate in) and `name`. `get_backend` picks one.
+Every backend has the same op functions (see reference.py), `xp` (its array module for the
+dense algebra), `to_device` / `to_host`, `session()` (the context to train and evaluate in)
+and `name`: the CPU ones as modules, the GPU one as an object bound to the current device.
+`get_backend` picks one.
 """
 from __future__ import annotations
 
@@ -40,10 +41,6 @@ def get_backend(device: str = "auto"):
     if device == "gpu":
         if not HAS_CUDA:
             raise BackendUnavailable(f"--device gpu needs a CUDA GPU: {NO_CUDA_REASON}")
-        try:
-            return importlib.import_module(f"{__name__}.gpu")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.gpu":
-                raise
-            raise BackendUnavailable("this version of ncae_cuda has no GPU backend yet") from None
+        from .gpu import backend
+        return backend()
     return importlib.import_module(f"{__name__}.{device}")

@@ -46,16 +46,18 @@ class Batch(NamedTuple):
     entry_ids: object   # (nnz,) int32 position in the source CSR: keys the dropout hash
     entry_rows: object  # (nnz,) int32 batch row of each entry
     col_order: object   # (nnz,) int32 entries sorted by column, stable
-    col_ptr: object     # (U+1,) int32 run of each distinct column in col_order
-    col_ids: object     # (U,) int32 the distinct columns, ascending
+    col_ptr: object     # (runs+1,) int32 run of each distinct column in col_order
+    col_ids: object     # (runs,) int32 the distinct columns, ascending; a backend may add
+                        # empty runs after them (col_ids -1), which every consumer skips
     row_weight: object  # (B,) float32 1/n for the n real rows, 0 for padding
 
 
 class CSR(NamedTuple):
     """A rows x cols sparse matrix in the arrays of one backend, as cut_batch reads it."""
-    indptr: object      # (rows+1,) int32
-    indices: object     # (nnz,) int32 column of each entry, ascending within a row
-    data: object        # (nnz,) float32
+    indptr: object          # (rows+1,) int32
+    indices: object         # (nnz,) int32 column of each entry, ascending within a row
+    data: object            # (nnz,) float32
+    host_indptr: np.ndarray # (rows+1,) int32 on the host: batch sizes without a device sync
     shape: tuple
 
     @classmethod
@@ -63,6 +65,6 @@ class CSR(NamedTuple):
         if m.nnz >= 2**31:
             raise ValueError(f"{m.nnz} entries: int32 entry ids hold at most 2^31 - 1")
         m.sort_indices()
-        return cls(backend.to_device(m.indptr.astype(np.int32)),
-                   backend.to_device(m.indices.astype(np.int32)),
-                   backend.to_device(m.data.astype(np.float32)), m.shape)
+        indptr = m.indptr.astype(np.int32)
+        return cls(backend.to_device(indptr), backend.to_device(m.indices.astype(np.int32)),
+                   backend.to_device(m.data.astype(np.float32)), indptr, m.shape)

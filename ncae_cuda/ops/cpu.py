@@ -80,13 +80,14 @@ def _cut_batch(indptr, indices, data, rows, batch_size):
     return b_indptr, cols, vals, entry_ids, entry_rows, col_order, col_ptr, col_ids
 
 
-def cut_batch(indptr, indices, data, rows, batch_size):
+def cut_batch(csr, rows, batch_size):
     n = len(rows)
     if not 0 < n <= batch_size:
         raise ValueError(f"a batch needs 1..{batch_size} rows, got {n}")
     row_weight = np.zeros(batch_size, np.float32)
     row_weight[:n] = 1.0 / n
-    return Batch(*_cut_batch(indptr, indices, data, rows, batch_size), row_weight=row_weight)
+    return Batch(*_cut_batch(csr.indptr, csr.indices, csr.data, rows, batch_size),
+                 row_weight=row_weight)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,3 +279,35 @@ def _rank_heldout(ranks, scores, heldout, excl_indptr, excl_cols):
 
 def rank_heldout(ranks, scores, heldout, excl_indptr, excl_cols):
     _rank_heldout(ranks, scores, heldout, excl_indptr, excl_cols)
+
+
+@_pjit
+def _topk(top_idx, top_vals, scores, excl_indptr, excl_cols):
+    B, N = scores.shape
+    M = top_idx.shape[1]
+    for b in prange(B):
+        excluded = np.zeros(N, np.bool_)
+        for p in range(excl_indptr[b], excl_indptr[b + 1]):
+            excluded[excl_cols[p]] = True
+        candidates = np.empty(N, np.int64)                      # ascending column index
+        n = 0
+        for j in range(N):
+            if not excluded[j] and not np.isnan(scores[b, j]):
+                candidates[n] = j
+                n += 1
+        negated = np.empty(n, scores.dtype)
+        for i in range(n):
+            negated[i] = -scores[b, candidates[i]]
+        order = np.argsort(negated, kind="mergesort")           # stable: ties by index
+        for r in range(M):
+            if r < n:
+                j = candidates[order[r]]
+                top_idx[b, r] = j
+                top_vals[b, r] = scores[b, j]
+            else:
+                top_idx[b, r] = -1
+                top_vals[b, r] = -np.inf
+
+
+def topk(top_idx, top_vals, scores, excl_indptr, excl_cols):
+    _topk(top_idx, top_vals, scores, excl_indptr, excl_cols)

@@ -43,8 +43,8 @@ def _entry_rows(indptr):
 # ---------------------------------------------------------------------------------------------
 # batching
 
-def cut_batch(indptr, indices, data, rows, batch_size):
-    """Rows `rows` (n,) of a CSR (indptr, indices, data), padded with empty rows to batch_size.
+def cut_batch(csr, rows, batch_size):
+    """Rows `rows` (n,) of a CSR (host indices), padded with empty rows to batch_size.
 
     Entry ids are positions in the source CSR. col_order lists the batch's entries sorted by
     column (stable, so ties keep row order); col_ptr/col_ids delimit each column's run there.
@@ -53,6 +53,7 @@ def cut_batch(indptr, indices, data, rows, batch_size):
     n = len(rows)
     if not 0 < n <= batch_size:
         raise ValueError(f"a batch needs 1..{batch_size} rows, got {n}")
+    indptr, indices, data = csr.indptr, csr.indices, csr.data
     starts, ends = indptr[rows], indptr[rows + 1]
     lengths = np.zeros(batch_size, np.int32)
     lengths[:n] = ends - starts
@@ -169,3 +170,21 @@ def rank_heldout(ranks, scores, heldout, excl_indptr, excl_cols):
     rows = _entry_rows(excl_indptr)
     beats[rows, excl_cols] = False
     ranks[:] = beats.sum(axis=1)
+
+
+def topk(top_idx, top_vals, scores, excl_indptr, excl_cols):
+    """top_idx, top_vals (B, M): each row's M best candidate columns and their scores, best first.
+
+    Candidates are the columns not in the row's excluded set and not scoring NaN; ties go to the
+    lower column index; a row with fewer than M candidates is padded with -1 and -inf.
+    """
+    B, M = top_idx.shape
+    candidate = ~np.isnan(scores)                                   # (B, N)
+    candidate[_entry_rows(excl_indptr), excl_cols] = False
+    top_idx[:] = -1
+    top_vals[:] = -np.inf
+    for b in range(B):
+        cols = np.flatnonzero(candidate[b])
+        best = cols[np.lexsort((cols, -scores[b, cols]))][:M]
+        top_idx[b, :len(best)] = best
+        top_vals[b, :len(best)] = scores[b, best]
