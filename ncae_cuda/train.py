@@ -233,6 +233,24 @@ class Experiment:
         pop = metrics.popularity_scores(np.bincount(inputs.items, minlength=self.data.n_items))
         return self._ranking(held, seen, None)(constant_scorer(self.ops, pop), False)
 
+    def out_of_memory(self, error: MemoryError) -> str:
+        """What needed the memory, with the sizes, and the flag that lowers each."""
+        mib = 4 / 2**20                                         # float32 MiB
+        size = Layout(self.n_cols, self.args.hidden).size
+        lines = [f"out of memory on the {self.ops.name} backend ({error})",
+                 f"  parameters, gradients and Adam's m, v: 4 x {size:,} floats = "
+                 f"{4 * size * mib:,.0f} MiB (lower --hidden)"]
+        if self.implicit:
+            B, N = self.args.batch_size, self.n_cols
+            lines.append(f"  dense output of a batch: about 3 x {B} x {N:,} floats = "
+                         f"{3 * B * N * mib:,.0f} MiB (lower --batch-size)")
+            if self.args.based == "item":
+                lines.append(f"  item-based evaluation scores: {self.data.n_users:,} x "
+                             f"{self.data.n_items:,} floats = "
+                             f"{self.data.n_users * self.data.n_items * mib:,.0f} MiB "
+                             f"(use --based user)")
+        return "\n".join(lines + ["  or train with --device cpu"])
+
     def _ranking(self, held: Interactions, seen: Interactions, user_counts):
         """rank(scorer, per_user) -> HR/NDCG of each user's held-out item."""
         exclude = CSR.from_scipy(self.ops, seen.to_csr("user", implicit=True))
@@ -431,18 +449,26 @@ def atomic_savez(path: Path, arrays: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 # main
 
+class OutOfMemory(RuntimeError):
+    pass
+
+
 def run(args) -> dict:
     ops = get_backend(args.device)
     with ops.session():
-        return train_and_test(args, ops)
+        exp = prepare(args, ops)
+        try:
+            return train_and_test(exp)
+        except MemoryError as e:          # CuPy's OutOfMemoryError is a MemoryError too
+            raise OutOfMemory(exp.out_of_memory(e)) from None
 
 
-def train_and_test(args, ops) -> dict:
+def prepare(args, ops) -> Experiment:
+    """Load and split the data, and say what will be trained on what."""
     data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir)
     if args.feedback == "explicit" and data.ratings is None:
         raise DataError(f"{args.dataset} has no ratings: use --feedback implicit")
     split = make_split(args, data)
-    exp = Experiment(args, ops, data, split)
     print(f"{data.name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions | "
           f"train {split.train.nnz}, valid {split.valid.nnz}, test {split.test.nnz} | "
           f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}, device {ops.name}")
@@ -451,6 +477,11 @@ def train_and_test(args, ops) -> dict:
               "others (rule: ncae_cuda.data)")
     for note in split.notes:
         print(f"note: {note}")
+    return Experiment(args, ops, data, split)
+
+
+def train_and_test(exp: Experiment) -> dict:
+    args, ops, data, split = exp.args, exp.ops, exp.data, exp.split
     args.out.mkdir(parents=True, exist_ok=True)
     checkpoint = Checkpoint(args.out, args)
     has_valid = split.valid.nnz > 0
@@ -527,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     resolve_defaults(parser, args)
     try:
         run(args)
-    except (DataError, BackendUnavailable, FloatingPointError) as e:
+    except (DataError, BackendUnavailable, FloatingPointError, OutOfMemory) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

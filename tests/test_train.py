@@ -6,6 +6,8 @@ import pytest
 
 from ncae_cuda import ops, train
 
+from conftest import CXX
+
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8,6", "--batch-size", "16", "--device", "cpu"]
 
 
@@ -133,3 +135,38 @@ def test_ml100k_u1_split_files(tmp_path, shared_data):
     assert code == 0
     data = json.loads((tmp_path / "metrics.json").read_text())["data"]
     assert data["train"] + data["valid"] == 80_000 and data["test"] == 20_000
+
+
+@pytest.mark.parametrize("device", [
+    pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
+    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
+])
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_gpu_training_agrees_with_cpu(tmp_path, monkeypatch, request, device, feedback):
+    if device == "gpu-emulated":
+        emulated, get_backend = request.getfixturevalue("emulated_gpu"), train.get_backend
+        monkeypatch.setattr(train, "get_backend",
+                            lambda name: emulated if name == "gpu" else get_backend(name))
+    flags = ["--feedback", feedback, "--epochs", "5", "--patience", "0"]
+    results = []
+    for name in ("cpu", "gpu"):
+        assert run(tmp_path, *flags, "--device", name, name=name)[0] == 0
+        results.append(json.loads((tmp_path / name / "metrics.json").read_text()))
+    cpu, gpu = results
+    np.testing.assert_allclose([h["loss"] for h in gpu["history"]],
+                               [h["loss"] for h in cpu["history"]], rtol=1e-4)
+    for key, value in cpu["test"].items():
+        if key == "rmse":
+            assert gpu["test"][key] == pytest.approx(value, rel=1e-4)
+        elif "@" in key:     # a rank flipped by a near-tie moves a metric by 1 row's share
+            assert abs(gpu["test"][key] - value) <= 2 / cpu["test"]["rows"]
+
+
+def test_out_of_memory_names_the_sizes_and_the_flags(tmp_path, monkeypatch, capsys):
+    def exhausted(*args):
+        raise MemoryError("Out of memory allocating 1,073,741,824 bytes")
+    monkeypatch.setattr(train, "train_epoch", exhausted)
+    code, _ = run(tmp_path, "--feedback", "implicit")
+    err = capsys.readouterr().err
+    assert code == 2 and "1,073,741,824 bytes" in err
+    assert "lower --hidden" in err and "lower --batch-size" in err and "Traceback" not in err
