@@ -1,0 +1,98 @@
+"""Seconds per training epoch on the paper's benchmark shapes, for each device given, measured
+through the trainer itself (python -m ncae_cuda.train) on synthetic data of those shapes.
+
+    python -m bench.epoch_time --devices cpu,gpu --out bench/results/run   # the full shapes
+    python -m bench.epoch_time --devices cpu --quick --out /tmp/t          # a smoke test
+
+Writes epoch_time.json and epoch_time.md under --out: device names, commit, date, and per case
+the seconds of each training epoch and their median after the first (which holds start-up: the
+GPU's kernel compilation and warm-up). The runs' own outputs (checkpoints of up to a few GB)
+go to a temporary folder.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ncae_cuda import train
+
+CASES = {
+    "ml10m": ("synthetic-ml10m: explicit, item-based, hidden 500,500",
+              ["--dataset", "synthetic-ml10m", "--feedback", "explicit", "--based", "item",
+               "--hidden", "500,500", "--valid-ratio", "0"]),
+    "lastfm": ("synthetic-lastfm: implicit, user-based, hidden 128",
+               ["--dataset", "synthetic-lastfm", "--feedback", "implicit", "--based", "user",
+                "--hidden", "128", "--patience", "0", "--no-refit"]),
+}
+QUICK = ["--dataset", "synthetic-tiny", "--hidden", "16"]
+
+
+def device_name(device: str) -> str:
+    if device == "gpu":
+        import cupy
+        return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["name"].decode()
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                  if line.startswith("model name")), platform.processor())
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def commit() -> str:
+    if os.environ.get("COMMIT"):
+        return os.environ["COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--devices", default="cpu,gpu", help="comma-separated: cpu, gpu")
+    p.add_argument("--epochs", type=int, default=3, help="epochs per run (the first is start-up)")
+    p.add_argument("--cpu-epochs", type=int, default=2, help="epochs of the CPU runs")
+    p.add_argument("--quick", action="store_true", help="tiny data instead of the full shapes")
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    devices = args.devices.split(",")
+    result = {"commit": commit(), "date": datetime.date.today().isoformat(),
+              "devices": {d: device_name(d) for d in devices}, "cases": {}}
+    runs = Path(tempfile.mkdtemp(prefix="ncae-epoch-time-"))
+    for case, (title, flags) in CASES.items():
+        title = f"quick (synthetic-tiny) in place of {title}" if args.quick else title
+        for device in devices:
+            epochs = args.cpu_epochs if device == "cpu" else args.epochs
+            run_dir = runs / f"{case}-{device}"
+            code = train.main([*flags, *(QUICK if args.quick else []), "--device", device,
+                               "--epochs", str(epochs), "--out", str(run_dir)])
+            if code:
+                return code
+            history = json.loads((run_dir / "metrics.json").read_text())["history"]
+            seconds = [h["seconds"] for h in history if h["phase"] == "select"]
+            result["cases"].setdefault(case, {"title": title})[device] = {
+                "seconds": seconds,
+                "median_after_first": statistics.median(seconds[1:] or seconds)}
+    (args.out / "epoch_time.json").write_text(json.dumps(result, indent=2))
+    lines = [f"commit {result['commit']}, {result['date']}"]
+    lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
+    lines += ["", "| case | " + " | ".join(f"{d} s/epoch" for d in devices) + " |",
+              "|---|" + "---:|" * len(devices)]
+    for case in result["cases"].values():
+        lines.append(f"| {case['title']} | "
+                     + " | ".join(f"{case[d]['median_after_first']:.4f}" for d in devices) + " |")
+    (args.out / "epoch_time.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

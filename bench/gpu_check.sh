@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Everything a lent GPU machine is for, in one call: the device's facts, the whole test suite
+# (the GPU cases run instead of skipping) and the epoch benchmark on CPU and GPU, each logged
+# under the folder given. Runs from the repository as it is (PYTHONPATH), installing nothing:
+# the machine's image has CuPy, Numba, SciPy, tqdm, threadpoolctl and pytest.
+#
+#     COMMIT=$(git rev-parse --short HEAD) bench/gpu_check.sh "$OUT"
+set -uo pipefail
+out=${1:?usage: bench/gpu_check.sh OUTPUT_FOLDER}
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+python=${PYTHON:-python3}
+
+{
+    echo "commit ${COMMIT:-unknown}, $(date -u +%F)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    $python -c "import sys, cupy, numba, numpy; print('python', sys.version.split()[0], \
+'cupy', cupy.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__)"
+} 2>&1 | tee "$out/device.txt"
+
+$python -m pytest -q -rs -p no:cacheprovider --junitxml="$out/tests.xml" 2>&1 \
+    | tee "$out/tests.log" | tail -25
+tests=${PIPESTATUS[0]}
+
+$python -m bench.epoch_time --devices gpu,cpu --out "$out/bench" > "$out/bench.log" 2>&1
+bench=$?
+tail -8 "$out/bench.log"
+cp "$out/bench/epoch_time.json" "$out/bench/epoch_time.md" "$out" 2>/dev/null
+echo "tests exit $tests, benchmark exit $bench"
+exit $(( tests || bench ))
