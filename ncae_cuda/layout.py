@@ -2,14 +2,17 @@
 
 A flat buffer lets Adam, the L2 term, zeroing and checkpointing each be one pass over one array,
 on any backend. Offsets are rounded up to multiples of 4 elements so every view starts 16-byte
-aligned (float4 loads on the GPU).
+aligned (float4 loads on the GPU). Parameters are laid out in the order the network is built,
+input side first, so the parameters of the upper part of a network are a tail of the buffer:
+greedy pre-training trains exactly such a tail.
 
-Names follow DESIGN.md: E (N, K1) input embedding, b1 (K1,); W2 (K2, K1), b2 (K2,) ... for each
-further hidden layer; V (N, K_last) output embedding, c (N,).
+NCAE's names follow DESIGN.md: E (N, K1) input embedding, b1 (K1,); W2 (K2, K1), b2 (K2,) ...
+for each further hidden layer; V (N, K_last) output embedding, c (N,).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,28 +20,16 @@ ALIGN = 4
 
 
 class Layout:
-    def __init__(self, n_cols: int, hidden: tuple[int, ...]):
-        if n_cols < 1 or not hidden or min(hidden) < 1:
-            raise ValueError(f"need n_cols >= 1 and hidden widths >= 1, got {n_cols}, {hidden}")
-        self.n_cols, self.hidden = n_cols, tuple(hidden)
-        shapes = {"E": (n_cols, hidden[0]), "b1": (hidden[0],)}
-        for layer in range(1, len(hidden)):
-            shapes[f"W{layer + 1}"] = (hidden[layer], hidden[layer - 1])
-            shapes[f"b{layer + 1}"] = (hidden[layer],)
-        shapes["V"] = (n_cols, hidden[-1])
-        shapes["c"] = (n_cols,)
-        self.shapes = shapes
+    """Offsets of named arrays of the given shapes, in the order given, in one flat buffer."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]]):
+        self.shapes = dict(shapes)
         self.offsets = {}
         size = 0
-        for key, shape in shapes.items():
+        for key, shape in self.shapes.items():
             self.offsets[key] = size
             size += -(-math.prod(shape) // ALIGN) * ALIGN
         self.size = size
-
-    @property
-    def n_layers(self) -> int:
-        """Number of hidden layers."""
-        return len(self.hidden)
 
     def views(self, flat) -> dict:
         """Named views into a (size,) array of any array module: writes go to the buffer."""
@@ -46,12 +37,72 @@ class Layout:
                 for key, off in self.offsets.items()}
 
     def xavier_init(self, rng: np.random.Generator) -> np.ndarray:
-        """(size,) float32 parameters: Xavier-uniform weights, zero biases, zero padding."""
+        """(size,) float32 parameters: Xavier-uniform matrices, zero vectors and padding."""
         flat = np.zeros(self.size, np.float32)
         for key, view in self.views(flat).items():
             if view.ndim == 2:
-                # E and V map a width-N sparse vector to or from K: fan-in/out N and K either way
-                fan_in, fan_out = view.shape[1], view.shape[0]
-                bound = math.sqrt(6.0 / (fan_in + fan_out))
+                # (fan_out, fan_in) for W; E and V map width N to or from K: N and K either way
+                bound = math.sqrt(6.0 / (view.shape[0] + view.shape[1]))
                 view[:] = rng.uniform(-bound, bound, size=view.shape)
         return flat
+
+
+class NCAELayout(Layout):
+    """E, b1, then W_l, b_l for each further hidden layer, then V, c."""
+
+    def __init__(self, n_cols: int, hidden: tuple[int, ...]):
+        if n_cols < 1 or not hidden or min(hidden) < 1:
+            raise ValueError(f"need n_cols >= 1 and hidden widths >= 1, got {n_cols}, {hidden}")
+        self.n_cols, self.hidden = n_cols, tuple(hidden)
+        shapes = {"E": (n_cols, hidden[0]), "b1": (hidden[0],)}
+        for layer in range(2, len(hidden) + 1):
+            shapes[f"W{layer}"] = (hidden[layer - 1], hidden[layer - 2])
+            shapes[f"b{layer}"] = (hidden[layer - 1],)
+        shapes["V"] = (n_cols, hidden[-1])
+        shapes["c"] = (n_cols,)
+        super().__init__(shapes)
+
+    @property
+    def n_layers(self) -> int:
+        """Number of hidden layers."""
+        return len(self.hidden)
+
+
+@dataclass(frozen=True)
+class AdamConfig:
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.0         # lambda: L2 on every weight and bias, added to the gradient
+
+
+class Parameters:
+    """Parameters, gradients and Adam's moments in one (4, P) buffer on a backend's device."""
+
+    def __init__(self, layout: Layout, ops, params: np.ndarray, dtype=np.float32):
+        self.layout, self.ops = layout, ops
+        self.state = ops.xp.zeros((4, layout.size), dtype)            # params, grads, m, v
+        self.state[0] = ops.to_device(params.astype(dtype))
+        self.params, self.grads, self.m, self.v = self.state
+        self.p = layout.views(self.params)
+        self.d = layout.views(self.grads)
+        self.steps = 0                                                # Adam's t
+
+    def adam_step(self, adam: AdamConfig, first: str | None = None) -> None:
+        """One Adam step on the parameters from `first` (a layout key) to the end of the
+        buffer, all of them by default; the ones before it stay bit-identical."""
+        start = self.layout.offsets[first] if first else 0
+        self.steps += 1
+        self.ops.adam(self.params[start:], self.m[start:], self.v[start:], self.grads[start:],
+                      adam.lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, self.steps)
+
+    def reset_optimizer(self) -> None:
+        """Zero Adam's moments and step, as for a fresh start from the current parameters."""
+        self.m.fill(0)
+        self.v.fill(0)
+        self.steps = 0
+
+    def l2_penalty(self, weight_decay: float) -> float:
+        """lambda/2 * ||params||^2, the regularization part of the objective."""
+        return 0.5 * weight_decay * float(self.params @ self.params)

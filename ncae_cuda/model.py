@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import Layout
+from .layout import AdamConfig, NCAELayout, Parameters
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class Objective:
     m_off: float = 0.0
     alpha: float = 1.0                # explicit: weight of errors on dropped inputs
     beta: float = 1.0                 # explicit: weight of errors on kept inputs
+    # Reconstruct the corrupted input itself instead of the clean row (pre-training's "U" on
+    # layer 1): dropped entries are no target (explicit) or a negative one (implicit).
+    target_corrupted: bool = False
 
     @classmethod
     def explicit(cls, r_min: float, r_max: float, alpha: float, beta: float) -> Objective:
@@ -36,31 +39,25 @@ class Objective:
         return cls("implicit")
 
 
-@dataclass(frozen=True)
-class AdamConfig:
-    lr: float = 1e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    weight_decay: float = 0.0         # lambda: L2 on every weight and bias, added to the gradient
+def tanh_layer_backward(dW, db, da_out, a_out, a_in, W, input_grad: bool = True):
+    """Backprop through a_out = tanh(a_in @ W^T + b): accumulate dW, db; return dL/da_in
+    (None when input_grad is False: the layer below is not trained)."""
+    dpre = da_out * (1 - a_out ** 2)                                  # (B, K_out)
+    dW += dpre.T @ a_in
+    db += dpre.sum(axis=0)
+    return dpre @ W if input_grad else None
 
 
-class Network:
-    """Parameters, gradients and Adam moments in one (4, P) buffer on the backend's device."""
+class Network(Parameters):
+    """An NCAE's parameters, gradients and Adam moments on one backend, with its math."""
 
-    def __init__(self, layout: Layout, ops, objective: Objective, params: np.ndarray,
+    def __init__(self, layout: NCAELayout, ops, objective: Objective, params: np.ndarray,
                  col_weights: np.ndarray | None = None, dtype=np.float32):
         if objective.feedback == "implicit" and col_weights is None:
             raise ValueError("implicit feedback needs the per-column weights c_j")
-        self.layout, self.ops, self.objective = layout, ops, objective
-        xp = ops.xp
-        self.state = xp.zeros((4, layout.size), dtype)                # params, grads, m, v
-        self.state[0] = ops.to_device(params.astype(dtype))
-        self.params, self.grads, self.m, self.v = self.state
-        self.p = layout.views(self.params)
-        self.d = layout.views(self.grads)
+        super().__init__(layout, ops, params, dtype)
+        self.objective = objective
         self.col_weights = None if col_weights is None else ops.to_device(col_weights.astype(dtype))
-        self.steps = 0                                                # Adam's t
 
     # -----------------------------------------------------------------------------------------
     # forward / backward of the hidden layers
@@ -78,14 +75,14 @@ class Network:
             acts.append(a)
         return acts
 
-    def hidden_backward(self, acts: list, da, batch, keep, scale: float) -> None:
-        """Accumulate the hidden layers' gradients from da = dL/da_last (B, K_last)."""
+    def hidden_backward(self, acts: list, da, batch, keep, scale: float, lowest: int = 1):
+        """Accumulate the gradients of hidden layers lowest..last from da = dL/da_last."""
         p, d = self.p, self.d
-        for layer in range(self.layout.n_layers, 1, -1):
-            dpre = da * (1 - acts[layer - 1] ** 2)                    # (B, K_l) through tanh
-            d[f"W{layer}"] += dpre.T @ acts[layer - 2]
-            d[f"b{layer}"] += dpre.sum(axis=0)
-            da = dpre @ p[f"W{layer}"]                                # (B, K_{l-1})
+        for layer in range(self.layout.n_layers, max(lowest, 2) - 1, -1):
+            da = tanh_layer_backward(d[f"W{layer}"], d[f"b{layer}"], da, acts[layer - 1],
+                                     acts[layer - 2], p[f"W{layer}"], input_grad=layer > lowest)
+        if lowest > 1:
+            return
         dpre1 = da * (1 - acts[0] ** 2)                               # (B, K1)
         self.ops.scatter_backward(d["E"], d["b1"], dpre1, batch.indptr, batch.cols, batch.vals,
                                   keep, scale, batch.entry_rows, batch.col_order,
@@ -94,10 +91,11 @@ class Network:
     # -----------------------------------------------------------------------------------------
     # the loss
 
-    def loss_and_grad(self, batch, keep, scale: float):
+    def loss_and_grad(self, batch, keep, scale: float, lowest: int = 1):
         """Accumulate d(batch loss)/d(params) into the grads; returns row_loss (B,).
 
         Batch loss = sum_b row_weight[b] * row_loss[b], the mean over the batch's real rows.
+        Hidden layers below `lowest` get no gradient (lowest = n_layers + 1: only V and c).
         """
         xp, p, d, obj = self.ops.xp, self.p, self.d, self.objective
         acts = self.hidden_forward(batch, keep, scale)
@@ -109,35 +107,34 @@ class Network:
             yhat = xp.empty(len(batch.cols), self.params.dtype)       # (nnz,)
             self.ops.sparse_output_forward(yhat, a, p["V"], p["c"], batch.indptr, batch.cols,
                                            obj.s, obj.m_off)
+            alpha = 0.0 if obj.target_corrupted else obj.alpha
             self.ops.sparse_output_backward(da, d["V"], d["c"], row_loss, a, p["V"], yhat,
                                             batch.indptr, batch.cols, batch.vals, keep,
-                                            batch.row_weight, obj.alpha, obj.beta, obj.s,
+                                            batch.row_weight, alpha, obj.beta, obj.s,
                                             obj.m_off, batch.entry_rows, batch.col_order,
                                             batch.col_ptr, batch.col_ids)
         else:
             out = a @ p["V"].T + p["c"]                               # (B, N) logits
             dout = xp.empty_like(out)                                 # (B, N)
-            self.ops.reweighted_error(dout, row_loss, out, batch.indptr, batch.cols,
-                                      self.col_weights, batch.row_weight)
+            indptr, cols = (kept_entries(xp, batch, keep) if obj.target_corrupted
+                            else (batch.indptr, batch.cols))
+            self.ops.reweighted_error(dout, row_loss, out, indptr, cols, self.col_weights,
+                                      batch.row_weight)
             d["V"] += dout.T @ a
             d["c"] += dout.sum(axis=0)
             da += dout @ p["V"]
-        self.hidden_backward(acts, da, batch, keep, scale)
+        self.hidden_backward(acts, da, batch, keep, scale, lowest)
         return row_loss
 
-    def train_step(self, batch, keep, scale: float, adam: AdamConfig):
-        """Zero the grads, backprop one batch, take one Adam step; returns the batch loss
-        as a 0-d device array, so the host need not wait for it."""
+    def train_step(self, batch, keep, scale: float, adam: AdamConfig, first: str | None = None):
+        """Zero the grads, backprop one batch, take one Adam step on the parameters from
+        `first` on (E, a W_l, or V; all by default); returns the batch loss as a 0-d device
+        array, so the host need not wait for it."""
         self.grads.fill(0)
-        row_loss = self.loss_and_grad(batch, keep, scale)
-        self.steps += 1
-        self.ops.adam(self.params, self.m, self.v, self.grads, adam.lr, adam.beta1, adam.beta2,
-                      adam.eps, adam.weight_decay, self.steps)
+        lowest = {None: 1, "E": 1, "V": self.layout.n_layers + 1}.get(first)
+        row_loss = self.loss_and_grad(batch, keep, scale, lowest or int(first[1:]))
+        self.adam_step(adam, first)
         return row_loss @ batch.row_weight
-
-    def l2_penalty(self, weight_decay: float) -> float:
-        """lambda/2 * ||params||^2, the regularization part of the objective."""
-        return 0.5 * weight_decay * float(self.params @ self.params)
 
     # -----------------------------------------------------------------------------------------
     # prediction (no dropout)
@@ -163,3 +160,12 @@ class Network:
 
     def _keep_all(self, batch):
         return self.ops.xp.ones(len(batch.cols), np.uint8)
+
+
+def kept_entries(xp, batch, keep):
+    """(indptr (B+1,), cols) of the batch's entries that survived input dropout."""
+    kept = keep.astype(bool)
+    counts = xp.bincount(batch.entry_rows[kept], minlength=len(batch.row_weight))
+    indptr = xp.zeros(len(counts) + 1, np.int32)
+    indptr[1:] = xp.cumsum(counts)
+    return indptr, batch.cols[kept]

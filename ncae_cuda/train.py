@@ -34,7 +34,7 @@ from . import datasets, metrics, splits
 from .augment import column_counts, popularity_weights, uniform_weights
 from .data import DataError, Interactions
 from .evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
-from .layout import Layout
+from .layout import NCAELayout
 from .model import AdamConfig, Network, Objective
 from .ops import BackendUnavailable, get_backend
 from .ops.common import CSR
@@ -194,7 +194,7 @@ class Experiment:
         return popularity_weights(counts, self.args.c0, self.args.omega)
 
     def new_network(self, part: Interactions) -> Network:
-        layout = Layout(self.n_cols, self.args.hidden)
+        layout = NCAELayout(self.n_cols, self.args.hidden)
         params = layout.xavier_init(np.random.default_rng(self.args.seed))
         return Network(layout, self.ops, self.objective(), params, self.col_weights(part))
 
@@ -236,7 +236,7 @@ class Experiment:
     def out_of_memory(self, error: MemoryError) -> str:
         """What needed the memory, with the sizes, and the flag that lowers each."""
         mib = 4 / 2**20                                         # float32 MiB
-        size = Layout(self.n_cols, self.args.hidden).size
+        size = NCAELayout(self.n_cols, self.args.hidden).size
         lines = [f"out of memory on the {self.ops.name} backend ({error})",
                  f"  parameters, gradients and Adam's m, v: 4 x {size:,} floats = "
                  f"{4 * size * mib:,.0f} MiB (lower --hidden)"]

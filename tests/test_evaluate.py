@@ -4,7 +4,7 @@ import pytest
 import scipy.sparse as sp
 
 from ncae_cuda.evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
-from ncae_cuda.layout import Layout
+from ncae_cuda.layout import NCAELayout
 from ncae_cuda.model import Network, Objective
 from ncae_cuda.ops.common import CSR
 
@@ -23,7 +23,7 @@ def make(backend, feedback, n_rows=30, n_cols=20, hidden=(6, 5), seed=0):
                   data_rvs=lambda n: rng.integers(1, 6, n).astype(np.float32))
     X.data[:] = np.where(rng.random(X.nnz) < 0.5, X.data, 0)   # some empty rows and zeros
     X.eliminate_zeros()
-    layout = Layout(n_cols, hidden)
+    layout = NCAELayout(n_cols, hidden)
     params = layout.xavier_init(rng) + rng.normal(0, 0.2, layout.size).astype(np.float32)
     objective = (Objective.explicit(1, 5, 1, 1) if feedback == "explicit"
                  else Objective.implicit())

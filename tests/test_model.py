@@ -1,9 +1,11 @@
 """The whole network's gradient against finite differences (float64, reference ops), and the
 fast backends' training steps against the reference's."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from ncae_cuda.layout import Layout
+from ncae_cuda.layout import NCAELayout
 from ncae_cuda.model import AdamConfig, Network, Objective
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
@@ -21,7 +23,7 @@ def make_problem(feedback, hidden, seed=0, n_rows=12, n_cols=9, batch_rows=5, ba
     m = random_matrix(rng, n_rows, n_cols, density=0.35)
     rows = rng.choice(n_rows, batch_rows, replace=False).astype(np.int32)
     batch = ref.cut_batch(CSR.from_scipy(ref, m), rows, batch_size)
-    layout = Layout(n_cols, hidden)
+    layout = NCAELayout(n_cols, hidden)
     params = layout.xavier_init(rng) + rng.normal(0, 0.1, layout.size).astype(np.float32)
     keep = (rng.random(len(batch.cols)) < 0.6).astype(np.uint8)
     col_weights = rng.random(n_cols) if feedback == "implicit" else None
@@ -30,9 +32,11 @@ def make_problem(feedback, hidden, seed=0, n_rows=12, n_cols=9, batch_rows=5, ba
 
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 @pytest.mark.parametrize("hidden", [(4,), (5, 3), (4, 3, 5)])
-def test_gradient_matches_finite_differences(feedback, hidden):
+@pytest.mark.parametrize("target_corrupted", [False, True])
+def test_gradient_matches_finite_differences(feedback, hidden, target_corrupted):
     layout, params, batch, keep, col_weights = make_problem(feedback, hidden)
-    net = Network(layout, ref, OBJECTIVES[feedback], params, col_weights, dtype=np.float64)
+    objective = replace(OBJECTIVES[feedback], target_corrupted=target_corrupted)
+    net = Network(layout, ref, objective, params, col_weights, dtype=np.float64)
     scale = 1 / (1 - 0.4)
 
     def loss():
@@ -53,6 +57,32 @@ def test_gradient_matches_finite_differences(feedback, hidden):
         numeric[i] = (up - down) / (2 * h)
     assert np.abs(analytic).max() > 1e-3          # the check is not vacuous
     np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_corrupted_target_differs_from_the_clean_one():
+    for feedback in ("explicit", "implicit"):
+        layout, params, batch, keep, col_weights = make_problem(feedback, (5,))
+        losses = []
+        for corrupted in (False, True):
+            objective = replace(OBJECTIVES[feedback], target_corrupted=corrupted)
+            net = Network(layout, ref, objective, params, col_weights, dtype=np.float64)
+            losses.append(net.loss_and_grad(batch, keep, 2.0))
+        assert not np.allclose(*losses)
+
+
+@pytest.mark.parametrize("first, lowest", [("V", 3), ("W3", 3), ("W2", 2)])
+def test_partial_step_trains_only_the_tail(first, lowest):
+    layout, params, batch, keep, col_weights = make_problem("explicit", (5, 4, 3))
+    full = Network(layout, ref, OBJECTIVES["explicit"], params, dtype=np.float64)
+    full.loss_and_grad(batch, keep, 2.0)
+    part = Network(layout, ref, OBJECTIVES["explicit"], params, dtype=np.float64)
+    part.train_step(batch, keep, 2.0, AdamConfig(lr=0.1, weight_decay=0.1), first)
+    start = layout.offsets[first]
+    np.testing.assert_array_equal(part.params[:start], params[:start])     # frozen: untouched
+    assert (part.params[start:] != params[start:]).any()
+    trained = layout.offsets[f"W{lowest}"] if first != "V" else layout.offsets["V"]
+    np.testing.assert_array_equal(part.grads[:trained], 0)                  # no backprop below
+    np.testing.assert_allclose(part.grads[trained:], full.grads[trained:], rtol=1e-12)
 
 
 def test_padding_and_alignment_gaps_get_no_gradient():
