@@ -62,15 +62,15 @@ class Network(Parameters):
     # -----------------------------------------------------------------------------------------
     # forward / backward of the hidden layers
 
-    def hidden_forward(self, batch, keep, scale: float) -> list:
-        """Activations [a1, ..., a_last], each (B, K_l)."""
+    def hidden_forward(self, batch, keep, scale: float, depth: int | None = None) -> list:
+        """Activations [a1, ..., a_depth] (all hidden layers by default), each (B, K_l)."""
         xp, p = self.ops.xp, self.p
         B = len(batch.row_weight)
         a = xp.empty((B, self.layout.hidden[0]), self.params.dtype)   # (B, K1)
         self.ops.gather_forward(a, batch.indptr, batch.cols, batch.vals, keep,
                                 p["E"], p["b1"], scale)
         acts = [a]
-        for layer in range(2, self.layout.n_layers + 1):
+        for layer in range(2, (depth or self.layout.n_layers) + 1):
             a = xp.tanh(a @ p[f"W{layer}"].T + p[f"b{layer}"])        # (B, K_l)
             acts.append(a)
         return acts

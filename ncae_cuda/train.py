@@ -28,19 +28,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
+import scipy.sparse as sp
 
-from . import datasets, metrics, splits
-from .augment import column_counts, popularity_weights, uniform_weights
+from . import datasets, loop, metrics, splits
+from .augment import column_counts, popularity_weights, sparse_row_copies, uniform_weights
 from .data import DataError, Interactions
 from .evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
-from .layout import NCAELayout
-from .model import AdamConfig, Network, Objective
+from .layout import AdamConfig, NCAELayout
+from .loop import Schedule, trainable_rows
+from .model import Network, Objective
 from .ops import BackendUnavailable, get_backend
 from .ops.common import CSR
+from .pretrain import VARIANTS, Stage, pretrain
 
 FILE_SPLITS = ("u1", "u2", "u3", "u4", "u5", "ua", "ub")
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,7 +68,9 @@ def _int_list(text: str) -> tuple[int, ...]:
 def _fraction(low_open: bool, high_open: bool):
     def parse(text: str) -> float:
         value = float(text)
-        if not ((0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)):
+        above = 0 < value if low_open else 0 <= value
+        below = value < 1 if high_open else value <= 1
+        if not (above and below):
             bounds = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
             raise argparse.ArgumentTypeError(f"must be in {bounds}, got {text}")
         return value
@@ -123,12 +127,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="explicit: weight of errors on dropped inputs")
     g.add_argument("--beta", type=_non_negative, default=0.5,
                    help="explicit: weight of errors on kept inputs")
-    g.add_argument("--weighting", choices=("popularity", "uniform"), default="popularity",
-                   help="implicit: weights c_j of unobserved entries (uniform = NCAE-)")
+    g.add_argument("--variant", choices=("NCAE-", "NCAE", "NCAE+"),
+                   help="implicit: the paper's named models, setting --weighting and "
+                        "augmentation: NCAE- uniform weighting, NCAE popularity weighting, "
+                        "NCAE+ popularity weighting and augmentation (the default)")
+    g.add_argument("--weighting", choices=("popularity", "uniform"),
+                   help="implicit: weights c_j of unobserved entries (default popularity; "
+                        "uniform = NCAE-)")
     g.add_argument("--c0", type=_non_negative, default=512.0, help="popularity weighting: c0")
     g.add_argument("--omega", type=_non_negative, default=0.5, help="popularity weighting: w")
     g.add_argument("--uniform-c", type=_non_negative, default=0.05,
                    help="uniform weighting: the one c")
+    g.add_argument("--augment-eps", type=_non_negative,
+                   help="implicit: rows with |R_i|/N below this get an extra, sparser training "
+                        "row (default 0.001; 0 = off)")
+    g.add_argument("--augment-p", type=_fraction(True, False), default=0.8,
+                   help="augmentation: the extra row drops this share of the row's most "
+                        "popular items (1 = off)")
+    g.add_argument("--pretrain", choices=VARIANTS, default="BP",
+                   help="greedy layer-wise pre-training before fine-tuning: BP = none, "
+                        "S+U+S = the paper's three stages (see ncae_cuda.pretrain)")
+    g.add_argument("--pretrain-epochs", type=_positive_int, default=10,
+                   help="epochs of each pre-training stage")
 
     g = p.add_argument_group("training")
     g.add_argument("--epochs", type=_positive_int, default=100, help="most epochs to train")
@@ -147,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("evaluation and output")
     g.add_argument("--cutoffs", type=_int_list, default=(10, 100),
                    help="implicit: M of HR@M and NDCG@M; early stopping uses NDCG at the last")
+    g.add_argument("--curves", action="store_true",
+                   help="also score the training (explicit) and test parts after every epoch, "
+                        "for learning curves; never used to choose anything")
     g.add_argument("--out", type=Path, default=Path("runs/ncae"),
                    help="folder for checkpoint.npz, model.npz, metrics.json")
     g.add_argument("--resume", action="store_true",
@@ -179,6 +202,18 @@ class Experiment:
     def matrix(self, part: Interactions):
         """The part as the network's rows x columns CSR on the device."""
         return CSR.from_scipy(self.ops, part.to_csr(self.args.based, implicit=self.implicit))
+
+    def training_matrix(self, part: Interactions) -> CSR:
+        """The part as the network trains on it: with augmentation's extra rows after the
+        real ones (implicit feedback, --augment-eps > 0)."""
+        m = part.to_csr(self.args.based, implicit=self.implicit)
+        if self.implicit and self.args.augment_eps > 0:
+            extra = sparse_row_copies(m, self.args.augment_eps, self.args.augment_p)
+            print(f"note: augmentation: {extra.shape[0]} extra training rows (rows with "
+                  f"|R|/N < {self.args.augment_eps:g}, {self.args.augment_p:g} of their most "
+                  "popular items dropped)")
+            m = sp.vstack([m, extra], format="csr")
+        return CSR.from_scipy(self.ops, m)
 
     def objective(self) -> Objective:
         if self.implicit:
@@ -291,14 +326,41 @@ def make_split(args, data: Interactions) -> splits.Split:
 def resolve_defaults(parser, args) -> None:
     """Fill the defaults that depend on the data set and feedback; refuse bad combinations."""
     if args.dataset not in datasets.names():
-        parser.error(f"unknown --dataset {args.dataset!r}; choose from {', '.join(datasets.names())}")
+        parser.error(f"unknown --dataset {args.dataset!r}; "
+                     f"choose from {', '.join(datasets.names())}")
     args.feedback = args.feedback or datasets.default_feedback(args.dataset)
     args.based = args.based or ("item" if args.feedback == "explicit" else "user")
     args.split = args.split or ("random" if args.feedback == "explicit" else "loo")
     if args.feedback == "implicit" and args.split != "loo":
         parser.error("implicit feedback is evaluated by leave-one-out: use --split loo")
+    resolve_variant(parser, args)
     if args.patience < 0:
         parser.error("--patience must be >= 0")
+
+
+VARIANT_SETTINGS = {"NCAE-": ("uniform", False), "NCAE": ("popularity", False),
+                    "NCAE+": ("popularity", True)}   # weighting, augmentation
+DEFAULT_AUGMENT_EPS = 0.001
+
+
+def resolve_variant(parser, args) -> None:
+    """--variant, --weighting and --augment-eps: implicit settings that must agree."""
+    if args.feedback == "explicit":
+        for flag, value in (("--variant", args.variant), ("--weighting", args.weighting),
+                            ("--augment-eps", args.augment_eps)):
+            if value:
+                parser.error(f"{flag} is for implicit feedback")
+        args.augment_eps = 0.0
+        args.weighting = "popularity"       # unused, recorded as the default
+        return
+    weighting, augmented = VARIANT_SETTINGS[args.variant or "NCAE+"]
+    if args.variant and args.weighting not in (None, weighting):
+        parser.error(f"--variant {args.variant} uses --weighting {weighting}")
+    if args.variant and not augmented and args.augment_eps:
+        parser.error(f"--variant {args.variant} has no augmentation: drop --augment-eps")
+    args.weighting = args.weighting or weighting
+    if args.augment_eps is None:
+        args.augment_eps = DEFAULT_AUGMENT_EPS if augmented else 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,6 +371,7 @@ class Progress:
     """Everything a run needs to continue after an interruption; saved after every epoch."""
     phase: str = "select"             # 'select' (train, score validation), 'refit', 'done'
     epoch: int = 0                    # epochs finished in this phase
+    pretrained: bool = False          # the phase's pre-training (if any) is done
     finished: bool = False            # the phase is over (early stop or last epoch)
     best_epoch: int = 0
     best_value: float | None = None
@@ -316,61 +379,41 @@ class Progress:
     history: list = field(default_factory=list)
 
 
-def train_epoch(net: Network, csr: CSR, rows: np.ndarray, epoch: int, args, adam: AdamConfig,
-                label: str) -> float:
-    """One pass over `rows` in a seeded shuffle; returns the mean loss per row."""
-    ops = net.ops
-    order = np.random.default_rng([args.seed, epoch]).permutation(rows).astype(np.int32)
-    scale = 1.0 / (1.0 - args.dropout)
-    total = ops.xp.zeros((), np.float64)                  # stays on the device all epoch
-    for start in tqdm(range(0, len(order), args.batch_size), desc=label, leave=False,
-                      disable=None, unit="batch"):
-        chunk = order[start:start + args.batch_size]
-        batch = ops.cut_batch(csr, chunk, args.batch_size)
-        keep = ops.xp.empty(len(batch.cols), np.uint8)
-        ops.dropout_keep(keep, batch.entry_ids, args.seed, epoch, args.dropout)
-        total += net.train_step(batch, keep, scale, adam) * len(chunk)
-    loss = float(total) / len(order)
-    if not np.isfinite(loss):
-        raise FloatingPointError(f"the training loss became {loss} in epoch {epoch}: "
-                                 f"lower --lr (now {args.lr:g})")
-    return loss
-
-
-def trainable_rows(csr: CSR) -> np.ndarray:
-    """Rows with at least one training entry: an empty row has no input to encode."""
-    return np.flatnonzero(np.diff(csr.host_indptr) > 0)
-
-
 def run_phase(exp: Experiment, net: Network, part: Interactions, progress: Progress,
-              epochs: int, valid: Interactions | None, checkpoint) -> Network:
-    """Train `net` on `part` up to `epochs` epochs, scoring `valid` (if any) after each."""
-    args = exp.args
+              epochs: int, valid: Interactions | None, checkpoint, curves: dict) -> Network:
+    """Pre-train `net` (if asked), then train it on `part` up to `epochs` epochs, scoring
+    `valid` (if any) and the `curves` evaluators after each; epoch 0 is the pre-trained net."""
+    args, ops = exp.args, exp.ops
     adam = AdamConfig(args.lr, weight_decay=args.weight_decay)
-    csr = exp.matrix(part)
+    schedule = Schedule(args.seed, args.batch_size, args.dropout)
+    csr = exp.training_matrix(part)
     rows = trainable_rows(csr)
-    name, higher = exp.selection_metric()
-    score_valid = exp.evaluator(part, valid, seen=part) if valid is not None else None
+    scorers = dict(curves)
+    if valid is not None:
+        scorers["valid"] = exp.evaluator(part, valid, seen=part)
+    if not progress.pretrained:
+        checkpoint.save(net, progress)                   # resume re-runs pre-training from here
+        if args.pretrain != "BP":
+            start = time.perf_counter()
+            losses = pretrain(net, Stage(ops, csr, rows, schedule, adam, args.pretrain_epochs),
+                              args.pretrain)
+            record = {"phase": progress.phase, "epoch": 0, "pretrain": losses,
+                      "seconds": time.perf_counter() - start}
+            line = f"{progress.phase} epoch   0 | pre-trained {args.pretrain}"
+            print(_score(exp, net, progress, record, line, scorers, checkpoint), flush=True)
+            progress.history.append(record)
+        progress.pretrained = True
+        checkpoint.save(net, progress)
     while progress.epoch < epochs and not progress.finished:
         epoch = progress.epoch + 1
         start = time.perf_counter()
-        loss = train_epoch(net, csr, rows, epoch, args, adam, f"{progress.phase} {epoch}")
+        loss = loop.run_epoch(lambda batch, keep, scale: net.train_step(batch, keep, scale, adam),
+                              ops, csr, rows, schedule, epoch, f"{progress.phase} {epoch}")
         seconds = time.perf_counter() - start
         record = {"phase": progress.phase, "epoch": epoch, "loss": loss,
                   "l2": net.l2_penalty(args.weight_decay), "seconds": seconds}
         line = f"{progress.phase} epoch {epoch:3d} | loss {loss:.4f}"
-        if valid is not None:
-            start = time.perf_counter()
-            scores = score_valid(net)
-            record.update(valid=scores, eval_seconds=time.perf_counter() - start)
-            value = scores[name]
-            line += f" | valid {name} {value:.4f}"
-            if progress.best_value is None or (value > progress.best_value if higher
-                                               else value < progress.best_value):
-                progress.best_value, progress.best_epoch, progress.bad_epochs = value, epoch, 0
-                checkpoint.keep_best(net)
-            else:
-                progress.bad_epochs += 1
+        line = _score(exp, net, progress, record, line, scorers, checkpoint)
         print(f"{line} | {seconds:.2f} s", flush=True)
         progress.history.append(record)
         progress.epoch = epoch
@@ -380,13 +423,35 @@ def run_phase(exp: Experiment, net: Network, part: Interactions, progress: Progr
     return net
 
 
+def _score(exp: Experiment, net: Network, progress: Progress, record: dict, line: str,
+           scorers: dict, checkpoint) -> str:
+    """Score the epoch's net into `record`, follow the best validation epoch; returns the
+    log line with the validation figure added."""
+    start = time.perf_counter()
+    for part, score in scorers.items():
+        record[part] = score(net)
+    record["eval_seconds"] = time.perf_counter() - start
+    if "valid" not in record:
+        return line
+    name, higher = exp.selection_metric()
+    value = record["valid"][name]
+    if progress.best_value is None or (value > progress.best_value if higher
+                                       else value < progress.best_value):
+        progress.best_value, progress.best_epoch, progress.bad_epochs = value, record["epoch"], 0
+        checkpoint.keep_best(net)
+    else:
+        progress.bad_epochs += 1
+    return f"{line} | valid {name} {value:.4f}"
+
+
 # ---------------------------------------------------------------------------------------------
 # checkpoints
 
 RESUMABLE = ("dataset", "feedback", "based", "split", "test_ratio", "valid_ratio",
-             "data_ratio", "split_seed", "hidden", "dropout", "alpha", "beta", "weighting",
-             "c0", "omega", "uniform_c", "patience", "refit", "batch_size", "lr",
-             "weight_decay", "seed", "cutoffs")
+             "data_ratio", "split_seed", "hidden", "dropout", "alpha", "beta", "variant",
+             "weighting", "c0", "omega", "uniform_c", "augment_eps", "augment_p", "pretrain",
+             "pretrain_epochs", "patience", "refit", "batch_size", "lr", "weight_decay", "seed",
+             "cutoffs", "curves")
 
 
 def _config(args) -> dict:
@@ -486,6 +551,16 @@ def train_and_test(exp: Experiment) -> dict:
     checkpoint = Checkpoint(args.out, args)
     has_valid = split.valid.nnz > 0
     trained_on = split.fold_validation().train if has_valid and args.refit else split.train
+    seen = split.fold_validation().train         # the test item is never among these
+
+    def curves(part: Interactions) -> dict:
+        """--curves: the evaluators scored after every epoch beside validation."""
+        if not args.curves:
+            return {}
+        scorers = {"test": exp.evaluator(part, split.test, seen)}
+        if not exp.implicit:
+            scorers["train"] = exp.evaluator(part, part, part)
+        return scorers
 
     def network_for(progress: Progress) -> Network:
         return exp.new_network(trained_on if progress.phase == "refit" else split.train)
@@ -499,7 +574,7 @@ def train_and_test(exp: Experiment) -> dict:
 
     if progress.phase == "select":
         run_phase(exp, net, split.train, progress, args.epochs,
-                  split.valid if has_valid else None, checkpoint)
+                  split.valid if has_valid else None, checkpoint, curves(split.train))
         if has_valid and args.refit:
             print(f"best validation epoch {progress.best_epoch}: retraining on training + "
                   f"validation for {progress.best_epoch} epochs")
@@ -507,11 +582,11 @@ def train_and_test(exp: Experiment) -> dict:
                                 best_value=progress.best_value, history=progress.history)
             net = network_for(progress)
     if progress.phase == "refit":
-        run_phase(exp, net, trained_on, progress, progress.best_epoch, None, checkpoint)
+        run_phase(exp, net, trained_on, progress, progress.best_epoch, None, checkpoint,
+                  curves(trained_on))
     if has_valid and not args.refit:
         net.params[...] = ops.to_device(checkpoint.best)
 
-    seen = split.fold_validation().train         # the test item is never among these
     result = {"test": exp.evaluator(trained_on, split.test, seen)(net, per_user=True)}
     if exp.implicit:
         result["pop"] = exp.evaluate_pop(trained_on, split.test, seen)
@@ -522,7 +597,8 @@ def train_and_test(exp: Experiment) -> dict:
         "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
                  "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz},
         "notes": split.notes, "best_epoch": progress.best_epoch, "history": progress.history,
-        "seconds_per_epoch": float(np.mean([h["seconds"] for h in progress.history])),
+        "seconds_per_epoch": float(np.mean([h["seconds"] for h in progress.history
+                                            if h["epoch"] > 0])),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **result}
     (args.out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float))
     progress.phase = "done"
@@ -530,10 +606,18 @@ def train_and_test(exp: Experiment) -> dict:
     return summary
 
 
+def model_name(args) -> str:
+    """The paper's name of an implicit model: NCAE-, NCAE or NCAE+ (or its settings)."""
+    for name, (weighting, augmented) in VARIANT_SETTINGS.items():
+        if args.weighting == weighting and (args.augment_eps > 0) == augmented:
+            return name
+    return f"NCAE ({args.weighting} weighting, augmented)"
+
+
 def report(exp: Experiment, progress: Progress, result: dict, args) -> None:
     test = result["test"]
     if exp.implicit:
-        rows = [{"model": "NCAE", **{k: v for k, v in test.items() if k != "clusters"}},
+        rows = [{"model": model_name(args), **{k: v for k, v in test.items() if k != "clusters"}},
                 {"model": "POP", **result["pop"]}]
     else:
         rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from ncae_cuda import ops, train
+from ncae_cuda import loop, ops, train
 
 from conftest import CXX
 
@@ -50,26 +50,35 @@ def test_same_seed_same_parameters(tmp_path):
     assert not np.array_equal(first, other)
 
 
+PRETRAIN = ["--pretrain", "S+U+S", "--pretrain-epochs", "2"]
+
+
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
-@pytest.mark.parametrize("stop_at", [("select", 3), ("refit", 2)])
-def test_resume_equals_uninterrupted(tmp_path, monkeypatch, feedback, stop_at):
-    flags = ["--feedback", feedback, "--epochs", "4", "--patience", "0"]
+@pytest.mark.parametrize("pretraining, stop_at", [
+    ([], ("select 3", 1)), ([], ("refit 2", 1)),
+    (PRETRAIN, ("layer 2 U 2", 1)),       # inside the select phase's pre-training
+    (PRETRAIN, ("output S 1", 2)),        # inside the refit phase's pre-training
+    (PRETRAIN, ("refit 1", 1)),
+])
+def test_resume_equals_uninterrupted(tmp_path, monkeypatch, feedback, pretraining, stop_at):
+    flags = ["--feedback", feedback, "--epochs", "4", "--patience", "0", *pretraining]
     whole = run(tmp_path, *flags, name="whole")[1]
 
-    real_epoch = train.train_epoch
-    def interrupted(net, csr, rows, epoch, args, adam, label):
-        if label == f"{stop_at[0]} {stop_at[1]}":
+    real_epoch, seen = loop.run_epoch, []
+    def interrupted(*args):
+        seen.append(args[-1])                                     # the epoch's label
+        if seen.count(stop_at[0]) == stop_at[1]:
             raise KeyboardInterrupt
-        return real_epoch(net, csr, rows, epoch, args, adam, label)
-    monkeypatch.setattr(train, "train_epoch", interrupted)
+        return real_epoch(*args)
+    monkeypatch.setattr(loop, "run_epoch", interrupted)
     assert run(tmp_path, *flags, name="split")[0] == 130
-    monkeypatch.setattr(train, "train_epoch", real_epoch)
+    monkeypatch.setattr(loop, "run_epoch", real_epoch)
     assert run(tmp_path, *flags, "--resume", name="split")[0] == 0
 
     np.testing.assert_array_equal(params(whole), params(tmp_path / "split"))
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (whole, tmp_path / "split"))
     assert a["test"] == b["test"]
-    assert [h["loss"] for h in a["history"]] == [h["loss"] for h in b["history"]]
+    assert [h.get("loss") for h in a["history"]] == [h.get("loss") for h in b["history"]]
 
 
 def test_resume_refuses_other_settings(tmp_path, capsys):
@@ -165,7 +174,7 @@ def test_gpu_training_agrees_with_cpu(tmp_path, monkeypatch, request, device, fe
 def test_out_of_memory_names_the_sizes_and_the_flags(tmp_path, monkeypatch, capsys):
     def exhausted(*args):
         raise MemoryError("Out of memory allocating 1,073,741,824 bytes")
-    monkeypatch.setattr(train, "train_epoch", exhausted)
+    monkeypatch.setattr(loop, "run_epoch", exhausted)
     code, _ = run(tmp_path, "--feedback", "implicit")
     err = capsys.readouterr().err
     assert code == 2 and "1,073,741,824 bytes" in err
