@@ -1,0 +1,358 @@
+"""The paper's experiments on any data set: tables (markdown, CSV) and figures (PNG).
+
+    python -m ncae_cuda.experiments configurations --dataset ml-100k --data-dir ../shared/data \\
+        --out runs/exp -- --split u1 --weight-decay 3e-3
+    python -m ncae_cuda.experiments factors --dataset ml-100k --data-dir ../shared/data --repeats 3
+
+Experiments: configurations (Table 4), pretraining (Fig. 5), augmentation (Fig. 6), factors,
+topm, robustness (Table 6), clusters (Table 3); `--help` describes each. Every cell trains
+NCAE through python -m ncae_cuda.train, once per seed (--repeats: seeds 0..R-1, mean and
+standard deviation), with the trainer's defaults; flags after `--` go to every run, e.g. the
+settings chosen on validation, and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of
+one implicit variant (each variant's own chosen settings). Under --out: NAME.md, NAME.csv, NAME.png where the paper has a
+figure, and runs/ with each run's log and metrics.json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import train
+from .metrics import format_table
+from .pretrain import VARIANTS
+
+IMPLICIT_VARIANTS = ("NCAE-", "NCAE", "NCAE+")
+
+
+class Runner:
+    """Trains the cells of an experiment and keeps their results."""
+
+    def __init__(self, args, extra: list[str]):
+        self.args, self.extra = args, extra
+        self.quick = ["--epochs", "2", "--pretrain-epochs", "1"] if args.quick else []
+
+    def grid(self, values: str, quick_take: int = 2) -> list:
+        parsed = [float(v) if "." in v or "e" in v else int(v) for v in values.split(",")]
+        return parsed[:quick_take] if self.args.quick else parsed
+
+    def width(self, k: int) -> int:
+        return min(k, 16) if self.args.quick else k
+
+    def variant(self, name: str) -> list[str]:
+        """Flags of an implicit variant's runs: --variant NAME and its --variant-flags."""
+        own = [f.split("=", 1)[1].split() for f in self.args.variant_flags
+               if f.split("=", 1)[0] == name]
+        return ["--feedback", "implicit", "--variant", name, *(x for f in own for x in f)]
+
+    def train(self, cell: str, flags: list[str]) -> list[dict]:
+        """metrics.json of one training run per seed of `flags` (after the shared ones)."""
+        results = []
+        for seed in range(self.args.repeats):
+            out = self.args.out / "runs" / f"{cell}-seed{seed}"
+            out.mkdir(parents=True, exist_ok=True)
+            argv = ["--dataset", self.args.dataset, *self.data_dir, *self.quick, *self.extra,
+                    *flags, "--seed", str(seed), "--out", str(out)]
+            start = time.perf_counter()
+            with open(out / "log.txt", "w") as log, contextlib.redirect_stdout(log):
+                try:
+                    code = train.main(argv)
+                except SystemExit as e:           # the trainer refused a flag (message shown)
+                    code = e.code
+            if code:
+                raise RuntimeError(f"{cell} seed {seed} failed (exit {code}); see {out}/log.txt")
+            results.append(json.loads((out / "metrics.json").read_text()))
+            print(f"{self.args.name}: {cell} seed {seed} "
+                  f"({time.perf_counter() - start:.1f} s)", flush=True)
+        return results
+
+    @property
+    def data_dir(self) -> list[str]:
+        return ["--data-dir", str(self.args.data_dir)] if self.args.data_dir else []
+
+
+def stat(results: list[dict], value) -> tuple[float, float]:
+    """(mean, standard deviation over seeds) of value(metrics) over the runs."""
+    values = np.array([value(r) for r in results], np.float64)
+    return float(values.mean()), float(values.std(ddof=1) if len(values) > 1 else 0.0)
+
+
+def _test(key):
+    return lambda result: result["test"][key]
+
+
+def _pop(key):
+    return lambda result: result["pop"][key]
+
+
+# ---------------------------------------------------------------------------------------------
+# the experiments: each returns (table rows, optional figure)
+
+def configurations(r: Runner):
+    """Test RMSE of 1 and 2 hidden layers of width K, without and with (*) S+U+S pre-training,
+    over K (the paper's Table 4). Explicit feedback."""
+    rows = []
+    for k in r.grid(r.args.ks, 1):
+        k = r.width(k)
+        row = {"K": k}
+        for name, hidden, variant in (("SINGLE", f"{k}", "BP"), ("SINGLE*", f"{k}", "S+U+S"),
+                                      ("DOUBLE", f"{k},{k}", "BP"),
+                                      ("DOUBLE*", f"{k},{k}", "S+U+S")):
+            results = r.train(f"K{k}-{name}", ["--feedback", "explicit", "--hidden", hidden,
+                                               "--pretrain", variant])
+            row[name] = stat(results, _test("rmse"))
+        rows.append(row)
+    return rows, None
+
+
+def pretraining(r: Runner):
+    """Training and test RMSE after every epoch for each pre-training variant, 2 hidden layers
+    of width --k, a fixed number of epochs (the paper's Fig. 5). Epoch 0: just pre-trained."""
+    k = r.width(r.args.k)
+    curves = {}
+    for variant in VARIANTS:
+        results = r.train(variant, ["--feedback", "explicit", "--hidden", f"{k},{k}",
+                                    "--pretrain", variant, "--valid-ratio", "0", "--curves"])
+        epochs = [h["epoch"] for h in results[0]["history"]]
+        curves[variant] = {part: [stat(results, lambda m, i=i, part=part:
+                                       m["history"][i][part]["rmse"])[0]
+                                  for i in range(len(epochs))]
+                           for part in ("train", "test")}
+        curves[variant]["epoch"] = epochs
+    rows = []
+    for epoch in sorted({e for c in curves.values() for e in c["epoch"]}):
+        row = {"epoch": epoch}
+        for variant, c in curves.items():
+            at = c["epoch"].index(epoch) if epoch in c["epoch"] else None
+            for part in ("train", "test"):
+                row[f"{variant} {part}"] = c[part][at] if at is not None else float("nan")
+        rows.append(row)
+
+    def figure(ax):
+        for variant, c in curves.items():
+            line, = ax.plot(c["epoch"], c["test"], label=f"{variant} test")
+            ax.plot(c["epoch"], c["train"], "--", color=line.get_color(), alpha=0.6)
+        ax.set(xlabel="epoch (0: after pre-training)", ylabel="RMSE (dashed: training)",
+               title="Pre-training variants")
+        ax.legend(fontsize=7)
+    return rows, [figure]
+
+
+def augmentation(r: Runner):
+    """NDCG@M (the largest --cutoffs M) of NCAE+ over augmentation's eps and p (eps 0: no
+    augmentation), and HR@M after every epoch without and with augmentation (Fig. 6)."""
+    m = _cutoff(r)
+    ps = r.grid(r.args.ps)
+    rows = []
+    for eps in r.grid(r.args.eps):
+        row = {"eps": eps}
+        for p in ps:
+            results = r.train(f"eps{eps}-p{p}", [*r.variant("NCAE+"), "--augment-eps", str(eps),
+                                                 "--augment-p", str(p)])
+            row[f"p={p}"] = stat(results, _test(f"ndcg@{m}"))
+        rows.append(row)
+    curves = {}
+    for name, eps in (("NCAE", "0"), ("NCAE+", str(r.args.curve_eps))):
+        results = r.train(f"curve-{name}", [*r.variant("NCAE+"), "--augment-eps", eps,
+                                            "--patience", "0", "--no-refit", "--curves"])
+        history = results[0]["history"]
+        curves[name] = ([h["epoch"] for h in history],
+                        [stat(results, lambda x, i=i: x["history"][i]["test"][f"hr@{m}"])[0]
+                         for i in range(len(history))])
+
+    def grid_figure(ax):
+        for p in ps:
+            ax.plot([row["eps"] for row in rows], [row[f"p={p}"][0] for row in rows], "o-",
+                    label=f"p = {p}")
+        ax.set(xlabel="eps", ylabel=f"NDCG@{m}", title="Augmentation's eps and p")
+        ax.legend(fontsize=7)
+
+    def curve_figure(ax):
+        for name, (epochs, values) in curves.items():
+            ax.plot(epochs, values, label=name)
+        ax.set(xlabel="epoch", ylabel=f"HR@{m} (test)",
+               title=f"With and without augmentation (eps = {r.args.curve_eps})")
+        ax.legend(fontsize=7)
+    return rows, [grid_figure, curve_figure]
+
+
+def factors(r: Runner):
+    """HR@M and NDCG@M of NCAE-, NCAE, NCAE+ and POP over the hidden width K (one layer)."""
+    m = _cutoff(r)
+    rows = []
+    for k in r.grid(r.args.factor_ks):
+        k = r.width(k)
+        row = {"K": k}
+        for variant in IMPLICIT_VARIANTS:
+            results = r.train(f"K{k}-{variant}", [*r.variant(variant), "--hidden", str(k)])
+            row[f"{variant} HR@{m}"] = stat(results, _test(f"hr@{m}"))
+            row[f"{variant} NDCG@{m}"] = stat(results, _test(f"ndcg@{m}"))
+        row[f"POP HR@{m}"] = stat(results, _pop(f"hr@{m}"))
+        row[f"POP NDCG@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+        rows.append(row)
+    return rows, [_lines(rows, "K", f"NDCG@{m}", log_x=True)]
+
+
+def topm(r: Runner):
+    """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP."""
+    ms = r.grid(r.args.ms, 5)
+    results = {v: r.train(v, [*r.variant(v), "--cutoffs", ",".join(map(str, ms))])
+               for v in IMPLICIT_VARIANTS}
+    rows = []
+    for m in ms:
+        row = {"M": m}
+        for variant, runs in results.items():
+            row[f"{variant} HR@M"] = stat(runs, _test(f"hr@{m}"))
+            row[f"{variant} NDCG@M"] = stat(runs, _test(f"ndcg@{m}"))
+        row["POP HR@M"] = stat(runs, _pop(f"hr@{m}"))
+        row["POP NDCG@M"] = stat(runs, _pop(f"ndcg@{m}"))
+        rows.append(row)
+    return rows, [_lines(rows, "M", "NDCG@M")]
+
+
+def robustness(r: Runner):
+    """The metrics when each row keeps only a share D of its training entries (Table 6)."""
+    rows = []
+    for d in r.grid(r.args.ratios):
+        results = r.train(f"D{d}", ["--data-ratio", str(d)])
+        test = results[0]["test"]
+        row = {"D": d}
+        for key in (k for k in test if k == "rmse" or "@" in k):
+            row[key] = stat(results, _test(key))
+        if "pop" in results[0]:
+            m = _cutoff(r)
+            row[f"POP hr@{m}"] = stat(results, _pop(f"hr@{m}"))
+            row[f"POP ndcg@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+        rows.append(row)
+    return rows, None
+
+
+def clusters(r: Runner):
+    """HR@M and NDCG@M of NCAE and NCAE+ for users grouped by their number of training
+    entries (Table 3): augmentation is for the sparse users."""
+    m = _cutoff(r)
+    results = {v: r.train(v, r.variant(v)) for v in ("NCAE", "NCAE+")}
+    rows = []
+    for i, cluster in enumerate(results["NCAE"][0]["test"]["clusters"]):
+        row = {"training entries": cluster["cluster"], "users": cluster["rows"]}
+        for variant, runs in results.items():
+            for key in (f"hr@{m}", f"ndcg@{m}"):
+                row[f"{variant} {key}"] = stat(runs, lambda x, key=key: x["test"]["clusters"][i][key])
+        rows.append(row)
+    return rows, None
+
+
+def _cutoff(r: Runner) -> int:
+    """The M the implicit tables report: the trainer's last cutoff (100 by default)."""
+    return int((r.extra[r.extra.index("--cutoffs") + 1] if "--cutoffs" in r.extra
+                else "10,100").split(",")[-1])
+
+
+def _lines(rows: list[dict], x: str, suffix: str, log_x: bool = False):
+    """A figure of every '<model> <suffix>' column against column x."""
+    def figure(ax):
+        for key in rows[0]:
+            if key.endswith(suffix):
+                ax.plot([row[x] for row in rows], [row[key][0] for row in rows], "o-",
+                        label=key.removesuffix(suffix).strip())
+        if log_x:
+            ax.set_xscale("log", base=2)
+        ax.set(xlabel=x, ylabel=suffix)
+        ax.legend(fontsize=7)
+    return figure
+
+
+EXPERIMENTS = {f.__name__: f for f in (configurations, pretraining, augmentation, factors, topm,
+                                       robustness, clusters)}
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
+    """NAME.md and NAME.csv of the rows ((mean, std) cells as 'mean ± std' and two CSV
+    columns), and NAME.png of the figures; returns the paths written."""
+    def cell(value):
+        return f"{value[0]:.4f} ± {value[1]:.4f}" if isinstance(value, tuple) else value
+    shown = [{k: cell(v) for k, v in row.items()} for row in rows]
+    paths = [out / f"{name}.md", out / f"{name}.csv"]
+    paths[0].write_text(f"# {name}\n\n{EXPERIMENTS[name].__doc__.strip()}\n\n"
+                        f"{format_table(shown)}\n")
+    with open(paths[1], "w", newline="") as f:
+        writer = csv.writer(f)
+        header = []
+        for key, value in rows[0].items():
+            header += [f"{key} mean", f"{key} std"] if isinstance(value, tuple) else [key]
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow([x for v in row.values()
+                             for x in (v if isinstance(v, tuple) else (v,))])
+    if figures:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, len(figures), figsize=(6 * len(figures), 4.5), squeeze=False)
+        for draw, ax in zip(figures, axes[0]):
+            draw(ax)
+        fig.tight_layout()
+        paths.append(out / f"{name}.png")
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    return paths
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
+        epilog="\n".join(f"{name}: {f.__doc__.split(chr(10))[0]}"
+                         for name, f in EXPERIMENTS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", choices=list(EXPERIMENTS), help="which experiment")
+    p.add_argument("--dataset", default="synthetic")
+    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--repeats", type=int, default=1, help="seeds 0..R-1: mean and std")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny widths, 2 epochs, the first values of each grid (for tests)")
+    p.add_argument("--out", type=Path, default=Path("runs/experiments"))
+    p.add_argument("--variant-flags", action="append", default=[], metavar="NAME=FLAGS",
+                   help='trainer flags for one implicit variant\'s runs, e.g. '
+                        '"NCAE-=--weight-decay 1e-2" (repeatable)')
+    p.add_argument("--ks", default="100,300,500", help="configurations: hidden widths K")
+    p.add_argument("--k", type=int, default=500, help="pretraining: the hidden width")
+    p.add_argument("--factor-ks", default="8,16,32,64,128", help="factors: hidden widths K")
+    p.add_argument("--eps", default="0,0.001,0.01,0.05", help="augmentation: eps values")
+    p.add_argument("--ps", default="0.2,0.5,0.8", help="augmentation: p values")
+    p.add_argument("--curve-eps", type=float, default=0.05,
+                   help="augmentation: eps of the per-epoch curve with augmentation")
+    p.add_argument("--ms", default="50,100,150,200,250", help="topm: the cutoffs M")
+    p.add_argument("--ratios", default="0.4,0.6,0.8", help="robustness: training ratios D")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = build_parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if args.repeats < 1:
+        build_parser().error("--repeats must be >= 1")
+    args.out.mkdir(parents=True, exist_ok=True)
+    runner = Runner(args, extra)
+    try:
+        rows, figures = EXPERIMENTS[args.name](runner)
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for path in write(args.out, args.name, rows, figures):
+        print(f"wrote {path}")
+    print((args.out / f"{args.name}.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
