@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import inspect
 import json
 import sys
 import time
@@ -282,7 +283,7 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
         return f"{value[0]:.4f} ± {value[1]:.4f}" if isinstance(value, tuple) else value
     shown = [{k: cell(v) for k, v in row.items()} for row in rows]
     paths = [out / f"{name}.md", out / f"{name}.csv"]
-    paths[0].write_text(f"# {name}\n\n{EXPERIMENTS[name].__doc__.strip()}\n\n"
+    paths[0].write_text(f"# {name}\n\n{inspect.cleandoc(EXPERIMENTS[name].__doc__)}\n\n"
                         f"{format_table(shown)}\n")
     with open(paths[1], "w", newline="") as f:
         writer = csv.writer(f)
