@@ -214,25 +214,27 @@ def sparse_output_backward(da, dV, dc, row_loss, a, V, yhat, indptr, cols, vals,
 # implicit output: dense logits, popularity-reweighted error
 
 @_pjit
-def _reweighted_error(dout, row_loss, out, indptr, cols, weights, row_weight):
-    B, N = out.shape
+def _reweighted_error(dout, row_loss, yhat, indptr, cols, weights, row_weight):
+    B, N = yhat.shape
     for b in prange(B):
         rw = row_weight[b]
         loss = 0.0
         for j in range(N):                                      # every column as unobserved
-            y = np.tanh(out[b, j])
+            y = yhat[b, j]
             loss += weights[j] * y * y
             dout[b, j] = rw * _F2 * weights[j] * y * (_F1 - y * y)
         for p in range(indptr[b], indptr[b + 1]):               # then correct the observed
             j = cols[p]
-            y = np.tanh(out[b, j])
+            y = yhat[b, j]
             loss += (y - _F1) * (y - _F1) - weights[j] * y * y
             dout[b, j] = rw * _F2 * (y - _F1) * (_F1 - y * y)
         row_loss[b] = loss
 
 
 def reweighted_error(dout, row_loss, out, indptr, cols, weights, row_weight):
-    _reweighted_error(dout, row_loss, out, indptr, cols, weights, row_weight)
+    # numpy's tanh is SIMD, Numba's a scalar libm call per element: 0.8 ms against 25 ms for
+    # a (128, 17632) Last.fm-shaped batch; the loop then only weights and sums.
+    _reweighted_error(dout, row_loss, np.tanh(out), indptr, cols, weights, row_weight)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,9 +300,24 @@ def _topk(top_idx, top_vals, scores, excl_indptr, excl_cols):
         negated = np.empty(n, scores.dtype)
         for i in range(n):
             negated[i] = -scores[b, candidates[i]]
-        order = np.argsort(negated, kind="mergesort")           # stable: ties by index
+        chosen = np.arange(n)                                   # ascending column index
+        if n > M:
+            # the M-th best value in O(n), then the better ones and enough of the equal ones,
+            # each group in column order: the kernel's selection rule
+            cut = np.partition(negated, M - 1)[M - 1]
+            chosen = np.empty(M, np.int64)
+            k = 0
+            for i in range(n):
+                if negated[i] < cut:
+                    chosen[k] = i
+                    k += 1
+            for i in range(n):
+                if negated[i] == cut and k < M:
+                    chosen[k] = i
+                    k += 1
+        order = chosen[np.argsort(negated[chosen], kind="mergesort")]   # stable: ties by index
         for r in range(M):
-            if r < n:
+            if r < len(order):
                 j = candidates[order[r]]
                 top_idx[b, r] = j
                 top_vals[b, r] = scores[b, j]
