@@ -19,3 +19,8 @@ def test_quick_start_is_two_commands_that_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert install_and_train[:-len(TRAIN)] in ci
     assert any(line.split("#")[0].strip() == test for line in ci)
+
+
+def test_performance_section_is_generated_from_the_results_files():
+    from bench import report
+    assert report.main(["--check"]) == 0

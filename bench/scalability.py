@@ -1,0 +1,182 @@
+"""Seconds per training epoch as the work grows, on the ML-10M shape (item-based, explicit, two
+hidden layers of width K; synthetic data of that shape), each beside its floor.
+
+    python -m bench.scalability --device cpu --out bench/results/scalability-cpu
+    python -m bench.scalability --quick --out /tmp/s            # small, for tests
+
+Two tables. The paper's Table 7: K in --ks by the training ratio D in --ratios (each row's
+entries subsampled to D). And growth: at K = --growth-k, the rows, the columns or the
+interactions cut to a share of the whole, to show how cost follows each. Every cell times
+--epochs epochs of the library's own training loop and reports the last, beside the floor
+counted by bench/floors.py and the time as a multiple of it. Writes scalability.json, .md,
+.csv and .png under --out, with the device, commit and date.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ncae_cuda import datasets, ops
+from ncae_cuda.layout import AdamConfig, NCAELayout
+from ncae_cuda.loop import Schedule, run_epoch, trainable_rows
+from ncae_cuda.model import Network, Objective
+from ncae_cuda.ops.common import CSR
+from ncae_cuda.splits import subsample
+
+from bench.epoch_time import commit, device_name
+from bench.floors import epoch_work, measure_ceilings
+
+BATCH = 128
+
+
+def time_epochs(backend, m, hidden: tuple[int, ...], epochs: int) -> list[float]:
+    """Seconds of each of `epochs` training epochs over the rows x columns matrix m."""
+    layout = NCAELayout(m.shape[1], hidden)
+    net = Network(layout, backend, Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.5),
+                  layout.xavier_init(np.random.default_rng(0)))
+    csr = CSR.from_scipy(backend, m)
+    rows = trainable_rows(csr)
+    adam, schedule = AdamConfig(weight_decay=1e-3), Schedule(0, BATCH, 0.5)
+    seconds = []
+    with backend.session():
+        for epoch in range(1, epochs + 1):
+            start = time.perf_counter()
+            run_epoch(lambda b, k, s: net.train_step(b, k, s, adam), backend, csr, rows,
+                      schedule, epoch, f"epoch {epoch}")     # returns the loss: the device is done
+            seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def cell(backend, ceilings, m, hidden, epochs, **labels) -> dict:
+    seconds = time_epochs(backend, m, hidden, epochs)
+    work = epoch_work(m, np.flatnonzero(np.diff(m.indptr)), BATCH, hidden, "explicit")
+    floor = work.floor(ceilings)
+    row = {**labels, "rows": m.shape[0], "columns": m.shape[1], "interactions": m.nnz,
+           "parameters": NCAELayout(m.shape[1], hidden).size, "seconds": seconds[-1],
+           "floor": floor, "x_floor": seconds[-1] / floor}
+    print(" | ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in row.items()), flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--ks", default="100,300,500")
+    p.add_argument("--ratios", default="0.1,0.3,0.5,1.0", help="training ratios D")
+    p.add_argument("--growth-k", type=int, default=300)
+    p.add_argument("--shares", default="0.25,0.5,1.0", help="growth: shares of the whole")
+    p.add_argument("--epochs", type=int, default=2, help="epochs per cell; the last is reported")
+    p.add_argument("--quick", action="store_true", help="small data and widths, for tests")
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.ks, args.ratios, args.growth_k, args.shares, args.epochs = "8,16", "0.5,1.0", 8, \
+            "0.5,1.0", 2
+    backend = ops.get_backend(args.device)
+    xp = backend.xp
+    ceilings = measure_ceilings(xp, args.device)
+    print(f"ceilings: {ceilings.bandwidth / 1e9:.1f} GB/s, {ceilings.flops / 1e9:.0f} GFLOP/s")
+    data = datasets.load("synthetic-tiny" if args.quick else "synthetic-ml10m")
+    ks = [int(k) for k in args.ks.split(",")]
+    ratios = [float(r) for r in args.ratios.split(",")]
+    shares = [float(s) for s in args.shares.split(",")]
+
+    table7 = []
+    for d in ratios:
+        m = (data if d == 1 else subsample(data, d, seed=0, based="item")).to_csr("item")
+        for k in ks:
+            table7.append(cell(backend, ceilings, m, (k, k), args.epochs, K=k, D=d))
+    whole = data.to_csr("item")
+    growth = []
+    hidden = (args.growth_k, args.growth_k)
+    for share in shares:
+        R, N = whole.shape
+        for grown, m in (("rows", whole[:max(1, int(share * R))]),
+                         ("columns", whole[:, :max(1, int(share * N))].tocsr()),
+                         ("interactions", subsample(data, share, seed=0, based="item")
+                          .to_csr("item") if share < 1 else whole)):
+            if share == 1 and grown != "rows":
+                continue                                       # the whole, measured once
+            growth.append(cell(backend, ceilings, m, hidden, args.epochs,
+                               grown="all" if share == 1 else grown, share=share))
+
+    result = {"device": device_name(args.device), "commit": commit(),
+              "date": datetime.date.today().isoformat(), "data": data.name,
+              "ceilings": {"bandwidth_gb_s": ceilings.bandwidth / 1e9,
+                           "gflop_s": ceilings.flops / 1e9},
+              "epochs_per_cell": args.epochs, "growth_k": args.growth_k, "table7": table7,
+              "growth": growth}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "scalability.json").write_text(json.dumps(result, indent=2))
+    (args.out / "scalability.md").write_text(markdown(result, ks, ratios))
+    with open(args.out / "scalability.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["table", "K", "D", "grown", "share", "rows",
+                                               "columns", "interactions", "parameters",
+                                               "seconds", "floor", "x_floor"])
+        writer.writeheader()
+        for name in ("table7", "growth"):
+            for row in result[name]:
+                writer.writerow({"table": name, **row})
+    plot(result, ks, args.out / "scalability.png")
+    print((args.out / "scalability.md").read_text())
+    return 0
+
+
+def markdown(result: dict, ks: list[int], ratios: list[float]) -> str:
+    def at(k, d):
+        row = next(r for r in result["table7"] if r["K"] == k and r["D"] == d)
+        return f"{row['seconds']:.4g} ({row['x_floor']:.1f}x)"
+    lines = [f"# Seconds per epoch, {result['data']} (item-based, explicit, hidden K,K)", "",
+             f"- device: {result['device']}", f"- commit {result['commit']}, {result['date']}",
+             f"- ceilings measured: {result['ceilings']['bandwidth_gb_s']:.1f} GB/s (copy, "
+             f"read + write), {result['ceilings']['gflop_s']:.0f} GFLOP/s (float32 matmul)",
+             f"- each cell: the last of {result['epochs_per_cell']} epochs; in brackets the "
+             "multiple of the epoch's floor (bench/floors.py)", "",
+             "| K | " + " | ".join(f"D = {d:.0%}" for d in ratios) + " |",
+             "|---:|" + "---:|" * len(ratios)]
+    lines += [f"| {k} | " + " | ".join(at(k, d) for d in ratios) + " |" for k in ks]
+    lines += ["", f"Growth at K = {result['growth_k']}: one quantity cut to a share of the "
+              "whole (rows: the first items; columns: the first users; interactions: each "
+              "row's entries subsampled)", "",
+              "| grown | share | rows | columns | interactions | parameters | s/epoch | floor s "
+              "| x floor |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['grown']} | {r['share']:.2f} | {r['rows']:,} | {r['columns']:,} | "
+              f"{r['interactions']:,} | {r['parameters']:,} | {r['seconds']:.4g} | "
+              f"{r['floor']:.4g} | {r['x_floor']:.1f} |" for r in result["growth"]]
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, ks: list[int], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for k in ks:
+        rows = [r for r in result["table7"] if r["K"] == k]
+        left.plot([r["D"] for r in rows], [r["seconds"] for r in rows], "o-", label=f"K = {k}")
+        left.plot([r["D"] for r in rows], [r["floor"] for r in rows], ":", color="gray")
+    left.set(xlabel="training ratio D", ylabel="seconds per epoch (dotted: floor)",
+             title=result["device"])
+    left.legend()
+    for grown in ("rows", "columns", "interactions"):
+        rows = sorted([r for r in result["growth"] if r["grown"] in (grown, "all")],
+                      key=lambda r: r["share"])
+        right.plot([r["share"] for r in rows], [r["seconds"] for r in rows], "o-", label=grown)
+    right.set(xlabel="share of the whole", ylabel="seconds per epoch",
+              title="cost as one quantity grows")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

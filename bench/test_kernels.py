@@ -1,0 +1,292 @@
+"""Kernel microbenchmarks: every op at one training batch of the paper's benchmark shapes, on the
+CPU backend and, where there is one, the GPU.
+
+    pytest bench/ --benchmark-only                   # every op, shape and backend
+    pytest bench/ --benchmark-only -k "lastfm and cpu"
+
+Each case first checks its result against ops/reference.py in float64 on the same inputs, then
+times it (pytest-benchmark's rounds; on the GPU each round ends with a device synchronize, and
+CUDA events give the median kernel time after warm-up). Achieved GB/s and GFLOP/s come from
+the minimum bytes and FLOPs of bench/floors.op_work, and are stored in each benchmark's
+extra_info (pytest-benchmark's JSON output keeps them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ncae_cuda import ops
+from ncae_cuda.layout import NCAELayout
+from ncae_cuda.ops import reference as ref
+from ncae_cuda.ops.common import CSR
+
+from bench.floors import op_work
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One training batch: B rows of the training matrix, N columns, hidden width K,
+    `per_row` entries a row on average, Zipf popularity over the columns."""
+    B: int
+    N: int
+    K: int
+    per_row: int
+    hidden: tuple[int, ...]
+
+
+SHAPES = {
+    "ml10m": Shape(128, 69_878, 500, 893, (500, 500)),      # item rows: 9M train / 10,073 items
+    "lastfm": Shape(128, 17_632, 128, 49, (128,)),          # user rows: 92,834 / 1,892 users
+    "delicious": Shape(128, 69_226, 128, 56, (128,)),       # user rows: 104,799 / 1,867 users
+}
+BACKENDS = [
+    "cpu",
+    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
+]
+RTOL = 2e-5
+
+
+@pytest.fixture(scope="module", params=list(SHAPES))
+def case(request):
+    """The shape's batch: its CSR (scipy), the Batch cut by the reference, and keep flags."""
+    shape = SHAPES[request.param]
+    rng = np.random.default_rng(0)
+    popularity = 1.0 / np.arange(1, shape.N + 1)
+    popularity /= popularity.sum()
+    lengths = np.maximum(1, rng.poisson(shape.per_row, shape.B))
+    cols = [np.sort(rng.choice(shape.N, n, replace=False, p=popularity)) for n in lengths]
+    m = sp.csr_matrix((rng.integers(1, 6, lengths.sum()).astype(np.float32),
+                       np.concatenate(cols), np.concatenate([[0], np.cumsum(lengths)])),
+                      shape=(shape.B, shape.N))
+    batch = ref.cut_batch(CSR.from_scipy(ref, m), np.arange(shape.B, dtype=np.int32), shape.B)
+    keep = (rng.random(m.nnz) < 0.5).astype(np.uint8)
+    return request.param, shape, m, batch, keep, rng
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return ops.get_backend(request.param)
+
+
+def timed(benchmark, backend, fn, work, name: str) -> None:
+    """Time fn on the backend and record achieved rates against the op's counted work."""
+    if backend.name == "gpu":
+        import cupy
+        sync = cupy.cuda.Device().synchronize
+        for _ in range(3):                                 # warm-up: compile, allocate
+            fn()
+        sync()
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        times = []
+        for _ in range(20):
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+        seconds = float(np.median(times))
+        benchmark.pedantic(lambda: (fn(), sync()), rounds=10, warmup_rounds=1)
+    else:
+        benchmark(fn)
+        seconds = benchmark.stats.stats.median
+    benchmark.extra_info.update(op=name, seconds=seconds, bytes=work.bytes, flops=work.flops,
+                                gb_per_s=work.bytes / seconds / 1e9,
+                                gflop_per_s=work.flops / seconds / 1e9)
+
+
+def close(backend, actual, expected) -> None:
+    expected = np.asarray(expected, np.float64)
+    scale = max(np.abs(expected).max(initial=0.0), 1.0)
+    np.testing.assert_allclose(np.asarray(backend.to_host(actual), np.float64), expected,
+                               rtol=0, atol=RTOL * scale)
+
+
+def backend_batch(backend, m, shape: Shape):
+    """The shape's batch cut by the backend itself (its own column-run layout)."""
+    return backend.cut_batch(CSR.from_scipy(backend, m), np.arange(shape.B, dtype=np.int32),
+                             shape.B)
+
+
+def sizes(shape: Shape, batch) -> dict:
+    return dict(B=shape.B, N=shape.N, K=shape.K, nnz=len(batch.cols), U=len(batch.col_ids))
+
+
+# ---------------------------------------------------------------------------------------------
+
+def test_cut_batch(benchmark, backend, case):
+    name, shape, m, expect, _, _ = case
+    csr, rows = CSR.from_scipy(backend, m), np.arange(shape.B, dtype=np.int32)
+    got = backend.cut_batch(csr, rows, shape.B)
+    for field in ("indptr", "cols", "vals", "entry_ids", "col_order"):
+        np.testing.assert_array_equal(backend.to_host(getattr(got, field)), getattr(expect, field))
+    timed(benchmark, backend, lambda: backend.cut_batch(csr, rows, shape.B),
+          op_work("cut_batch", nnz=m.nnz), "cut_batch")
+
+
+def test_dropout_keep(benchmark, backend, case):
+    _, _, m, batch, _, _ = case
+    expect = np.empty(m.nnz, np.uint8)
+    ref.dropout_keep(expect, batch.entry_ids, 1, 2, 0.5)
+    keep, ids = backend.xp.empty(m.nnz, np.uint8), backend.to_device(batch.entry_ids)
+    backend.dropout_keep(keep, ids, 1, 2, 0.5)
+    np.testing.assert_array_equal(backend.to_host(keep), expect)
+    timed(benchmark, backend, lambda: backend.dropout_keep(keep, ids, 1, 2, 0.5),
+          op_work("dropout_keep", nnz=m.nnz), "dropout_keep")
+
+
+def test_gather_forward(benchmark, backend, case):
+    _, shape, m, batch, keep, rng = case
+    E = rng.normal(0, 0.05, (shape.N, shape.K)).astype(np.float32)
+    b1 = rng.normal(0, 0.05, shape.K).astype(np.float32)
+    expect = np.empty((shape.B, shape.K))
+    ref.gather_forward(expect, batch.indptr, batch.cols, batch.vals.astype(np.float64), keep,
+                       E.astype(np.float64), b1.astype(np.float64), 2.0)
+    d = [backend.to_device(x) for x in (batch.indptr, batch.cols, batch.vals, keep, E, b1)]
+    a1 = backend.xp.empty((shape.B, shape.K), np.float32)
+    run = lambda: backend.gather_forward(a1, *d, 2.0)      # noqa: E731
+    run()
+    close(backend, a1, expect)
+    timed(benchmark, backend, run, op_work("gather_forward", **sizes(shape, batch)),
+          "gather_forward")
+
+
+def test_scatter_backward(benchmark, backend, case):
+    _, shape, m, batch, keep, rng = case
+    dpre = rng.normal(0, 1, (shape.B, shape.K)).astype(np.float32)
+    dE = np.zeros((shape.N, shape.K))
+    db = np.zeros(shape.K)
+    ref.scatter_backward(dE, db, dpre.astype(np.float64), batch.indptr, batch.cols,
+                         batch.vals.astype(np.float64), keep, 2.0, batch.entry_rows,
+                         batch.col_order, batch.col_ptr, batch.col_ids)
+    b = backend_batch(backend, m, shape)
+    g_dE = backend.xp.zeros((shape.N, shape.K), np.float32)
+    g_db = backend.xp.zeros(shape.K, np.float32)
+    args = (backend.to_device(dpre), b.indptr, b.cols, b.vals, backend.to_device(keep), 2.0,
+            b.entry_rows, b.col_order, b.col_ptr, b.col_ids)
+    backend.scatter_backward(g_dE, g_db, *args)
+    close(backend, g_dE, dE)
+    close(backend, g_db, db)
+    timed(benchmark, backend, lambda: backend.scatter_backward(g_dE, g_db, *args),
+          op_work("scatter_backward", **sizes(shape, batch)), "scatter_backward")
+
+
+def _output_inputs(shape, rng):
+    a = np.tanh(rng.normal(0, 1, (shape.B, shape.K))).astype(np.float32)
+    V = rng.normal(0, 0.05, (shape.N, shape.K)).astype(np.float32)
+    c = rng.normal(0, 0.05, shape.N).astype(np.float32)
+    return a, V, c
+
+
+def test_sparse_output_forward(benchmark, backend, case):
+    _, shape, m, batch, _, rng = case
+    a, V, c = _output_inputs(shape, rng)
+    expect = np.empty(m.nnz)
+    ref.sparse_output_forward(expect, a.astype(np.float64), V.astype(np.float64),
+                              c.astype(np.float64), batch.indptr, batch.cols, 2.0, 3.0)
+    yhat = backend.xp.empty(m.nnz, np.float32)
+    d = [backend.to_device(x) for x in (a, V, c, batch.indptr, batch.cols)]
+    run = lambda: backend.sparse_output_forward(yhat, *d, 2.0, 3.0)   # noqa: E731
+    run()
+    close(backend, yhat, expect)
+    timed(benchmark, backend, run, op_work("sparse_output_forward", **sizes(shape, batch)),
+          "sparse_output_forward")
+
+
+def test_sparse_output_backward(benchmark, backend, case):
+    _, shape, m, batch, keep, rng = case
+    a, V, _ = _output_inputs(shape, rng)
+    yhat = (2 * np.tanh(rng.normal(0, 1, m.nnz)) + 3).astype(np.float32)
+    expect = [np.zeros((shape.B, shape.K)), np.zeros((shape.N, shape.K)), np.zeros(shape.N),
+              np.empty(shape.B)]
+    ref.sparse_output_backward(*expect, a.astype(np.float64), V.astype(np.float64),
+                               yhat.astype(np.float64), batch.indptr, batch.cols,
+                               batch.vals.astype(np.float64), keep, batch.row_weight, 1.0, 0.5,
+                               2.0, 3.0, batch.entry_rows, batch.col_order, batch.col_ptr,
+                               batch.col_ids)
+    b = backend_batch(backend, m, shape)
+    xp = backend.xp
+    out = [xp.zeros((shape.B, shape.K), np.float32), xp.zeros((shape.N, shape.K), np.float32),
+           xp.zeros(shape.N, np.float32), xp.empty(shape.B, np.float32)]
+    args = (backend.to_device(a), backend.to_device(V), backend.to_device(yhat), b.indptr,
+            b.cols, b.vals, backend.to_device(keep), b.row_weight, 1.0, 0.5, 2.0, 3.0,
+            b.entry_rows, b.col_order, b.col_ptr, b.col_ids)
+    backend.sparse_output_backward(*out, *args)
+    for got, want in zip(out, expect):
+        close(backend, got, want)
+    timed(benchmark, backend, lambda: backend.sparse_output_backward(*out, *args),
+          op_work("sparse_output_backward", **sizes(shape, batch)), "sparse_output_backward")
+
+
+def test_reweighted_error(benchmark, backend, case):
+    _, shape, m, batch, _, rng = case
+    out = rng.normal(0, 1, (shape.B, shape.N)).astype(np.float32)
+    weights = rng.random(shape.N).astype(np.float32)
+    expect_d, expect_loss = np.empty((shape.B, shape.N)), np.empty(shape.B)
+    ref.reweighted_error(expect_d, expect_loss, out.astype(np.float64), batch.indptr,
+                         batch.cols, weights.astype(np.float64), batch.row_weight)
+    dout = backend.xp.empty((shape.B, shape.N), np.float32)
+    loss = backend.xp.empty(shape.B, np.float32)
+    d = [backend.to_device(x) for x in (out, batch.indptr, batch.cols, weights, batch.row_weight)]
+    run = lambda: backend.reweighted_error(dout, loss, *d)   # noqa: E731
+    run()
+    close(backend, dout, expect_d)
+    close(backend, loss, expect_loss)
+    timed(benchmark, backend, run, op_work("reweighted_error", B=shape.B, N=shape.N, nnz=m.nnz),
+          "reweighted_error")
+
+
+def test_adam(benchmark, backend, case):
+    _, shape, _, _, _, rng = case
+    P = NCAELayout(shape.N, shape.hidden).size              # the whole model's flat buffer
+    p0, g = (rng.normal(0, 1, P).astype(np.float32) for _ in range(2))
+    m0 = rng.normal(0, 0.1, P).astype(np.float32)
+    v0 = rng.random(P).astype(np.float32) * 0.01
+    expect = [t.astype(np.float64) for t in (p0, m0, v0)]
+    ref.adam(*expect, g.astype(np.float64), 1e-3, 0.9, 0.999, 1e-8, 1e-3, 3)
+    state = [backend.to_device(t) for t in (p0, m0, v0)]
+    grads = backend.to_device(g)
+    backend.adam(*state, grads, 1e-3, 0.9, 0.999, 1e-8, 1e-3, 3)
+    for got, want in zip(state, expect):
+        close(backend, got, want)
+    timed(benchmark, backend, lambda: backend.adam(*state, grads, 1e-3, 0.9, 0.999, 1e-8,
+                                                   1e-3, 3),
+          op_work("adam", P=P), "adam")
+
+
+def _scores_and_excluded(shape, m, rng):
+    scores = rng.normal(0, 1, (shape.B, shape.N)).astype(np.float32)
+    return scores, m.indptr.astype(np.int32), m.indices.astype(np.int32)
+
+
+def test_rank_heldout(benchmark, backend, case):
+    _, shape, m, _, _, rng = case
+    scores, indptr, cols = _scores_and_excluded(shape, m, rng)
+    dense = m.toarray() > 0
+    heldout = np.array([rng.choice(np.flatnonzero(~row)) for row in dense], np.int32)
+    expect = np.empty(shape.B, np.int64)
+    ref.rank_heldout(expect, scores, heldout, indptr, cols)
+    ranks = backend.xp.empty(shape.B, np.int32)
+    d = [backend.to_device(x) for x in (scores, heldout, indptr, cols)]
+    run = lambda: backend.rank_heldout(ranks, *d)    # noqa: E731
+    run()
+    np.testing.assert_array_equal(backend.to_host(ranks), expect)
+    timed(benchmark, backend, run, op_work("rank_heldout", B=shape.B, N=shape.N, nnz=m.nnz),
+          "rank_heldout")
+
+
+def test_topk(benchmark, backend, case):
+    _, shape, m, _, _, rng = case
+    scores, indptr, cols = _scores_and_excluded(shape, m, rng)
+    M = 100
+    expect_idx, expect_vals = np.empty((shape.B, M), np.int64), np.empty((shape.B, M))
+    ref.topk(expect_idx, expect_vals, scores, indptr, cols)
+    idx = backend.xp.empty((shape.B, M), np.int32)
+    vals = backend.xp.empty((shape.B, M), np.float32)
+    d = [backend.to_device(x) for x in (scores, indptr, cols)]
+    run = lambda: backend.topk(idx, vals, *d)        # noqa: E731
+    run()
+    np.testing.assert_array_equal(backend.to_host(idx), expect_idx)
+    timed(benchmark, backend, run, op_work("topk", B=shape.B, N=shape.N, M=M), "topk")

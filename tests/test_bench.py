@@ -1,0 +1,60 @@
+"""The benchmarks' arithmetic and their quick forms: floors from counted work, and the
+scalability and epoch-time runs end to end on small data."""
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bench import epoch_time, scalability
+from bench.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
+from ncae_cuda.layout import NCAELayout
+
+
+def test_floor_is_the_larger_of_the_two_times():
+    ceilings = Ceilings("x", bandwidth=10e9, flops=100e9)
+    assert Work(20e9, 50e9).floor(ceilings) == 2.0          # memory-bound
+    assert Work(1e9, 300e9).floor(ceilings) == 3.0          # compute-bound
+    assert Work(1, 2) + Work(3, 4) == Work(4, 6)
+
+
+def test_adam_moves_seven_streams():
+    # read p, m, v, g and write p, m, v: 7 float32 per parameter
+    assert op_work("adam", P=10) == Work(280, 120)
+
+
+def test_epoch_work_counts_adam_per_step_and_scales_with_steps():
+    # identical rows: every batch of two does the same work, however the epoch shuffles
+    m = sp.csr_matrix(np.array([[1, 0, 2]] * 4, np.float32))
+    hidden = (4,)
+    one = epoch_work(m, np.arange(2), 2, hidden, "explicit")        # 1 step
+    two = epoch_work(m, np.arange(4), 2, hidden, "explicit")        # 2 steps
+    assert two == one + one
+    assert one.bytes > ADAM_BYTES * NCAELayout(3, hidden).size     # Adam's stream and more
+
+
+def test_implicit_epochs_count_the_dense_output():
+    m = sp.random(6, 50, density=0.2, random_state=0, format="csr", dtype=np.float32)
+    explicit = epoch_work(m, np.arange(6), 3, (8,), "explicit")
+    implicit = epoch_work(m, np.arange(6), 3, (8,), "implicit")
+    assert implicit.flops > explicit.flops                  # B x N x K products per step
+
+
+def test_scalability_quick(tmp_path):
+    assert scalability.main(["--quick", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "scalability.json").read_text())
+    assert {(r["K"], r["D"]) for r in result["table7"]} == {(8, 0.5), (8, 1.0), (16, 0.5),
+                                                            (16, 1.0)}
+    assert all(r["seconds"] > 0 and r["floor"] > 0 for r in result["table7"] + result["growth"])
+    grown = {r["grown"] for r in result["growth"]}
+    assert grown == {"rows", "columns", "interactions", "all"}
+    for name in ("scalability.md", "scalability.csv", "scalability.png"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize("device", ["cpu"])
+def test_epoch_time_quick(tmp_path, device):
+    assert epoch_time.main(["--devices", device, "--quick", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "epoch_time.json").read_text())
+    assert set(result["cases"]) == {"ml10m", "lastfm"}
+    assert all(case[device]["median_after_first"] > 0 for case in result["cases"].values())

@@ -1,0 +1,104 @@
+"""bench.peer_torch: the PyTorch peer computes ncae_cuda's exact loss, gradients and Adam steps,
+the benchmark writes its report, and both models reach the same test RMSE. Skipped without
+torch (CI has none)."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from bench import peer_torch                                      # noqa: E402
+from bench.floors import Ceilings                                 # noqa: E402
+from ncae_cuda.layout import AdamConfig, NCAELayout               # noqa: E402
+from ncae_cuda.model import Network, Objective                    # noqa: E402
+from ncae_cuda.ops import reference as ref                        # noqa: E402
+from ncae_cuda.ops.common import CSR                              # noqa: E402
+
+from helpers import random_matrix                                 # noqa: E402
+
+OBJECTIVES = {"explicit": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.5),
+              "implicit": Objective.implicit()}
+
+
+def torch_params(model) -> dict:
+    """The peer's parameters under ncae_cuda's layout names."""
+    named = {"E": model.embed.weight, "b1": model.b1, "V": model.out.weight, "c": model.out.bias}
+    for layer, linear in enumerate(model.dense, start=2):
+        named[f"W{layer}"], named[f"b{layer}"] = linear.weight, linear.bias
+    return named
+
+
+@pytest.fixture
+def float64_default():
+    """torch's default dtype float64 (the peer's scalars and new tensors follow it)."""
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(saved)
+
+
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_peer_steps_match_ncae(feedback, float64_default):
+    """Same parameters, rows and dropout mask: the same loss, gradients and Adam updates
+    (float64 on both sides, so any difference is a difference in the math)."""
+    rng = np.random.default_rng(0)
+    hidden, q = (7, 5), 0.5
+    m = random_matrix(rng, 40, 9, density=0.3)
+    layout = NCAELayout(9, hidden)
+    col_weights = rng.random(9) if feedback == "implicit" else None
+    net = Network(layout, ref, OBJECTIVES[feedback], layout.xavier_init(rng), col_weights,
+                  dtype=np.float64)
+    model = peer_torch.TorchNCAE(9, hidden)
+    with torch.no_grad():
+        for key, p in torch_params(model).items():
+            p.copy_(torch.as_tensor(net.p[key]))
+    csr = peer_torch.DeviceCSR(m, torch.device("cpu"))
+    csr.vals = csr.vals.double()
+    weights = None if col_weights is None else torch.as_tensor(col_weights)
+    adam = AdamConfig(lr=1e-2, weight_decay=1e-3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=adam.lr, weight_decay=adam.weight_decay)
+    for step in range(3):
+        rows = np.sort(rng.choice(np.flatnonzero(np.diff(m.indptr)), 16, replace=False))
+        batch = ref.cut_batch(CSR.from_scipy(ref, m), rows.astype(np.int32), 16)
+        keep = (rng.random(len(batch.cols)) >= q).astype(np.uint8)
+        expected = float(net.train_step(batch, keep, 1 / (1 - q), adam))
+        grads = {key: g.copy() for key, g in net.d.items()}
+
+        optimizer.zero_grad()
+        loss = peer_torch.batch_loss(model, csr.batch(rows), torch.as_tensor(keep.astype(bool)),
+                                     q, OBJECTIVES[feedback], weights)
+        loss.backward()
+        assert loss.item() == pytest.approx(expected, rel=1e-12)
+        for key, p in torch_params(model).items():
+            np.testing.assert_allclose(p.grad.numpy(), grads[key], rtol=1e-9, atol=1e-12)
+        optimizer.step()
+    for key, p in torch_params(model).items():
+        np.testing.assert_allclose(p.detach().numpy(), net.p[key], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("feedback, metric", [("explicit", "rmse"), ("implicit", "hr@10")])
+def test_quick_run_reports_both_models(tmp_path, feedback, metric):
+    assert peer_torch.main(["--quick", "--feedback", feedback, "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "peer_torch.json").read_text())
+    assert len(result["models"]) == 2 and "ncae_cuda" in result["models"]
+    for model in result["models"].values():
+        assert len(model["seconds"]) == 2 and min(model["seconds"]) > 0
+        assert all(math.isfinite(v) for v in model["test"].values()) and metric in model["test"]
+        assert model["floor_multiple"] > 0
+    assert result["ratio_torch_over_ncae"] > 0 and result["floor"]["seconds"] > 0
+    assert result["config"]["feedback"] == feedback and result["commit"]
+    assert "| ncae_cuda" in (tmp_path / "peer_torch.md").read_text()
+
+
+def test_both_models_reach_the_same_rmse(tmp_path, monkeypatch):
+    # 10 epochs: past the first few, where the test RMSE still falls fast and two different
+    # shuffles and dropout draws put the models furthest apart. The floor is checked above;
+    # measuring the machine again would cost seconds.
+    monkeypatch.setattr(peer_torch, "ceilings", lambda device, repeats: Ceilings(device, 1e10,
+                                                                                   1e11))
+    assert peer_torch.main(["--dataset", "synthetic", "--feedback", "explicit", "--hidden", "32",
+                            "--epochs", "10", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "peer_torch.json").read_text())
+    assert result["agreement"]["agree"], result["agreement"]["detail"]
