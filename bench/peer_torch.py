@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,10 @@ from torch import nn
 from bench.epoch_time import commit, device_name
 from bench.floors import epoch_work, measure_ceilings
 from ncae_cuda import datasets, metrics, train
+from ncae_cuda.augment import column_counts, popularity_weights, uniform_weights
+from ncae_cuda.data import Interactions
 from ncae_cuda.evaluate import EVAL_BATCH, heldout_ranks
+from ncae_cuda.model import Objective
 from ncae_cuda.ops import get_backend
 from ncae_cuda.ops.common import CSR
 
@@ -199,7 +203,39 @@ def run_ncae(argv: list[str]) -> dict:
             "test": {k: v for k, v in history[-1]["test"].items() if k not in ("rows", "entries")}}
 
 
-def run_torch(exp, ops, m, rows: np.ndarray, device: torch.device) -> dict:
+@dataclass
+class Experiment:
+    """The trainer's settings, data and split, and what the peer derives from them as the
+    trainer does (ncae_cuda.estimator): the objective and the column weights."""
+    args: argparse.Namespace
+    data: Interactions
+    split: object
+
+    @property
+    def implicit(self) -> bool:
+        return self.args.feedback == "implicit"
+
+    @property
+    def n_cols(self) -> int:
+        return self.data.n_items if self.args.based == "user" else self.data.n_users
+
+    def oriented(self, part: Interactions) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols) of the part's entries in the network's rows x columns view."""
+        return (part.users, part.items) if self.args.based == "user" else (part.items, part.users)
+
+    def objective(self) -> Objective:
+        if self.implicit:
+            return Objective.implicit()
+        return Objective.explicit(*self.data.rating_scale, self.args.alpha, self.args.beta)
+
+    def col_weights(self, part: Interactions) -> np.ndarray:
+        if self.args.weighting == "uniform":
+            return uniform_weights(self.n_cols, self.args.uniform_c)
+        counts = column_counts(self.oriented(part)[1], self.n_cols)
+        return popularity_weights(counts, self.args.c0, self.args.omega)
+
+
+def run_torch(exp: Experiment, ops, m, rows: np.ndarray, device: torch.device) -> dict:
     """Train the peer on the trainer's own training matrix m (scipy, rows x N) over `rows`;
     seconds of each epoch and the test figures after the last."""
     targs, split = exp.args, exp.split
@@ -384,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ncae = run_ncae(argv)
     ops = get_backend(args.device)                       # the library's metric ops
-    exp = train.prepare(targs, ops)                      # datasets.load + train.make_split
+    exp = Experiment(targs, *train.prepare(targs, ops.name))   # datasets.load + make_split
     m = exp.split.train.to_csr(targs.based, implicit=exp.implicit)      # (rows, N) scipy
     rows = np.flatnonzero(np.diff(m.indptr) > 0)         # rows with an input to encode
     peer = run_torch(exp, ops, m, rows, torch_device)
@@ -401,9 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "device": device_name(args.device), "commit": commit(),
         "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-        "config": {**{k: (list(v) if isinstance(v, tuple) else v)
-                      for k, v in vars(targs).items() if k in train.RESUMABLE},
-                   "epochs": targs.epochs, "device": args.device, "trainer_argv": argv,
+        "config": {**train.recorded(targs),
+                   "device": args.device, "trainer_argv": argv,
                    "data": {"rows": m.shape[0], "cols": m.shape[1], "train_entries": m.nnz,
                             "trainable_rows": len(rows), "test_entries": n_test}},
         "models": models,

@@ -125,6 +125,73 @@ def index_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ids, index.astype(np.int32).reshape(-1)
 
 
+
+class UnknownIds(DataError, KeyError):
+    """Ids the model was not trained with: the message names them."""
+
+    def __str__(self) -> str:            # KeyError would print the message in quotes
+        return str(self.args[0])
+
+
+def lookup_ids(ids: np.ndarray, wanted, what: str) -> np.ndarray:
+    """(n,) int32 index in `ids` (source ids, as Interactions.user_ids) of each wanted id.
+
+    Text such as "196" finds the integer id 196 (ids read from a command line or a CSV). Ids
+    that are not there raise UnknownIds naming them, never drop silently."""
+    wanted = np.atleast_1d(np.asarray(wanted))
+    if wanted.ndim != 1:
+        raise ValueError(f"{what} ids: expected a 1-d sequence, got shape {wanted.shape}")
+    if ids.dtype.kind in "iu" and wanted.dtype.kind not in "iu":
+        try:
+            as_int = wanted.astype(np.int64)
+        except (ValueError, OverflowError, TypeError):
+            as_int = None
+        if as_int is not None and np.array_equal(as_int.astype(wanted.dtype), wanted):
+            wanted = as_int
+    elif ids.dtype.kind == "U" and wanted.dtype.kind != "U":
+        wanted = wanted.astype(str)
+    order = np.argsort(ids, kind="stable")
+    found = np.zeros(len(wanted), bool)
+    index = np.zeros(len(wanted), np.int64)
+    if len(ids) and (wanted.dtype.kind in "iu") == (ids.dtype.kind in "iu"):
+        pos = np.minimum(np.searchsorted(ids, wanted, sorter=order), len(ids) - 1)
+        index = order[pos]
+        found = ids[index] == wanted
+    if not found.all():
+        unknown = wanted[~found]
+        shown = ", ".join(map(str, unknown[:10])) + (", ..." if len(unknown) > 10 else "")
+        raise UnknownIds(f"{len(unknown)} {what} id(s) unknown to the model: {shown}")
+    return index.astype(np.int32)
+
+
+def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None
+                ) -> Interactions:
+    """A scipy.sparse users x items matrix as Interactions whose ids are the row and column
+    numbers. Every stored entry is an interaction (its value the rating); duplicate entries,
+    negative, NaN or infinite values are refused with a DataError naming one of them."""
+    if not sp.issparse(X):
+        raise DataError(f"{name}: expected a scipy.sparse matrix (users x items), "
+                        f"got {type(X).__name__}")
+    coo = X.tocoo()                     # keeps duplicates: csr_matrix may hold them unsummed
+    rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
+    values = np.asarray(coo.data, np.float64)
+    for bad, what in ((~np.isfinite(values), "NaN or infinite"), (values < 0, "negative")):
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise DataError(f"{name}: {int(bad.sum())} {what} values, e.g. {values[k]} at "
+                            f"({rows[k]}, {cols[k]}): ratings and interaction counts are >= 0")
+    key = np.sort(rows * X.shape[1] + cols)
+    repeated = key[1:] == key[:-1]
+    if repeated.any():
+        k = int(key[1:][repeated][0])
+        raise DataError(f"{name}: {int(repeated.sum())} duplicate entries, e.g. "
+                        f"({k // X.shape[1]}, {k % X.shape[1]}): merge them first "
+                        "(X.sum_duplicates() adds them up)")
+    return Interactions(users=rows.astype(np.int32), items=cols.astype(np.int32),
+                        ratings=values.astype(np.float32), timestamps=None,
+                        user_ids=np.arange(X.shape[0]), item_ids=np.arange(X.shape[1]),
+                        rating_scale=rating_scale, name=name)
+
 # -------------------------------------------------------------------------------------------------
 # Readers. One parsing core serves every format: a `_Layout` says how a format separates fields,
 # what each column holds and whether line 1 is a header. `_parse` reads the file in blocks of

@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from . import metrics
 from .model import Network
 from .ops.common import CSR
 
@@ -65,22 +66,113 @@ def heldout_ranks(ops, score_users: Scorer, exclude: CSR, users: np.ndarray,
 def model_scorer(net: Network, inputs: CSR, based: str) -> Scorer:
     """Scores of a network whose rows are users (based='user') or items ('item').
 
-    Item-based: a user's scores are one column of the items x users output, so the whole output
-    is computed once (n_items x n_users float32 on the device) and read by user.
+    Item-based: a user is a column, so a user's scores are every item's output at that column:
+    the items' codes (the last hidden layer, computed once here) against the user's output
+    embedding, V[users] @ codes^T + c[users].
     """
     ops = net.ops
     if based == "user":
         return lambda users: net.logits(ops.cut_batch(inputs, users, len(users)))
-    n_items = inputs.shape[0]
-    full = ops.xp.empty((inputs.shape[1], n_items), net.params.dtype)  # (n_users, n_items)
-    for start in range(0, n_items, EVAL_BATCH):
-        chunk = np.arange(start, min(start + EVAL_BATCH, n_items), dtype=np.int32)
-        batch = ops.cut_batch(inputs, chunk, len(chunk))
-        full[:, start:start + len(chunk)] = net.logits(batch).T
-    return lambda users: full[ops.to_device(users)]
+    codes = row_codes(net, inputs)                                       # (n_items, K)
+    V, c = net.p["V"], net.p["c"]
+
+    def score(users: np.ndarray):
+        users = ops.to_device(users)
+        return V[users] @ codes.T + c[users][:, None]                    # (B, n_items)
+    return score
+
+
+def row_codes(net: Network, inputs: CSR):
+    """(rows, K_last) last hidden layer of every row of `inputs`, without dropout."""
+    n_rows = inputs.shape[0]
+    codes = net.ops.xp.empty((n_rows, net.layout.hidden[-1]), net.params.dtype)
+    for start in range(0, n_rows, EVAL_BATCH):
+        chunk = np.arange(start, min(start + EVAL_BATCH, n_rows), dtype=np.int32)
+        batch = net.ops.cut_batch(inputs, chunk, len(chunk))
+        codes[start:start + len(chunk)] = net.codes(batch)
+    return codes
+
+
+def ranking_report(ops, score_users: Scorer, exclude: CSR, users: np.ndarray, items: np.ndarray,
+                   cutoffs: tuple[int, ...], user_counts: np.ndarray | None = None) -> dict:
+    """HR@M and NDCG@M of each users[i]'s held-out items[i]; with `user_counts` (each user's
+    number of inputs) also the table of users grouped by it."""
+    ranks = heldout_ranks(ops, score_users, exclude, users, items)
+    result = metrics.ranking_summary(ranks, cutoffs)
+    if user_counts is not None:
+        per_row = {}
+        for m in cutoffs:
+            per_row[f"hr@{m}"] = metrics.hit_rate(ranks, m)
+            per_row[f"ndcg@{m}"] = metrics.ndcg(ranks, m)
+        counts = user_counts[users]
+        result["clusters"] = metrics.cluster_table(counts, metrics.cluster_edges(counts),
+                                                   means=per_row)
+    return result
+
+
+def rating_report(yhat: np.ndarray, ratings: np.ndarray, users: np.ndarray,
+                  user_counts: np.ndarray | None = None) -> dict:
+    """RMSE of predicted ratings; with `user_counts` also the table of users grouped by it."""
+    result = {"rmse": metrics.rmse(yhat, ratings), "entries": len(ratings)}
+    if user_counts is not None:
+        sq_sum, n = metrics.row_squared_errors(users, yhat, ratings, len(user_counts))
+        rated = n > 0
+        counts = user_counts[rated]
+        result["clusters"] = metrics.cluster_table(counts, metrics.cluster_edges(counts),
+                                                   rmse=(sq_sum[rated], n[rated]))
+    return result
 
 
 def constant_scorer(ops, scores: np.ndarray) -> Scorer:
     """The same (n_items,) scores for every user: the POP baseline."""
     scores = ops.to_device(scores.astype(np.float32))
     return lambda users: ops.xp.tile(scores, (len(users), 1))
+
+
+# (B,) rows -> (indptr (B+1,), cols) on the device: the columns each row must not be offered
+Excluded = Callable[[np.ndarray], tuple]
+
+
+def excluded_entries(ops, csr: CSR) -> Excluded:
+    """Each row's entries in `csr` (e.g. the items a user has seen) as what top_m excludes."""
+    def excluded(rows: np.ndarray) -> tuple:
+        batch = ops.cut_batch(csr, rows, len(rows))
+        return batch.indptr, batch.cols
+    return excluded
+
+
+def top_m(ops, score_rows: Scorer, rows: np.ndarray, m: int, excluded: Excluded | None = None,
+          candidates=None) -> tuple[np.ndarray, np.ndarray]:
+    """(idx, scores), each (len(rows), m) on the host: every row's m best columns, best first.
+
+    Columns in the row's `excluded` entries, outside the `candidates` mask (device (N,) bool),
+    or scoring NaN are never offered; ties go to the lower column; a row with fewer than m
+    candidates ends in -1 and -inf. Rows go through in batches of EVAL_BATCH.
+    """
+    xp = ops.xp
+    idx = np.empty((len(rows), m), np.int32)
+    vals = np.empty((len(rows), m), np.float32)
+    limit = getattr(ops, "max_topk", None)     # the GPU kernel keeps m per thread block
+    for start in range(0, len(rows), EVAL_BATCH):
+        chunk = rows[start:start + EVAL_BATCH].astype(np.int32)
+        scores = score_rows(chunk)                                           # (B, N)
+        if candidates is not None:
+            scores = xp.where(candidates, scores, xp.float32(np.nan))
+        if excluded is None:
+            indptr, cols = xp.zeros(len(chunk) + 1, np.int32), xp.zeros(0, np.int32)
+        else:
+            indptr, cols = excluded(chunk)
+        out_idx = np.empty((len(chunk), m), np.int32)
+        out_vals = np.empty((len(chunk), m), np.float32)
+        if limit is not None and m > limit:
+            from .ops import reference                # beyond the kernel's m: rank on the host
+            reference.topk(out_idx, out_vals, ops.to_host(scores), ops.to_host(indptr),
+                           ops.to_host(cols))
+        else:
+            d_idx, d_vals = xp.empty((len(chunk), m), np.int32), xp.empty((len(chunk), m),
+                                                                          np.float32)
+            ops.topk(d_idx, d_vals, scores, indptr, cols)
+            out_idx, out_vals = ops.to_host(d_idx), ops.to_host(d_vals)
+        idx[start:start + len(chunk)] = out_idx
+        vals[start:start + len(chunk)] = out_vals
+    return idx, vals

@@ -30,18 +30,23 @@ def run_epoch(step: Step, ops, csr: CSR, rows: np.ndarray, schedule: Schedule, e
     """step() over `rows` of `csr` in batches; returns the mean loss per row."""
     order = np.random.default_rng([schedule.seed, epoch]).permutation(rows).astype(np.int32)
     scale = 1.0 / (1.0 - schedule.dropout)
-    total = ops.xp.zeros((), np.float64)                  # stays on the device all epoch
-    for start in tqdm(range(0, len(order), schedule.batch_size), desc=label, leave=False,
-                      disable=None, unit="batch"):
+    starts = range(0, len(order), schedule.batch_size)
+    losses = ops.xp.empty(len(starts), np.float64)   # (steps,) on the device: read once, at the end
+    for step_index, start in enumerate(tqdm(starts, desc=label, leave=False, disable=None,
+                                            unit="batch")):
         chunk = order[start:start + schedule.batch_size]
         batch = ops.cut_batch(csr, chunk, schedule.batch_size)
         keep = ops.xp.empty(len(batch.cols), np.uint8)
         ops.dropout_keep(keep, batch.entry_ids, schedule.seed, epoch, schedule.dropout)
-        total += step(batch, keep, scale) * len(chunk)
-    loss = float(total) / len(order)
-    if not np.isfinite(loss):
-        raise FloatingPointError(f"the training loss became {loss} in {label}: lower --lr")
-    return loss
+        losses[step_index] = step(batch, keep, scale)
+    losses = ops.to_host(losses)
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if len(bad):
+        raise FloatingPointError(
+            f"the training loss became {losses[bad[0]]} at step {bad[0] + 1} of {len(losses)} "
+            f"in {label}: lower the learning rate (lr, --lr)")
+    sizes = np.minimum(schedule.batch_size, len(order) - np.asarray(starts))   # (steps,) rows
+    return float(losses @ sizes) / len(order)
 
 
 def trainable_rows(csr: CSR) -> np.ndarray:

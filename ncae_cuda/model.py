@@ -139,27 +139,26 @@ class Network(Parameters):
     # -----------------------------------------------------------------------------------------
     # prediction (no dropout)
 
+    def codes(self, batch):
+        """The last hidden layer (B, K_last) of the batch's rows."""
+        keep = self.ops.xp.ones(len(batch.cols), np.uint8)
+        return self.hidden_forward(batch, keep, 1.0)[-1]
+
     def logits(self, batch):
         """out (B, N) for every column of the batch's rows: the implicit ranking scores.
 
         Ranking uses the logits rather than tanh(out): the order is the same, and tanh's
         float32 saturation near 1 would create ties that count against the held-out item.
         """
-        keep = self._keep_all(batch)
-        a = self.hidden_forward(batch, keep, 1.0)[-1]
-        return a @ self.p["V"].T + self.p["c"]
+        return self.codes(batch) @ self.p["V"].T + self.p["c"]
 
     def predict_entries(self, batch, query):
         """yhat (nnz_q,) at the entries of `query` (a batch of the same rows as `batch`)."""
-        keep = self._keep_all(batch)
-        a = self.hidden_forward(batch, keep, 1.0)[-1]
+        a = self.codes(batch)
         yhat = self.ops.xp.empty(len(query.cols), self.params.dtype)
         self.ops.sparse_output_forward(yhat, a, self.p["V"], self.p["c"], query.indptr,
                                        query.cols, self.objective.s, self.objective.m_off)
         return yhat
-
-    def _keep_all(self, batch):
-        return self.ops.xp.ones(len(batch.cols), np.uint8)
 
 
 def kept_entries(xp, batch, keep):

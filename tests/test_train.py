@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from ncae_cuda import loop, ops, train
+from ncae_cuda import estimator, loop, ops, train
 
 from conftest import CXX
 
@@ -25,8 +25,8 @@ def params(out):
 def test_explicit_end_to_end(tmp_path, capsys):
     code, out = run(tmp_path, "--epochs", "3")
     assert code == 0
-    log = capsys.readouterr().out
-    assert log.count("select epoch") == 3 and "refit epoch" in log
+    select, refit = capsys.readouterr().out.split("select: ")[1].split("refit: ")
+    assert select.count("\nepoch ") == 3 and refit.count("\nepoch ") >= 1
     result = json.loads((out / "metrics.json").read_text())
     assert 0 < result["test"]["rmse"] < 4
     assert result["test"]["clusters"] and result["best_epoch"] >= 1
@@ -55,10 +55,11 @@ PRETRAIN = ["--pretrain", "S+U+S", "--pretrain-epochs", "2"]
 
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 @pytest.mark.parametrize("pretraining, stop_at", [
-    ([], ("select 3", 1)), ([], ("refit 2", 1)),
+    ([], ("epoch 3", 1)),                 # select phase
+    ([], ("epoch 2", 2)),                 # refit phase
     (PRETRAIN, ("layer 2 U 2", 1)),       # inside the select phase's pre-training
     (PRETRAIN, ("output S 1", 2)),        # inside the refit phase's pre-training
-    (PRETRAIN, ("refit 1", 1)),
+    (PRETRAIN, ("epoch 1", 2)),           # refit's first epoch
 ])
 def test_resume_equals_uninterrupted(tmp_path, monkeypatch, feedback, pretraining, stop_at):
     flags = ["--feedback", feedback, "--epochs", "4", "--patience", "0", *pretraining]
@@ -153,8 +154,8 @@ def test_ml100k_u1_split_files(tmp_path, shared_data):
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 def test_gpu_training_agrees_with_cpu(tmp_path, monkeypatch, request, device, feedback):
     if device == "gpu-emulated":
-        emulated, get_backend = request.getfixturevalue("emulated_gpu"), train.get_backend
-        monkeypatch.setattr(train, "get_backend",
+        emulated, get_backend = request.getfixturevalue("emulated_gpu"), estimator.get_backend
+        monkeypatch.setattr(estimator, "get_backend",
                             lambda name: emulated if name == "gpu" else get_backend(name))
     flags = ["--feedback", feedback, "--epochs", "5", "--patience", "0"]
     results = []

@@ -53,6 +53,7 @@ class KernelOps:
     """The ops over `xp` (cupy, or numpy for the emulator) and launch(kernel, grid, args)."""
 
     name = "gpu"
+    max_topk = MAX_TOPK       # topk's largest M; callers rank on the host beyond it
 
     def __init__(self, xp, launch, to_host):
         self.xp, self._launch, self.to_host = xp, launch, to_host

@@ -1,0 +1,558 @@
+"""NCAE as a Python object: fit, predict, recommend, fold in new users, similar items, save, load.
+
+    from ncae_cuda import NCAE, datasets
+    data = datasets.load("synthetic-tiny")                # or any users x items scipy.sparse
+    model = NCAE(feedback="implicit", hidden=(32,)).fit(data, epochs=5)
+    items, scores = model.recommend(data.user_ids[:3], n=10)
+    model.save("model.npz")
+    model = NCAE.load("model.npz", device="cpu")
+
+The data is users x items: users are who `recommend` ranks for, items what it ranks. `based`
+chooses which of the two the autoencoder encodes (its rows); the other are its columns. Ids are
+the data set's own (Interactions.user_ids / item_ids) or, for a scipy matrix, its row and
+column numbers. A saved model holds its settings, id maps, parameters and the interactions it
+was fit on (users are encoded from them, and seen items filtered by them), so it recommends
+without the training data at hand.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import __version__, loop, modelfile
+from .augment import column_counts, popularity_weights, sparse_row_copies, uniform_weights
+from .config import Config
+from .data import DataError, Interactions, from_matrix, lookup_ids
+from .evaluate import (excluded_entries, model_scorer, predict_ratings, ranking_report,
+                       rating_report, row_codes, top_m)
+from .layout import AdamConfig, NCAELayout
+from .loop import Schedule, trainable_rows
+from .model import Network, Objective
+from .ops import get_backend
+from .ops.common import CSR
+from .pretrain import Stage, pretrain
+
+
+class OutOfMemory(RuntimeError):
+    """The device ran out of memory: the message names what needed it and what lowers it."""
+
+
+@dataclass
+class Progress:
+    """Where a fit stands: saved after every epoch, so a killed fit continues where it was."""
+    epoch: int = 0                    # epochs finished
+    pretrained: bool = False          # pre-training (if any) is done
+    finished: bool = False            # early stop or last epoch reached
+    best_epoch: int = 0               # the best validation epoch so far
+    best_value: float | None = None
+    bad_epochs: int = 0               # epochs since the best one
+    history: list = field(default_factory=list)
+
+
+class NCAE:
+    """The Neural Collaborative Autoencoder recommender. Settings: see ncae_cuda.config.Config
+    (the same names and defaults as the flags of python -m ncae_cuda.train); device is 'auto'
+    (the GPU when there is one), 'cpu' or 'gpu'."""
+
+    def __init__(self, device: str = "auto", **settings):
+        self.config = Config(**settings).resolved()
+        self.device = device
+        self.ops = get_backend(device)
+        self.user_ids = self.item_ids = None          # (n_users,), (n_items,) source ids
+        self.rating_scale = None                      # explicit: (r_min, r_max)
+        self.history, self.best_epoch = [], 0
+        self._net = None
+        self._seen = None                             # (n_users, n_items) scipy CSR: fit data
+        self._device_csr = {}                         # device copies, built on first use
+        self._best = None                             # host copy of the best validation params
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in asdict(self.config).items()
+                   if v != getattr(Config(feedback=self.config.feedback).resolved(), k)}
+        settings = "".join(f", {k}={v!r}" for k, v in changed.items())
+        return f"NCAE(feedback={self.config.feedback!r}{settings}, device={self.ops.name!r})"
+
+    # -----------------------------------------------------------------------------------------
+    # training
+
+    def fit(self, X, validation=None, epochs: int | None = None, callback=None,
+            checkpoint=None, resume: bool = False, verbose: bool = True) -> NCAE:
+        """Train on X: a users x items scipy.sparse matrix or an Interactions (ncae_cuda.datasets,
+        ncae_cuda.splits). Returns the model.
+
+        validation: held-out interactions of the same users and items, scored after every
+            epoch (RMSE, or NDCG at the last cutoff); training stops after `patience` epochs
+            without a better score, and the model keeps its best epoch's parameters.
+        epochs: most epochs (default: the model's `epochs` setting; 0: pre-training only).
+        callback(model, record): after every epoch, with the epoch's record (loss, seconds,
+            validation figures) before it is logged; what it adds to the record is kept in
+            model.history.
+        checkpoint: a file written after every epoch; resume=True continues the fit saved
+            there (the same data and settings; epochs may differ) instead of starting over.
+        verbose: print one line per epoch.
+        """
+        c = self.config
+        data = self._as_interactions(X, "X")
+        valid = (None if validation is None
+                 else self._as_interactions(validation, "validation",
+                                            (data.user_ids, data.item_ids)))
+        epochs = c.epochs if epochs is None else int(epochs)
+        if epochs < 0:
+            raise ValueError(f"epochs must be >= 0 (0: pre-training only); got {epochs}")
+        self._adopt(data)
+        self._net = self._new_network(data)
+        self._best, progress = None, Progress()
+        saver = None if checkpoint is None else _Checkpoint(Path(checkpoint), c,
+                                                             _fingerprint(data, valid))
+        with self.ops.session():
+            try:
+                if resume and saver is not None and saver.path.exists():
+                    progress, self._best = saver.load(self._net)
+                self._train(data, valid, epochs, progress, callback, saver, verbose)
+            except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
+                raise OutOfMemory(self._out_of_memory(e)) from None
+        return self
+
+    def _train(self, data: Interactions, valid, epochs: int, progress: Progress, callback,
+               saver, verbose: bool) -> None:
+        """Pre-train (if asked), then train up to `epochs` epochs from `progress` on."""
+        c, ops, net = self.config, self.ops, self._net
+        adam = AdamConfig(c.lr, weight_decay=c.weight_decay)
+        schedule = Schedule(c.seed, c.batch_size, c.dropout)
+        csr = self._training_matrix(data, verbose)
+        rows = trainable_rows(csr)
+        score_valid = None if valid is None else self.evaluator(valid)
+        metric, higher = self.selection_metric
+
+        def save() -> None:
+            if saver is not None:
+                saver.save(net, progress, self._best)
+
+        def end_of_epoch(record: dict) -> None:
+            start = time.perf_counter()
+            if score_valid is not None:
+                record["valid"] = score_valid()
+                value = record["valid"][metric]
+                if progress.best_value is None or (value > progress.best_value if higher
+                                                   else value < progress.best_value):
+                    progress.best_value, progress.best_epoch = value, record["epoch"]
+                    progress.bad_epochs = 0
+                    self._best = ops.to_host(net.params).copy()
+                else:
+                    progress.bad_epochs += 1
+            if callback is not None:
+                callback(self, record)
+            record["eval_seconds"] = time.perf_counter() - start
+            progress.history.append(record)
+            if verbose:
+                print(format_record(record, metric), flush=True)
+
+        if not progress.pretrained:
+            save()                                   # a resumed fit re-runs pre-training
+            if c.pretrain != "BP":
+                start = time.perf_counter()
+                losses = pretrain(net, Stage(ops, csr, rows, schedule, adam, c.pretrain_epochs),
+                                  c.pretrain)
+                end_of_epoch({"epoch": 0, "pretrain": losses,
+                              "seconds": time.perf_counter() - start})
+            progress.pretrained = True
+            save()
+        while progress.epoch < epochs and not progress.finished:
+            epoch = progress.epoch + 1
+            start = time.perf_counter()
+            loss = loop.run_epoch(lambda batch, keep, scale: net.train_step(batch, keep, scale,
+                                                                            adam),
+                                  ops, csr, rows, schedule, epoch, f"epoch {epoch}")
+            end_of_epoch({"epoch": epoch, "loss": loss, "l2": net.l2_penalty(c.weight_decay),
+                          "seconds": time.perf_counter() - start})
+            progress.epoch = epoch
+            progress.finished = (epoch == epochs or (valid is not None and c.patience > 0
+                                                     and progress.bad_epochs >= c.patience))
+            save()
+        self.history, self.best_epoch = progress.history, progress.best_epoch
+        if self._best is not None:
+            net.params[...] = ops.to_device(self._best)
+
+    @property
+    def selection_metric(self) -> tuple[str, bool]:
+        """(name, higher is better) of the validation figure early stopping follows."""
+        return (f"ndcg@{self.config.cutoffs[-1]}", True) if self.config.implicit else ("rmse",
+                                                                                      False)
+
+    def _training_matrix(self, data: Interactions, verbose: bool) -> CSR:
+        """The network's rows x columns as it trains on them: with augmentation's sparser
+        copies of sparse rows after the real ones (implicit, augment_eps > 0)."""
+        c = self.config
+        m = data.to_csr(c.based, implicit=c.implicit)
+        if c.implicit and c.augment_eps > 0:
+            extra = sparse_row_copies(m, c.augment_eps, c.augment_p)
+            if verbose:
+                print(f"note: augmentation: {extra.shape[0]} extra training rows (rows with "
+                      f"|R|/N < {c.augment_eps:g}, {c.augment_p:g} of their most popular "
+                      "items dropped)")
+            m = sp.vstack([m, extra], format="csr")
+        return CSR.from_scipy(self.ops, m)
+
+    def _new_network(self, data: Interactions) -> Network:
+        c = self.config
+        layout = NCAELayout(self._n_cols, c.hidden)
+        params = layout.xavier_init(np.random.default_rng(c.seed))
+        weights = None
+        if c.implicit and c.weighting == "uniform":
+            weights = uniform_weights(self._n_cols, c.uniform_c)
+        elif c.implicit:
+            cols = data.items if c.based == "user" else data.users
+            weights = popularity_weights(column_counts(cols, self._n_cols), c.c0, c.omega)
+        return Network(layout, self.ops, self._objective(), params, weights)
+
+    def _objective(self) -> Objective:
+        c = self.config
+        if c.implicit:
+            return Objective.implicit()
+        return Objective.explicit(*self.rating_scale, c.alpha, c.beta)
+
+    def _out_of_memory(self, error: MemoryError) -> str:
+        """What needed the memory, with the sizes, and the setting that lowers each."""
+        c, mib = self.config, 4 / 2**20                                 # float32 MiB
+        size = NCAELayout(self._n_cols, c.hidden).size
+        lines = [f"out of memory on the {self.ops.name} backend ({error})",
+                 f"  parameters, gradients and Adam's m, v: 4 x {size:,} floats = "
+                 f"{4 * size * mib:,.0f} MiB (lower --hidden)"]
+        if c.implicit:
+            B, N = c.batch_size, self._n_cols
+            lines.append(f"  dense output of a batch: about 3 x {B} x {N:,} floats = "
+                         f"{3 * B * N * mib:,.0f} MiB (lower --batch-size)")
+        return "\n".join(lines + ["  or train with --device cpu"])
+
+    # -----------------------------------------------------------------------------------------
+    # scoring held-out data
+
+    def evaluator(self, held, exclude=None):
+        """score(per_user=False) -> the figures of `held` (interactions held out from the fit
+        data, the same users and items): RMSE of the predicted ratings (explicit), or HR@M and
+        NDCG@M of each held-out item ranked among the items the user has no interaction with in
+        the fit data nor in `exclude` (implicit). per_user adds the table of users grouped by
+        their number of fit interactions. Device arrays are built once, here."""
+        self._check_fitted()
+        c, ops = self.config, self.ops
+        ids = (self.user_ids, self.item_ids)
+        held = self._as_interactions(held, "held-out data", ids)
+        counts = np.diff(self._seen.indptr)                             # (n_users,)
+        if c.implicit:
+            seen = self._seen if exclude is None else _union(
+                self._seen, self._as_interactions(exclude, "exclude", ids).to_csr("user"))
+            exclude_csr = CSR.from_scipy(ops, _binary(seen))
+
+            def score(per_user: bool = False) -> dict:
+                with ops.session():
+                    return ranking_report(ops, self._user_scorer(), exclude_csr, held.users,
+                                          held.items, c.cutoffs, counts if per_user else None)
+            return score
+        if held.ratings is None:
+            raise DataError("held-out data for an explicit model needs ratings")
+        rows, cols = (held.users, held.items) if c.based == "user" else (held.items, held.users)
+
+        def score(per_user: bool = False) -> dict:
+            with ops.session():
+                yhat = predict_ratings(self._net, self._csr("inputs"), rows, cols)
+            return rating_report(yhat, held.ratings, held.users, counts if per_user else None)
+        return score
+
+    def evaluate(self, held, exclude=None, per_user: bool = False) -> dict:
+        """The figures of `held` once: see evaluator()."""
+        return self.evaluator(held, exclude)(per_user)
+
+    # -----------------------------------------------------------------------------------------
+    # using the model
+
+    def predict(self, users, items) -> np.ndarray:
+        """(n,) float32 output at each (users[i], items[i]): the predicted rating (explicit) or
+        the preference tanh(out) in (-1, 1) (implicit); users encoded from the fit data."""
+        self._check_fitted()
+        u = lookup_ids(self.user_ids, users, "user")
+        i = lookup_ids(self.item_ids, items, "item")
+        if len(u) != len(i):
+            raise ValueError(f"predict needs as many users as items; got {len(u)}, {len(i)}")
+        rows, cols = (u, i) if self.config.based == "user" else (i, u)
+        with self.ops.session():
+            return predict_ratings(self._net, self._csr("inputs"), rows, cols)
+
+    def recommend(self, users, n: int = 10, filter_seen: bool = True, items=None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The n best items of each user, best first: (item ids, scores), each (len(users), n).
+
+        filter_seen leaves out the items a user interacted with in the fit data; items (ids)
+        restricts the candidates. Scores are predicted ratings (explicit) or the output logits
+        (implicit: the order of tanh(out) without float32 saturation ties). Ties go to the
+        item earlier in item_ids. n is capped at the number of candidate items; a user with
+        fewer candidates ends in score -inf, id -1 (integer ids) or "" (text ids).
+        """
+        self._check_fitted()
+        u = lookup_ids(self.user_ids, users, "user")
+        n, candidates = self._candidates(n, items)
+        excluded = excluded_entries(self.ops, self._csr("seen")) if filter_seen else None
+        with self.ops.session():
+            idx, vals = top_m(self.ops, self._user_scorer(), u, n, excluded, candidates)
+        return self._item_results(idx, vals, ratings=not self.config.implicit)
+
+    def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """recommend() for users the model was not fit on, folded in from their interactions
+        without retraining: X_new is a scipy.sparse (new users x items) matrix whose column j
+        is item_ids[j]. The autoencoder encodes any row, so this needs a user-based model; an
+        item-based model's users are its columns, each with an embedding learned in training.
+        """
+        self._check_fitted()
+        if self.config.based != "user":
+            raise ValueError("recommend_new folds new users in as new rows of the autoencoder: "
+                             "it needs a user-based model (based='user'); an item-based model "
+                             "must be refit to learn a new user's embedding")
+        new = from_matrix(X_new, "X_new")
+        if new.n_items != len(self.item_ids):
+            raise DataError(f"X_new has {new.n_items} columns; the model has "
+                            f"{len(self.item_ids)} items (column j is item_ids[j])")
+        csr = CSR.from_scipy(self.ops, new.to_csr("user", implicit=self.config.implicit))
+        n, candidates = self._candidates(n, items)
+        excluded = excluded_entries(self.ops, csr) if filter_seen else None
+        with self.ops.session():
+            idx, vals = top_m(self.ops, model_scorer(self._net, csr, "user"),
+                              np.arange(new.n_users), n, excluded, candidates)
+        return self._item_results(idx, vals, ratings=not self.config.implicit)
+
+    def similar_items(self, items, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """The n items most similar to each given item, the item itself left out: (item ids,
+        cosine similarities), each (len(items), n). Items are compared by their output
+        embedding: the rows of V in a user-based model; in an item-based one (whose V rows are
+        users) by their code, the last hidden layer of the item's row."""
+        self._check_fitted()
+        xp, ops = self.ops.xp, self.ops
+        idx = lookup_ids(self.item_ids, items, "item")
+        with ops.session():
+            emb = (self._net.p["V"] if self.config.based == "user"
+                   else row_codes(self._net, self._csr("inputs")))               # (n_items, K)
+            norms = xp.sqrt((emb * emb).sum(axis=1, keepdims=True))
+            unit = emb / xp.maximum(norms, xp.float32(1e-30))
+
+            def similarity(chunk: np.ndarray):
+                return unit[ops.to_device(chunk)] @ unit.T                      # (B, n_items)
+
+            def itself(chunk: np.ndarray) -> tuple:
+                return (ops.to_device(np.arange(len(chunk) + 1, dtype=np.int32)),
+                        ops.to_device(chunk))
+            m = min(max(int(n), 1), max(len(self.item_ids) - 1, 1))
+            found, sims = top_m(ops, similarity, idx, m, itself)
+        return self._item_results(found, sims, ratings=False)
+
+    def _candidates(self, n: int, items) -> tuple[int, object]:
+        """(n capped at the number of candidates, device (n_items,) bool mask or None)."""
+        if int(n) < 1:
+            raise ValueError(f"n must be >= 1; got {n}")
+        if items is None:
+            return min(int(n), len(self.item_ids)), None
+        mask = np.zeros(len(self.item_ids), bool)
+        mask[lookup_ids(self.item_ids, items, "item")] = True
+        return min(int(n), int(mask.sum())), self.ops.to_device(mask)
+
+    def _item_results(self, idx: np.ndarray, vals: np.ndarray, ratings: bool):
+        """Column indices -> item ids (padding -1 or ""), logits -> ratings where asked."""
+        ids = self.item_ids[np.maximum(idx, 0)]
+        ids[idx < 0] = "" if ids.dtype.kind in "US" else -1
+        if ratings:
+            obj = self._net.objective
+            real = idx >= 0
+            vals[real] = obj.s * np.tanh(vals[real]) + obj.m_off
+        return ids, vals
+
+    def _user_scorer(self):
+        return model_scorer(self._net, self._csr("inputs"), self.config.based)
+
+    # -----------------------------------------------------------------------------------------
+    # saving and loading
+
+    def save(self, path) -> None:
+        """One file with settings, id maps, parameters and the fit interactions (no pickle)."""
+        self._check_fitted()
+        net = self._net
+        meta = {"ncae_cuda": __version__, "config": self.config.as_dict(),
+                "rating_scale": self.rating_scale and list(self.rating_scale),
+                "history": self.history, "best_epoch": self.best_epoch, "steps": net.steps}
+        arrays = {"params": self.ops.to_host(net.params),
+                  "user_ids": _storable(self.user_ids), "item_ids": _storable(self.item_ids),
+                  "seen_indptr": self._seen.indptr, "seen_indices": self._seen.indices,
+                  "seen_data": self._seen.data}
+        if net.col_weights is not None:
+            arrays["col_weights"] = self.ops.to_host(net.col_weights)
+        modelfile.write(path, "model", _json_ready(meta), arrays)
+
+    @classmethod
+    def load(cls, path, device: str = "auto") -> NCAE:
+        """A model saved by save(), on `device` (any: a GPU model loads on the CPU and back)."""
+        meta, a = modelfile.read(path, "model")
+        try:
+            model = cls(device=device, **asdict(Config.from_dict(meta["config"])))
+            model.user_ids, model.item_ids = a["user_ids"], a["item_ids"]
+            model.rating_scale = meta["rating_scale"] and tuple(meta["rating_scale"])
+            model._seen = sp.csr_matrix((a["seen_data"], a["seen_indices"], a["seen_indptr"]),
+                                        shape=(len(model.user_ids), len(model.item_ids)))
+            layout = NCAELayout(model._n_cols, model.config.hidden)
+            if a["params"].shape != (layout.size,):
+                raise ValueError(f"{a['params'].shape[0]} parameters where the settings need "
+                                 f"{layout.size}")
+            model._net = Network(layout, model.ops, model._objective(), a["params"],
+                                 a.get("col_weights"))
+        except (KeyError, ValueError, TypeError) as e:
+            raise DataError(f"{path}: a damaged model file ({type(e).__name__}: {e})") from None
+        model._net.steps = meta["steps"]
+        model.history, model.best_epoch = meta["history"], meta["best_epoch"]
+        return model
+
+    # -----------------------------------------------------------------------------------------
+    # data
+
+    @property
+    def _n_cols(self) -> int:
+        return len(self.item_ids if self.config.based == "user" else self.user_ids)
+
+    def _check_fitted(self) -> None:
+        if self._net is None:
+            raise RuntimeError("the model is not trained: call fit() or NCAE.load() first")
+
+    def _as_interactions(self, X, name: str, ids: tuple | None = None) -> Interactions:
+        """X as Interactions; with ids = (user_ids, item_ids), of those ids: a scipy matrix is
+        indexed by them, an Interactions must carry the same id maps."""
+        data = X if isinstance(X, Interactions) else from_matrix(X, name)
+        if ids is None:
+            if data.nnz == 0:
+                raise DataError(f"{name} has no interactions")
+            return data
+        user_ids, item_ids = ids
+        if (data.n_users, data.n_items) != (len(user_ids), len(item_ids)):
+            raise DataError(f"{name} is {data.n_users} users x {data.n_items} items; the model's "
+                            f"data is {len(user_ids)} x {len(item_ids)}")
+        if isinstance(X, Interactions):
+            if not (np.array_equal(data.user_ids, user_ids)
+                    and np.array_equal(data.item_ids, item_ids)):
+                raise DataError(f"{name} has other user or item ids than the model's data "
+                                "(parts of one data set share its id maps)")
+            return data
+        return Interactions(data.users, data.items, data.ratings, None, user_ids, item_ids,
+                            name=name)
+
+    def _adopt(self, data: Interactions) -> None:
+        """Take the fit data's ids, rating scale and interactions."""
+        c = self.config
+        if not c.implicit:
+            if data.ratings is None:
+                raise DataError(f"{data.name} has no ratings: use feedback='implicit'")
+            scale = c.rating_scale or data.rating_scale or (float(data.ratings.min()),
+                                                            float(data.ratings.max()))
+            if not scale[0] < scale[1]:
+                raise DataError(f"{data.name}: every rating is {scale[0]}: give rating_scale")
+            outside = (data.ratings < scale[0]) | (data.ratings > scale[1])
+            if outside.any():
+                raise DataError(f"{data.name}: {int(outside.sum())} ratings outside the rating "
+                                f"scale {scale}")
+            self.rating_scale = tuple(float(r) for r in scale)
+        self.user_ids, self.item_ids = data.user_ids, data.item_ids
+        self._seen = data.to_csr("user", implicit=c.implicit)
+        self._device_csr = {}
+
+    def _csr(self, key: str) -> CSR:
+        """'inputs': the fit data as the network's rows x columns; 'seen': users x items."""
+        if key not in self._device_csr:
+            m = self._seen if key == "seen" or self.config.based == "user" else self._seen.T
+            self._device_csr[key] = CSR.from_scipy(self.ops, m.tocsr())
+        return self._device_csr[key]
+
+
+class _Checkpoint:
+    """fit()'s checkpoint: the (4, P) state (params, grads, Adam's m, v), Adam's step, the best
+    validation parameters and Progress, for the settings and data they were made with."""
+
+    def __init__(self, path: Path, config: Config, data: str):
+        self.path, self.config, self.data = path, config, data
+
+    def save(self, net: Network, progress: Progress, best: np.ndarray | None) -> None:
+        meta = {"config": self.config.as_dict(), "data": self.data, "steps": net.steps,
+                "progress": asdict(progress)}
+        arrays = {"state": net.ops.to_host(net.state)}
+        if best is not None:
+            arrays["best"] = best
+        modelfile.write(self.path, "checkpoint", _json_ready(meta), arrays)
+
+    def load(self, net: Network) -> tuple[Progress, np.ndarray | None]:
+        """Restore `net` from the file; returns (Progress, best parameters or None)."""
+        meta, arrays = modelfile.read(self.path, "checkpoint")
+        saved, now = Config.from_dict(meta["config"]), self.config
+        changed = [f"{f.name}: {_shown(getattr(saved, f.name))} -> {_shown(getattr(now, f.name))}"
+                   for f in fields(Config)
+                   if f.name != "epochs" and getattr(saved, f.name) != getattr(now, f.name)]
+        if changed:
+            raise DataError(f"{self.path}: resuming with other settings than the checkpoint's "
+                            f"({', '.join(changed)})")
+        if meta["data"] != self.data:
+            raise DataError(f"{self.path}: the checkpoint was made with other training or "
+                            "validation data")
+        if arrays["state"].shape != tuple(net.state.shape):
+            raise DataError(f"{self.path}: a damaged checkpoint (state {arrays['state'].shape})")
+        net.state[...] = net.ops.to_device(arrays["state"])
+        net.steps = meta["steps"]
+        return Progress(**meta["progress"]), arrays.get("best")
+
+
+def format_record(record: dict, metric: str) -> str:
+    """The log line of one epoch's record."""
+    if "pretrain" in record:
+        line = f"epoch   0 | pre-trained ({', '.join(record['pretrain'])})"
+    else:
+        line = f"epoch {record['epoch']:3d} | loss {record['loss']:.4f}"
+    if "valid" in record:
+        line += f" | valid {metric} {record['valid'][metric]:.4f}"
+    return f"{line} | {record['seconds']:.2f} s"
+
+
+def _fingerprint(data: Interactions, valid: Interactions | None) -> str:
+    """A digest of the entries a fit trains and validates on: resume refuses other data."""
+    h = hashlib.sha256()
+    for part in (data, valid):
+        if part is not None:
+            for a in (part.users, part.items, part.ratings):
+                if a is not None:
+                    h.update(np.ascontiguousarray(a).tobytes())
+        h.update(b"|")
+    return h.hexdigest()[:32]
+
+
+def _binary(m: sp.csr_matrix) -> sp.csr_matrix:
+    m = m.tocsr(copy=True)
+    m.data[:] = 1
+    return m
+
+
+def _union(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
+    return _binary(_binary(a) + _binary(b))
+
+
+def _storable(ids: np.ndarray) -> np.ndarray:
+    """Ids as an array numpy saves without pickle: numbers, or text."""
+    return ids.astype(str) if ids.dtype == object else ids
+
+
+def _shown(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _json_ready(value):
+    """numpy scalars in nested dicts and lists as Python numbers."""
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
