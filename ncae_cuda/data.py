@@ -141,27 +141,38 @@ def lookup_ids(ids: np.ndarray, wanted, what: str) -> np.ndarray:
     wanted = np.atleast_1d(np.asarray(wanted))
     if wanted.ndim != 1:
         raise ValueError(f"{what} ids: expected a 1-d sequence, got shape {wanted.shape}")
+    key, comparable = wanted, np.ones(len(wanted), bool)
     if ids.dtype.kind in "iu" and wanted.dtype.kind not in "iu":
-        try:
-            as_int = wanted.astype(np.int64)
-        except (ValueError, OverflowError, TypeError):
-            as_int = None
-        if as_int is not None and np.array_equal(as_int.astype(wanted.dtype), wanted):
-            wanted = as_int
-    elif ids.dtype.kind == "U" and wanted.dtype.kind != "U":
-        wanted = wanted.astype(str)
-    order = np.argsort(ids, kind="stable")
+        parsed = [_integer(x) for x in wanted]
+        comparable = np.array([v is not None for v in parsed], bool)
+        key = np.array([0 if v is None else v for v in parsed], np.int64)
+    elif ids.dtype.kind == "U":
+        key = wanted.astype(str)
     found = np.zeros(len(wanted), bool)
     index = np.zeros(len(wanted), np.int64)
-    if len(ids) and (wanted.dtype.kind in "iu") == (ids.dtype.kind in "iu"):
-        pos = np.minimum(np.searchsorted(ids, wanted, sorter=order), len(ids) - 1)
-        index = order[pos]
-        found = ids[index] == wanted
+    if len(ids) and len(wanted):
+        order = np.argsort(ids, kind="stable")
+        index = order[np.minimum(np.searchsorted(ids, key, sorter=order), len(ids) - 1)]
+        found = comparable & (ids[index] == key)
     if not found.all():
         unknown = wanted[~found]
         shown = ", ".join(map(str, unknown[:10])) + (", ..." if len(unknown) > 10 else "")
         raise UnknownIds(f"{len(unknown)} {what} id(s) unknown to the model: {shown}")
     return index.astype(np.int32)
+
+
+def _integer(x) -> int | None:
+    """x as an integer id if it spells one ("196", "196.0", 196.0); None otherwise."""
+    text = str(x).strip()
+    try:
+        return int(text)                       # exact for ids beyond float precision
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() else None
 
 
 def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bench import epoch_time, scalability
+from bench import epoch_time, recommend_time, scalability
 from bench.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.layout import NCAELayout
 
@@ -58,3 +58,12 @@ def test_epoch_time_quick(tmp_path, device):
     result = json.loads((tmp_path / "epoch_time.json").read_text())
     assert set(result["cases"]) == {"ml10m", "lastfm"}
     assert all(case[device]["median_after_first"] > 0 for case in result["cases"].values())
+
+
+def test_recommend_time_quick(tmp_path):
+    assert recommend_time.main(["--dataset", "synthetic-tiny", "--quick", "--out",
+                                str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "recommend_time.json").read_text())
+    assert [r["model"] for r in result["runs"]] == ["implicit, user-based, hidden 8",
+                                                    "explicit, item-based, hidden 8"]
+    assert all(r["median_seconds"] > 0 for r in result["runs"])

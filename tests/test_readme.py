@@ -24,3 +24,16 @@ def test_quick_start_is_two_commands_that_ci_runs():
 def test_performance_section_is_generated_from_the_results_files():
     from bench import report
     assert report.main(["--check"]) == 0
+
+
+def test_python_api_example_runs_as_written(tmp_path, monkeypatch):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Python API\n\n```python\n(.*?)```", text, re.S)
+    assert block, "README.md needs a '## Python API' section opening with a python block"
+    code = block.group(1)
+    assert len(code.strip().splitlines()) <= 12
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["items"].shape == (3, 10) and (tmp_path / "model.npz").exists()
+    assert namespace["new_items"].shape == (1, 10)

@@ -1,5 +1,10 @@
 """The training CLI end to end on small synthetic data: outputs, determinism, resume, bad flags."""
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -180,3 +185,54 @@ def test_out_of_memory_names_the_sizes_and_the_flags(tmp_path, monkeypatch, caps
     err = capsys.readouterr().err
     assert code == 2 and "1,073,741,824 bytes" in err
     assert "lower --hidden" in err and "lower --batch-size" in err and "Traceback" not in err
+
+
+PAUSE_IN_EPOCH_3 = """
+import os, sys, time
+from ncae_cuda import loop, train
+
+real_epoch = loop.run_epoch
+
+
+def paused_epoch(step, ops, csr, rows, schedule, epoch, label):
+    steps = []
+
+    def step_then_pause(batch, keep, scale):
+        if label == "epoch 3" and len(steps) == 1:      # one step of epoch 3 taken
+            open(os.environ["PAUSED"], "w").close()
+            time.sleep(600)                              # until the test kills the process
+        steps.append(1)
+        return step(batch, keep, scale)
+    return real_epoch(step_then_pause, ops, csr, rows, schedule, epoch, label)
+
+
+loop.run_epoch = paused_epoch
+sys.exit(train.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
+def test_process_killed_mid_epoch_resumes_to_the_same_parameters(tmp_path, signal_name):
+    flags = ["--epochs", "4", "--patience", "0"]
+    whole = run(tmp_path, *flags, name="whole")[1]
+
+    out, paused = tmp_path / "killed", tmp_path / "paused"
+    script = tmp_path / "pause_in_epoch_3.py"
+    script.write_text(PAUSE_IN_EPOCH_3)
+    env = {**os.environ, "PAUSED": str(paused)}
+    proc = subprocess.Popen([sys.executable, str(script), *TINY, *flags, "--out", str(out)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not paused.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert paused.exists(), proc.stderr.read().decode() if proc.poll() is not None else "timeout"
+    proc.send_signal(getattr(signal, signal_name))
+    code = proc.wait(60)
+    if signal_name == "SIGINT":
+        assert code == 130 and b"--resume" in proc.stderr.read()
+    else:
+        assert code == -signal.SIGKILL
+    assert not (out / "model.npz").exists()
+
+    assert run(tmp_path, *flags, "--resume", name="killed")[0] == 0
+    np.testing.assert_array_equal(params(whole), params(out))

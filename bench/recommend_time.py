@@ -1,0 +1,84 @@
+"""Seconds to recommend the top M items to every user of a data set, through NCAE.recommend.
+
+    python -m bench.recommend_time --dataset ml-100k --data-dir ../shared/data \\
+        --devices cpu --out bench/results/run
+    python -m bench.recommend_time --dataset synthetic-tiny --quick --out /tmp/r  # smoke test
+
+For each device and model kind (implicit user-based: the users' rows through the network;
+explicit item-based: every item's code against each user's output embedding) it trains a
+model for a few epochs (timing does not depend on how well), then times
+recommend(all users, n=M) --repeats times after one warm-up call. Writes recommend_time.json
+and .md under --out with device, commit and date.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import time
+from pathlib import Path
+
+from bench.epoch_time import commit, device_name
+from ncae_cuda import NCAE, datasets
+
+KINDS = [dict(feedback="implicit", based="user", hidden=(128,)),
+         dict(feedback="explicit", based="item", hidden=(500, 500))]
+
+
+def label(settings: dict) -> str:
+    return (f"{settings['feedback']}, {settings['based']}-based, hidden "
+            + ",".join(map(str, settings["hidden"])))
+
+
+def measure(model: NCAE, users, n: int, repeats: int) -> list[float]:
+    model.recommend(users, n=n)                        # warm-up: JIT or kernel compilation
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.recommend(users, n=n)                    # returns host arrays: synchronized
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", default="ml-100k")
+    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--devices", default="cpu", help="comma-separated: cpu, gpu")
+    p.add_argument("-n", type=int, default=100, help="M: items recommended per user")
+    p.add_argument("--epochs", type=int, default=2, help="training epochs before timing")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--quick", action="store_true", help="tiny models, one repeat")
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    data = datasets.load(args.dataset, data_dir=args.data_dir)
+    result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
+              "interactions": data.nnz, "n": args.n, "commit": commit(),
+              "date": datetime.date.today().isoformat(), "runs": []}
+    for device in args.devices.split(","):
+        for settings in KINDS:
+            if args.quick:
+                settings = {**settings, "hidden": (8,)}
+            kind = label(settings)
+            model = NCAE(device=device, **settings).fit(data, epochs=args.epochs, verbose=False)
+            seconds = measure(model, data.user_ids, args.n, 1 if args.quick else args.repeats)
+            result["runs"].append({"device": device, "device_name": device_name(device),
+                                   "model": kind, "seconds": seconds,
+                                   "median_seconds": statistics.median(seconds)})
+            print(f"{device} | {kind} | top-{args.n} for {data.n_users} users: "
+                  f"{statistics.median(seconds):.3f} s (median of {len(seconds)})", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "recommend_time.json").write_text(json.dumps(result, indent=2))
+    lines = [f"# Top-{args.n} for every user of {args.dataset} ({data.n_users} users x "
+             f"{data.n_items} items)", "", f"- commit {result['commit']}, {result['date']}", "",
+             "| device | model | median s | runs (s) |", "|---|---|---:|---|"]
+    for r in result["runs"]:
+        lines.append(f"| {r['device_name']} | {r['model']} | {r['median_seconds']:.3f} | "
+                     + " ".join(f"{s:.3f}" for s in r["seconds"]) + " |")
+    (args.out / "recommend_time.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

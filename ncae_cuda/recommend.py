@@ -1,0 +1,111 @@
+"""Top-M recommendations from a saved model, batched, on the CPU or the GPU.
+
+    python -m ncae_cuda.recommend runs/ncae/model.npz --users 196,186 -n 10
+    python -m ncae_cuda.recommend runs/ncae/model.npz --all -n 100 --out top100.csv
+    python -m ncae_cuda.recommend runs/ncae/model.npz --users-file ids.txt --keep-seen
+
+Writes CSV lines `user,rank,item,score` (rank 1 is the best; scores as NCAE.recommend gives
+them: predicted ratings, or logits for implicit feedback) to stdout or --out. A user with fewer
+candidate items than -n gets fewer lines. Ids the model does not know stop it with a message
+naming them, before anything is written.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .data import DataError, lookup_ids
+from .estimator import NCAE
+from .ops import BackendUnavailable
+
+USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held before writing
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ncae_cuda.recommend", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("model", type=Path, help="model.npz written by ncae_cuda.train or NCAE.save")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--users", help="comma-separated user ids")
+    who.add_argument("--users-file", type=Path, help="a file with one user id per line")
+    who.add_argument("--all", action="store_true", help="every user the model knows")
+    p.add_argument("-n", type=int, default=10, help="recommendations per user (M)")
+    p.add_argument("--items-file", type=Path,
+                   help="recommend only among these item ids (one per line)")
+    p.add_argument("--keep-seen", action="store_true",
+                   help="also offer items the user interacted with in the training data")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+    p.add_argument("--out", type=Path, help="CSV file to write (default: stdout)")
+    return p
+
+
+def read_ids(path: Path) -> np.ndarray:
+    """One id per line; blank lines skipped."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise DataError(f"{path}: {e.strerror}") from None
+    return np.array([line.strip() for line in lines if line.strip()])
+
+
+def wanted_users(args, model: NCAE) -> np.ndarray:
+    if args.all:
+        return model.user_ids
+    if args.users_file:
+        return read_ids(args.users_file)
+    return np.array([u.strip() for u in args.users.split(",") if u.strip()])
+
+
+def write_recommendations(out, model: NCAE, users: np.ndarray, n: int, filter_seen: bool,
+                          items) -> int:
+    """CSV rows for every user, USERS_PER_CALL at a time; returns the number of rows."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["user", "rank", "item", "score"])
+    rows = 0
+    for start in range(0, len(users), USERS_PER_CALL):
+        chunk = users[start:start + USERS_PER_CALL]
+        ids, scores = model.recommend(chunk, n=n, filter_seen=filter_seen, items=items)
+        known = model.user_ids[lookup_ids(model.user_ids, chunk, "user")]   # the model's spelling
+        for user, user_items, user_scores in zip(known, ids, scores):
+            real = np.isfinite(user_scores)
+            for rank, (item, score) in enumerate(zip(user_items[real], user_scores[real]), 1):
+                writer.writerow([user, rank, item, f"{score:.6g}"])
+                rows += 1
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error("-n must be >= 1")
+    try:
+        model = NCAE.load(args.model, device=args.device)
+        users = wanted_users(args, model)
+        items = None if args.items_file is None else read_ids(args.items_file)
+        lookup_ids(model.user_ids, users, "user")        # unknown ids stop here, before any
+        if items is not None:                            # output is written
+            lookup_ids(model.item_ids, items, "item")
+        start = time.perf_counter()
+        if args.out is None:
+            rows = write_recommendations(sys.stdout, model, users, args.n, not args.keep_seen,
+                                         items)
+        else:
+            with open(args.out, "w", newline="") as f:
+                rows = write_recommendations(f, model, users, args.n, not args.keep_seen, items)
+    except (DataError, BackendUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"top-{args.n} for {len(users)} users: {rows} rows in "
+          f"{time.perf_counter() - start:.2f} s on {model.ops.name}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""python -m ncae_cuda.recommend: CSV from a saved model, equal to NCAE.recommend; bad input."""
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from ncae_cuda import NCAE, datasets, recommend
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    data = datasets.load("synthetic-tiny")
+    model = NCAE(feedback="implicit", hidden=(8,), batch_size=16, device="cpu")
+    model.fit(data, epochs=2, verbose=False)
+    path = tmp_path_factory.mktemp("model") / "model.npz"
+    model.save(path)
+    return model, path
+
+
+def rows_of(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_csv_equals_the_api(saved, capsys):
+    model, path = saved
+    users = model.user_ids[[0, 7, 3]]
+    assert recommend.main([str(path), "--users", ",".join(map(str, users)), "-n", "4",
+                           "--device", "cpu"]) == 0
+    rows = rows_of(capsys.readouterr().out)
+    ids, scores = model.recommend(users, n=4)
+    assert [(int(r["user"]), int(r["rank"]), int(r["item"])) for r in rows] == [
+        (u, rank, item) for u, row in zip(users, ids) for rank, item in enumerate(row, 1)]
+    np.testing.assert_allclose([float(r["score"]) for r in rows], scores.ravel(), rtol=1e-5)
+
+
+def test_all_users_to_a_file_with_candidates_and_seen(saved, tmp_path, capsys):
+    model, path = saved
+    items = model.item_ids[:5]
+    (tmp_path / "items.txt").write_text("\n".join(map(str, items)) + "\n")
+    out = tmp_path / "top.csv"
+    assert recommend.main([str(path), "--all", "-n", "10", "--items-file",
+                           str(tmp_path / "items.txt"), "--keep-seen", "--out", str(out)]) == 0
+    rows = rows_of(out.read_text())
+    assert len(rows) == 5 * len(model.user_ids)             # n capped at the 5 candidates
+    assert {int(r["item"]) for r in rows} == set(items)
+    assert "top-10 for" in capsys.readouterr().err
+
+
+def test_users_with_fewer_candidates_get_fewer_lines(saved, capsys):
+    model, path = saved
+    user = model.user_ids[0]
+    n_items, seen = len(model.item_ids), model._seen[0].nnz
+    assert recommend.main([str(path), "--users", str(user), "-n", str(n_items)]) == 0
+    assert len(rows_of(capsys.readouterr().out)) == n_items - seen
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--users", "1,999999,abc"], "2 user id(s) unknown to the model: 999999, abc"),
+    (["--all", "-n", "0"], "-n must be >= 1"),
+])
+def test_bad_input_is_named(saved, capsys, flags, message):
+    _, path = saved
+    try:
+        code = recommend.main([str(path), *flags])
+    except SystemExit as e:
+        code = e.code
+    captured = capsys.readouterr()
+    assert code == 2 and message in captured.err and captured.out == ""
+
+
+def test_a_truncated_model_is_refused(saved, tmp_path, capsys):
+    _, path = saved
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert recommend.main([str(cut), "--all"]) == 2
+    assert "truncated" in capsys.readouterr().err
