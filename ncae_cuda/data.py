@@ -138,6 +138,8 @@ def lookup_ids(ids: np.ndarray, wanted, what: str) -> np.ndarray:
 
     Text such as "196" finds the integer id 196 (ids read from a command line or a CSV). Ids
     that are not there raise UnknownIds naming them, never drop silently."""
+    if ids.dtype == object:                  # text ids held as Python objects
+        ids = ids.astype(str)
     wanted = np.atleast_1d(np.asarray(wanted))
     if wanted.ndim != 1:
         raise ValueError(f"{what} ids: expected a 1-d sequence, got shape {wanted.shape}")

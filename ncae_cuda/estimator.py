@@ -47,7 +47,7 @@ class Progress:
     """Where a fit stands: saved after every epoch, so a killed fit continues where it was."""
     epoch: int = 0                    # epochs finished
     pretrained: bool = False          # pre-training (if any) is done
-    finished: bool = False            # early stop or last epoch reached
+    stopped_early: bool = False       # validation stopped improving for `patience` epochs
     best_epoch: int = 0               # the best validation epoch so far
     best_value: float | None = None
     bad_epochs: int = 0               # epochs since the best one
@@ -162,7 +162,7 @@ class NCAE:
                               "seconds": time.perf_counter() - start})
             progress.pretrained = True
             save()
-        while progress.epoch < epochs and not progress.finished:
+        while progress.epoch < epochs and not progress.stopped_early:
             epoch = progress.epoch + 1
             start = time.perf_counter()
             loss = loop.run_epoch(lambda batch, keep, scale: net.train_step(batch, keep, scale,
@@ -171,8 +171,8 @@ class NCAE:
             end_of_epoch({"epoch": epoch, "loss": loss, "l2": net.l2_penalty(c.weight_decay),
                           "seconds": time.perf_counter() - start})
             progress.epoch = epoch
-            progress.finished = (epoch == epochs or (valid is not None and c.patience > 0
-                                                     and progress.bad_epochs >= c.patience))
+            progress.stopped_early = (valid is not None and c.patience > 0
+                                      and progress.bad_epochs >= c.patience)
             save()
         self.history, self.best_epoch = progress.history, progress.best_epoch
         if self._best is not None:
@@ -246,6 +246,10 @@ class NCAE:
         if c.implicit:
             seen = self._seen if exclude is None else _union(
                 self._seen, self._as_interactions(exclude, "exclude", ids).to_csr("user"))
+            clash = np.asarray(seen[held.users, held.items]).ravel() != 0
+            if clash.any():
+                raise DataError(f"{int(clash.sum())} held-out interactions are also in the fit "
+                                "data or in exclude: a held-out item must be a candidate")
             exclude_csr = CSR.from_scipy(ops, _binary(seen))
 
             def score(per_user: bool = False) -> dict:
@@ -344,7 +348,7 @@ class NCAE:
             def itself(chunk: np.ndarray) -> tuple:
                 return (ops.to_device(np.arange(len(chunk) + 1, dtype=np.int32)),
                         ops.to_device(chunk))
-            m = min(max(int(n), 1), max(len(self.item_ids) - 1, 1))
+            m = min(self._candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
             found, sims = top_m(ops, similarity, idx, m, itself)
         return self._item_results(found, sims, ratings=False)
 
@@ -361,7 +365,7 @@ class NCAE:
     def _item_results(self, idx: np.ndarray, vals: np.ndarray, ratings: bool):
         """Column indices -> item ids (padding -1 or ""), logits -> ratings where asked."""
         ids = self.item_ids[np.maximum(idx, 0)]
-        ids[idx < 0] = "" if ids.dtype.kind in "US" else -1
+        ids[idx < 0] = "" if ids.dtype.kind == "U" else -1
         if ratings:
             obj = self._net.objective
             real = idx >= 0
@@ -382,7 +386,7 @@ class NCAE:
                 "rating_scale": self.rating_scale and list(self.rating_scale),
                 "history": self.history, "best_epoch": self.best_epoch, "steps": net.steps}
         arrays = {"params": self.ops.to_host(net.params),
-                  "user_ids": _storable(self.user_ids), "item_ids": _storable(self.item_ids),
+                  "user_ids": self.user_ids, "item_ids": self.item_ids,
                   "seen_indptr": self._seen.indptr, "seen_indices": self._seen.indices,
                   "seen_data": self._seen.data}
         if net.col_weights is not None:
@@ -426,6 +430,9 @@ class NCAE:
         """X as Interactions; with ids = (user_ids, item_ids), of those ids: a scipy matrix is
         indexed by them, an Interactions must carry the same id maps."""
         data = X if isinstance(X, Interactions) else from_matrix(X, name)
+        if data.ratings is not None and not (np.isfinite(data.ratings).all()
+                                             and (data.ratings >= 0).all()):
+            raise DataError(f"{name}: ratings must be finite and >= 0")
         if ids is None:
             if data.nnz == 0:
                 raise DataError(f"{name} has no interactions")
@@ -458,7 +465,7 @@ class NCAE:
                 raise DataError(f"{data.name}: {int(outside.sum())} ratings outside the rating "
                                 f"scale {scale}")
             self.rating_scale = tuple(float(r) for r in scale)
-        self.user_ids, self.item_ids = data.user_ids, data.item_ids
+        self.user_ids, self.item_ids = _storable(data.user_ids), _storable(data.item_ids)
         self._seen = data.to_csr("user", implicit=c.implicit)
         self._device_csr = {}
 

@@ -152,6 +152,8 @@ def top_m(ops, score_rows: Scorer, rows: np.ndarray, m: int, excluded: Excluded 
     xp = ops.xp
     idx = np.empty((len(rows), m), np.int32)
     vals = np.empty((len(rows), m), np.float32)
+    if m == 0:                                 # no candidates at all
+        return idx, vals
     limit = getattr(ops, "max_topk", None)     # the GPU kernel keeps m per thread block
     for start in range(0, len(rows), EVAL_BATCH):
         chunk = rows[start:start + EVAL_BATCH].astype(np.int32)

@@ -1,0 +1,583 @@
+"""NCAE against brute-force numpy: ranking, fold-in, save and load, bad input, NaN, resume."""
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ncae_cuda import NCAE, loop, modelfile, ops
+from ncae_cuda.data import DataError, UnknownIds, from_matrix
+from ncae_cuda.model import Network
+
+from conftest import CXX
+
+N_USERS, N_ITEMS = 40, 30
+EMPTY_USER, FULL_USER, EMPTY_ITEM = 0, 1, 25
+UNSEEN_BY_FULL_USER = [3, 17, 25]          # the only items FULL_USER has no interaction with
+S, M_OFF = 2.0, 3.0                        # ratings 1..5: yhat = 2 tanh(out) + 3
+STEPS = -(-(N_USERS - 1) // 16)            # batches of 16 users but EMPTY_USER, per epoch
+
+BACKENDS = [
+    "cpu",
+    pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
+    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
+]
+
+
+def with_backends(cases, emulated_cases):
+    """(backend, *case) parameters: every case on cpu and gpu, the emulated GPU (slow) only on
+    emulated_cases."""
+    params = []
+    for backend in BACKENDS:
+        name, marks = (backend, ()) if isinstance(backend, str) else (backend.values[0],
+                                                                       backend.marks)
+        params += [pytest.param(name, *case, marks=marks) for case in cases
+                   if name != "gpu-emulated" or case in emulated_cases]
+    return params
+
+
+def matrix(seed=0) -> sp.csr_matrix:
+    """40 users x 30 items, ~300 ratings 1..5: user 0 has none, user 1 all items but three, item
+    25 no user."""
+    rng = np.random.default_rng(seed)
+    dense = np.zeros((N_USERS, N_ITEMS), np.float32)
+    dense.flat[rng.choice(dense.size, 300, replace=False)] = rng.integers(1, 6, 300)
+    dense[EMPTY_USER] = 0
+    dense[FULL_USER] = rng.integers(1, 6, N_ITEMS)
+    dense[FULL_USER, UNSEEN_BY_FULL_USER] = 0
+    dense[:, EMPTY_ITEM] = 0
+    return sp.csr_matrix(dense)
+
+
+def split(X: sp.csr_matrix, seed=5) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """(training, validation): one random interaction of each user with two or more held out."""
+    coo = X.tocoo()
+    rng = np.random.default_rng(seed)
+    held = np.zeros(coo.nnz, bool)
+    for u in range(N_USERS):
+        mine = np.flatnonzero(coo.row == u)
+        if len(mine) >= 2:
+            held[rng.choice(mine)] = True
+
+    def part(keep):
+        return sp.csr_matrix((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=X.shape)
+    return part(~held), part(held)
+
+
+SETTINGS = {"hidden": (8, 6), "batch_size": 16}
+
+
+def new_model(feedback="implicit", backend="cpu", request=None, **settings):
+    model = NCAE(device="gpu" if backend == "gpu" else "cpu", feedback=feedback,
+                 **{**SETTINGS, **settings})
+    if backend == "gpu-emulated":        # the CUDA kernels and their launchers, run on the CPU
+        model.ops = request.getfixturevalue("emulated_gpu")
+    return model
+
+
+def fit(X, feedback="implicit", epochs=2, backend="cpu", request=None, **settings):
+    """A fitted model; on the emulated GPU (slow) one epoch only."""
+    epochs = 1 if backend == "gpu-emulated" else epochs
+    return new_model(feedback, backend, request, **settings).fit(X, epochs=epochs, verbose=False)
+
+
+def params(model) -> np.ndarray:
+    return np.array(model.ops.to_host(model._net.params))
+
+
+def params64(model) -> dict:
+    return {k: np.asarray(model.ops.to_host(v), np.float64) for k, v in model._net.p.items()}
+
+
+def codes(p: dict, X: np.ndarray) -> np.ndarray:
+    """The last hidden layer of every row of the dense input X, no dropout."""
+    a = np.tanh(X @ p["E"] + p["b1"])
+    layer = 2
+    while f"W{layer}" in p:
+        a = np.tanh(a @ p[f"W{layer}"].T + p[f"b{layer}"])
+        layer += 1
+    return a
+
+
+def reference_logits(model, X: sp.csr_matrix) -> np.ndarray:
+    """(users, items) float64 output of the model at every user and item, users encoded from X
+    (ratings, or 1 per interaction for implicit feedback)."""
+    inputs = X.toarray().astype(np.float64)
+    if model.config.implicit:
+        inputs = (inputs != 0).astype(np.float64)
+    p = params64(model)
+    if model.config.based == "user":
+        return codes(p, inputs) @ p["V"].T + p["c"]
+    return (codes(p, inputs.T) @ p["V"].T + p["c"]).T          # out[item, user], transposed
+
+
+def check_ranking(ids, vals, scores, allowed, n, shown=lambda s: s, tol=1e-4) -> int:
+    """ids, vals (U, n) against the brute-force ranking of the float64 `scores` (U, N) over the
+    `allowed` (U, N) candidates, ties to the lower index. Where two reference scores are closer
+    than tol (float32 rounding can swap them) the item may be either, but its reference score
+    must be the one of its rank. Returns the number of ranks whose item is checked exactly."""
+    assert ids.shape == vals.shape == (len(scores), n)
+    exact = 0
+    for u in range(len(scores)):
+        cols = np.flatnonzero(allowed[u])
+        order = cols[np.lexsort((cols, -scores[u, cols]))]
+        ranked = scores[u, order]
+        k = min(n, len(order))
+        np.testing.assert_array_equal(ids[u, k:], -1)
+        np.testing.assert_array_equal(vals[u, k:], -np.inf)
+        got = ids[u, :k]
+        assert len(set(got.tolist())) == k and allowed[u, got].all()
+        np.testing.assert_allclose(scores[u, got], ranked[:k], rtol=0, atol=tol)
+        np.testing.assert_allclose(vals[u, :k], shown(ranked[:k]), rtol=0, atol=2e-5)
+        gaps = np.abs(np.diff(ranked))
+        clear = (np.r_[np.inf, gaps][:k] > tol) & (np.r_[gaps, np.inf][:k] > tol)
+        np.testing.assert_array_equal(got[clear], order[:k][clear])
+        exact += int(clear.sum())
+    return exact
+
+
+def ratings(out):
+    return S * np.tanh(out) + M_OFF
+
+
+# ---------------------------------------------------------------------------------------------
+# recommend, predict, similar items
+
+@pytest.mark.parametrize("backend, feedback, based", with_backends(
+    [("implicit", "user"), ("explicit", "user"), ("implicit", "item"), ("explicit", "item")],
+    emulated_cases=[("implicit", "user"), ("explicit", "item")]))
+def test_recommend_equals_brute_force_ranking(request, backend, feedback, based):
+    X = matrix()
+    model = fit(X, feedback, backend=backend, request=request, based=based)
+    users = np.random.default_rng(1).permutation(N_USERS)
+    ids, vals = model.recommend(users, n=8)
+    assert ids.dtype.kind == "i" and vals.dtype == np.float32
+    if feedback == "explicit":
+        assert model.rating_scale == (1.0, 5.0)
+    out = reference_logits(model, X)[users]
+    seen = X.toarray()[users] != 0
+    exact = check_ranking(ids, vals, out, ~seen, 8,
+                          shown=ratings if feedback == "explicit" else lambda s: s)
+    assert exact >= 0.8 * ids.size
+    assert (ids[users == FULL_USER, 3:] == -1).all()       # 3 candidates, 5 pads
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recommend_ties_seen_candidates_and_short_rows(request, backend):
+    X = matrix()
+    model = fit(X, backend=backend, request=request)
+    p = model._net.p
+    # items 2, 7 and 29 score the same for every user, whatever order a BLAS adds in: item 7's
+    # output row made 0 (its score c[7], set to mid-ranking), copied into items 2 and 29
+    p["c"][7] = float(np.median(reference_logits(model, X)))
+    p["V"][7] = 0
+    for j in (2, 29):
+        p["V"][j] = p["V"][7]
+        p["c"][j] = p["c"][7]
+    out = reference_logits(model, X)
+    # the emulator is slow: fewer users, and only the n that cut through the tie
+    users = (np.arange(N_USERS) if backend != "gpu-emulated"
+             else np.array([EMPTY_USER, FULL_USER, 3, 5, 11, 28]))
+    out, seen = out[users], X.toarray()[users] != 0
+
+    everything, scores = model.recommend(users, n=N_ITEMS, filter_seen=False)
+    check_ranking(everything, scores, out, np.ones_like(seen), N_ITEMS)
+    cuts = set()
+    for u in range(len(users)):        # seen items stay; the tied ones in index order
+        assert sorted(everything[u]) == list(range(N_ITEMS))
+        first = list(everything[u]).index(2)
+        np.testing.assert_array_equal(everything[u, first:first + 3], [2, 7, 29])
+        assert scores[u, first] == scores[u, first + 1] == scores[u, first + 2]
+        cuts |= {first + 1, first + 2}
+    for n in range(1, N_ITEMS) if backend != "gpu-emulated" else sorted(cuts):
+        # the n best are the first n of the full ranking: cuts through the tie keep lower ids
+        cut, cut_scores = model.recommend(users, n=n, filter_seen=False)
+        np.testing.assert_array_equal(cut, everything[:, :n])
+        np.testing.assert_array_equal(cut_scores, scores[:, :n])
+
+    candidates = [3, 5, 11, 20, 25, 2, 7]
+    ids, vals = model.recommend(users, n=10, items=candidates)
+    assert ids.shape == (len(users), len(candidates))          # n capped at the candidates
+    allowed = ~seen & np.isin(np.arange(N_ITEMS), candidates)
+    check_ranking(ids, vals, out, allowed, len(candidates))
+    full = list(users).index(FULL_USER)
+    assert sorted(ids[full, :2]) == [3, 25] and (ids[full, 2:] == -1).all()
+
+    ids, vals = model.recommend(users, n=100)
+    assert ids.shape == vals.shape == (len(users), N_ITEMS)
+    check_ranking(ids, vals, out, ~seen, N_ITEMS)
+    assert sorted(ids[full, :3]) == UNSEEN_BY_FULL_USER
+    assert (ids[full, 3:] == -1).all() and (vals[full, 3:] == -np.inf).all()
+    assert (ids[list(users).index(EMPTY_USER)] >= 0).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recommend_among_no_candidates_is_empty_on_every_backend(request, backend):
+    model = fit(matrix(), backend=backend, request=request)
+    ids, vals = model.recommend([2, 3], n=5, items=[])     # n capped at 0 candidates
+    assert ids.shape == vals.shape == (2, 0)
+
+
+@pytest.mark.parametrize("feedback", ["implicit", "explicit"])
+@pytest.mark.parametrize("filter_seen", [True, False])
+def test_recommend_new_equals_recommend_for_training_rows(feedback, filter_seen):
+    X = matrix()
+    model = fit(X, feedback, based="user")
+    rows = np.array([5, EMPTY_USER, FULL_USER, 33, 9])
+    for items in (None, [0, 3, 4, 17, 25, 28]):
+        want = model.recommend(rows, n=12, filter_seen=filter_seen, items=items)
+        got = model.recommend_new(X[rows], n=12, filter_seen=filter_seen, items=items)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+
+
+def test_recommend_new_refusals():
+    X = matrix()
+    with pytest.raises(ValueError, match="based='user'"):
+        fit(X, "explicit", based="item").recommend_new(X[:2])
+    with pytest.raises(DataError, match="X_new has 29 columns; the model has 30 items"):
+        fit(X).recommend_new(X[:2, :29])
+
+
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+@pytest.mark.parametrize("based", ["user", "item"])
+def test_predict_equals_float64_forward(feedback, based):
+    X = matrix()
+    model = fit(X, feedback, based=based)
+    rng = np.random.default_rng(2)
+    users = np.r_[rng.integers(0, N_USERS, 60), EMPTY_USER, FULL_USER, 7]
+    items = np.r_[rng.integers(0, N_ITEMS, 60), 4, 3, EMPTY_ITEM]
+    out = reference_logits(model, X)[users, items]
+    got = model.predict(users, items)
+    assert got.dtype == np.float32 and got.shape == (63,)
+    want = ratings(out) if feedback == "explicit" else np.tanh(out)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend, based", with_backends([("user",), ("item",)],
+                                                        emulated_cases=[("user",)]))
+def test_similar_items_equals_brute_force_cosine(request, backend, based):
+    X = matrix()
+    model = fit(X, backend=backend, request=request, based=based)
+    p = params64(model)
+    # user-based: each item's output embedding; item-based: its code, from its column of X
+    emb = p["V"] if based == "user" else codes(p, (X.toarray().T != 0).astype(np.float64))
+    unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    cosine = unit @ unit.T
+    items = np.array([0, 7, EMPTY_ITEM, 29, 13, 4])
+    not_itself = ~np.eye(N_ITEMS, dtype=bool)[items]
+    ids, sims = model.similar_items(items, n=6)
+    assert check_ranking(ids, sims, cosine[items], not_itself, 6) >= 0.8 * ids.size
+    ids, sims = model.similar_items(items, n=100)       # all other items, none padded
+    check_ranking(ids, sims, cosine[items], not_itself, N_ITEMS - 1)
+    assert (ids >= 0).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# ids and refused inputs
+
+def test_unknown_ids_are_named_and_text_ids_find_integer_ids():
+    model = fit(matrix(), epochs=1)
+    with pytest.raises(UnknownIds, match=r"^2 user id\(s\) unknown to the model: 40, 99$") as e:
+        model.recommend([3, 40, 99])
+    assert isinstance(e.value, DataError) and isinstance(e.value, KeyError)
+    with pytest.raises(UnknownIds, match=r"^1 item id\(s\) unknown to the model: 30$"):
+        model.predict([3, 4], [5, 30])
+    with pytest.raises(UnknownIds, match=r"^1 user id\(s\) unknown to the model: -1$"):
+        model.predict([-1, 4], [5, 6])
+    with pytest.raises(UnknownIds, match=r"^1 item id\(s\) unknown to the model: 77$"):
+        model.recommend([3], items=[1, 77])
+    with pytest.raises(UnknownIds, match=r"^1 item id\(s\) unknown to the model: 31$"):
+        model.similar_items([2, 31])
+    with pytest.raises(UnknownIds, match=r"unknown to the model: 3\.5$"):
+        model.recommend([3.5])
+
+    for a, b in zip(model.recommend(["3", "7"]), model.recommend([3, 7])):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(model.predict(["3", "0"], ["4", "25"]),
+                                  model.predict([3, 0], [4, 25]))
+    for a, b in zip(model.similar_items(["4"]), model.similar_items([4])):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_unknown_text_id_among_known_ones_is_the_only_one_named():
+    model = fit(matrix(), epochs=1)
+    with pytest.raises(UnknownIds) as e:
+        model.recommend(["3", "abc"])               # "3" is the model's user 3
+    assert str(e.value) == "1 user id(s) unknown to the model: abc"
+
+
+def _bad(dense):
+    return sp.csr_matrix(np.array(dense, np.float64))
+
+
+@pytest.mark.parametrize("X, message", [
+    (sp.coo_matrix((np.ones(4), ([0, 2, 2, 3], [1, 3, 3, 0])), shape=(4, 5)),
+     r"X: 1 duplicate entries, e\.g\. \(2, 3\)"),
+    (_bad([[1, 0, -2], [0, 1, 0]]), r"X: 1 negative values, e\.g\. -2\.0 at \(0, 2\)"),
+    (_bad([[1, 0, 0], [0, np.nan, 1]]), r"X: 1 NaN or infinite values, e\.g\. nan at \(1, 1\)"),
+    (_bad([[1, np.inf, 0], [0, 1, 1]]), r"X: 1 NaN or infinite values, e\.g\. inf at \(0, 1\)"),
+    (np.ones((4, 5)), r"X: expected a scipy\.sparse matrix \(users x items\), got ndarray"),
+    (sp.csr_matrix((4, 5)), r"X has no interactions"),
+])
+@pytest.mark.parametrize("feedback", ["implicit", "explicit"])
+def test_fit_refuses_bad_matrices(X, message, feedback):
+    with pytest.raises(DataError, match=message):
+        new_model(feedback).fit(X, epochs=1, verbose=False)
+
+
+def test_fit_refuses_validation_of_other_shape_or_ids():
+    X = matrix()
+    with pytest.raises(DataError, match="validation is 40 users x 29 items; the model's data is "
+                                        "40 x 30"):
+        new_model().fit(X, validation=X[:, :29], epochs=1, verbose=False)
+    data = from_matrix(X)
+    other = dataclasses.replace(data, item_ids=data.item_ids + 100)
+    with pytest.raises(DataError, match="validation has other user or item ids"):
+        new_model().fit(data, validation=other, epochs=1, verbose=False)
+    with pytest.raises(DataError, match=r"validation: 30 negative values, e\.g\. -1\.0 at "
+                                        r"\(0, 0\)"):
+        new_model().fit(X, validation=_bad(-np.eye(N_USERS, N_ITEMS)), epochs=1, verbose=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# save and load
+
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_save_load_round_trip(tmp_path, feedback):
+    X, valid = split(matrix())
+    model = fit(X, feedback)
+    model.save(tmp_path / "model.npz")
+    loaded = NCAE.load(tmp_path / "model.npz", device="cpu")
+    assert loaded.config == model.config and loaded.rating_scale == model.rating_scale
+    assert loaded.history == model.history and loaded._net.steps == model._net.steps
+    np.testing.assert_array_equal(params(loaded), params(model))
+    rng = np.random.default_rng(3)
+    users, items = rng.integers(0, N_USERS, 50), rng.integers(0, N_ITEMS, 50)
+    np.testing.assert_array_equal(loaded.predict(users, items), model.predict(users, items))
+    for filter_seen in (True, False):
+        for a, b in zip(loaded.recommend(np.arange(N_USERS), 10, filter_seen),
+                        model.recommend(np.arange(N_USERS), 10, filter_seen)):
+            np.testing.assert_array_equal(a, b)
+    for a, b in zip(loaded.similar_items([0, 5]), model.similar_items([0, 5])):
+        np.testing.assert_array_equal(a, b)
+    assert loaded.evaluate(valid) == model.evaluate(valid)
+
+
+def test_save_load_keeps_text_ids(tmp_path):
+    X = matrix()
+    rng = np.random.default_rng(4)
+    user_ids = np.array([f"user-{k}" for k in rng.permutation(N_USERS)])      # not sorted
+    item_ids = np.array([f"item-{k}" for k in rng.permutation(N_ITEMS)])
+    data = dataclasses.replace(from_matrix(X), user_ids=user_ids, item_ids=item_ids)
+    model = fit(data)
+    by_index = fit(X)                  # the same training: ids play no part in it
+    ids, vals = model.recommend(user_ids[[5, FULL_USER, 9]], n=10)
+    want_idx, want_vals = by_index.recommend([5, FULL_USER, 9], n=10)
+    np.testing.assert_array_equal(ids, np.where(want_idx >= 0, item_ids[want_idx], ""))
+    np.testing.assert_array_equal(vals, want_vals)
+
+    model.save(tmp_path / "model.npz")
+    loaded = NCAE.load(tmp_path / "model.npz", device="cpu")
+    np.testing.assert_array_equal(loaded.user_ids, user_ids)
+    np.testing.assert_array_equal(loaded.item_ids, item_ids)
+    for a, b in zip(loaded.recommend(user_ids[[5, FULL_USER, 9]], n=10), (ids, vals)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(loaded.predict(user_ids[:4], item_ids[:4]),
+                                  by_index.predict(np.arange(4), np.arange(4)))
+    for a, b in zip(loaded.similar_items(item_ids[[2]]), model.similar_items(item_ids[[2]])):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(UnknownIds, match=r"unknown to the model: user-40$"):
+        loaded.recommend(["user-3", "user-40"])
+
+
+def object_id_model():
+    """A model of text ids held in object arrays (as from pandas), which save() stores as str."""
+    data = dataclasses.replace(
+        from_matrix(matrix()), user_ids=np.array([f"user-{k}" for k in range(N_USERS)], object),
+        item_ids=np.array([f"item-{k}" for k in range(N_ITEMS)], object))
+    return fit(data)
+
+
+def test_object_text_ids_pad_with_empty_text_before_and_after_save(tmp_path):
+    model = object_id_model()
+    model.save(tmp_path / "model.npz")
+    loaded = NCAE.load(tmp_path / "model.npz", device="cpu")
+    for m in (loaded, model):
+        ids, vals = m.recommend(["user-1"], n=5)       # 3 candidates, then padding
+        assert sorted(ids[0, :3]) == sorted(f"item-{k}" for k in UNSEEN_BY_FULL_USER)
+        assert list(ids[0, 3:]) == ["", ""] and (vals[0, 3:] == -np.inf).all()
+
+
+def test_unknown_integer_id_among_object_text_ids_is_named():
+    model = object_id_model()
+    with pytest.raises(UnknownIds, match=r"^1 user id\(s\) unknown to the model: 3$"):
+        model.recommend(["user-2", 3])
+    with pytest.raises(UnknownIds, match=r"^1 item id\(s\) unknown to the model: 3$"):
+        model.similar_items([3])
+
+
+def test_load_refuses_damaged_and_foreign_files(tmp_path, monkeypatch):
+    X = matrix()
+    model = fit(X, epochs=1)
+    good = tmp_path / "model.npz"
+    model.save(good)
+
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(good.read_bytes()[:good.stat().st_size // 2])
+    with pytest.raises(DataError, match="truncated"):
+        NCAE.load(cut, device="cpu")
+
+    with monkeypatch.context() as m:
+        m.setattr(modelfile, "VERSION", 2)
+        model.save(tmp_path / "old.npz")
+    with pytest.raises(DataError, match=r"format version 2; this ncae_cuda reads version 3"):
+        NCAE.load(tmp_path / "old.npz", device="cpu")
+
+    new_model().fit(X, epochs=1, checkpoint=tmp_path / "checkpoint.npz", verbose=False)
+    with pytest.raises(DataError, match="a ncae_cuda checkpoint file, not an ncae_cuda model"):
+        NCAE.load(tmp_path / "checkpoint.npz", device="cpu")
+
+    np.savez(tmp_path / "plain.npz", params=params(model))
+    with pytest.raises(DataError, match=r"no header"):
+        NCAE.load(tmp_path / "plain.npz", device="cpu")
+
+    with pytest.raises(DataError, match="no such file"):
+        NCAE.load(tmp_path / "missing.npz", device="cpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# training: NaN losses, early stopping, resume
+
+def nan_after(monkeypatch, good_steps: int) -> None:
+    """Every training step after the first good_steps reports a NaN loss (having stepped)."""
+    real, calls = Network.train_step, []
+
+    def step(self, *args, **kwargs):
+        loss = real(self, *args, **kwargs)
+        calls.append(1)
+        return np.array(np.nan) if len(calls) > good_steps else loss
+    monkeypatch.setattr(Network, "train_step", step)
+
+
+@pytest.mark.parametrize("feedback", ["implicit", "explicit"])
+def test_nan_loss_names_epoch_and_step(monkeypatch, feedback):
+    nan_after(monkeypatch, 1)
+    with pytest.raises(FloatingPointError, match=rf"nan at step 2 of {STEPS} in epoch 1: lower "
+                                                 r"the learning rate"):
+        fit(matrix(), feedback, epochs=3, based="user")
+
+
+def test_huge_learning_rate_stops_with_floating_point_error():
+    with pytest.raises(FloatingPointError, match=r"at step \d+ of \d+ in epoch \d+: lower the "
+                                                 r"learning rate \(lr, --lr\)"):
+        fit(matrix(), epochs=3, lr=1e30)
+
+
+def test_nan_loss_leaves_the_last_good_epoch_in_the_checkpoint(tmp_path, monkeypatch):
+    X = matrix()
+    path = tmp_path / "checkpoint.npz"
+    nan_after(monkeypatch, STEPS)                           # epoch 1 good, epoch 2 NaN
+    with pytest.raises(FloatingPointError, match=rf"step 1 of {STEPS} in epoch 2"):
+        new_model().fit(X, epochs=3, checkpoint=path, verbose=False)
+    monkeypatch.undo()
+
+    once = new_model().fit(X, epochs=1, checkpoint=tmp_path / "once.npz", verbose=False)
+    with np.load(path) as broken, np.load(tmp_path / "once.npz") as whole:
+        np.testing.assert_array_equal(broken["state"], whole["state"])
+    resumed = new_model().fit(X, epochs=1, checkpoint=path, resume=True, verbose=False)
+    np.testing.assert_array_equal(params(resumed), params(once))
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in once.history]
+
+
+@pytest.mark.parametrize("feedback, lr, metric, best", [
+    ("explicit", 0.03, "rmse", np.argmin), ("implicit", 0.1, "ndcg@10", np.argmax)])
+def test_early_stopping_keeps_the_best_epoch(feedback, lr, metric, best):
+    train, valid = split(matrix())
+    snapshots = []
+    model = new_model(feedback, lr=lr, patience=2, cutoffs=(5, 10))
+    model.fit(train, validation=valid, epochs=10, verbose=False,
+              callback=lambda m, record: snapshots.append(params(m).copy()))
+    figures = [record["valid"][metric] for record in model.history]
+    assert model.selection_metric == (metric, feedback == "implicit")
+    assert model.best_epoch == best(figures) + 1
+    assert model.best_epoch < len(figures) == model.best_epoch + 2    # stopped by patience
+    np.testing.assert_array_equal(params(model), snapshots[model.best_epoch - 1])
+    assert model.evaluate(valid)[metric] == pytest.approx(figures[model.best_epoch - 1],
+                                                          rel=1e-12)
+
+
+@pytest.mark.parametrize("feedback, validated, patience, lr, epochs, stop_in", [
+    ("implicit", False, 0, 0.01, 5, 3), ("explicit", True, 0, 0.01, 5, 3),
+    ("implicit", True, 0, 0.01, 5, 3),
+    ("explicit", True, 2, 0.03, 8, 5)])   # stops early after epoch 5 (best 3): cut after a bad one
+def test_resume_after_interrupt_equals_uninterrupted(tmp_path, monkeypatch, feedback, validated,
+                                                     patience, lr, epochs, stop_in):
+    train, valid = split(matrix())
+    valid = valid if validated else None
+    settings = {"feedback": feedback, "patience": patience, "lr": lr}
+    whole = new_model(**settings).fit(train, validation=valid, epochs=epochs, verbose=False)
+
+    real, calls = loop.run_epoch, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == stop_in:
+            raise KeyboardInterrupt
+        return real(*args)
+    path = tmp_path / "checkpoint.npz"
+    monkeypatch.setattr(loop, "run_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        new_model(**settings).fit(train, validation=valid, epochs=epochs, checkpoint=path,
+                                  verbose=False)
+    monkeypatch.undo()
+    resumed = new_model(**settings).fit(train, validation=valid, epochs=epochs, checkpoint=path,
+                                        resume=True, verbose=False)
+    np.testing.assert_array_equal(resumed._net.params, whole._net.params)
+    n_epochs = 5 if epochs == 5 else whole.best_epoch + patience
+    assert len(whole.history) == n_epochs and (patience == 0 or n_epochs < epochs)
+    trained_rows = np.unique(train.tocoo().row if feedback == "implicit" else train.tocoo().col)
+    assert resumed._net.steps == whole._net.steps == n_epochs * -(-len(trained_rows) // 16)
+    assert resumed.best_epoch == whole.best_epoch
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
+    if validated:
+        assert [r["valid"] for r in resumed.history] == [r["valid"] for r in whole.history]
+
+
+def test_resume_refuses_other_settings_or_data(tmp_path):
+    X = matrix()
+    path = tmp_path / "checkpoint.npz"
+    new_model().fit(X, epochs=1, checkpoint=path, verbose=False)
+    with pytest.raises(DataError, match=r"other settings than the checkpoint's \(lr: 0\.001 -> "
+                                        r"0\.01\)"):
+        new_model(lr=0.01).fit(X, epochs=2, checkpoint=path, resume=True, verbose=False)
+    with pytest.raises(DataError, match=r"hidden: \[8, 6\] -> \[8\]"):
+        new_model(hidden=(8,)).fit(X, epochs=2, checkpoint=path, resume=True, verbose=False)
+    other = matrix(seed=1)
+    with pytest.raises(DataError, match="the checkpoint was made with other training or "
+                                        "validation data"):
+        new_model().fit(other, epochs=2, checkpoint=path, resume=True, verbose=False)
+    with pytest.raises(DataError, match="other training or validation data"):
+        new_model().fit(X, validation=split(X)[1], epochs=2, checkpoint=path, resume=True,
+                        verbose=False)
+
+
+def test_resume_a_finished_fit_with_more_epochs_continues_it(tmp_path):
+    X = matrix()
+    checkpoint = tmp_path / "fit.npz"
+    new_model().fit(X, epochs=2, checkpoint=checkpoint, verbose=False)
+    longer = new_model().fit(X, epochs=4, checkpoint=checkpoint, resume=True, verbose=False)
+    whole = new_model().fit(X, epochs=4, verbose=False)
+    np.testing.assert_array_equal(longer._net.params, whole._net.params)
+    assert [h["epoch"] for h in longer.history] == [1, 2, 3, 4]
+
+
+def test_misused_calls_say_what_is_wrong():
+    X = matrix()
+    model = fit(X)
+    with pytest.raises(DataError, match="also in the fit data"):
+        model.evaluate(X)                     # held-out items the user already has
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        model.similar_items([2], n=0)
+    with pytest.raises(RuntimeError, match="call fit"):
+        new_model().recommend([2])
