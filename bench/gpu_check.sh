@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything a lent GPU machine is for, in one call: the device's facts, the whole test suite
-# (the GPU cases run instead of skipping) and the epoch benchmark on CPU and GPU, each logged
+# (the GPU cases run instead of skipping), the epoch benchmark and the time to recommend for
+# every user, on CPU and GPU, each logged
 # under the folder given. Runs from the repository as it is (PYTHONPATH), installing nothing:
 # the machine's image has CuPy, Numba, SciPy, tqdm, threadpoolctl and pytest.
 #
@@ -27,5 +28,10 @@ $python -m bench.epoch_time --devices gpu,cpu --out "$out/bench" > "$out/bench.l
 bench=$?
 tail -8 "$out/bench.log"
 cp "$out/bench/epoch_time.json" "$out/bench/epoch_time.md" "$out" 2>/dev/null
-echo "tests exit $tests, benchmark exit $bench"
-exit $(( tests || bench ))
+
+$python -m bench.recommend_time --dataset synthetic-lastfm --devices gpu,cpu \
+    --out "$out/recommend" > "$out/recommend.log" 2>&1
+recommend=$?
+tail -4 "$out/recommend.log"
+echo "tests exit $tests, benchmark exit $bench, recommend exit $recommend"
+exit $(( tests || bench || recommend ))

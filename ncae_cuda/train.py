@@ -167,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also score the training (explicit) and test parts after every epoch, "
                         "for learning curves; never used to choose anything")
     g.add_argument("--out", type=Path, default=Path("runs/ncae"),
-                   help="folder for checkpoint.npz, model.npz, metrics.json")
+                   help="folder for checkpoint-select.npz, checkpoint-refit.npz, model.npz, "
+                        "metrics.json")
     g.add_argument("--resume", action="store_true",
                    help="continue the run whose checkpoint is in --out")
     return p
