@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Everything a lent GPU machine is for, in one call: the device's facts, the whole test suite
 # (the GPU cases run instead of skipping), the epoch benchmark and the time to recommend for
-# every user, on CPU and GPU, each logged
-# under the folder given. Runs from the repository as it is (PYTHONPATH), installing nothing:
-# the machine's image has CuPy, Numba, SciPy, tqdm, threadpoolctl and pytest.
+# every user, on CPU and GPU, each logged under the folder given. Runs from the repository as it
+# is (PYTHONPATH), installing nothing: the machine's image has CuPy, Numba, SciPy, tqdm,
+# threadpoolctl and pytest.
 #
 #     COMMIT=$(git rev-parse --short HEAD) bench/gpu_check.sh "$OUT"
 set -uo pipefail
