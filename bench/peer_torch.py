@@ -44,7 +44,7 @@ from torch import nn
 from bench.epoch_time import commit, device_name
 from bench.floors import epoch_work, measure_ceilings
 from ncae_cuda import datasets, metrics, train
-from ncae_cuda.augment import column_counts, popularity_weights, uniform_weights
+from ncae_cuda.augment import column_weights
 from ncae_cuda.data import Interactions
 from ncae_cuda.evaluate import EVAL_BATCH, heldout_ranks
 from ncae_cuda.model import Objective
@@ -229,10 +229,9 @@ class Experiment:
         return Objective.explicit(*self.data.rating_scale, self.args.alpha, self.args.beta)
 
     def col_weights(self, part: Interactions) -> np.ndarray:
-        if self.args.weighting == "uniform":
-            return uniform_weights(self.n_cols, self.args.uniform_c)
-        counts = column_counts(self.oriented(part)[1], self.n_cols)
-        return popularity_weights(counts, self.args.c0, self.args.omega)
+        a = self.args
+        return column_weights(self.oriented(part)[1], self.n_cols, a.weighting, a.c0, a.omega,
+                              a.uniform_c)
 
 
 def run_torch(exp: Experiment, ops, m, rows: np.ndarray, device: torch.device) -> dict:

@@ -33,6 +33,15 @@ def uniform_weights(n_cols: int, c: float = 0.05) -> np.ndarray:
     return np.full(n_cols, c, np.float32)
 
 
+def column_weights(cols: np.ndarray, n_cols: int, weighting: str, c0: float, omega: float,
+                   uniform_c: float) -> np.ndarray:
+    """(n_cols,) float32 implicit weights c_j: popularity weighting from the column of every
+    training entry (`cols`), or one uniform c."""
+    if weighting == "uniform":
+        return uniform_weights(n_cols, uniform_c)
+    return popularity_weights(column_counts(cols, n_cols), c0, omega)
+
+
 def sparse_row_copies(m: sp.csr_matrix, eps: float, p: float) -> sp.csr_matrix:
     """The extra rows of augmentation for the rows x columns training matrix m.
 
