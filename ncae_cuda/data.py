@@ -177,6 +177,16 @@ def _integer(x) -> int | None:
     return int(value) if value.is_integer() else None
 
 
+def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
+    """Refuse NaN, infinite and negative values with a DataError naming the first one's entry."""
+    values = np.asarray(values, np.float64)
+    for bad, what in ((~np.isfinite(values), "NaN or infinite"), (values < 0, "negative")):
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise DataError(f"{name}: {int(bad.sum())} {what} values, e.g. {values[k]} at "
+                            f"({rows[k]}, {cols[k]}): ratings and interaction counts are >= 0")
+
+
 def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None
                 ) -> Interactions:
     """A scipy.sparse users x items matrix as Interactions whose ids are the row and column
@@ -188,11 +198,7 @@ def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = N
     coo = X.tocoo()                     # keeps duplicates: csr_matrix may hold them unsummed
     rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
     values = np.asarray(coo.data, np.float64)
-    for bad, what in ((~np.isfinite(values), "NaN or infinite"), (values < 0, "negative")):
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            raise DataError(f"{name}: {int(bad.sum())} {what} values, e.g. {values[k]} at "
-                            f"({rows[k]}, {cols[k]}): ratings and interaction counts are >= 0")
+    check_values(name, values, rows, cols)
     key = np.sort(rows * X.shape[1] + cols)
     repeated = key[1:] == key[:-1]
     if repeated.any():

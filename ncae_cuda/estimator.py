@@ -25,9 +25,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import __version__, loop, modelfile
-from .augment import column_counts, popularity_weights, sparse_row_copies, uniform_weights
+from .augment import column_weights, sparse_row_copies
 from .config import Config
-from .data import DataError, Interactions, from_matrix, lookup_ids
+from .data import DataError, Interactions, check_values, from_matrix, lookup_ids
 from .evaluate import (excluded_entries, model_scorer, predict_ratings, ranking_report,
                        rating_report, row_codes, top_m)
 from .layout import AdamConfig, NCAELayout
@@ -72,8 +72,8 @@ class NCAE:
         self._best = None                             # host copy of the best validation params
 
     def __repr__(self) -> str:
-        changed = {k: v for k, v in asdict(self.config).items()
-                   if v != getattr(Config(feedback=self.config.feedback).resolved(), k)}
+        defaults = asdict(Config(feedback=self.config.feedback).resolved())
+        changed = {k: v for k, v in asdict(self.config).items() if v != defaults[k]}
         settings = "".join(f", {k}={v!r}" for k, v in changed.items())
         return f"NCAE(feedback={self.config.feedback!r}{settings}, device={self.ops.name!r})"
 
@@ -203,11 +203,9 @@ class NCAE:
         layout = NCAELayout(self._n_cols, c.hidden)
         params = layout.xavier_init(np.random.default_rng(c.seed))
         weights = None
-        if c.implicit and c.weighting == "uniform":
-            weights = uniform_weights(self._n_cols, c.uniform_c)
-        elif c.implicit:
-            cols = data.items if c.based == "user" else data.users
-            weights = popularity_weights(column_counts(cols, self._n_cols), c.c0, c.omega)
+        if c.implicit:
+            weights = column_weights(data.items if c.based == "user" else data.users,
+                                     self._n_cols, c.weighting, c.c0, c.omega, c.uniform_c)
         return Network(layout, self.ops, self._objective(), params, weights)
 
     def _objective(self) -> Objective:
@@ -429,10 +427,12 @@ class NCAE:
     def _as_interactions(self, X, name: str, ids: tuple | None = None) -> Interactions:
         """X as Interactions; with ids = (user_ids, item_ids), of those ids: a scipy matrix is
         indexed by them, an Interactions must carry the same id maps."""
-        data = X if isinstance(X, Interactions) else from_matrix(X, name)
-        if data.ratings is not None and not (np.isfinite(data.ratings).all()
-                                             and (data.ratings >= 0).all()):
-            raise DataError(f"{name}: ratings must be finite and >= 0")
+        if isinstance(X, Interactions):
+            data = X
+            if data.ratings is not None:          # from_matrix checks a matrix's values
+                check_values(name, data.ratings, data.users, data.items)
+        else:
+            data = from_matrix(X, name)
         if ids is None:
             if data.nnz == 0:
                 raise DataError(f"{name} has no interactions")
