@@ -71,8 +71,10 @@ def backend(request):
     return ops.get_backend(request.param)
 
 
-def timed(benchmark, backend, fn, work, name: str) -> None:
-    """Time fn on the backend and record achieved rates against the op's counted work."""
+def timed(benchmark, backend, fn, op: str, **counts) -> None:
+    """Time fn on the backend and record achieved rates against the work op_work counts for
+    `op` at these sizes."""
+    work = op_work(op, **counts)
     if backend.name == "gpu":
         import cupy
         sync = cupy.cuda.Device().synchronize
@@ -92,7 +94,7 @@ def timed(benchmark, backend, fn, work, name: str) -> None:
     else:
         benchmark(fn)
         seconds = benchmark.stats.stats.median
-    benchmark.extra_info.update(op=name, seconds=seconds, bytes=work.bytes, flops=work.flops,
+    benchmark.extra_info.update(op=op, seconds=seconds, bytes=work.bytes, flops=work.flops,
                                 gb_per_s=work.bytes / seconds / 1e9,
                                 gflop_per_s=work.flops / seconds / 1e9)
 
@@ -123,7 +125,7 @@ def test_cut_batch(benchmark, backend, case):
     for field in ("indptr", "cols", "vals", "entry_ids", "col_order"):
         np.testing.assert_array_equal(backend.to_host(getattr(got, field)), getattr(expect, field))
     timed(benchmark, backend, lambda: backend.cut_batch(csr, rows, shape.B),
-          op_work("cut_batch", nnz=m.nnz), "cut_batch")
+          "cut_batch", nnz=m.nnz)
 
 
 def test_dropout_keep(benchmark, backend, case):
@@ -134,7 +136,7 @@ def test_dropout_keep(benchmark, backend, case):
     backend.dropout_keep(keep, ids, 1, 2, 0.5)
     np.testing.assert_array_equal(backend.to_host(keep), expect)
     timed(benchmark, backend, lambda: backend.dropout_keep(keep, ids, 1, 2, 0.5),
-          op_work("dropout_keep", nnz=m.nnz), "dropout_keep")
+          "dropout_keep", nnz=m.nnz)
 
 
 def test_gather_forward(benchmark, backend, case):
@@ -149,8 +151,7 @@ def test_gather_forward(benchmark, backend, case):
     run = lambda: backend.gather_forward(a1, *d, 2.0)      # noqa: E731
     run()
     close(backend, a1, expect)
-    timed(benchmark, backend, run, op_work("gather_forward", **sizes(shape, batch)),
-          "gather_forward")
+    timed(benchmark, backend, run, "gather_forward", **sizes(shape, batch))
 
 
 def test_scatter_backward(benchmark, backend, case):
@@ -170,7 +171,7 @@ def test_scatter_backward(benchmark, backend, case):
     close(backend, g_dE, dE)
     close(backend, g_db, db)
     timed(benchmark, backend, lambda: backend.scatter_backward(g_dE, g_db, *args),
-          op_work("scatter_backward", **sizes(shape, batch)), "scatter_backward")
+          "scatter_backward", **sizes(shape, batch))
 
 
 def _output_inputs(shape, rng):
@@ -191,8 +192,7 @@ def test_sparse_output_forward(benchmark, backend, case):
     run = lambda: backend.sparse_output_forward(yhat, *d, 2.0, 3.0)   # noqa: E731
     run()
     close(backend, yhat, expect)
-    timed(benchmark, backend, run, op_work("sparse_output_forward", **sizes(shape, batch)),
-          "sparse_output_forward")
+    timed(benchmark, backend, run, "sparse_output_forward", **sizes(shape, batch))
 
 
 def test_sparse_output_backward(benchmark, backend, case):
@@ -217,7 +217,7 @@ def test_sparse_output_backward(benchmark, backend, case):
     for got, want in zip(out, expect):
         close(backend, got, want)
     timed(benchmark, backend, lambda: backend.sparse_output_backward(*out, *args),
-          op_work("sparse_output_backward", **sizes(shape, batch)), "sparse_output_backward")
+          "sparse_output_backward", **sizes(shape, batch))
 
 
 def test_reweighted_error(benchmark, backend, case):
@@ -234,8 +234,7 @@ def test_reweighted_error(benchmark, backend, case):
     run()
     close(backend, dout, expect_d)
     close(backend, loss, expect_loss)
-    timed(benchmark, backend, run, op_work("reweighted_error", B=shape.B, N=shape.N, nnz=m.nnz),
-          "reweighted_error")
+    timed(benchmark, backend, run, "reweighted_error", B=shape.B, N=shape.N, nnz=m.nnz)
 
 
 def test_adam(benchmark, backend, case):
@@ -253,7 +252,7 @@ def test_adam(benchmark, backend, case):
         close(backend, got, want)
     timed(benchmark, backend, lambda: backend.adam(*state, grads, 1e-3, 0.9, 0.999, 1e-8,
                                                    1e-3, 3),
-          op_work("adam", P=P), "adam")
+          "adam", P=P)
 
 
 def _scores_and_excluded(shape, m, rng):
@@ -273,8 +272,7 @@ def test_rank_heldout(benchmark, backend, case):
     run = lambda: backend.rank_heldout(ranks, *d)    # noqa: E731
     run()
     np.testing.assert_array_equal(backend.to_host(ranks), expect)
-    timed(benchmark, backend, run, op_work("rank_heldout", B=shape.B, N=shape.N, nnz=m.nnz),
-          "rank_heldout")
+    timed(benchmark, backend, run, "rank_heldout", B=shape.B, N=shape.N, nnz=m.nnz)
 
 
 def test_topk(benchmark, backend, case):
@@ -289,4 +287,4 @@ def test_topk(benchmark, backend, case):
     run = lambda: backend.topk(idx, vals, *d)        # noqa: E731
     run()
     np.testing.assert_array_equal(backend.to_host(idx), expect_idx)
-    timed(benchmark, backend, run, op_work("topk", B=shape.B, N=shape.N, M=M), "topk")
+    timed(benchmark, backend, run, "topk", B=shape.B, N=shape.N, M=M)
