@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from . import metrics
 from .model import Network
+from .ops import reference
 from .ops.common import CSR
 
 EVAL_BATCH = 1024   # rows per evaluation batch: large enough to amortize, small enough for (B, N)
@@ -166,8 +167,7 @@ def top_m(ops, score_rows: Scorer, rows: np.ndarray, m: int, excluded: Excluded 
             indptr, cols = excluded(chunk)
         out_idx = np.empty((len(chunk), m), np.int32)
         out_vals = np.empty((len(chunk), m), np.float32)
-        if limit is not None and m > limit:
-            from .ops import reference                # beyond the kernel's m: rank on the host
+        if limit is not None and m > limit:           # beyond the kernel's m: on the host
             reference.topk(out_idx, out_vals, ops.to_host(scores), ops.to_host(indptr),
                            ops.to_host(cols))
         else:

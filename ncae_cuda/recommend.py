@@ -64,15 +64,15 @@ def wanted_users(args, model: NCAE) -> np.ndarray:
 
 def write_recommendations(out, model: NCAE, users: np.ndarray, n: int, filter_seen: bool,
                           items) -> int:
-    """CSV rows for every user, USERS_PER_CALL at a time; returns the number of rows."""
+    """CSV rows for every user (ids as the model has them), USERS_PER_CALL at a time; returns
+    the number of rows."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["user", "rank", "item", "score"])
     rows = 0
     for start in range(0, len(users), USERS_PER_CALL):
         chunk = users[start:start + USERS_PER_CALL]
         ids, scores = model.recommend(chunk, n=n, filter_seen=filter_seen, items=items)
-        known = model.user_ids[lookup_ids(model.user_ids, chunk, "user")]   # the model's spelling
-        for user, user_items, user_scores in zip(known, ids, scores):
+        for user, user_items, user_scores in zip(chunk, ids, scores):
             real = np.isfinite(user_scores)
             for rank, (item, score) in enumerate(zip(user_items[real], user_scores[real]), 1):
                 writer.writerow([user, rank, item, f"{score:.6g}"])
@@ -87,11 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("-n must be >= 1")
     try:
         model = NCAE.load(args.model, device=args.device)
-        users = wanted_users(args, model)
+        # unknown ids stop here, before any output is written; known ones as the model has them
+        users = model.user_ids[lookup_ids(model.user_ids, wanted_users(args, model), "user")]
         items = None if args.items_file is None else read_ids(args.items_file)
-        lookup_ids(model.user_ids, users, "user")        # unknown ids stop here, before any
-        if items is not None:                            # output is written
-            lookup_ids(model.item_ids, items, "item")
+        if items is not None:
+            items = model.item_ids[lookup_ids(model.item_ids, items, "item")]
         start = time.perf_counter()
         if args.out is None:
             rows = write_recommendations(sys.stdout, model, users, args.n, not args.keep_seen,
