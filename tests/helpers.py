@@ -19,10 +19,15 @@ def random_matrix(rng, n_rows, n_cols, density=0.15, empty_share=0.2) -> sp.csr_
     return m
 
 
+def random_rows(rng, n_rows, n_cols, n_batch) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A random matrix and n_batch distinct random rows of it, (n_batch,) int32."""
+    m = random_matrix(rng, n_rows, n_cols)
+    return m, rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
+
+
 def random_batch(rng, n_rows, n_cols, n_batch, batch_size):
     """A reference Batch of n_batch random rows of a random matrix, padded to batch_size."""
-    m = random_matrix(rng, n_rows, n_cols)
-    rows = rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
+    m, rows = random_rows(rng, n_rows, n_cols, n_batch)
     return ref.cut_batch(CSR.from_scipy(ref, m), rows, batch_size)
 
 

@@ -10,7 +10,7 @@ import pytest
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR, dropout_threshold
 
-from helpers import assert_close, host, on, random_batch, random_matrix
+from helpers import assert_close, host, on, random_batch, random_matrix, random_rows
 
 # (rows in the CSR, N columns, K width, rows in the batch, batch size)
 SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 200, 33, 64, 64)]
@@ -35,8 +35,7 @@ def _runs(batch):
 def test_cut_batch_matches_reference(backend, shape):
     rng = np.random.default_rng(1)
     n_rows, n_cols, _, n_batch, batch_size = shape
-    m = random_matrix(rng, n_rows, n_cols)
-    rows = rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
+    m, rows = random_rows(rng, n_rows, n_cols, n_batch)
     expect = ref.cut_batch(CSR.from_scipy(ref, m), rows, batch_size)
     got = backend.cut_batch(CSR.from_scipy(backend, m), rows, batch_size)
     got = type(got)(*(backend.to_host(x) for x in got))
@@ -142,8 +141,7 @@ def test_gather_forward_hand_case():
 def test_scatter_backward(backend, shape):
     rng = np.random.default_rng(5)
     n_rows, N, K, n_batch, B = shape
-    m = random_matrix(rng, n_rows, N)
-    rows = rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
+    m, rows = random_rows(rng, n_rows, N, n_batch)
     batch = ref.cut_batch(CSR.from_scipy(ref, m), rows, B)
     keep = _keep(rng, len(batch.cols))
     dpre1 = rng.normal(0, 1, (B, K)).astype(np.float32)
@@ -193,8 +191,7 @@ def test_sparse_output_forward(backend, shape):
 def test_sparse_output_backward(backend, shape):
     rng = np.random.default_rng(7)
     n_rows, N, K, n_batch, B = shape
-    m = random_matrix(rng, n_rows, N)
-    rows = rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
+    m, rows = random_rows(rng, n_rows, N, n_batch)
     batch = ref.cut_batch(CSR.from_scipy(ref, m), rows, B)
     keep = _keep(rng, len(batch.cols))
     a = np.tanh(rng.normal(0, 1, (B, K))).astype(np.float32)
