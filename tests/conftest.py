@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_emulator import CXX, emulated_backend
 from ncae_cuda import ops
+from ncae_cuda.ops.emulator import CXX, emulated_backend
 
 # The shared folder sits beside the repository: <workspace>/shared/data next to <workspace>/main.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

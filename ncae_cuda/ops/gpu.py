@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import ledger
 from .common import Batch, CSR, dropout_stream, dropout_threshold
 
 BLOCK = 256                 # kernels/common.cuh: BLOCK
@@ -41,6 +42,14 @@ def _blocks(n: int) -> int:
     return -(-n // BLOCK)
 
 
+def _uniform(n: int, per_block: int = BLOCK) -> np.ndarray:
+    """Work of each block when n items are dealt out per_block at a time."""
+    work = np.full(-(-n // per_block), per_block, np.float64)
+    if len(work):
+        work[-1] = n - per_block * (len(work) - 1)
+    return work
+
+
 def _check(dtype, *arrays) -> None:
     # A kernel reads raw memory: a float64 or int64 array here would be misread, not refused.
     for a in arrays:
@@ -56,7 +65,19 @@ class KernelOps:
     max_topk = MAX_TOPK       # topk's largest M; callers rank on the host beyond it
 
     def __init__(self, xp, launch, to_host):
-        self.xp, self._launch, self.to_host = xp, launch, to_host
+        self.xp, self._bound_launch, self.to_host = xp, launch, to_host
+
+    def _launch(self, kernel: str, grid: int, args: tuple, work=None) -> None:
+        """Launch `kernel` on `grid` blocks; work() -> each block's work (entries x K), asked
+        only when a ledger is counting."""
+        if ledger._ACTIVE is not None:
+            with ledger.paused():
+                block_work = _uniform(grid * BLOCK) if work is None else work()
+            ledger._ACTIVE.kernel(kernel, block_work)
+        self._bound_launch(kernel, grid, BLOCK, args)
+
+    def _host(self, a) -> np.ndarray:
+        return np.asarray(self.to_host(a))
 
     def to_device(self, a):
         return self.xp.asarray(a)
@@ -68,6 +89,7 @@ class KernelOps:
     # batching: the host knows each batch's size from its copy of indptr, so it never waits
 
     def cut_batch(self, csr: CSR, rows: np.ndarray, batch_size: int) -> Batch:
+        ledger.step_begins()
         xp, i32 = self.xp, np.int32
         n = len(rows)
         if not 0 < n <= batch_size:
@@ -88,7 +110,7 @@ class KernelOps:
         if nnz:
             self._launch("cut_batch_fill_kernel", n, (
                 cols, vals, entry_ids, entry_rows, csr.indptr, csr.indices, csr.data,
-                xp.asarray(rows.astype(i32)), d_indptr, i32(n)))
+                xp.asarray(rows.astype(i32)), d_indptr, i32(n)), work=lambda: lengths)
             # unique keys (column, position): any sort gives the one stable column order
             key = cols.astype(np.int64) * nnz + xp.arange(nnz, dtype=np.int64)
             col_order[:] = xp.argsort(key)
@@ -114,8 +136,10 @@ class KernelOps:
 
     def gather_forward(self, a1, indptr, cols, vals, keep, E, b1, scale):
         _check(np.float32, a1, vals, E, b1)
+        K = a1.shape[1]
         self._launch("gather_forward_kernel", a1.shape[0], (
-            a1, indptr, cols, vals, keep, E, b1, np.float32(scale), np.int32(a1.shape[1])))
+            a1, indptr, cols, vals, keep, E, b1, np.float32(scale), np.int32(K)),
+            work=lambda: np.diff(self._host(indptr)) * K)
 
     def scatter_backward(self, dE, db1, dpre1, indptr, cols, vals, keep, scale,
                          entry_rows, col_order, col_ptr, col_ids):
@@ -124,13 +148,16 @@ class KernelOps:
         if len(col_ids):
             self._launch("scatter_backward_kernel", len(col_ids), (
                 dE, dpre1, vals, keep, entry_rows, col_order, col_ptr, col_ids,
-                np.float32(scale), np.int32(K)))
-        self._launch("bias_backward_kernel", _blocks(K), (db1, dpre1, np.int32(B), np.int32(K)))
+                np.float32(scale), np.int32(K)), work=lambda: np.diff(self._host(col_ptr)) * K)
+        self._launch("bias_backward_kernel", _blocks(K), (db1, dpre1, np.int32(B), np.int32(K)),
+                     work=lambda: _uniform(K) * B)
 
     def sparse_output_forward(self, yhat, a, V, c, indptr, cols, s, m_off):
         _check(np.float32, yhat, a, V, c)
+        K = a.shape[1]
         self._launch("sparse_output_forward_kernel", a.shape[0], (
-            yhat, a, V, c, indptr, cols, np.float32(s), np.float32(m_off), np.int32(a.shape[1])))
+            yhat, a, V, c, indptr, cols, np.float32(s), np.float32(m_off), np.int32(K)),
+            work=lambda: np.diff(self._host(indptr)) * K)
 
     def sparse_output_backward(self, da, dV, dc, row_loss, a, V, yhat, indptr, cols, vals, keep,
                                row_weight, alpha, beta, s, m_off,
@@ -141,15 +168,19 @@ class KernelOps:
         g = self.xp.empty(len(yhat), np.float32)                    # (nnz,) d loss / d out
         self._launch("sparse_output_backward_rows_kernel", B, (
             da, row_loss, g, V, yhat, indptr, cols, vals, keep, row_weight,
-            f(alpha), f(beta), f(s), f(m_off), np.int32(K)))
+            f(alpha), f(beta), f(s), f(m_off), np.int32(K)),
+            work=lambda: np.diff(self._host(indptr)) * (K + 1))
         if len(col_ids):
             self._launch("sparse_output_backward_cols_kernel", len(col_ids), (
-                dV, dc, g, a, entry_rows, col_order, col_ptr, col_ids, np.int32(K)))
+                dV, dc, g, a, entry_rows, col_order, col_ptr, col_ids, np.int32(K)),
+                work=lambda: np.diff(self._host(col_ptr)) * (K + 1))
 
     def reweighted_error(self, dout, row_loss, out, indptr, cols, weights, row_weight):
         _check(np.float32, dout, row_loss, out, weights, row_weight)
+        N = out.shape[1]
         self._launch("reweighted_error_kernel", out.shape[0], (
-            dout, row_loss, out, indptr, cols, weights, row_weight, np.int32(out.shape[1])))
+            dout, row_loss, out, indptr, cols, weights, row_weight, np.int32(N)),
+            work=lambda: N + np.diff(self._host(indptr)))
 
     def adam(self, params, m, v, grads, lr, beta1, beta2, eps, weight_decay, step):
         _check(np.float32, params, m, v, grads)
@@ -157,9 +188,11 @@ class KernelOps:
         f = np.float32
         bc1, bc2 = 1.0 - beta1 ** step, 1.0 - beta2 ** step
         n = len(params)
-        self._launch("adam_kernel", min(_blocks(n), MAX_GRID), (
+        grid = min(_blocks(n), MAX_GRID)
+        self._launch("adam_kernel", grid, (
             params, m, v, grads, f(lr / bc1), f(beta1), f(1.0 - beta1), f(beta2),
-            f(1.0 - beta2), f(1.0 / np.sqrt(bc2)), f(eps), f(weight_decay), np.int64(n)))
+            f(1.0 - beta2), f(1.0 / np.sqrt(bc2)), f(eps), f(weight_decay), np.int64(n)),
+            work=lambda: _uniform(n, -(-n // grid)))
 
     def rank_heldout(self, ranks, scores, heldout, excl_indptr, excl_cols):
         _check(np.float32, scores)
@@ -189,7 +222,7 @@ def backend() -> KernelOps:
     """The ops on the current CUDA device, its kernels compiled on first use."""
     import cupy
 
-    def launch(kernel: str, grid: int, args: tuple) -> None:
-        _module(cupy.cuda.runtime.getDevice()).get_function(kernel)((grid,), (BLOCK,), args)
+    def launch(kernel: str, grid: int, block: int, args: tuple) -> None:
+        _module(cupy.cuda.runtime.getDevice()).get_function(kernel)((grid,), (block,), args)
 
     return KernelOps(cupy, launch, cupy.asnumpy)

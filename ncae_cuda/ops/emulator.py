@@ -1,9 +1,11 @@
 """The CUDA kernels run on the CPU: kernels/*.cu compiled by g++ against emu.h, bound to the GPU
 backend's own launchers (ops.gpu.KernelOps) over numpy arrays.
 
-This lets the test suite check the real kernel sources and the real launch code against the
-reference where there is no GPU. Each kernel gets a C wrapper, emu_<name>(grid, <its
-parameters>), generated from its signature in the source.
+The test suite checks the real kernel sources and the real launch code against the reference
+this way where there is no GPU, and bench/launches.py counts what a step asks of the device.
+Each kernel gets a C wrapper, emu_<name>(grid, block, <its parameters>), generated from its
+signature in the source. The arrays are ledger.DeviceArray, so every array operation the
+trainer makes around the kernels is visible to a ledger.
 """
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from ncae_cuda.ops import gpu
+from . import gpu
+from .ledger import DeviceNumpy
 
 HERE = Path(__file__).resolve().parent
 CXX = shutil.which("g++")
@@ -32,8 +36,8 @@ def _wrappers(source: str) -> str:
     for name, params in _SIGNATURE.findall(source):
         params = [p.strip() for p in re.sub(r"//[^\n]*", "", params).split(",")]
         names = [re.findall(r"\w+", p)[-1] for p in params]
-        lines.append(f'extern "C" void emu_{name}(int grid, {", ".join(params)}) '
-                     f'{{ emu_launch(grid, BLOCK, [&] {{ {name}({", ".join(names)}); }}); }}')
+        lines.append(f'extern "C" void emu_{name}(int grid, int block, {", ".join(params)}) '
+                     f'{{ emu_launch(grid, block, [&] {{ {name}({", ".join(names)}); }}); }}')
     return "\n".join(lines)
 
 
@@ -52,12 +56,16 @@ def build(directory: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
-def emulated_backend(directory: Path | None = None) -> gpu.KernelOps:
-    """KernelOps over numpy whose kernels run in the emulator."""
+def emulated_backend(directory: Path | None = None,
+                     runs: Callable[[str], bool] = lambda kernel: True) -> gpu.KernelOps:
+    """KernelOps over emulated device memory whose kernels run on the CPU; a kernel for which
+    `runs(name)` is false is launched in name only (counted by a ledger, not run)."""
     library = build(directory or Path(tempfile.mkdtemp(prefix="ncae-emu-")))
 
-    def launch(kernel: str, grid: int, args: tuple) -> None:
-        converted = [ctypes.c_int(grid)]
+    def launch(kernel: str, grid: int, block: int, args: tuple) -> None:
+        if not runs(kernel):
+            return
+        converted = [ctypes.c_int(grid), ctypes.c_int(block)]
         for a in args:
             if isinstance(a, np.ndarray):
                 if not a.flags.c_contiguous:
@@ -67,4 +75,5 @@ def emulated_backend(directory: Path | None = None) -> gpu.KernelOps:
                 converted.append(_SCALARS[np.asarray(a).dtype](a))
         getattr(library, f"emu_{kernel}")(*converted)
 
-    return gpu.KernelOps(np, launch, np.asarray)
+    xp = DeviceNumpy()
+    return gpu.KernelOps(xp, launch, xp.to_host)

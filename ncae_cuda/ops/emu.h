@@ -1,4 +1,4 @@
-// A CPU stand-in for the CUDA device runtime, so that kernels/*.cu run under g++ in tests where
+// A CPU stand-in for the CUDA device runtime, so that kernels/*.cu run under g++ where
 // there is no GPU. Each CUDA thread of a block is an OS thread; __syncthreads is a barrier of
 // the block's threads; __shared__ is a static local, shared by those threads (blocks run one
 // after another); a warp shuffle is an exchange through a buffer between two warp barriers.

@@ -1,0 +1,112 @@
+"""What a training step asks of the device at the paper's benchmark shapes: the launch ledger.
+
+    python -m bench.launches --out bench/results/launches          # no GPU needed
+    python -m bench.launches --out /tmp/l --shapes lastfm          # one shape
+
+Each shape is synthetic data of that shape trained as the paper trains it (ML-10M: explicit,
+item-based, hidden 500,500; Last.fm and Delicious: implicit, user-based, hidden 128, popularity
+weighting), for one epoch of the trainer's own loop on the GPU backend, counted by a ledger
+(ncae_cuda/ops/ledger.py). Without a GPU the device is emulated: the kernels that cut batches
+run on the CPU, every other kernel is launched in name only (counted and weighed, not run), so
+the full shapes take seconds. Writes launches.json, {"shapes": {name: figures}}, and
+launches.md under --out, with the commit and date.
+
+Figures per shape: ops_per_step (device operations: custom kernels, BLAS calls and array-library
+operations), allocations_per_step (after the epoch's first step), transfers_per_epoch and
+syncs_per_epoch (after the first step, the closing read of the losses included) and
+work_balance (the largest busiest-block-over-mean-block ratio of any kernel launch).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ncae_cuda import datasets
+from ncae_cuda.augment import column_weights
+from ncae_cuda.layout import AdamConfig, NCAELayout
+from ncae_cuda.loop import Schedule, run_epoch, trainable_rows
+from ncae_cuda.model import Network, Objective
+from ncae_cuda.ops.common import CSR
+from ncae_cuda.ops.emulator import emulated_backend
+from ncae_cuda.ops.ledger import Ledger
+
+from bench.epoch_time import commit
+
+# name: (data set, feedback, rows encoded, hidden widths)
+SHAPES = {
+    "ml10m": ("synthetic-ml10m", "explicit", "item", (500, 500)),
+    "lastfm": ("synthetic-lastfm", "implicit", "user", (128,)),
+    "delicious": ("synthetic-delicious", "implicit", "user", (128,)),
+}
+BATCH = 128
+CUTTING = ("cut_batch", "column_run")     # kernels that run: the others' work is read off theirs
+
+
+def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple) -> dict:
+    """The ledger's figures of one training epoch of `data` on `backend`."""
+    m = data.to_csr(based, implicit=feedback == "implicit")
+    layout = NCAELayout(m.shape[1], hidden)
+    params = layout.xavier_init(np.random.default_rng(0))
+    if feedback == "explicit":
+        objective, weights = Objective.explicit(*data.rating_scale, alpha=1.0, beta=0.5), None
+    else:
+        objective = Objective.implicit()
+        weights = column_weights(m.indices, m.shape[1], "popularity", 512.0, 0.5, 0.05)
+    ledger = Ledger()
+    with ledger.recording(), backend.session():
+        net = Network(layout, backend, objective, params, weights)
+        csr = CSR.from_scipy(backend, m)
+        adam = AdamConfig(weight_decay=1e-3)
+        run_epoch(lambda b, k, s: net.train_step(b, k, s, adam), backend, csr,
+                  trainable_rows(csr), Schedule(0, BATCH, 0.5), 1, "ledger")
+    return ledger.summary()
+
+
+def markdown(result: dict) -> str:
+    lines = [f"commit {result['commit']}, {result['date']}, {result['device']}", "",
+             "| shape | ops per step | allocations per step | transfers per epoch | "
+             "syncs per epoch | work balance (kernel) |", "|---|---:|---:|---:|---:|---|"]
+    for name, f in result["shapes"].items():
+        ops = (str(f["ops_per_step"]) if f["ops_per_step"] == f["ops_per_step_min"]
+               else f"{f['ops_per_step_min']}-{f['ops_per_step']}")
+        lines.append(f"| {name} | {ops} | {f['allocations_per_step']} | "
+                     f"{f['transfers_per_epoch']} | {f['syncs_per_epoch']} | "
+                     f"{f['work_balance']:.1f} ({f['least_balanced_kernel']}) |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True, help="folder for launches.json and .md")
+    p.add_argument("--shapes", default=",".join(SHAPES),
+                   help=f"comma-separated, of: {', '.join(SHAPES)}")
+    args = p.parse_args(argv)
+    names = args.shapes.split(",")
+    unknown = set(names) - set(SHAPES)
+    if unknown:
+        p.error(f"unknown shapes: {', '.join(sorted(unknown))}")
+    backend = emulated_backend(runs=lambda kernel: kernel.startswith(CUTTING))
+    result = {"commit": commit(), "date": datetime.date.today().isoformat(),
+              "device": "emulated (kernels that cut batches run; the others are counted)",
+              "shapes": {}}
+    for name in names:
+        dataset, feedback, based, hidden = SHAPES[name]
+        print(f"{name}: one epoch of {dataset}, {feedback}, {based}-based, hidden "
+              f"{','.join(map(str, hidden))}", flush=True)
+        result["shapes"][name] = ledger_of_epoch(backend, datasets.load(dataset), feedback,
+                                                 based, hidden)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "launches.json").write_text(json.dumps(result, indent=2) + "\n")
+    table = markdown(result)
+    (args.out / "launches.md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
