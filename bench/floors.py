@@ -17,7 +17,8 @@ from numba import njit, prange
 from ncae_cuda.layout import NCAELayout
 
 F32 = 4                 # bytes of a float32, an int32
-ADAM_BYTES = 8 * F32    # per parameter and step: read p, m, v, g; write p, m, v; zero g
+ADAM_BYTES = 8 * F32    # per parameter and step: read p, m, v, g; write p, m, v; zero g (one
+                        # pass: kernels/adam.cu zeroes the gradient it has read)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def op_work(op: str, B: int = 0, N: int = 0, K: int = 0, nnz: int = 0, U: int = 
     if op == "reweighted_error":                             # out in, dout out, weights in
         return Work(2 * B * N * F32 + N * F32 + nnz * F32, 8 * B * N)
     if op == "adam":
-        return Work(7 * P * F32, 12 * P)
+        return Work(ADAM_BYTES * P, 12 * P)
     if op == "rank_heldout":
         return Work(B * N * F32 + nnz * F32, B * N)
     if op == "topk":                                         # copy, mask, 5 passes to select

@@ -6,9 +6,9 @@
 Each shape is synthetic data of that shape trained as the paper trains it (ML-10M: explicit,
 item-based, hidden 500,500; Last.fm and Delicious: implicit, user-based, hidden 128, popularity
 weighting), for one epoch of the trainer's own loop on the GPU backend, counted by a ledger
-(ncae_cuda/ops/ledger.py). Without a GPU the device is emulated: the kernels that cut batches
-run on the CPU, every other kernel is launched in name only (counted and weighed, not run), so
-the full shapes take seconds. Writes launches.json, {"shapes": {name: figures}}, and
+(ncae_cuda/ops/ledger.py). Without a GPU the device is emulated: the kernel that cuts batches
+(and the step count it follows) runs on the CPU, every other kernel is launched in name only
+(counted and weighed, not run), so the full shapes take seconds. Writes launches.json, {"shapes": {name: figures}}, and
 launches.md under --out, with the commit and date.
 
 Figures per shape: ops_per_step (device operations: custom kernels, BLAS calls and array-library
@@ -29,9 +29,10 @@ import numpy as np
 from ncae_cuda import datasets
 from ncae_cuda.augment import column_weights
 from ncae_cuda.layout import AdamConfig, NCAELayout
-from ncae_cuda.loop import Schedule, run_epoch, trainable_rows
+from ncae_cuda.loop import run_epoch, trainable_rows
 from ncae_cuda.model import Network, Objective
 from ncae_cuda.ops.common import CSR
+from ncae_cuda.plan import Planner, Schedule
 from ncae_cuda.ops.emulator import emulated_backend
 from ncae_cuda.ops.ledger import Ledger
 
@@ -44,7 +45,9 @@ SHAPES = {
     "delicious": ("synthetic-delicious", "implicit", "user", (128,)),
 }
 BATCH = 128
-CUTTING = ("cut_batch", "column_run")     # kernels that run: the others' work is read off theirs
+# The kernels that run: the batch cutting and the step count it follows; the others' work is
+# weighed from what those cut.
+RUN = ("cut_batch_kernel", "step_loss_kernel")
 
 
 def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple) -> dict:
@@ -61,9 +64,11 @@ def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple) -> 
     with ledger.recording(), backend.session():
         net = Network(layout, backend, objective, params, weights)
         csr = CSR.from_scipy(backend, m)
+        planner = Planner(csr, trainable_rows(csr), Schedule(0, BATCH, 0.5))
+        net.prepare(planner.geometry)
         adam = AdamConfig(weight_decay=1e-3)
-        run_epoch(lambda b, k, s: net.train_step(b, k, s, adam), backend, csr,
-                  trainable_rows(csr), Schedule(0, BATCH, 0.5), 1, "ledger")
+        run_epoch(lambda b, s: net.train_step(b, s, adam), net.memory, csr, planner.plan(1),
+                  "ledger")
     return ledger.summary()
 
 
@@ -90,9 +95,9 @@ def main(argv=None) -> int:
     unknown = set(names) - set(SHAPES)
     if unknown:
         p.error(f"unknown shapes: {', '.join(sorted(unknown))}")
-    backend = emulated_backend(runs=lambda kernel: kernel.startswith(CUTTING))
+    backend = emulated_backend(runs=lambda kernel: kernel in RUN)
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "device": "emulated (kernels that cut batches run; the others are counted)",
+              "device": "emulated (the batch cutting runs; the other kernels are counted)",
               "shapes": {}}
     for name in names:
         dataset, feedback, based, hidden = SHAPES[name]

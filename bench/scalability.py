@@ -25,9 +25,10 @@ import numpy as np
 
 from ncae_cuda import datasets, ops
 from ncae_cuda.layout import AdamConfig, NCAELayout
-from ncae_cuda.loop import Schedule, run_epoch, trainable_rows
+from ncae_cuda.loop import run_epoch, trainable_rows
 from ncae_cuda.model import Network, Objective
 from ncae_cuda.ops.common import CSR
+from ncae_cuda.plan import Planner, Schedule
 from ncae_cuda.splits import subsample
 
 from bench.epoch_time import commit, device_name
@@ -42,14 +43,15 @@ def time_epochs(backend, m, hidden: tuple[int, ...], epochs: int) -> list[float]
     net = Network(layout, backend, Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.5),
                   layout.xavier_init(np.random.default_rng(0)))
     csr = CSR.from_scipy(backend, m)
-    rows = trainable_rows(csr)
-    adam, schedule = AdamConfig(weight_decay=1e-3), Schedule(0, BATCH, 0.5)
+    planner = Planner(csr, trainable_rows(csr), Schedule(0, BATCH, 0.5))
+    net.prepare(planner.geometry)
+    adam = AdamConfig(weight_decay=1e-3)
     seconds = []
     with backend.session():
         for epoch in range(1, epochs + 1):
             start = time.perf_counter()
-            run_epoch(lambda b, k, s: net.train_step(b, k, s, adam), backend, csr, rows,
-                      schedule, epoch, f"epoch {epoch}")     # returns the loss: the device is done
+            run_epoch(lambda b, s: net.train_step(b, s, adam), net.memory, csr,
+                      planner.plan(epoch), f"epoch {epoch}")   # returns the loss: the device is done
             seconds.append(time.perf_counter() - start)
     return seconds
 

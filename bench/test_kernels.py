@@ -20,8 +20,10 @@ import scipy.sparse as sp
 
 from ncae_cuda import ops
 from ncae_cuda.layout import NCAELayout
+from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import CSR
+from ncae_cuda.ops.common import Batch, CSR
+from ncae_cuda.plan import Planner, Schedule
 
 from bench.floors import op_work
 
@@ -51,7 +53,7 @@ RTOL = 2e-5
 
 @pytest.fixture(scope="module", params=list(SHAPES))
 def case(request):
-    """The shape's batch: its CSR (scipy), the Batch cut by the reference, and keep flags."""
+    """The shape's batch: its CSR (scipy) and rng."""
     shape = SHAPES[request.param]
     rng = np.random.default_rng(0)
     popularity = 1.0 / np.arange(1, shape.N + 1)
@@ -61,14 +63,25 @@ def case(request):
     m = sp.csr_matrix((rng.integers(1, 6, lengths.sum()).astype(np.float32),
                        np.concatenate(cols), np.concatenate([[0], np.cumsum(lengths)])),
                       shape=(shape.B, shape.N))
-    batch = ref.cut_batch(CSR.from_scipy(ref, m), np.arange(shape.B, dtype=np.int32), shape.B)
-    keep = (rng.random(m.nnz) < 0.5).astype(np.uint8)
-    return request.param, shape, m, batch, keep, rng
+    return request.param, shape, m, rng
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return ops.get_backend(request.param)
+
+
+def planned(backend, m, shape: Shape, feedback: str = "explicit"):
+    """(the batch of all the shape's rows, cut as a training step into a step memory on the
+    backend, its host copy for the reference, the backend's CSR, the memory, the plan)."""
+    csr = CSR.from_scipy(backend, m)
+    planner = Planner(csr, np.arange(shape.B, dtype=np.int32), Schedule(0, shape.B, 0.5))
+    memory = StepMemory(backend, NCAELayout(shape.N, shape.hidden), feedback, planner.geometry)
+    plan = planner.plan(1)
+    backend.load_plan(memory, plan)
+    batch = backend.cut_batch(memory, csr, plan, 0)
+    host = Batch(*(None if x is None else np.asarray(backend.to_host(x)) for x in batch[:-1]))
+    return batch, host._replace(vals=host.vals.astype(np.float64)), csr, memory, plan
 
 
 def timed(benchmark, backend, fn, op: str, **counts) -> None:
@@ -106,72 +119,54 @@ def close(backend, actual, expected) -> None:
                                rtol=0, atol=RTOL * scale)
 
 
-def backend_batch(backend, m, shape: Shape):
-    """The shape's batch cut by the backend itself (its own column-run layout)."""
-    return backend.cut_batch(CSR.from_scipy(backend, m), np.arange(shape.B, dtype=np.int32),
-                             shape.B)
-
-
 def sizes(shape: Shape, batch) -> dict:
-    return dict(B=shape.B, N=shape.N, K=shape.K, nnz=len(batch.cols), U=len(batch.col_ids))
+    cols = np.asarray(batch.cols)
+    return dict(B=shape.B, N=shape.N, K=shape.K, nnz=len(cols), U=len(np.unique(cols)))
+
+
+def on(backend, *arrays):
+    return [backend.to_device(a) for a in arrays]
 
 
 # ---------------------------------------------------------------------------------------------
 
 def test_cut_batch(benchmark, backend, case):
-    name, shape, m, expect, _, _ = case
-    csr, rows = CSR.from_scipy(backend, m), np.arange(shape.B, dtype=np.int32)
-    got = backend.cut_batch(csr, rows, shape.B)
-    for field in ("indptr", "cols", "vals", "entry_ids", "col_order"):
-        np.testing.assert_array_equal(backend.to_host(getattr(got, field)), getattr(expect, field))
-    timed(benchmark, backend, lambda: backend.cut_batch(csr, rows, shape.B),
-          "cut_batch", nnz=m.nnz)
-
-
-def test_dropout_keep(benchmark, backend, case):
-    _, _, m, batch, _, _ = case
-    expect = np.empty(m.nnz, np.uint8)
-    ref.dropout_keep(expect, batch.entry_ids, 1, 2, 0.5)
-    keep, ids = backend.xp.empty(m.nnz, np.uint8), backend.to_device(batch.entry_ids)
-    backend.dropout_keep(keep, ids, 1, 2, 0.5)
-    np.testing.assert_array_equal(backend.to_host(keep), expect)
-    timed(benchmark, backend, lambda: backend.dropout_keep(keep, ids, 1, 2, 0.5),
-          "dropout_keep", nnz=m.nnz)
+    _, shape, m, _ = case
+    batch, host, csr, memory, plan = planned(backend, m, shape)
+    expect = planned(ref, m, shape)[1]
+    for field in ("indptr", "cols", "keep", "entry_rows", "col_order"):
+        np.testing.assert_array_equal(getattr(host, field), getattr(expect, field))
+    timed(benchmark, backend, lambda: backend.cut_batch(memory, csr, plan, 0), "cut_batch",
+          nnz=m.nnz)
 
 
 def test_gather_forward(benchmark, backend, case):
-    _, shape, m, batch, keep, rng = case
+    _, shape, m, rng = case
+    batch, host, *_ = planned(backend, m, shape)
     E = rng.normal(0, 0.05, (shape.N, shape.K)).astype(np.float32)
     b1 = rng.normal(0, 0.05, shape.K).astype(np.float32)
     expect = np.empty((shape.B, shape.K))
-    ref.gather_forward(expect, batch.indptr, batch.cols, batch.vals.astype(np.float64), keep,
-                       E.astype(np.float64), b1.astype(np.float64), 2.0)
-    d = [backend.to_device(x) for x in (batch.indptr, batch.cols, batch.vals, keep, E, b1)]
+    ref.gather_forward(expect, host, E.astype(np.float64), b1.astype(np.float64), 2.0)
+    d = on(backend, E, b1)
     a1 = backend.xp.empty((shape.B, shape.K), np.float32)
-    run = lambda: backend.gather_forward(a1, *d, 2.0)      # noqa: E731
+    run = lambda: backend.gather_forward(a1, batch, *d, 2.0)      # noqa: E731
     run()
     close(backend, a1, expect)
-    timed(benchmark, backend, run, "gather_forward", **sizes(shape, batch))
+    timed(benchmark, backend, run, "gather_forward", **sizes(shape, host))
 
 
 def test_scatter_backward(benchmark, backend, case):
-    _, shape, m, batch, keep, rng = case
+    _, shape, m, rng = case
+    batch, host, *_ = planned(backend, m, shape)
     dpre = rng.normal(0, 1, (shape.B, shape.K)).astype(np.float32)
     dE = np.zeros((shape.N, shape.K))
-    db = np.zeros(shape.K)
-    ref.scatter_backward(dE, db, dpre.astype(np.float64), batch.indptr, batch.cols,
-                         batch.vals.astype(np.float64), keep, 2.0, batch.entry_rows,
-                         batch.col_order, batch.col_ptr, batch.col_ids)
-    b = backend_batch(backend, m, shape)
+    ref.scatter_backward(dE, dpre.astype(np.float64), host, 2.0)
     g_dE = backend.xp.zeros((shape.N, shape.K), np.float32)
-    g_db = backend.xp.zeros(shape.K, np.float32)
-    args = (backend.to_device(dpre), b.indptr, b.cols, b.vals, backend.to_device(keep), 2.0,
-            b.entry_rows, b.col_order, b.col_ptr, b.col_ids)
-    backend.scatter_backward(g_dE, g_db, *args)
+    d_dpre = backend.to_device(dpre)
+    backend.scatter_backward(g_dE, d_dpre, batch, 2.0)
     close(backend, g_dE, dE)
-    close(backend, g_db, db)
-    timed(benchmark, backend, lambda: backend.scatter_backward(g_dE, g_db, *args),
-          "scatter_backward", **sizes(shape, batch))
+    timed(benchmark, backend, lambda: backend.scatter_backward(g_dE, d_dpre, batch, 2.0),
+          "scatter_backward", **sizes(shape, host))
 
 
 def _output_inputs(shape, rng):
@@ -182,55 +177,55 @@ def _output_inputs(shape, rng):
 
 
 def test_sparse_output_forward(benchmark, backend, case):
-    _, shape, m, batch, _, rng = case
+    _, shape, m, rng = case
+    batch = backend.cut_rows(CSR.from_scipy(backend, m), np.arange(shape.B, dtype=np.int32))
+    host = ref.cut_rows(CSR.from_scipy(ref, m), np.arange(shape.B, dtype=np.int32))
     a, V, c = _output_inputs(shape, rng)
     expect = np.empty(m.nnz)
     ref.sparse_output_forward(expect, a.astype(np.float64), V.astype(np.float64),
-                              c.astype(np.float64), batch.indptr, batch.cols, 2.0, 3.0)
+                              c.astype(np.float64), host, 2.0, 3.0)
     yhat = backend.xp.empty(m.nnz, np.float32)
-    d = [backend.to_device(x) for x in (a, V, c, batch.indptr, batch.cols)]
-    run = lambda: backend.sparse_output_forward(yhat, *d, 2.0, 3.0)   # noqa: E731
+    d = on(backend, a, V, c)
+    run = lambda: backend.sparse_output_forward(yhat, *d, batch, 2.0, 3.0)   # noqa: E731
     run()
     close(backend, yhat, expect)
-    timed(benchmark, backend, run, "sparse_output_forward", **sizes(shape, batch))
+    timed(benchmark, backend, run, "sparse_output_forward", **sizes(shape, host))
 
 
 def test_sparse_output_backward(benchmark, backend, case):
-    _, shape, m, batch, keep, rng = case
-    a, V, _ = _output_inputs(shape, rng)
-    yhat = (2 * np.tanh(rng.normal(0, 1, m.nnz)) + 3).astype(np.float32)
-    expect = [np.zeros((shape.B, shape.K)), np.zeros((shape.N, shape.K)), np.zeros(shape.N),
-              np.empty(shape.B)]
+    _, shape, m, rng = case
+    batch, host, *_ = planned(backend, m, shape)
+    a, V, c = _output_inputs(shape, rng)
+    expect = [np.empty((shape.B, shape.K)), np.zeros((shape.N, shape.K)), np.zeros(shape.N),
+              np.empty(shape.B), np.empty(m.nnz)]
     ref.sparse_output_backward(*expect, a.astype(np.float64), V.astype(np.float64),
-                               yhat.astype(np.float64), batch.indptr, batch.cols,
-                               batch.vals.astype(np.float64), keep, batch.row_weight, 1.0, 0.5,
-                               2.0, 3.0, batch.entry_rows, batch.col_order, batch.col_ptr,
-                               batch.col_ids)
-    b = backend_batch(backend, m, shape)
+                               c.astype(np.float64), host, 1.0, 0.5, 2.0, 3.0)
     xp = backend.xp
-    out = [xp.zeros((shape.B, shape.K), np.float32), xp.zeros((shape.N, shape.K), np.float32),
-           xp.zeros(shape.N, np.float32), xp.empty(shape.B, np.float32)]
-    args = (backend.to_device(a), backend.to_device(V), backend.to_device(yhat), b.indptr,
-            b.cols, b.vals, backend.to_device(keep), b.row_weight, 1.0, 0.5, 2.0, 3.0,
-            b.entry_rows, b.col_order, b.col_ptr, b.col_ids)
+    out = [xp.empty((shape.B, shape.K), np.float32), xp.zeros((shape.N, shape.K), np.float32),
+           xp.zeros(shape.N, np.float32), xp.empty(shape.B, np.float32),
+           xp.empty(m.nnz, np.float32)]
+    args = (*on(backend, a, V, c), batch, 1.0, 0.5, 2.0, 3.0)
     backend.sparse_output_backward(*out, *args)
     for got, want in zip(out, expect):
         close(backend, got, want)
     timed(benchmark, backend, lambda: backend.sparse_output_backward(*out, *args),
-          "sparse_output_backward", **sizes(shape, batch))
+          "sparse_output_backward", **sizes(shape, host))
 
 
 def test_reweighted_error(benchmark, backend, case):
-    _, shape, m, batch, _, rng = case
-    out = rng.normal(0, 1, (shape.B, shape.N)).astype(np.float32)
+    _, shape, m, rng = case
+    batch, host, *_ = planned(backend, m, shape, "implicit")
+    z = rng.normal(0, 1, (shape.B, shape.N)).astype(np.float32)
+    c = rng.normal(0, 0.1, shape.N).astype(np.float32)
     weights = rng.random(shape.N).astype(np.float32)
     expect_d, expect_loss = np.empty((shape.B, shape.N)), np.empty(shape.B)
-    ref.reweighted_error(expect_d, expect_loss, out.astype(np.float64), batch.indptr,
-                         batch.cols, weights.astype(np.float64), batch.row_weight)
+    ref.reweighted_error(expect_d, expect_loss, z.astype(np.float64), c.astype(np.float64),
+                         host, weights.astype(np.float64))
     dout = backend.xp.empty((shape.B, shape.N), np.float32)
     loss = backend.xp.empty(shape.B, np.float32)
-    d = [backend.to_device(x) for x in (out, batch.indptr, batch.cols, weights, batch.row_weight)]
-    run = lambda: backend.reweighted_error(dout, loss, *d)   # noqa: E731
+    d = on(backend, z, c)
+    d_weights = backend.to_device(weights)
+    run = lambda: backend.reweighted_error(dout, loss, *d, batch, d_weights)   # noqa: E731
     run()
     close(backend, dout, expect_d)
     close(backend, loss, expect_loss)
@@ -238,30 +233,28 @@ def test_reweighted_error(benchmark, backend, case):
 
 
 def test_adam(benchmark, backend, case):
-    _, shape, _, _, _, rng = case
+    _, shape, _, rng = case
     P = NCAELayout(shape.N, shape.hidden).size              # the whole model's flat buffer
     p0, g = (rng.normal(0, 1, P).astype(np.float32) for _ in range(2))
     m0 = rng.normal(0, 0.1, P).astype(np.float32)
     v0 = rng.random(P).astype(np.float32) * 0.01
     expect = [t.astype(np.float64) for t in (p0, m0, v0)]
-    ref.adam(*expect, g.astype(np.float64), 1e-3, 0.9, 0.999, 1e-8, 1e-3, 3)
-    state = [backend.to_device(t) for t in (p0, m0, v0)]
-    grads = backend.to_device(g)
-    backend.adam(*state, grads, 1e-3, 0.9, 0.999, 1e-8, 1e-3, 3)
+    ref.adam(*expect, g.astype(np.float64), np.array([2, 0]), 1e-3, 0.9, 0.999, 1e-8, 1e-3)
+    state = on(backend, p0, m0, v0, g)
+    counter = backend.to_device(np.array([2, 0], np.int32))
+    backend.adam(*state, counter, 1e-3, 0.9, 0.999, 1e-8, 1e-3)
     for got, want in zip(state, expect):
         close(backend, got, want)
-    timed(benchmark, backend, lambda: backend.adam(*state, grads, 1e-3, 0.9, 0.999, 1e-8,
-                                                   1e-3, 3),
+    timed(benchmark, backend, lambda: backend.adam(*state, counter, 1e-3, 0.9, 0.999, 1e-8,
+                                                   1e-3),
           "adam", P=P)
-
-
 def _scores_and_excluded(shape, m, rng):
     scores = rng.normal(0, 1, (shape.B, shape.N)).astype(np.float32)
     return scores, m.indptr.astype(np.int32), m.indices.astype(np.int32)
 
 
 def test_rank_heldout(benchmark, backend, case):
-    _, shape, m, _, _, rng = case
+    _, shape, m, rng = case
     scores, indptr, cols = _scores_and_excluded(shape, m, rng)
     dense = m.toarray() > 0
     heldout = np.array([rng.choice(np.flatnonzero(~row)) for row in dense], np.int32)
@@ -276,7 +269,7 @@ def test_rank_heldout(benchmark, backend, case):
 
 
 def test_topk(benchmark, backend, case):
-    _, shape, m, _, _, rng = case
+    _, shape, m, rng = case
     scores, indptr, cols = _scores_and_excluded(shape, m, rng)
     M = 100
     expect_idx, expect_vals = np.empty((shape.B, M), np.int64), np.empty((shape.B, M))

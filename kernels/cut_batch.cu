@@ -1,49 +1,53 @@
-// cut_batch: the batch's rows of a CSR, copied into the batch's own entry arrays, and the
-// batch's entries grouped by column (the order the deterministic scatters reduce in).
-// The host computes the batch's row pointers from its copy of the CSR's indptr (so it knows
-// nnz without waiting on the device); these kernels fill the rest.
+// cut_batch: a training step's batch, cut from the training CSR into the step's fixed buffers
+// as the epoch plan (ncae_cuda/plan.py) lays it out, input dropout's keep flags fused in; also
+// an evaluation batch, from a plan of one step without column order or dropout.
+// Everything that changes from step to step comes from device memory: the step to cut
+// (plan[0], advanced by step_loss), the dropout threshold (plan[1]) and stream (plan[2..3]),
+// so the launch is the same for every step and can be replayed from a CUDA graph.
+// Work split: a grid-stride loop, one entry per thread; an entry finds its row by a binary
+// search of the batch's row pointers (B+1 values, cached).
 #include "common.cuh"
 
-// Entries of batch row b -> positions b_indptr[b] .. b_indptr[b+1]. Work split: one block per
-// batch row, threads stride over its entries. Padding rows (b >= n_rows) are empty.
-extern "C" __global__ void cut_batch_fill_kernel(
-        int* cols, float* vals, int* entry_ids, int* entry_rows,   // (nnz,) out
-        const int* src_indptr, const int* src_indices, const float* src_data,  // source CSR
-        const int* rows,            // (n_rows,) source row of each batch row
-        const int* b_indptr,        // (B+1,) batch row pointers
-        int n_rows) {
-    int b = blockIdx.x;
-    if (b >= n_rows) return;
-    int src = src_indptr[rows[b]];
-    for (int p = b_indptr[b] + threadIdx.x; p < b_indptr[b + 1]; p += blockDim.x) {
-        int e = src + p - b_indptr[b];
-        cols[p] = src_indices[e];
-        vals[p] = src_data[e];
-        entry_ids[p] = e;
-        entry_rows[p] = b;
+extern "C" __global__ void cut_batch_kernel(
+        int* __restrict__ indptr,               // (B+1,) out: the batch
+        int* __restrict__ cols,                 // (nnz,) out
+        float* __restrict__ vals,               // (nnz,) out
+        u8* __restrict__ keep,                  // (nnz,) out
+        int* __restrict__ entry_rows,           // (nnz,) out
+        int* __restrict__ col_order,            // (nnz,) out, unless epoch_col_order is null
+        float* __restrict__ row_weight,         // (B,) out
+        const int* __restrict__ plan,           // (4,) step, threshold, stream (u64)
+        const int* __restrict__ order,          // (n_rows,) the rows in epoch order
+        const int* __restrict__ batch_indptr,   // (steps, B+1) each step's row pointers
+        const int* __restrict__ col_offsets,    // (steps+1,) each step's start in ...
+        const int* __restrict__ epoch_col_order,// (entries,) ... its entries in column order
+        const int* __restrict__ src_indptr,     // the training CSR
+        const int* __restrict__ src_indices,
+        const float* __restrict__ src_data,
+        int n_rows, int B) {
+    int s = plan[0];
+    u32 threshold = (u32)plan[1];
+    u64 stream = *reinterpret_cast<const u64*>(plan + 2);
+    const int* bi = batch_indptr + (size_t)s * (B + 1);
+    int first = s * B, n = min(B, n_rows - first), nnz = bi[B];
+    int thread = blockIdx.x * blockDim.x + threadIdx.x, threads = gridDim.x * blockDim.x;
+    for (int b = thread; b <= B; b += threads) {
+        indptr[b] = bi[b];
+        if (b < B) row_weight[b] = b < n ? 1.0f / n : 0.0f;
     }
-}
-
-// run_start[t] = 1 where the t-th entry in column order starts a new column's run.
-// Work split: one thread per entry.
-extern "C" __global__ void column_run_starts_kernel(
-        int* run_start,             // (nnz,) out
-        const int* cols, const int* col_order, int nnz) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < nnz) run_start[t] = t == 0 || cols[col_order[t]] != cols[col_order[t - 1]];
-}
-
-// From the inclusive scan of run_start (run_index[t] = 1 + the run of entry t): each run's
-// column and first position. col_ptr and col_ids come pre-filled with nnz and -1, so the runs
-// past the last distinct column are empty: kernels over runs skip them. One thread per entry.
-extern "C" __global__ void column_runs_kernel(
-        int* col_ptr, int* col_ids, // (nnz+1,), (nnz,) out
-        const int* run_start, const int* run_index, const int* cols, const int* col_order,
-        int nnz) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < nnz && run_start[t]) {
-        int u = run_index[t] - 1;
-        col_ptr[u] = t;
-        col_ids[u] = cols[col_order[t]];
+    for (int t = thread; t < nnz; t += threads) {
+        int lo = 0, hi = B;                     // bi[lo] <= t < bi[hi]
+        while (hi - lo > 1) {
+            int mid = (lo + hi) / 2;
+            if (bi[mid] <= t) lo = mid;
+            else hi = mid;
+        }
+        int r = order[first + lo];
+        int e = src_indptr[r] + t - bi[lo];
+        cols[t] = src_indices[e];
+        vals[t] = src_data[e];
+        keep[t] = dropout_kept(stream, e, threshold);
+        entry_rows[t] = lo;
+        if (epoch_col_order) col_order[t] = epoch_col_order[col_offsets[s] + t];
     }
 }

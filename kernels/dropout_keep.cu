@@ -5,7 +5,7 @@
 #include "common.cuh"
 
 extern "C" __global__ void dropout_keep_kernel(
-        unsigned char* keep,        // (nnz,) out
+        u8* keep,                   // (nnz,) out
         const int* entry_ids,       // (nnz,)
         u64 stream, u32 threshold, int nnz) {
     int p = blockIdx.x * blockDim.x + threadIdx.x;

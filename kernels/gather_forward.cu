@@ -1,25 +1,40 @@
-// gather_forward: a1 (B, K) = tanh(b1 + sum over the row's kept entries of
-// scale * val * E[col]), the input layer of the autoencoder with tanh fused.
-// E (N, K) is row-major, so each entry's embedding row is one contiguous read.
-// Work split: one block per batch row; threads stride over K, each summing its k over the row's
-// entries in CSR order (the same order on every run: deterministic).
+// gather_forward: a1 (B, K) = tanh(b1 + sum over the row's entries of keep * scale * val *
+// E[col]), the input layer of the autoencoder with tanh fused. E (N, K) is row-major, so each
+// entry's embedding row is one contiguous read.
+// Work split: window reduction over the batch's entries in row order (common.cuh): a block per
+// window of C entries, its warps the slabs of K, UNROLL entries' E rows loaded together
+// (common.cuh: add_rows). A row with no entries (padding) gets tanh(b1).
 #include "common.cuh"
 
 extern "C" __global__ void gather_forward_kernel(
-        float* a1,                  // (B, K) out
-        const int* indptr,          // (B+1,)
-        const int* cols,            // (nnz,)
-        const float* vals,          // (nnz,)
-        const unsigned char* keep,  // (nnz,)
-        const float* E,             // (N, K)
-        const float* b1,            // (K,)
-        float scale, int K) {
-    int b = blockIdx.x;
-    for (int k = threadIdx.x; k < K; k += blockDim.x) {
-        float acc = b1[k];
-        for (int p = indptr[b]; p < indptr[b + 1]; p++) {
-            if (keep[p]) acc += vals[p] * scale * E[(size_t)cols[p] * K + k];
-        }
-        a1[(size_t)b * K + k] = tanhf(acc);
-    }
+        float* __restrict__ a1,                 // (B, K) out
+        float* pieces, int* arrivals,           // window scratch (common.cuh: Windows)
+        const int* __restrict__ indptr,         // (B+1,)
+        const int* __restrict__ cols,           // (nnz,)
+        const float* __restrict__ vals,         // (nnz,)
+        const u8* __restrict__ keep,            // (nnz,)
+        const int* __restrict__ entry_rows,     // (nnz,)
+        const float* __restrict__ E,            // (N, K)
+        const float* __restrict__ b1,           // (K,)
+        float scale, int B, int K, int C) {
+    Lanes l = lanes_of(K);
+    Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
+    auto finish = [&](int b, const Acc& acc) {
+        float y[LANE_FLOATS];
+        lanes_load(y, b1, l);
+        for (int i = 0; i < LANE_FLOATS; i++) y[i] = tanhf(y[i] + acc.x[i]);
+        lanes_store(a1 + (size_t)b * K, y, l);
+    };
+    auto add = [&](Acc& acc, int, int s0, int s1) {
+        add_rows(acc, s0, s1, E, K, l, [&](int t, int& col, float& w) {
+            if (!keep[t]) return false;             // a dropped entry's row is not read
+            col = cols[t];
+            w = vals[t] * scale;
+            return true;
+        });
+    };
+    for (int b = blockIdx.x; b < B; b += gridDim.x)
+        if (indptr[b] == indptr[b + 1]) finish(b, acc_zero());
+    for (int w = blockIdx.x; w * C < win.nnz; w += gridDim.x)
+        reduce_rows(w, win, indptr, entry_rows, l, add, finish);
 }

@@ -1,42 +1,35 @@
-// scatter_backward: dE[col] += scale * val * dpre1[row] over the batch's kept entries, and
-// db1 += the sum over rows of dpre1: the input layer's gradient (masked scatter).
-// Deterministic without atomics: entries arrive grouped by column (col_order, col_ptr,
-// col_ids from cut_batch), each column's run is reduced by one block in run order.
-// Work split: one block per run; threads stride over K. Runs past the last distinct column
-// are empty and skipped. db1: one thread per k summing the B rows in order.
+// scatter_backward: dE[col] += sum over the column's kept entries of scale * val * dpre1[row],
+// the input layer's gradient (masked scatter). Its bias gradient is bias_backward's (dense.cu).
+// Deterministic without float atomics: the entries come grouped by column (Batch.col_order),
+// and each column's run is summed in that order.
+// Work split: window reduction over the entries in column order (common.cuh): a block per
+// window of C >= B entries, its warps the slabs of K, UNROLL entries' dpre1 rows loaded
+// together (common.cuh: add_rows).
 #include "common.cuh"
 
 extern "C" __global__ void scatter_backward_kernel(
-        float* dE,                  // (N, K) accumulated
-        const float* dpre1,         // (B, K)
-        const float* vals,          // (nnz,)
-        const unsigned char* keep,  // (nnz,)
-        const int* entry_rows,      // (nnz,)
-        const int* col_order,       // (nnz,)
-        const int* col_ptr,         // (runs+1,)
-        const int* col_ids,         // (runs,)
-        float scale, int K) {
-    int u = blockIdx.x;
-    int start = col_ptr[u], end = col_ptr[u + 1];
-    if (start == end) return;
-    float* de = dE + (size_t)col_ids[u] * K;
-    for (int k = threadIdx.x; k < K; k += blockDim.x) {
-        float acc = 0.0f;
-        for (int t = start; t < end; t++) {
+        float* __restrict__ dE,                 // (N, K) accumulated
+        float* pieces, int* arrivals,           // window scratch (common.cuh: Windows)
+        const float* __restrict__ dpre1,        // (B, K)
+        const int* __restrict__ indptr,         // (B+1,)
+        const int* __restrict__ cols,           // (nnz,)
+        const float* __restrict__ vals,         // (nnz,)
+        const u8* __restrict__ keep,            // (nnz,)
+        const int* __restrict__ entry_rows,     // (nnz,)
+        const int* __restrict__ col_order,      // (nnz,)
+        float scale, int B, int K, int C) {
+    Lanes l = lanes_of(K);
+    Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
+    auto finish = [&](int j, const Acc& acc) { lanes_add_to(dE + (size_t)j * K, acc.x, l); };
+    auto add = [&](Acc& acc, int, int s0, int s1) {
+        add_rows(acc, s0, s1, dpre1, K, l, [&](int t, int& b, float& w) {
             int p = col_order[t];
-            if (keep[p]) acc += vals[p] * scale * dpre1[(size_t)entry_rows[p] * K + k];
-        }
-        de[k] += acc;
-    }
-}
-
-extern "C" __global__ void bias_backward_kernel(
-        float* db,                  // (K,) accumulated
-        const float* dpre,          // (B, K)
-        int B, int K) {
-    int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= K) return;
-    float acc = 0.0f;
-    for (int b = 0; b < B; b++) acc += dpre[(size_t)b * K + k];
-    db[k] += acc;
+            if (!keep[p]) return false;
+            b = entry_rows[p];
+            w = vals[p] * scale;
+            return true;
+        });
+    };
+    for (int w = blockIdx.x; w * C < win.nnz; w += gridDim.x)
+        reduce_columns(w, win, col_order, cols, l, add, finish);
 }

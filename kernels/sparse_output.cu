@@ -1,98 +1,158 @@
-// sparse_output_forward / sparse_output_backward: the explicit-feedback output layer,
-// evaluated only at the observed entries of the batch.
+// sparse_output_forward / sparse_output_backward: the explicit-feedback output layer, evaluated
+// only at the observed entries of the batch.
 //   forward:  yhat_p = s * tanh(V[col_p] . a[row_p] + c[col_p]) + m_off
 //   backward: row_loss[b] = sum over the row's entries of w_p/|K_b| (yhat_p - x_p)^2,
 //             w_p = alpha (input dropped) or beta (kept), |K_b| = the row's entry count;
-//             g_p = row_weight[b] * d row_loss[b] / d out_p;
-//             da[b] += g_p V[col_p];  dV[col_p] += g_p a[b];  dc[col_p] += g_p.
-// The backward runs twice over the batch, as the CPU mirror does: by row (loss, g, da) and by
-// column (dV, dc, reduced per column's run in col_order: deterministic, no atomics).
+//             g_p = row_weight[b] * d row_loss[b] / d out_p   (tanh kept, not rebuilt from yhat);
+//             da[b] = sum_p g_p V[col_p];  dV[col_p] += g_p a[b];  dc[col_p] += g_p.
+// The backward recomputes the forward, so each V row is read once a step: the rows kernel takes
+// a row's entries UNROLL at a time, loads their V rows, forms the dot products (each warp its
+// slab, then the warps' partial sums in slab order), and adds g_p V[col_p] to da from the same
+// registers. The columns kernel then sums dV, dc per column's run in col_order order.
+// Work split: window reduction (common.cuh), a block per window, its warps the slabs of K.
 #include "common.cuh"
 
-// Work split: one block per batch row; each warp takes every (BLOCK/WARP)-th entry of the row,
-// its lanes stride over K and the dot product is summed across the warp.
-extern "C" __global__ void sparse_output_forward_kernel(
-        float* yhat,                // (nnz,) out
-        const float* a,             // (B, K)
-        const float* V,             // (N, K)
-        const float* c,             // (N,)
-        const int* indptr,          // (B+1,)
-        const int* cols,            // (nnz,)
-        float s, float m_off, int K) {
-    int b = blockIdx.x;
+// dot[u] = sum over k of v[u][k] a[k], from each thread's share of v[u] and a: every warp's
+// partial sum by shuffles, then the warps' partials in slab order. Every thread gets the sums.
+__device__ void block_dots(float* dot, const float (*v)[LANE_FLOATS], const float* a) {
+    __shared__ float partial[1024 / WARP][UNROLL];
     int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const float* ab = a + (size_t)b * K;
-    for (int p = indptr[b] + warp; p < indptr[b + 1]; p += BLOCK / WARP) {
-        const float* v = V + (size_t)cols[p] * K;
-        float dot = 0.0f;
-        for (int k = lane; k < K; k += WARP) dot += v[k] * ab[k];
+    for (int u = 0; u < UNROLL; u++) {
+        float p = 0.0f;
+        for (int i = 0; i < LANE_FLOATS; i++) p += v[u][i] * a[i];
         for (int offset = WARP / 2; offset > 0; offset /= 2)
-            dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        if (lane == 0) yhat[p] = s * tanhf(dot + c[cols[p]]) + m_off;
+            p += __shfl_xor_sync(FULL_MASK, p, offset);
+        if (lane == 0) partial[warp][u] = p;
     }
+    __syncthreads();
+    for (int u = 0; u < UNROLL; u++) {
+        dot[u] = 0.0f;
+        for (int s = 0; s < (int)blockDim.x / WARP; s++) dot[u] += partial[s][u];
+    }
+    __syncthreads();    // partial is reused by the next call
 }
 
-// By row. Work split: one block per batch row; threads stride over the row's entries for the
-// loss and g, then over K for da.
-extern "C" __global__ void sparse_output_backward_rows_kernel(
-        float* da,                  // (B, K) accumulated
-        float* row_loss,            // (B,) out
-        float* g,                   // (nnz,) out: d loss / d out at each entry
-        const float* V,             // (N, K)
-        const float* yhat,          // (nnz,)
-        const int* indptr,          // (B+1,)
-        const int* cols,            // (nnz,)
-        const float* vals,          // (nnz,)
-        const unsigned char* keep,  // (nnz,)
-        const float* row_weight,    // (B,)
-        float alpha, float beta, float s, float m_off, int K) {
-    __shared__ float scratch[BLOCK];
-    int b = blockIdx.x;
-    int start = indptr[b], end = indptr[b + 1];
-    float n_obs = (float)(end - start);
-    float loss = 0.0f;
-    for (int p = start + threadIdx.x; p < end; p += blockDim.x) {
-        float w = (keep[p] ? beta : alpha) / n_obs;
-        float err = yhat[p] - vals[p];
-        float t = (yhat[p] - m_off) / s;                         // tanh(out)
-        loss += w * err * err;
-        g[p] = row_weight[b] * w * 2.0f * err * s * (1.0f - t * t);
-    }
-    loss = block_sum(loss, scratch);                             // also orders g's writes
-    if (threadIdx.x == 0) row_loss[b] = loss;
-    for (int k = threadIdx.x; k < K; k += blockDim.x) {
-        float acc = 0.0f;
-        for (int p = start; p < end; p++) acc += g[p] * V[(size_t)cols[p] * K + k];
-        da[(size_t)b * K + k] += acc;
-    }
-}
-
-// By column. Work split: one block per column run; threads stride over K; thread 0 sums dc.
-extern "C" __global__ void sparse_output_backward_cols_kernel(
-        float* dV,                  // (N, K) accumulated
-        float* dc,                  // (N,) accumulated
-        const float* g,             // (nnz,)
-        const float* a,             // (B, K)
-        const int* entry_rows,      // (nnz,)
-        const int* col_order,       // (nnz,)
-        const int* col_ptr,         // (runs+1,)
-        const int* col_ids,         // (runs,)
-        int K) {
-    int u = blockIdx.x;
-    int start = col_ptr[u], end = col_ptr[u + 1];
-    if (start == end) return;
-    int j = col_ids[u];
-    for (int k = threadIdx.x; k < K; k += blockDim.x) {
-        float acc = 0.0f;
-        for (int t = start; t < end; t++) {
-            int p = col_order[t];
-            acc += g[p] * a[(size_t)entry_rows[p] * K + k];
+// For row b's entries [s0, s1), UNROLL at a time: their columns (col[u], -1 past s1), V rows
+// (v[u], this thread's share) and dot products with a[b] (dot[u]), handed to visit(t, col, v,
+// dot). Every thread of the block must call it (block_dots synchronises).
+template <class Visit>
+__device__ void row_dots(int b, int s0, int s1, const float* __restrict__ a,
+                         const float* __restrict__ V, const int* __restrict__ cols, int K,
+                         Lanes l, Visit visit) {
+    float ab[LANE_FLOATS], v[UNROLL][LANE_FLOATS], dot[UNROLL];
+    int col[UNROLL];
+    lanes_load(ab, a + (size_t)b * K, l);
+    for (int t = s0; t < s1; t += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) col[u] = t + u < s1 ? cols[t + u] : -1;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            if (col[u] >= 0) lanes_load(v[u], V + (size_t)col[u] * K, l);
+            else for (int i = 0; i < LANE_FLOATS; i++) v[u][i] = 0.0f;
         }
-        dV[(size_t)j * K + k] += acc;
+        block_dots(dot, v, ab);
+        visit(t, col, v, dot);
     }
-    if (threadIdx.x == 0) {
-        float acc = 0.0f;
-        for (int t = start; t < end; t++) acc += g[col_order[t]];
-        dc[j] += acc;
+}
+
+// Prediction: yhat at every entry. Windows over the entries in row order; no sums to share.
+extern "C" __global__ void sparse_output_forward_kernel(
+        float* __restrict__ yhat,               // (nnz,) out
+        const float* __restrict__ a,            // (B, K)
+        const float* __restrict__ V,            // (N, K)
+        const float* __restrict__ c,            // (N,)
+        const int* __restrict__ indptr,         // (B+1,)
+        const int* __restrict__ cols,           // (nnz,)
+        const int* __restrict__ entry_rows,     // (nnz,)
+        float s, float m_off, int B, int K, int C) {
+    Lanes l = lanes_of(K);
+    int nnz = indptr[B];
+    for (int w = blockIdx.x; w * C < nnz; w += gridDim.x) {
+        int t0 = w * C, t1 = min(t0 + C, nnz);
+        walk_segments(t0, t1, [&](int t) { return entry_rows[t]; },
+                      [&](int b, int s0, int s1, bool, bool) {
+            row_dots(b, s0, s1, a, V, cols, K, l,
+                     [&](int t, const int* col, const float (*)[LANE_FLOATS], const float* dot) {
+                if (threadIdx.x == 0)
+                    for (int u = 0; u < UNROLL; u++)
+                        if (col[u] >= 0) yhat[t + u] = s * tanhf(dot[u] + c[col[u]]) + m_off;
+            });
+        });
     }
+}
+
+// By row: the forward, the loss, g, and da.
+extern "C" __global__ void sparse_output_rows_kernel(
+        float* __restrict__ da,                 // (B, K) out
+        float* __restrict__ row_loss,           // (B,) out
+        float* __restrict__ g,                  // (nnz,) out: d loss / d out at each entry
+        float* pieces, int* arrivals,           // window scratch (common.cuh: Windows)
+        const float* __restrict__ a,            // (B, K)
+        const float* __restrict__ V,            // (N, K)
+        const float* __restrict__ c,            // (N,)
+        const int* __restrict__ indptr,         // (B+1,)
+        const int* __restrict__ cols,           // (nnz,)
+        const float* __restrict__ vals,         // (nnz,)
+        const u8* __restrict__ keep,            // (nnz,)
+        const int* __restrict__ entry_rows,     // (nnz,)
+        const float* __restrict__ row_weight,   // (B,)
+        float alpha, float beta, float s, float m_off, int B, int K, int C) {
+    Lanes l = lanes_of(K);
+    Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
+    auto finish = [&](int b, const Acc& acc) {
+        lanes_store(da + (size_t)b * K, acc.x, l);
+        if (threadIdx.x == 0) row_loss[b] = acc.s;
+    };
+    auto add = [&](Acc& acc, int b, int s0, int s1) {
+        float rw = row_weight[b], n_obs = (float)(indptr[b + 1] - indptr[b]);
+        row_dots(b, s0, s1, a, V, cols, K, l, [&](int t, const int* col,
+                                                 const float (*v)[LANE_FLOATS],
+                                                 const float* dot) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                if (col[u] < 0) continue;
+                float w = (keep[t + u] ? beta : alpha) / n_obs;
+                float tanh_out = tanhf(dot[u] + c[col[u]]);
+                float err = s * tanh_out + m_off - vals[t + u];
+                float gp = rw * w * 2.0f * err * s * (1.0f - tanh_out * tanh_out);
+                acc.s += w * err * err;
+                if (threadIdx.x == 0) g[t + u] = gp;
+                for (int i = 0; i < LANE_FLOATS; i++) acc.x[i] += gp * v[u][i];
+            }
+        });
+    };
+    for (int b = blockIdx.x; b < B; b += gridDim.x)
+        if (indptr[b] == indptr[b + 1]) finish(b, acc_zero());
+    for (int w = blockIdx.x; w * C < win.nnz; w += gridDim.x)
+        reduce_rows(w, win, indptr, entry_rows, l, add, finish);
+}
+
+// By column: dV and dc, each column's run summed in col_order order.
+extern "C" __global__ void sparse_output_cols_kernel(
+        float* __restrict__ dV,                 // (N, K) accumulated
+        float* __restrict__ dc,                 // (N,) accumulated
+        float* pieces, int* arrivals,           // window scratch (common.cuh: Windows)
+        const float* __restrict__ g,            // (nnz,)
+        const float* __restrict__ a,            // (B, K)
+        const int* __restrict__ indptr,         // (B+1,)
+        const int* __restrict__ cols,           // (nnz,)
+        const int* __restrict__ entry_rows,     // (nnz,)
+        const int* __restrict__ col_order,      // (nnz,)
+        int B, int K, int C) {
+    Lanes l = lanes_of(K);
+    Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
+    auto finish = [&](int j, const Acc& acc) {
+        lanes_add_to(dV + (size_t)j * K, acc.x, l);
+        if (threadIdx.x == 0) dc[j] += acc.s;
+    };
+    auto add = [&](Acc& acc, int, int s0, int s1) {
+        add_rows(acc, s0, s1, a, K, l, [&](int t, int& b, float& gp) {
+            int p = col_order[t];
+            b = entry_rows[p];
+            gp = g[p];
+            return true;
+        });
+    };
+    for (int w = blockIdx.x; w * C < win.nnz; w += gridDim.x)
+        reduce_columns(w, win, col_order, cols, l, add, finish);
 }

@@ -12,7 +12,6 @@
 // Integer histograms, scans and sorts only: the result does not depend on thread timing.
 #include "common.cuh"
 
-#define MAX_TOPK 1024
 #define NO_INDEX 0x7fffffff
 
 // Larger float -> larger unsigned key (-0 counted as +0); NaN is never passed in.

@@ -31,10 +31,11 @@ from .data import DataError, Interactions, check_values, from_matrix, lookup_ids
 from .evaluate import (excluded_entries, model_scorer, predict_ratings, ranking_report,
                        rating_report, row_codes, top_m)
 from .layout import AdamConfig, NCAELayout
-from .loop import Schedule, trainable_rows
+from .loop import trainable_rows
 from .model import Network, Objective
 from .ops import get_backend
 from .ops.common import CSR
+from .plan import Planner, Schedule
 from .pretrain import Stage, pretrain
 
 
@@ -69,7 +70,7 @@ class NCAE:
         self._net = None
         self._seen = None                             # (n_users, n_items) scipy CSR: fit data
         self._device_csr = {}                         # device copies, built on first use
-        self._best = None                             # host copy of the best validation params
+        self._best = None                             # the best validation params, on device
 
     def __repr__(self) -> str:
         defaults = asdict(Config(feedback=self.config.feedback).resolved())
@@ -123,9 +124,9 @@ class NCAE:
         """Pre-train (if asked), then train up to `epochs` epochs from `progress` on."""
         c, ops, net = self.config, self.ops, self._net
         adam = AdamConfig(c.lr, weight_decay=c.weight_decay)
-        schedule = Schedule(c.seed, c.batch_size, c.dropout)
         csr = self._training_matrix(data, verbose)
-        rows = trainable_rows(csr)
+        planner = Planner(csr, trainable_rows(csr), Schedule(c.seed, c.batch_size, c.dropout))
+        net.prepare(planner.geometry)
         score_valid = None if valid is None else self.evaluator(valid)
         metric, higher = self.selection_metric
 
@@ -142,7 +143,9 @@ class NCAE:
                                                    else value < progress.best_value):
                     progress.best_value, progress.best_epoch = value, record["epoch"]
                     progress.bad_epochs = 0
-                    self._best = ops.to_host(net.params).copy()
+                    if self._best is None:
+                        self._best = ops.xp.empty_like(net.params)
+                    self._best[...] = net.params
                 else:
                     progress.bad_epochs += 1
             if callback is not None:
@@ -156,8 +159,7 @@ class NCAE:
             save()                                   # a resumed fit re-runs pre-training
             if c.pretrain != "BP":
                 start = time.perf_counter()
-                losses = pretrain(net, Stage(ops, csr, rows, schedule, adam, c.pretrain_epochs),
-                                  c.pretrain)
+                losses = pretrain(net, Stage(csr, planner, adam, c.pretrain_epochs), c.pretrain)
                 end_of_epoch({"epoch": 0, "pretrain": losses,
                               "seconds": time.perf_counter() - start})
             progress.pretrained = True
@@ -165,9 +167,8 @@ class NCAE:
         while progress.epoch < epochs and not progress.stopped_early:
             epoch = progress.epoch + 1
             start = time.perf_counter()
-            loss = loop.run_epoch(lambda batch, keep, scale: net.train_step(batch, keep, scale,
-                                                                            adam),
-                                  ops, csr, rows, schedule, epoch, f"epoch {epoch}")
+            loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
+                                  net.memory, csr, planner.plan(epoch), f"epoch {epoch}")
             end_of_epoch({"epoch": epoch, "loss": loss, "l2": net.l2_penalty(c.weight_decay),
                           "seconds": time.perf_counter() - start})
             progress.epoch = epoch
@@ -176,7 +177,7 @@ class NCAE:
             save()
         self.history, self.best_epoch = progress.history, progress.best_epoch
         if self._best is not None:
-            net.params[...] = ops.to_device(self._best)
+            net.params[...] = self._best
 
     @property
     def selection_metric(self) -> tuple[str, bool]:
@@ -478,22 +479,22 @@ class NCAE:
 
 
 class _Checkpoint:
-    """fit()'s checkpoint: the (4, P) state (params, grads, Adam's m, v), Adam's step, the best
+    """fit()'s checkpoint: what resuming needs: the parameters, Adam's m, v and step, the best
     validation parameters and Progress, for the settings and data they were made with."""
 
     def __init__(self, path: Path, config: Config, data: str):
         self.path, self.config, self.data = path, config, data
 
-    def save(self, net: Network, progress: Progress, best: np.ndarray | None) -> None:
+    def save(self, net: Network, progress: Progress, best) -> None:
         meta = {"config": self.config.as_dict(), "data": self.data, "steps": net.steps,
                 "progress": asdict(progress)}
-        arrays = {"state": net.ops.to_host(net.state)}
+        arrays = {"state": net.ops.to_host(net.state[[0, 2, 3]])}      # params, m, v
         if best is not None:
-            arrays["best"] = best
+            arrays["best"] = net.ops.to_host(best)
         modelfile.write(self.path, "checkpoint", _json_ready(meta), arrays)
 
-    def load(self, net: Network) -> tuple[Progress, np.ndarray | None]:
-        """Restore `net` from the file; returns (Progress, best parameters or None)."""
+    def load(self, net: Network) -> tuple[Progress, object]:
+        """Restore `net` from the file; returns (Progress, best parameters (device) or None)."""
         meta, arrays = modelfile.read(self.path, "checkpoint")
         saved, now = Config.from_dict(meta["config"]), self.config
         changed = [f"{f.name}: {_shown(getattr(saved, f.name))} -> {_shown(getattr(now, f.name))}"
@@ -505,11 +506,11 @@ class _Checkpoint:
         if meta["data"] != self.data:
             raise DataError(f"{self.path}: the checkpoint was made with other training or "
                             "validation data")
-        if arrays["state"].shape != tuple(net.state.shape):
+        if arrays["state"].shape != (3, net.layout.size):
             raise DataError(f"{self.path}: a damaged checkpoint (state {arrays['state'].shape})")
-        net.state[...] = net.ops.to_device(arrays["state"])
-        net.steps = meta["steps"]
-        return Progress(**meta["progress"]), arrays.get("best")
+        net.restore(*arrays["state"], meta["steps"])
+        best = arrays.get("best")
+        return Progress(**meta["progress"]), None if best is None else net.ops.to_device(best)
 
 
 def format_record(record: dict, metric: str) -> str:

@@ -37,8 +37,8 @@ def predict_ratings(net: Network, inputs: CSR, rows: np.ndarray, cols: np.ndarra
     parts = []
     for start in range(0, len(targets), EVAL_BATCH):
         chunk = targets[start:start + EVAL_BATCH]
-        batch = ops.cut_batch(inputs, chunk, len(chunk))
-        wanted = ops.cut_batch(query, chunk, len(chunk))
+        batch = ops.cut_rows(inputs, chunk)
+        wanted = ops.cut_rows(query, chunk)
         parts.append(ops.to_host(net.predict_entries(batch, wanted)))
     yhat = np.empty(len(rows), np.float32)
     yhat[order] = np.concatenate(parts) if parts else []   # chunks list entries in sorted order
@@ -55,7 +55,7 @@ def heldout_ranks(ops, score_users: Scorer, exclude: CSR, users: np.ndarray,
     for start in range(0, len(users), EVAL_BATCH):
         chunk = users[start:start + EVAL_BATCH].astype(np.int32)
         n = len(chunk)
-        excluded = ops.cut_batch(exclude, chunk, n)
+        excluded = ops.cut_rows(exclude, chunk)
         out = ops.xp.empty(n, np.int32)
         ops.rank_heldout(out, score_users(chunk),
                          ops.to_device(items[start:start + n].astype(np.int32)),
@@ -73,7 +73,7 @@ def model_scorer(net: Network, inputs: CSR, based: str) -> Scorer:
     """
     ops = net.ops
     if based == "user":
-        return lambda users: net.logits(ops.cut_batch(inputs, users, len(users)))
+        return lambda users: net.logits(ops.cut_rows(inputs, users))
     codes = row_codes(net, inputs)                                       # (n_items, K)
     V, c = net.p["V"], net.p["c"]
 
@@ -89,8 +89,7 @@ def row_codes(net: Network, inputs: CSR):
     codes = net.ops.xp.empty((n_rows, net.layout.hidden[-1]), net.params.dtype)
     for start in range(0, n_rows, EVAL_BATCH):
         chunk = np.arange(start, min(start + EVAL_BATCH, n_rows), dtype=np.int32)
-        batch = net.ops.cut_batch(inputs, chunk, len(chunk))
-        codes[start:start + len(chunk)] = net.codes(batch)
+        codes[start:start + len(chunk)] = net.codes(net.ops.cut_rows(inputs, chunk))
     return codes
 
 
@@ -137,7 +136,7 @@ Excluded = Callable[[np.ndarray], tuple]
 def excluded_entries(ops, csr: CSR) -> Excluded:
     """Each row's entries in `csr` (e.g. the items a user has seen) as what top_m excludes."""
     def excluded(rows: np.ndarray) -> tuple:
-        batch = ops.cut_batch(csr, rows, len(rows))
+        batch = ops.cut_rows(csr, rows)
         return batch.indptr, batch.cols
     return excluded
 

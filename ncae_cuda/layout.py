@@ -78,7 +78,8 @@ class AdamConfig:
 
 
 class Parameters:
-    """Parameters, gradients and Adam's moments in one (4, P) buffer on a backend's device."""
+    """Parameters, gradients and Adam's moments in one (4, P) buffer on a backend's device, and
+    Adam's step count there too (so a step reads it from device memory)."""
 
     def __init__(self, layout: Layout, ops, params: np.ndarray, dtype=np.float32):
         self.layout, self.ops = layout, ops
@@ -87,20 +88,33 @@ class Parameters:
         self.params, self.grads, self.m, self.v = self.state
         self.p = layout.views(self.params)
         self.d = layout.views(self.grads)
-        self.steps = 0                                                # Adam's t
+        self.counter = ops.xp.zeros(2, np.int32)   # Adam's steps taken; its kernel's blocks done
+        self.steps = 0                             # the same count, kept by the host
 
     def adam_step(self, adam: AdamConfig, first: str | None = None) -> None:
         """One Adam step on the parameters from `first` (a layout key) to the end of the
-        buffer, all of them by default; the ones before it stay bit-identical."""
+        buffer, all of them by default; the ones before it stay bit-identical. The gradients
+        it reads are zero after it."""
         start = self.layout.offsets[first] if first else 0
         self.steps += 1
         self.ops.adam(self.params[start:], self.m[start:], self.v[start:], self.grads[start:],
-                      adam.lr, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, self.steps)
+                      self.counter, adam.lr, adam.beta1, adam.beta2, adam.eps,
+                      adam.weight_decay)
+
+    def restore(self, params, m, v, steps: int) -> None:
+        """Set the parameters, Adam's moments and step count (a checkpoint's); zero grads."""
+        self.params[...] = self.ops.to_device(params)
+        self.m[...] = self.ops.to_device(m)
+        self.v[...] = self.ops.to_device(v)
+        self.grads.fill(0)
+        self.counter[...] = self.ops.to_device(np.array([steps, 0], np.int32))
+        self.steps = steps
 
     def reset_optimizer(self) -> None:
         """Zero Adam's moments and step, as for a fresh start from the current parameters."""
         self.m.fill(0)
         self.v.fill(0)
+        self.counter.fill(0)
         self.steps = 0
 
     def l2_penalty(self, weight_decay: float) -> float:

@@ -5,8 +5,10 @@
     out = a_last @ V^T + c ;  yhat = s * tanh(out) + m_off                  (B, N)
 
 Explicit feedback computes `out` only at the observed entries (sparse output); implicit feedback
-needs every column (dense output through the backend's BLAS). The sparse parts are the ops of
-ops/reference.py; the dense parts are `xp` algebra, so the same code runs on numpy and CuPy.
+needs every column (dense output through the backend's BLAS). A training step is nothing but the
+ops of ops/reference.py (the dense products are its gemm) on the step memory's buffers, so the
+same code runs on numpy, Numba and CUDA, and on the GPU it allocates, copies and waits for
+nothing; prediction uses the backend's array algebra.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .layout import AdamConfig, NCAELayout, Parameters
+from .memory import StepMemory
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,8 @@ class Objective:
 
 
 def tanh_layer_backward(dW, db, da_out, a_out, a_in, W, input_grad: bool = True):
-    """Backprop through a_out = tanh(a_in @ W^T + b): accumulate dW, db; return dL/da_in
-    (None when input_grad is False: the layer below is not trained)."""
+    """Backprop through a_out = tanh(a_in @ W^T + b) in array algebra (pre-training's decoder):
+    accumulate dW, db; return dL/da_in (None when input_grad is False)."""
     dpre = da_out * (1 - a_out ** 2)                                  # (B, K_out)
     dW += dpre.T @ a_in
     db += dpre.sum(axis=0)
@@ -49,7 +52,8 @@ def tanh_layer_backward(dW, db, da_out, a_out, a_in, W, input_grad: bool = True)
 
 
 class Network(Parameters):
-    """An NCAE's parameters, gradients and Adam moments on one backend, with its math."""
+    """An NCAE's parameters, gradients and Adam moments on one backend, with its math. A
+    training step runs in the buffers of `memory` (prepare()): it allocates nothing."""
 
     def __init__(self, layout: NCAELayout, ops, objective: Objective, params: np.ndarray,
                  col_weights: np.ndarray | None = None, dtype=np.float32):
@@ -58,91 +62,86 @@ class Network(Parameters):
         super().__init__(layout, ops, params, dtype)
         self.objective = objective
         self.col_weights = None if col_weights is None else ops.to_device(col_weights.astype(dtype))
+        self.memory = None
+
+    def prepare(self, geometry) -> StepMemory:
+        """Allocate the buffers of this fit's training steps (see memory.py)."""
+        self.memory = StepMemory(self.ops, self.layout, self.objective.feedback, geometry,
+                                 self.params.dtype)
+        return self.memory
 
     # -----------------------------------------------------------------------------------------
     # forward / backward of the hidden layers
 
-    def hidden_forward(self, batch, keep, scale: float, depth: int | None = None) -> list:
-        """Activations [a1, ..., a_depth] (all hidden layers by default), each (B, K_l)."""
-        xp, p = self.ops.xp, self.p
-        B = len(batch.row_weight)
-        a = xp.empty((B, self.layout.hidden[0]), self.params.dtype)   # (B, K1)
-        self.ops.gather_forward(a, batch.indptr, batch.cols, batch.vals, keep,
-                                p["E"], p["b1"], scale)
-        acts = [a]
-        for layer in range(2, (depth or self.layout.n_layers) + 1):
-            a = xp.tanh(a @ p[f"W{layer}"].T + p[f"b{layer}"])        # (B, K_l)
-            acts.append(a)
+    def hidden_forward(self, batch, scale: float, acts: list) -> list:
+        """Fill acts[l-1] (B, K_l) with hidden layer l's output for l = 1..len(acts)."""
+        ops, p = self.ops, self.p
+        ops.gather_forward(acts[0], batch, p["E"], p["b1"], scale)
+        for layer in range(2, len(acts) + 1):
+            ops.gemm(acts[layer - 1], acts[layer - 2], p[f"W{layer}"], trans_b=True)
+            ops.bias_tanh(acts[layer - 1], p[f"b{layer}"])
         return acts
 
-    def hidden_backward(self, acts: list, da, batch, keep, scale: float, lowest: int = 1):
-        """Accumulate the gradients of hidden layers lowest..last from da = dL/da_last."""
-        p, d = self.p, self.d
+    def hidden_backward(self, acts: list, das: list, batch, scale: float, lowest: int = 1):
+        """Accumulate the gradients of hidden layers lowest..last from das[-1] = dL/da_last.
+        das[l-1] (B, K_l) is turned into dL/d(pre-activation of layer l) in place."""
+        ops, p, d = self.ops, self.p, self.d
         for layer in range(self.layout.n_layers, max(lowest, 2) - 1, -1):
-            da = tanh_layer_backward(d[f"W{layer}"], d[f"b{layer}"], da, acts[layer - 1],
-                                     acts[layer - 2], p[f"W{layer}"], input_grad=layer > lowest)
+            dpre = das[layer - 1]
+            ops.bias_backward(d[f"b{layer}"], dpre, dpre, acts[layer - 1])
+            ops.gemm(d[f"W{layer}"], dpre, acts[layer - 2], trans_a=True, accumulate=True)
+            if layer > lowest:
+                ops.gemm(das[layer - 2], dpre, p[f"W{layer}"])
         if lowest > 1:
             return
-        dpre1 = da * (1 - acts[0] ** 2)                               # (B, K1)
-        self.ops.scatter_backward(d["E"], d["b1"], dpre1, batch.indptr, batch.cols, batch.vals,
-                                  keep, scale, batch.entry_rows, batch.col_order,
-                                  batch.col_ptr, batch.col_ids)
+        ops.bias_backward(d["b1"], das[0], das[0], acts[0])
+        ops.scatter_backward(d["E"], das[0], batch, scale)
 
     # -----------------------------------------------------------------------------------------
     # the loss
 
-    def loss_and_grad(self, batch, keep, scale: float, lowest: int = 1):
+    def loss_and_grad(self, batch, scale: float, lowest: int = 1):
         """Accumulate d(batch loss)/d(params) into the grads; returns row_loss (B,).
 
         Batch loss = sum_b row_weight[b] * row_loss[b], the mean over the batch's real rows.
         Hidden layers below `lowest` get no gradient (lowest = n_layers + 1: only V and c).
         """
-        xp, p, d, obj = self.ops.xp, self.p, self.d, self.objective
-        acts = self.hidden_forward(batch, keep, scale)
-        a = acts[-1]                                                  # (B, K_last)
-        B = a.shape[0]
-        row_loss = xp.empty(B, self.params.dtype)                     # (B,)
-        da = xp.zeros_like(a)                                         # (B, K_last)
+        ops, p, d, obj, mem = self.ops, self.p, self.d, self.objective, self.memory
+        acts = self.hidden_forward(batch, scale, mem.acts)
+        a, da = acts[-1], mem.das[-1]                                 # (B, K_last)
         if obj.feedback == "explicit":
-            yhat = xp.empty(len(batch.cols), self.params.dtype)       # (nnz,)
-            self.ops.sparse_output_forward(yhat, a, p["V"], p["c"], batch.indptr, batch.cols,
-                                           obj.s, obj.m_off)
             alpha = 0.0 if obj.target_corrupted else obj.alpha
-            self.ops.sparse_output_backward(da, d["V"], d["c"], row_loss, a, p["V"], yhat,
-                                            batch.indptr, batch.cols, batch.vals, keep,
-                                            batch.row_weight, alpha, obj.beta, obj.s,
-                                            obj.m_off, batch.entry_rows, batch.col_order,
-                                            batch.col_ptr, batch.col_ids)
+            g = mem.g[:len(batch.cols)]                               # (nnz,)
+            ops.sparse_output_backward(da, d["V"], d["c"], mem.row_loss, g, a, p["V"], p["c"],
+                                       batch, alpha, obj.beta, obj.s, obj.m_off)
         else:
-            out = a @ p["V"].T + p["c"]                               # (B, N) logits
-            dout = xp.empty_like(out)                                 # (B, N)
-            indptr, cols = (kept_entries(xp, batch, keep) if obj.target_corrupted
-                            else (batch.indptr, batch.cols))
-            self.ops.reweighted_error(dout, row_loss, out, indptr, cols, self.col_weights,
-                                      batch.row_weight)
-            d["V"] += dout.T @ a
-            d["c"] += dout.sum(axis=0)
-            da += dout @ p["V"]
-        self.hidden_backward(acts, da, batch, keep, scale, lowest)
-        return row_loss
+            z, dout = mem.z, mem.dout                                 # (B, N)
+            ops.gemm(z, a, p["V"], trans_b=True)
+            ops.reweighted_error(dout, mem.row_loss, z, p["c"], batch, self.col_weights,
+                                 kept_only=obj.target_corrupted)
+            ops.gemm(d["V"], dout, a, trans_a=True, accumulate=True)
+            ops.bias_backward(d["c"], dout)
+            ops.gemm(da, dout, p["V"])
+        self.hidden_backward(acts, mem.das, batch, scale, lowest)
+        return mem.row_loss
 
-    def train_step(self, batch, keep, scale: float, adam: AdamConfig, first: str | None = None):
-        """Zero the grads, backprop one batch, take one Adam step on the parameters from
-        `first` on (E, a W_l, or V; all by default); returns the batch loss as a 0-d device
-        array, so the host need not wait for it."""
-        self.grads.fill(0)
+    def train_step(self, batch, scale: float, adam: AdamConfig, first: str | None = None):
+        """Backprop one batch and take one Adam step on the parameters from `first` on (E, a
+        W_l, or V; all by default); returns row_loss (B,), on the device. The gradients are
+        zero before (Adam zeroes them after use)."""
         lowest = {None: 1, "E": 1, "V": self.layout.n_layers + 1}.get(first)
-        row_loss = self.loss_and_grad(batch, keep, scale, lowest or int(first[1:]))
+        row_loss = self.loss_and_grad(batch, scale, lowest or int(first[1:]))
         self.adam_step(adam, first)
-        return row_loss @ batch.row_weight
+        return row_loss
 
     # -----------------------------------------------------------------------------------------
     # prediction (no dropout)
 
     def codes(self, batch):
         """The last hidden layer (B, K_last) of the batch's rows."""
-        keep = self.ops.xp.ones(len(batch.cols), np.uint8)
-        return self.hidden_forward(batch, keep, 1.0)[-1]
+        B = len(batch.row_weight)
+        acts = [self.ops.xp.empty((B, K), self.params.dtype) for K in self.layout.hidden]
+        return self.hidden_forward(batch, 1.0, acts)[-1]
 
     def logits(self, batch):
         """out (B, N) for every column of the batch's rows: the implicit ranking scores.
@@ -156,15 +155,6 @@ class Network(Parameters):
         """yhat (nnz_q,) at the entries of `query` (a batch of the same rows as `batch`)."""
         a = self.codes(batch)
         yhat = self.ops.xp.empty(len(query.cols), self.params.dtype)
-        self.ops.sparse_output_forward(yhat, a, self.p["V"], self.p["c"], query.indptr,
-                                       query.cols, self.objective.s, self.objective.m_off)
+        self.ops.sparse_output_forward(yhat, a, self.p["V"], self.p["c"], query,
+                                       self.objective.s, self.objective.m_off)
         return yhat
-
-
-def kept_entries(xp, batch, keep):
-    """(indptr (B+1,), cols) of the batch's entries that survived input dropout."""
-    kept = keep.astype(bool)
-    counts = xp.bincount(batch.entry_rows[kept], minlength=len(batch.row_weight))
-    indptr = xp.zeros(len(counts) + 1, np.int32)
-    indptr[1:] = xp.cumsum(counts)
-    return indptr, batch.cols[kept]

@@ -10,8 +10,9 @@ A variant "X+Y[+S]" names what trains each part of the network before fine-tunin
       S  supervised: a temporary output layer and the task loss;
   +S, the output layer V, c with every hidden layer frozen (stage 3).
 BP is no pre-training. Every stage runs the network's own forward and backward (a Network over
-the layers in play, or tanh_layer_backward for the decoder), trains only its own parameters,
-and copies them into the network; Adam's state is reset before fine-tuning.
+the layers in play, with its own step memory, or tanh_layer_backward for the decoder), trains
+only its own parameters, and copies them into the network; Adam's state is reset before
+fine-tuning.
 """
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ import numpy as np
 
 from .layout import AdamConfig, Layout, NCAELayout, Parameters
 from . import loop
-from .loop import Schedule
+from .memory import StepMemory
 from .model import Network, tanh_layer_backward
 from .ops.common import CSR
+from .plan import Planner
 
 VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")
 EPOCH_KEYS = 1_000_000    # stage s, epoch e shuffle and drop out as epoch s * EPOCH_KEYS + e
@@ -47,20 +49,19 @@ def plan(variant: str) -> Plan:
 
 @dataclass
 class Stage:
-    """What a stage needs beside the network: its data, its loop and optimizer settings."""
-    ops: object
+    """What a stage needs beside the network: its data, its batches, and its optimizer."""
     csr: CSR
-    rows: np.ndarray
-    schedule: Schedule
+    planner: Planner
     adam: AdamConfig
     epochs: int
 
-    def train(self, step, key: int, label: str) -> list[float]:
-        """`epochs` epochs of step(batch, keep, scale) -> batch loss; returns their losses."""
+    def train(self, step, memory: StepMemory, key: int, label: str) -> list[float]:
+        """`epochs` epochs of step(batch, scale) -> row_loss in `memory`; returns their
+        losses."""
         losses = []
         for epoch in range(1, self.epochs + 1):
-            losses.append(loop.run_epoch(step, self.ops, self.csr, self.rows, self.schedule,
-                                    key * EPOCH_KEYS + epoch, f"{label} {epoch}"))
+            plan = self.planner.plan(key * EPOCH_KEYS + epoch)
+            losses.append(loop.run_epoch(step, memory, self.csr, plan, f"{label} {epoch}"))
             print(f"pretrain {label} epoch {epoch:3d} | loss {losses[-1]:.4f}", flush=True)
         return losses
 
@@ -83,13 +84,15 @@ def pretrain(net: Network, stage: Stage, variant: str) -> dict[str, list[float]]
 def _temporary_network(net: Network, stage: Stage, depth: int, objective) -> Network:
     """A network of net's first `depth` hidden layers (copied) and a fresh output layer."""
     layout = NCAELayout(net.layout.n_cols, net.layout.hidden[:depth])
-    params = layout.xavier_init(np.random.default_rng([stage.schedule.seed, depth]))
+    params = layout.xavier_init(np.random.default_rng([stage.planner.schedule.seed, depth]))
     trained = net.layout.views(net.ops.to_host(net.params))
     for key, view in layout.views(params).items():
         if key not in ("V", "c"):
             view[:] = trained[key]
     weights = None if net.col_weights is None else net.ops.to_host(net.col_weights)
-    return Network(layout, net.ops, objective, params, weights)
+    temp = Network(layout, net.ops, objective, params, weights)
+    temp.prepare(stage.planner.geometry)
+    return temp
 
 
 def _copy_back(net: Network, temp: Parameters, keys: dict[str, str]) -> None:
@@ -102,7 +105,8 @@ def train_first_layer(net: Network, stage: Stage, kind: str) -> list[float]:
     corrupted input. Changes only E and b1 of net."""
     objective = net.objective if kind == "S" else replace(net.objective, target_corrupted=True)
     temp = _temporary_network(net, stage, 1, objective)
-    losses = stage.train(lambda b, k, s: temp.train_step(b, k, s, stage.adam), 1, f"layer 1 {kind}")
+    losses = stage.train(lambda b, s: temp.train_step(b, s, stage.adam), temp.memory, 1,
+                         f"layer 1 {kind}")
     _copy_back(net, temp, {"E": "E", "b1": "b1"})
     return losses
 
@@ -112,8 +116,8 @@ def train_supervised_layer(net: Network, stage: Stage, layer: int) -> list[float
     frozen. Changes only W_layer and b_layer of net."""
     temp = _temporary_network(net, stage, layer, net.objective)
     first = f"W{layer}"
-    losses = stage.train(lambda b, k, s: temp.train_step(b, k, s, stage.adam, first), layer,
-                         f"layer {layer} S")
+    losses = stage.train(lambda b, s: temp.train_step(b, s, stage.adam, first), temp.memory,
+                         layer, f"layer {layer} S")
     _copy_back(net, temp, {first: first, f"b{layer}": f"b{layer}"})
     return losses
 
@@ -124,20 +128,19 @@ def train_dense_layer(net: Network, stage: Stage, layer: int) -> list[float]:
     W_layer and b_layer of net."""
     k_in, k_out = net.layout.hidden[layer - 2], net.layout.hidden[layer - 1]
     layout = Layout({"W": (k_out, k_in), "b": (k_out,), "Wd": (k_in, k_out), "bd": (k_in,)})
-    params = layout.xavier_init(np.random.default_rng([stage.schedule.seed, layer]))
+    params = layout.xavier_init(np.random.default_rng([stage.planner.schedule.seed, layer]))
     views = layout.views(params)
     views["W"][:] = net.ops.to_host(net.p[f"W{layer}"])
     views["b"][:] = net.ops.to_host(net.p[f"b{layer}"])
     ae = Parameters(layout, net.ops, params)
 
-    def step(batch, keep, scale):
-        a_in = net.hidden_forward(batch, keep, scale, depth=layer - 1)[-1]   # (B, K_{l-1})
-        ae.grads.fill(0)
-        row_loss = reconstruction_loss_and_grad(ae, a_in, batch.row_weight)
+    def step(batch, scale):
+        a_in = net.hidden_forward(batch, scale, net.memory.acts[:layer - 1])[-1]
+        row_loss = reconstruction_loss_and_grad(ae, a_in, batch.row_weight)   # (B,)
         ae.adam_step(stage.adam)
-        return row_loss @ batch.row_weight
+        return row_loss
 
-    losses = stage.train(step, layer, f"layer {layer} U")
+    losses = stage.train(step, net.memory, layer, f"layer {layer} U")
     _copy_back(net, ae, {"W": f"W{layer}", "b": f"b{layer}"})
     return losses
 
@@ -159,4 +162,5 @@ def reconstruction_loss_and_grad(ae: Parameters, a_in, row_weight):
 def train_output_layer(net: Network, stage: Stage) -> list[float]:
     """Stage 3: V and c on the task loss, every hidden layer frozen."""
     key = net.layout.n_layers + 1
-    return stage.train(lambda b, k, s: net.train_step(b, k, s, stage.adam, "V"), key, "output S")
+    return stage.train(lambda b, s: net.train_step(b, s, stage.adam, "V"), net.memory, key,
+                       "output S")

@@ -1,9 +1,12 @@
-"""Random test inputs and the float32-vs-float64 comparison shared by the test files."""
+"""Random test inputs, one planned training step on any backend, and the float32-vs-float64
+comparison shared by the test files."""
 import numpy as np
 import scipy.sparse as sp
 
-from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import CSR
+from ncae_cuda.layout import NCAELayout
+from ncae_cuda.memory import StepMemory
+from ncae_cuda.ops.common import Batch, CSR
+from ncae_cuda.plan import Planner, Schedule
 
 F32_RTOL = 2e-5   # float32 against float64: a few ulps of accumulated rounding
 
@@ -20,20 +23,42 @@ def random_matrix(rng, n_rows, n_cols, density=0.15, empty_share=0.2) -> sp.csr_
 
 
 def random_rows(rng, n_rows, n_cols, n_batch) -> tuple[sp.csr_matrix, np.ndarray]:
-    """A random matrix and n_batch distinct random rows of it, (n_batch,) int32."""
+    """A random matrix (some rows empty) and n_batch distinct random rows of it, (n_batch,)
+    int32."""
     m = random_matrix(rng, n_rows, n_cols)
     return m, rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
 
 
-def random_batch(rng, n_rows, n_cols, n_batch, batch_size):
-    """A reference Batch of n_batch random rows of a random matrix, padded to batch_size."""
-    m, rows = random_rows(rng, n_rows, n_cols, n_batch)
-    return ref.cut_batch(CSR.from_scipy(ref, m), rows, batch_size)
+def long_row_matrix(rng, n_cols=60_000, long=50_000, short=60) -> sp.csr_matrix:
+    """One row of `long` entries among `short` rows of 1..20, and a few empty rows."""
+    lengths = np.concatenate([[long], rng.integers(1, 21, short), [0, 0]])
+    rng.shuffle(lengths)
+    cols = [np.sort(rng.choice(n_cols, n, replace=False)) for n in lengths]
+    return sp.csr_matrix((rng.integers(1, 6, lengths.sum()).astype(np.float32),
+                          np.concatenate(cols), np.concatenate([[0], np.cumsum(lengths)])),
+                         shape=(len(lengths), n_cols))
 
 
-def on(backend, batch):
-    """The batch's arrays moved to the backend."""
-    return type(batch)(*(backend.to_device(x) for x in batch))
+def one_step(backend, m, rows, batch_size, hidden, feedback="explicit", q=0.5, seed=0,
+             dtype=np.float32):
+    """The first step of an epoch over `rows` of m on the backend, batch_size >= len(rows):
+    (its batch, the step memory it was cut into, the backend's CSR of m)."""
+    csr = CSR.from_scipy(backend, m)
+    planner = Planner(csr, rows, Schedule(seed, batch_size, q))
+    memory = StepMemory(backend, NCAELayout(m.shape[1], hidden), feedback, planner.geometry,
+                        dtype)
+    return cut_first(backend, memory, csr, planner.plan(1)), memory, csr
+
+
+def cut_first(backend, memory, csr, plan) -> Batch:
+    """The plan loaded and its first step cut into the memory."""
+    backend.load_plan(memory, plan)
+    return backend.cut_batch(memory, csr, plan, 0)
+
+
+def host_batch(backend, batch) -> Batch:
+    """A backend's batch as numpy arrays, for the reference ops."""
+    return Batch(*(None if x is None else np.asarray(backend.to_host(x)) for x in batch[:-1]))
 
 
 def host(backend, x):

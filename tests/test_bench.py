@@ -18,9 +18,9 @@ def test_floor_is_the_larger_of_the_two_times():
     assert Work(1, 2) + Work(3, 4) == Work(4, 6)
 
 
-def test_adam_moves_seven_streams():
-    # read p, m, v, g and write p, m, v: 7 float32 per parameter
-    assert op_work("adam", P=10) == Work(280, 120)
+def test_adam_moves_eight_streams():
+    # read p, m, v, g and write p, m, v, g (zeroed): 8 float32 per parameter
+    assert op_work("adam", P=10) == Work(320, 120)
 
 
 def test_epoch_work_counts_adam_per_step_and_scales_with_steps():

@@ -1,7 +1,7 @@
 """The CUDA kernels compile, wherever the compilers are, GPU or not.
 
-- nvcc: every kernels/*.cu alone, for sm_80 and sm_90, warnings as errors; the register and
-  spill report of each kernel is printed (CI shows it).
+- nvcc: every kernels/*.cu alone, for sm_80 and sm_90, with the -D options the backend passes,
+  warnings as errors; the register and spill report of each kernel is printed (CI shows it).
 - NVRTC (what CuPy compiles with at run time): the one module ops/gpu.py assembles, with its
   options, where a libnvrtc can be found (CuPy's [ctk] extra installs one).
 """
@@ -29,7 +29,7 @@ def test_every_kernel_file_is_in_the_module():
 
 
 def _nvcc(source: Path, arch: str) -> subprocess.CompletedProcess:
-    return subprocess.run([NVCC, f"-arch={arch}", f"-I{gpu.KERNEL_DIR}", "-cubin",
+    return subprocess.run([NVCC, f"-arch={arch}", f"-I{gpu.KERNEL_DIR}", *gpu.DEFINES, "-cubin",
                            "-o", os.devnull, "-Werror", "all-warnings", "-Xptxas", "-v",
                            str(source)], capture_output=True, text=True)
 

@@ -1,8 +1,19 @@
-"""The ledger counts what emulated device memory is asked to do, hand-counted cases."""
+"""The ledger counts what emulated device memory is asked to do (hand-counted cases), and the
+trainer's steps on the GPU backends allocate, copy and wait for nothing, launch the same few
+operations every step and keep every block about as busy as the mean."""
 import numpy as np
 import pytest
 
+from ncae_cuda import ops
+from ncae_cuda.layout import AdamConfig, NCAELayout
+from ncae_cuda.loop import run_epoch, trainable_rows
+from ncae_cuda.model import Network, Objective
+from ncae_cuda.ops.common import CSR
+from ncae_cuda.ops.emulator import CXX
 from ncae_cuda.ops.ledger import DeviceNumpy, Ledger, paused, step_begins
+from ncae_cuda.plan import Planner, Schedule
+
+from helpers import random_matrix
 
 
 def test_operations_allocations_copies_and_syncs_are_counted():
@@ -34,7 +45,7 @@ def test_summary_reads_the_steps_after_the_first():
         for step in range(3):
             step_begins()
             ledger.op("k")
-            ledger.kernel("gather", [4, 4, 1, 1])       # busiest 4 over mean 2.5
+            ledger.kernel("gather", 4, 2.5)
             if step == 0:
                 ledger.allocation()
             ledger.copy()
@@ -49,3 +60,53 @@ def test_summary_reads_the_steps_after_the_first():
 def test_no_step_is_an_error():
     with pytest.raises(ValueError, match="no step"):
         Ledger().summary()
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer's steps, counted on the GPU backends (every kernel runs)
+
+GPUS = [
+    pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
+    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
+]
+
+
+@pytest.fixture(params=GPUS)
+def gpu(request):
+    if request.param == "gpu-emulated":
+        return request.getfixturevalue("emulated_gpu")
+    return ops.get_backend("gpu")
+
+
+@pytest.mark.parametrize("feedback, hidden", [("explicit", (12, 8)), ("implicit", (16,)),
+                                              ("explicit", (5, 6, 7))])
+def test_a_step_allocates_copies_and_waits_for_nothing(gpu, feedback, hidden):
+    rng = np.random.default_rng(0)
+    m = random_matrix(rng, 90, 40, density=0.2).tolil()
+    m[3, :] = 1.0                                  # one long row among short ones
+    m = m.tocsr()
+    layout = NCAELayout(40, hidden)
+    objective = (Objective.explicit(1.0, 5.0, 1.0, 0.5) if feedback == "explicit"
+                 else Objective.implicit())
+    weights = rng.random(40) if feedback == "implicit" else None
+    with gpu.session():
+        net = Network(layout, gpu, objective, layout.xavier_init(rng), weights)
+        csr = CSR.from_scipy(gpu, m)
+        planner = Planner(csr, trainable_rows(csr), Schedule(0, 16, 0.5))
+        net.prepare(planner.geometry)
+        adam = AdamConfig(weight_decay=1e-3)
+        for epoch in (1, 2):
+            ledger = Ledger()
+            with ledger.recording():
+                loss = run_epoch(lambda b, s: net.train_step(b, s, adam), net.memory, csr,
+                                 planner.plan(epoch), "ledger")
+            f = ledger.summary()
+            assert np.isfinite(loss) and f["steps"] == planner.geometry.steps
+            assert f["ops_per_step"] == f["ops_per_step_min"] <= 20, f["ops_of_a_step"]
+            assert f["allocations_per_step"] == 0 and f["allocations_first_step"] == 0
+            assert f["transfers_per_epoch"] == 1 and f["syncs_per_epoch"] == 1   # the losses
+            assert f["work_balance"] <= 2, f["work_balance_by_kernel"]
+            # one hidden layer: cut, gather, the output layer (2 kernels explicit; 3 products,
+            # the error and dc implicit), db1, the scatter, Adam, the loss; then 5 a layer
+            one_layer = 8 if feedback == "explicit" else 11
+            assert f["ops_per_step"] == one_layer + 5 * (len(hidden) - 1)

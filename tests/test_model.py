@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from ncae_cuda.layout import NCAELayout
+from ncae_cuda.loop import run_epoch
 from ncae_cuda.model import AdamConfig, Network, Objective
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
+from ncae_cuda.plan import Planner, Schedule
 
-from helpers import assert_close, random_matrix
+from helpers import assert_close, cut_first, random_matrix
 
 OBJECTIVES = {
     "explicit": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.4),
@@ -18,30 +20,42 @@ OBJECTIVES = {
 }
 
 
-def make_problem(feedback, hidden, seed=0, n_rows=12, n_cols=9, batch_rows=5, batch_size=6):
-    rng = np.random.default_rng(seed)
-    m = random_matrix(rng, n_rows, n_cols, density=0.35)
-    rows = rng.choice(n_rows, batch_rows, replace=False).astype(np.int32)
-    batch = ref.cut_batch(CSR.from_scipy(ref, m), rows, batch_size)
-    layout = NCAELayout(n_cols, hidden)
-    params = layout.xavier_init(rng) + rng.normal(0, 0.1, layout.size).astype(np.float32)
-    keep = (rng.random(len(batch.cols)) < 0.6).astype(np.uint8)
-    col_weights = rng.random(n_cols) if feedback == "implicit" else None
-    return layout, params, batch, keep, col_weights
+class Problem:
+    """A random network and one planned batch of 5 rows (of 6: one padding row) to train on."""
+
+    def __init__(self, feedback, hidden, seed=0, n_rows=12, n_cols=9, batch_rows=5,
+                 batch_size=6, q=0.4):
+        rng = np.random.default_rng(seed)
+        self.m = random_matrix(rng, n_rows, n_cols, density=0.35)
+        self.rows = rng.choice(n_rows, batch_rows, replace=False).astype(np.int32)
+        self.layout = NCAELayout(n_cols, hidden)
+        self.params = (self.layout.xavier_init(rng)
+                       + rng.normal(0, 0.1, self.layout.size).astype(np.float32))
+        self.col_weights = rng.random(n_cols) if feedback == "implicit" else None
+        self.schedule = Schedule(seed, batch_size, q)
+
+    def network(self, backend, objective, dtype=np.float32):
+        """(network with its step memory, the batch cut into that memory) on the backend."""
+        net = Network(self.layout, backend, objective, self.params, self.col_weights, dtype)
+        csr = CSR.from_scipy(backend, self.m)
+        planner = Planner(csr, self.rows, self.schedule)
+        net.prepare(planner.geometry)
+        return net, cut_first(backend, net.memory, csr, planner.plan(1))
 
 
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 @pytest.mark.parametrize("hidden", [(4,), (5, 3), (4, 3, 5)])
 @pytest.mark.parametrize("target_corrupted", [False, True])
 def test_gradient_matches_finite_differences(feedback, hidden, target_corrupted):
-    layout, params, batch, keep, col_weights = make_problem(feedback, hidden)
+    problem = Problem(feedback, hidden)
     objective = replace(OBJECTIVES[feedback], target_corrupted=target_corrupted)
-    net = Network(layout, ref, objective, params, col_weights, dtype=np.float64)
-    scale = 1 / (1 - 0.4)
+    net, batch = problem.network(ref, objective, np.float64)
+    layout, scale = problem.layout, problem.schedule.scale
+    assert 0 < batch.keep.sum() < len(batch.keep)             # some inputs dropped, some kept
 
     def loss():
         net.grads.fill(0)
-        return float(net.loss_and_grad(batch, keep, scale) @ batch.row_weight)
+        return float(net.loss_and_grad(batch, scale) @ batch.row_weight)
 
     loss()
     analytic = net.grads.copy()
@@ -61,56 +75,77 @@ def test_gradient_matches_finite_differences(feedback, hidden, target_corrupted)
 
 def test_corrupted_target_differs_from_the_clean_one():
     for feedback in ("explicit", "implicit"):
-        layout, params, batch, keep, col_weights = make_problem(feedback, (5,))
+        problem = Problem(feedback, (5,))
         losses = []
         for corrupted in (False, True):
             objective = replace(OBJECTIVES[feedback], target_corrupted=corrupted)
-            net = Network(layout, ref, objective, params, col_weights, dtype=np.float64)
-            losses.append(net.loss_and_grad(batch, keep, 2.0))
+            net, batch = problem.network(ref, objective, np.float64)
+            losses.append(net.loss_and_grad(batch, 2.0).copy())
         assert not np.allclose(*losses)
 
 
 @pytest.mark.parametrize("first, lowest", [("V", 3), ("W3", 3), ("W2", 2)])
 def test_partial_step_trains_only_the_tail(first, lowest):
-    layout, params, batch, keep, col_weights = make_problem("explicit", (5, 4, 3))
-    full = Network(layout, ref, OBJECTIVES["explicit"], params, dtype=np.float64)
-    full.loss_and_grad(batch, keep, 2.0)
-    part = Network(layout, ref, OBJECTIVES["explicit"], params, dtype=np.float64)
-    part.train_step(batch, keep, 2.0, AdamConfig(lr=0.1, weight_decay=0.1), first)
+    problem = Problem("explicit", (5, 4, 3))
+    layout, params = problem.layout, problem.params
+    full, batch = problem.network(ref, OBJECTIVES["explicit"], np.float64)
+    full.loss_and_grad(batch, 2.0)
+    part, batch = problem.network(ref, OBJECTIVES["explicit"], np.float64)
+    part.loss_and_grad(batch, 2.0, lowest if first != "V" else 4)
+    grads = part.grads.copy()
+    part.adam_step(AdamConfig(lr=0.1, weight_decay=0.1), first)
     start = layout.offsets[first]
     np.testing.assert_array_equal(part.params[:start], params[:start])     # frozen: untouched
     assert (part.params[start:] != params[start:]).any()
     trained = layout.offsets[f"W{lowest}"] if first != "V" else layout.offsets["V"]
-    np.testing.assert_array_equal(part.grads[:trained], 0)                  # no backprop below
-    np.testing.assert_allclose(part.grads[trained:], full.grads[trained:], rtol=1e-12)
+    np.testing.assert_array_equal(grads[:trained], 0)                       # no backprop below
+    np.testing.assert_allclose(grads[trained:], full.grads[trained:], rtol=1e-12)
+    assert not part.grads.any() and part.steps == int(part.counter[0]) == 1
 
 
 def test_padding_and_alignment_gaps_get_no_gradient():
-    layout, params, batch, keep, col_weights = make_problem("implicit", (5, 3))
-    net = Network(layout, ref, OBJECTIVES["implicit"], params, col_weights, dtype=np.float64)
-    net.loss_and_grad(batch, keep, 1.0)
-    used = np.zeros(layout.size, bool)
-    for view in layout.views(used).values():
+    problem = Problem("implicit", (5, 3))
+    net, batch = problem.network(ref, OBJECTIVES["implicit"], np.float64)
+    net.loss_and_grad(batch, 1.0)
+    used = np.zeros(problem.layout.size, bool)
+    for view in problem.layout.views(used).values():
         view[...] = True
     assert not net.grads[~used].any()
 
 
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
-def test_backend_training_steps_match_reference(backend, feedback):
-    layout, params, _, _, col_weights = make_problem(feedback, (7, 5))
-    rng = np.random.default_rng(1)
-    m = random_matrix(rng, 40, 9, density=0.3)
+def test_a_backend_step_matches_the_reference(backend, feedback):
+    """One step from the same parameters on the same batch: loss, gradients and the Adam
+    update agree to float32 rounding (before rounding differences can grow)."""
+    problem = Problem(feedback, (7, 5), n_rows=40, batch_rows=16, batch_size=16)
+    (expect, e_batch), (got, g_batch) = (problem.network(ref, OBJECTIVES[feedback], np.float64),
+                                         problem.network(backend, OBJECTIVES[feedback]))
+    e_loss = expect.loss_and_grad(e_batch, 2.0) @ e_batch.row_weight
+    g_loss = float(backend.to_host(got.loss_and_grad(g_batch, 2.0)) @ backend.to_host(
+        g_batch.row_weight))
+    assert g_loss == pytest.approx(e_loss, rel=1e-5)
+    assert_close(backend.to_host(got.grads), expect.grads)
     adam = AdamConfig(lr=1e-2, weight_decay=1e-3)
-    nets = [Network(layout, ref, OBJECTIVES[feedback], params, col_weights, dtype=np.float64),
-            Network(layout, backend, OBJECTIVES[feedback], params, col_weights)]
-    for step in range(5):
-        rows = rng.choice(40, 16, replace=False).astype(np.int32)
-        losses = []
-        for net in nets:
-            o = net.ops
-            batch = o.cut_batch(CSR.from_scipy(o, m), rows, 16)
-            keep = o.xp.empty(len(batch.cols), np.uint8)
-            o.dropout_keep(keep, batch.entry_ids, 3, step, 0.5)
-            losses.append(float(net.train_step(batch, keep, 2.0, adam)))
-        assert losses[1] == pytest.approx(losses[0], rel=1e-4)
-    assert_close(backend.to_host(nets[1].params), nets[0].params, rtol=1e-4)
+    expect.adam_step(adam)
+    got.adam_step(adam)
+    assert_close(backend.to_host(got.params), expect.params)
+
+
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_backend_epochs_match_the_reference_in_loss(backend, feedback):
+    """Three epochs through the trainer's loop: after the first step, rounding (FMA
+    contraction, summation order) makes the paths part, so the epochs are compared on their
+    loss, which they must agree on closely."""
+    problem = Problem(feedback, (7, 5), n_rows=60, n_cols=20)
+    adam = AdamConfig(lr=1e-2, weight_decay=1e-3)
+    losses = []
+    for ops, dtype in ((ref, np.float64), (backend, np.float32)):
+        net = Network(problem.layout, ops, OBJECTIVES[feedback], problem.params,
+                      problem.col_weights, dtype)
+        csr = CSR.from_scipy(ops, problem.m)
+        planner = Planner(csr, np.flatnonzero(np.diff(problem.m.indptr)).astype(np.int32),
+                          Schedule(0, 16, 0.5))
+        net.prepare(planner.geometry)
+        losses.append([run_epoch(lambda b, s: net.train_step(b, s, adam), net.memory, csr,
+                                 planner.plan(epoch), "test") for epoch in (1, 2, 3)])
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)

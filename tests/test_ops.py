@@ -1,65 +1,90 @@
 """Every op of every fast backend against ops/reference.py run in float64, on random inputs.
 
-Shapes include empty rows, a single row, padding rows, K not a multiple of 4 and N < 32. The
-reference itself is checked against hand-computed cases here and against finite differences in
-test_model.py, so agreement with it is agreement with the math.
+Each backend cuts its own batch from the same epoch plan (the GPU's into its step memory, with
+its windows), and the reference computes from a host copy of it. Shapes include empty rows,
+padding rows, K = 1, K not a multiple of 4, K over two slabs, N < 32, and one row of 50,000
+entries among short ones (its sums shared by some 200 windows on the GPU); backward ops are run
+twice and must agree bit for bit. The reference itself is checked against hand-computed cases
+here and against finite differences in test_model.py, so agreement with it is agreement with
+the math.
 """
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
+from ncae_cuda.layout import NCAELayout
+from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR, dropout_threshold
+from ncae_cuda.plan import EpochPlan, Geometry
 
-from helpers import assert_close, host, on, random_batch, random_matrix, random_rows
+from helpers import (assert_close, cut_first, host, host_batch, long_row_matrix, one_step,
+                     random_matrix, random_rows)
 
 # (rows in the CSR, N columns, K width, rows in the batch, batch size)
-SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 200, 33, 64, 64)]
+SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 200, 33, 64, 64),
+          (30, 20, 1, 20, 32), (60, 40, 260, 40, 48)]
+IDS = ["16", "N7-K5", "N31-K13-padded", "K33", "K1", "K260"]
+LONG_ROW = "50k-row"          # one 50,000-entry row among 60 short ones and 2 empty, K = 6
+STEPS = SHAPES + [LONG_ROW]   # the training steps' ops run on these
+STEP_IDS = IDS + [LONG_ROW]
 
 
-def _keep(rng, n):
-    return (rng.random(n) < 0.7).astype(np.uint8)
+def case(shape, seed, backend, feedback="explicit"):
+    """(rng, m, batch on the backend, the same batch on the host, K, B) of a random step."""
+    rng = np.random.default_rng(seed)
+    if shape == LONG_ROW:
+        m = long_row_matrix(rng)
+        rows, K, B = np.arange(m.shape[0], dtype=np.int32), 6, m.shape[0] + 3
+    else:
+        n_rows, N, K, n_batch, B = shape
+        m, rows = random_rows(rng, n_rows, N, n_batch)
+    batch, _, _ = one_step(backend, m, rows, B, (K,), feedback)
+    return rng, m, batch, host_batch(backend, batch), K, B
 
 
-def _runs(batch):
-    """(col_ptr, col_ids) of the distinct columns: a backend may pad both with empty runs."""
-    col_ptr, col_ids = np.asarray(batch.col_ptr), np.asarray(batch.col_ids)
-    n_runs = int((col_ids >= 0).sum())
-    assert (col_ids[n_runs:] == -1).all() and (col_ptr[n_runs:] == len(batch.cols)).all()
-    return col_ptr[:n_runs + 1], col_ids[:n_runs]
+def on(backend, *arrays):
+    return [backend.to_device(a) for a in arrays]
 
 
 # ---------------------------------------------------------------------------------------------
 # batching and dropout
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", STEPS, ids=STEP_IDS)
 def test_cut_batch_matches_reference(backend, shape):
-    rng = np.random.default_rng(1)
-    n_rows, n_cols, _, n_batch, batch_size = shape
-    m, rows = random_rows(rng, n_rows, n_cols, n_batch)
-    expect = ref.cut_batch(CSR.from_scipy(ref, m), rows, batch_size)
-    got = backend.cut_batch(CSR.from_scipy(backend, m), rows, batch_size)
-    got = type(got)(*(backend.to_host(x) for x in got))
-    for field in ("indptr", "cols", "vals", "entry_ids", "entry_rows", "col_order", "row_weight"):
-        np.testing.assert_array_equal(getattr(got, field), getattr(expect, field), err_msg=field)
-    for g, e in zip(_runs(got), _runs(expect)):
-        np.testing.assert_array_equal(g, e)
+    expect, got = case(shape, 1, ref)[3], case(shape, 1, backend)[3]
+    for field in expect._fields[:-1]:
+        np.testing.assert_array_equal(getattr(got, field), getattr(expect, field),
+                                      err_msg=field)
 
 
 def test_cut_batch_hand_case():
-    # rows 2 and 0 of [[., 5, .], [1, ., .], [4, ., 2]], padded to 3 rows
-    indptr = np.array([0, 1, 2, 4], np.int32)
-    csr = CSR(indptr, np.array([1, 0, 0, 2], np.int32), np.array([5, 1, 4, 2], np.float32),
-              indptr, (3, 3))
-    b = ref.cut_batch(csr, np.array([2, 0], np.int32), 3)
+    # rows 2 and 0 of [[., 5, .], [1, ., .], [4, ., 2]] in a batch of 3, nothing dropped
+    m = sp.csr_matrix((np.float32([5, 1, 4, 2]), [1, 0, 0, 2], [0, 1, 2, 4]), shape=(3, 3))
+    plan = EpochPlan(np.zeros(4, np.int32), np.int32([2, 0]), np.int32([[0, 2, 3, 3]]),
+                     np.int32([0, 3]), np.int32([0, 2, 1]), 1.0)
+    memory = StepMemory(ref, NCAELayout(3, (2,)), "explicit", Geometry(3, 2, 3, 3, 32, 32))
+    b = cut_first(ref, memory, CSR.from_scipy(ref, m), plan)
     np.testing.assert_array_equal(b.indptr, [0, 2, 3, 3])
     np.testing.assert_array_equal(b.cols, [0, 2, 1])
     np.testing.assert_array_equal(b.vals, [4, 2, 5])
-    np.testing.assert_array_equal(b.entry_ids, [2, 3, 0])
+    np.testing.assert_array_equal(b.keep, [1, 1, 1])
     np.testing.assert_array_equal(b.entry_rows, [0, 0, 1])
-    np.testing.assert_array_equal(b.col_ids, [0, 1, 2])
     np.testing.assert_array_equal(b.col_order, [0, 2, 1])
-    np.testing.assert_array_equal(b.col_ptr, [0, 1, 2, 3])
     np.testing.assert_array_equal(b.row_weight, [0.5, 0.5, 0])
+    np.testing.assert_array_equal(memory.step, [0])     # step_loss, not the cut, moves it on
+
+
+def test_cut_rows_matches_reference(backend):
+    rng = np.random.default_rng(2)
+    m = random_matrix(rng, 50, 30)
+    rows = rng.choice(50, 20, replace=False).astype(np.int32)
+    expect = ref.cut_rows(CSR.from_scipy(ref, m), rows)
+    got = host_batch(backend, backend.cut_rows(CSR.from_scipy(backend, m), rows))
+    for field in ("indptr", "cols", "vals", "keep", "entry_rows", "row_weight"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(expect, field),
+                                      err_msg=field)
+    assert expect.keep.all() and expect.col_order is None
 
 
 @pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9])
@@ -73,22 +98,6 @@ def test_dropout_keep_matches_reference_and_rate(backend, q):
     assert abs(expect.mean() - (1 - q)) < 0.005
     if q == 0.0:
         assert expect.all()
-
-
-def test_dropout_masks_do_not_depend_on_batching(backend):
-    rng = np.random.default_rng(3)
-    m = random_matrix(rng, 200, 60)
-    csr = CSR.from_scipy(backend, m)
-    whole = np.empty(m.nnz, np.uint8)
-    ref.dropout_keep(whole, np.arange(m.nnz, dtype=np.int32), 11, 4, 0.5)
-    for batch_size in (1, 7, 64):
-        order = rng.permutation(200).astype(np.int32)
-        for start in range(0, 200, batch_size):
-            b = backend.cut_batch(csr, order[start:start + batch_size], batch_size)
-            keep = backend.xp.empty(len(b.cols), np.uint8)
-            backend.dropout_keep(keep, b.entry_ids, 11, 4, 0.5)
-            np.testing.assert_array_equal(backend.to_host(keep),
-                                          whole[backend.to_host(b.entry_ids)])
 
 
 def test_dropout_masks_change_with_epoch_and_seed():
@@ -110,163 +119,206 @@ def test_dropout_threshold_is_exact():
 # ---------------------------------------------------------------------------------------------
 # input layer
 
-@pytest.mark.parametrize("shape", SHAPES)
-def test_gather_forward(backend, shape):
-    rng = np.random.default_rng(4)
-    n_rows, N, K, n_batch, B = shape
-    batch = random_batch(rng, n_rows, N, n_batch, B)
-    keep = _keep(rng, len(batch.cols))
+def _gather(backend, batch, hb, rng, N, K):
     E = rng.normal(0, 0.3, (N, K)).astype(np.float32)
     b1 = rng.normal(0, 0.3, K).astype(np.float32)
+    B = len(hb.row_weight)
     expect = np.empty((B, K))
-    ref.gather_forward(expect, batch.indptr, batch.cols, batch.vals.astype(np.float64), keep,
-                       E.astype(np.float64), b1.astype(np.float64), 2.0)
+    ref.gather_forward(expect, hb._replace(vals=hb.vals.astype(np.float64)), E.astype(np.float64),
+                       b1.astype(np.float64), 2.0)
     a1 = backend.to_device(np.full((B, K), np.nan, np.float32))
-    d = on(backend, batch)
-    backend.gather_forward(a1, d.indptr, d.cols, d.vals, backend.to_device(keep),
-                           backend.to_device(E), backend.to_device(b1), 2.0)
+    backend.gather_forward(a1, batch, *on(backend, E, b1), 2.0)
     assert_close(host(backend, a1), expect)
+
+
+@pytest.mark.parametrize("shape", STEPS, ids=STEP_IDS)
+def test_gather_forward(backend, shape):
+    rng, m, batch, hb, K, B = case(shape, 4, backend)
+    _gather(backend, batch, hb, rng, m.shape[1], K)
+
+
+def test_gather_forward_of_rows_cut_for_evaluation(backend):
+    rng = np.random.default_rng(3)
+    m, rows = random_rows(rng, 80, 40, 50)
+    batch = backend.cut_rows(CSR.from_scipy(backend, m), rows)
+    _gather(backend, batch, host_batch(backend, batch), rng, 40, 12)
 
 
 def test_gather_forward_hand_case():
     E = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
     a1 = np.empty((2, 2))
     # row 0: entries (col 0, 3.0) kept and (col 1, 5.0) dropped; row 1 empty
-    ref.gather_forward(a1, np.array([0, 2, 2]), np.array([0, 1]), np.array([3.0, 5.0]),
-                       np.array([1, 0], np.uint8), E, np.array([0.1, -0.2]), 0.5)
+    batch = ref.Batch(np.array([0, 2, 2]), np.array([0, 1]), np.array([3.0, 5.0]),
+                      np.array([1, 0], np.uint8), np.array([0, 0]), None, np.array([1.0, 0.0]))
+    ref.gather_forward(a1, batch, E, np.array([0.1, -0.2]), 0.5)
     np.testing.assert_allclose(a1, np.tanh([[1.5 + 0.1, -0.2], [0.1, -0.2]]))
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", STEPS, ids=STEP_IDS)
 def test_scatter_backward(backend, shape):
-    rng = np.random.default_rng(5)
-    n_rows, N, K, n_batch, B = shape
-    m, rows = random_rows(rng, n_rows, N, n_batch)
-    batch = ref.cut_batch(CSR.from_scipy(ref, m), rows, B)
-    keep = _keep(rng, len(batch.cols))
+    rng, m, batch, hb, K, B = case(shape, 5, backend)
+    N = m.shape[1]
     dpre1 = rng.normal(0, 1, (B, K)).astype(np.float32)
     dE0 = rng.normal(0, 1, (N, K)).astype(np.float32)       # accumulates: start non-zero
-    db0 = rng.normal(0, 1, K).astype(np.float32)
-    dE, db1 = dE0.astype(np.float64), db0.astype(np.float64)
-    ref.scatter_backward(dE, db1, dpre1.astype(np.float64), batch.indptr, batch.cols,
-                         batch.vals.astype(np.float64), keep, 0.5, batch.entry_rows,
-                         batch.col_order, batch.col_ptr, batch.col_ids)
+    dE = dE0.astype(np.float64)
+    ref.scatter_backward(dE, dpre1.astype(np.float64), hb._replace(vals=hb.vals.astype(float)),
+                         0.5)
     results = []
-    for _ in range(2):                                      # the backend's own batch layout
-        d = backend.cut_batch(CSR.from_scipy(backend, m), rows, B)
-        g_dE, g_db1 = backend.to_device(dE0.copy()), backend.to_device(db0.copy())
-        backend.scatter_backward(g_dE, g_db1, backend.to_device(dpre1), d.indptr, d.cols,
-                                 d.vals, backend.to_device(keep), 0.5, d.entry_rows,
-                                 d.col_order, d.col_ptr, d.col_ids)
-        results.append((backend.to_host(g_dE), backend.to_host(g_db1)))
-    assert_close(results[0][0], dE)
-    assert_close(results[0][1], db1)
-    # deterministic: bit-identical on a second run
-    np.testing.assert_array_equal(results[0][0], results[1][0])
-    np.testing.assert_array_equal(results[0][1], results[1][1])
+    for _ in range(2):
+        g_dE = backend.to_device(dE0.copy())
+        backend.scatter_backward(g_dE, backend.to_device(dpre1), batch, 0.5)
+        results.append(backend.to_host(g_dE))
+    assert_close(results[0], dE)
+    np.testing.assert_array_equal(results[0], results[1])     # deterministic: bit-identical
 
 
 # ---------------------------------------------------------------------------------------------
 # explicit output
 
-@pytest.mark.parametrize("shape", SHAPES)
-def test_sparse_output_forward(backend, shape):
-    rng = np.random.default_rng(6)
-    n_rows, N, K, n_batch, B = shape
-    batch = random_batch(rng, n_rows, N, n_batch, B)
+def _output_inputs(rng, B, N, K):
     a = np.tanh(rng.normal(0, 1, (B, K))).astype(np.float32)
     V = rng.normal(0, 0.3, (N, K)).astype(np.float32)
     c = rng.normal(0, 0.3, N).astype(np.float32)
-    expect = np.empty(len(batch.cols))
+    return a, V, c
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=IDS)
+def test_sparse_output_forward(backend, shape):
+    rng = np.random.default_rng(6)
+    n_rows, N, K, n_batch, B = shape
+    m, rows = random_rows(rng, n_rows, N, n_batch)
+    batch = backend.cut_rows(CSR.from_scipy(backend, m), rows)
+    hb = host_batch(backend, batch)
+    a, V, c = _output_inputs(rng, len(rows), N, K)
+    expect = np.empty(len(hb.cols))
     ref.sparse_output_forward(expect, a.astype(np.float64), V.astype(np.float64),
-                              c.astype(np.float64), batch.indptr, batch.cols, 2.0, 3.0)
-    yhat = backend.to_device(np.full(len(batch.cols), np.nan, np.float32))
-    d = on(backend, batch)
-    backend.sparse_output_forward(yhat, backend.to_device(a), backend.to_device(V),
-                                  backend.to_device(c), d.indptr, d.cols, 2.0, 3.0)
+                              c.astype(np.float64), hb, 2.0, 3.0)
+    yhat = backend.to_device(np.full(len(hb.cols), np.nan, np.float32))
+    backend.sparse_output_forward(yhat, *on(backend, a, V, c), batch, 2.0, 3.0)
     assert_close(host(backend, yhat), expect)
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", STEPS, ids=STEP_IDS)
 def test_sparse_output_backward(backend, shape):
-    rng = np.random.default_rng(7)
-    n_rows, N, K, n_batch, B = shape
-    m, rows = random_rows(rng, n_rows, N, n_batch)
-    batch = ref.cut_batch(CSR.from_scipy(ref, m), rows, B)
-    keep = _keep(rng, len(batch.cols))
-    a = np.tanh(rng.normal(0, 1, (B, K))).astype(np.float32)
-    V = rng.normal(0, 0.3, (N, K)).astype(np.float32)
-    yhat = (2.0 * np.tanh(rng.normal(0, 1, len(batch.cols))) + 3.0).astype(np.float32)
-    starts = [rng.normal(0, 1, shape).astype(np.float32) for shape in ((B, K), (N, K), (N,))]
-    f64 = [t.astype(np.float64) for t in starts]            # da, dV, dc accumulate
-    loss = np.empty(B)
-    ref.sparse_output_backward(*f64, loss, a.astype(np.float64), V.astype(np.float64),
-                               yhat.astype(np.float64), batch.indptr, batch.cols,
-                               batch.vals.astype(np.float64), keep, batch.row_weight,
-                               0.8, 0.3, 2.0, 3.0, batch.entry_rows, batch.col_order,
-                               batch.col_ptr, batch.col_ids)
+    rng, m, batch, hb, K, B = case(shape, 7, backend)
+    N, nnz = m.shape[1], len(hb.cols)
+    a, V, c = _output_inputs(rng, B, N, K)
+    starts = [rng.normal(0, 1, size).astype(np.float32) for size in ((N, K), (N,))]
+    f64 = [t.astype(np.float64) for t in starts]            # dV, dc accumulate
+    da, loss, g = np.empty((B, K)), np.empty(B), np.empty(nnz)
+    ref.sparse_output_backward(da, *f64, loss, g, a.astype(np.float64), V.astype(np.float64),
+                               c.astype(np.float64), hb._replace(vals=hb.vals.astype(float)),
+                               0.8, 0.3, 2.0, 3.0)
     results = []
     for _ in range(2):
-        d = backend.cut_batch(CSR.from_scipy(backend, m), rows, B)
-        got = [backend.to_device(t.copy()) for t in starts]
-        g_loss = backend.to_device(np.full(B, np.nan, np.float32))
-        backend.sparse_output_backward(*got, g_loss, backend.to_device(a), backend.to_device(V),
-                                       backend.to_device(yhat), d.indptr, d.cols, d.vals,
-                                       backend.to_device(keep), d.row_weight, 0.8, 0.3, 2.0,
-                                       3.0, d.entry_rows, d.col_order, d.col_ptr, d.col_ids)
-        results.append([backend.to_host(t) for t in (*got, g_loss)])
-    for actual, expect in zip(results[0], [*f64, loss]):
+        got = [backend.to_device(np.full((B, K), np.nan, np.float32))]
+        got += [backend.to_device(t.copy()) for t in starts]
+        got += [backend.to_device(np.full(n, np.nan, np.float32)) for n in (B, nnz)]
+        backend.sparse_output_backward(*got, *on(backend, a, V, c), batch, 0.8, 0.3, 2.0, 3.0)
+        results.append([backend.to_host(t) for t in got])
+    for actual, expect in zip(results[0], [da, *f64, loss, g]):
         assert_close(actual, expect)
     for first, second in zip(*results):
         np.testing.assert_array_equal(first, second)
 
 
 def test_sparse_output_backward_hand_case():
-    # one row, two entries: x = (4, 2), yhat = (3, 3), entry 0 dropped (alpha), 1 kept (beta)
-    # s = 2, m_off = 3: t = tanh(out) = 0 for both, so d yhat/d out = s
-    da, dV, dc, loss = np.zeros((1, 1)), np.zeros((2, 1)), np.zeros(2), np.zeros(1)
-    ref.sparse_output_backward(da, dV, dc, loss, np.array([[0.5]]), np.array([[1.0], [-1.0]]),
-                               np.array([3.0, 3.0]), np.array([0, 2]), np.array([0, 1]),
-                               np.array([4.0, 2.0]), np.array([0, 1], np.uint8),
-                               np.array([1.0]), 1.0, 0.5, 2.0, 3.0, None, None, None, None)
-    # loss = 1/2 * (3-4)^2 + 0.5/2 * (3-2)^2
-    np.testing.assert_allclose(loss, [0.75])
-    g = np.array([1.0 / 2 * 2 * (3 - 4) * 2, 0.5 / 2 * 2 * (3 - 2) * 2])   # w/|K| * 2 err * s
-    np.testing.assert_allclose(dc, g)
-    np.testing.assert_allclose(dV[:, 0], g * 0.5)
-    np.testing.assert_allclose(da, [[g[0] * 1.0 + g[1] * -1.0]])
+    # one row, two entries: x = (4, 2), out = (0, 0), entry 0 dropped (alpha), 1 kept (beta)
+    # s = 2, m_off = 3: yhat = (3, 3), tanh(out) = 0 for both, so d yhat/d out = s
+    da, dV, dc, loss, g = np.zeros((1, 1)), np.zeros((2, 1)), np.zeros(2), np.zeros(1), np.zeros(2)
+    batch = ref.Batch(np.array([0, 2]), np.array([0, 1]), np.array([4.0, 2.0]),
+                      np.array([0, 1], np.uint8), np.array([0, 0]), np.array([0, 1]),
+                      np.array([1.0]))
+    ref.sparse_output_backward(da, dV, dc, loss, g, np.array([[0.5]]), np.array([[0.0], [0.0]]),
+                               np.zeros(2), batch, 1.0, 0.5, 2.0, 3.0)
+    np.testing.assert_allclose(loss, [1.0 / 2 * (3 - 4) ** 2 + 0.5 / 2 * (3 - 2) ** 2])
+    expect_g = np.array([1.0 / 2 * 2 * (3 - 4) * 2, 0.5 / 2 * 2 * (3 - 2) * 2])  # w/|K| 2 err s
+    np.testing.assert_allclose(g, expect_g)
+    np.testing.assert_allclose(dc, expect_g)
+    np.testing.assert_allclose(dV[:, 0], expect_g * 0.5)
+    np.testing.assert_allclose(da, [[0.0]])                   # V is 0
 
 
 # ---------------------------------------------------------------------------------------------
 # implicit output
 
-@pytest.mark.parametrize("shape", SHAPES)
-def test_reweighted_error(backend, shape):
-    rng = np.random.default_rng(8)
-    n_rows, N, _, n_batch, B = shape
-    batch = random_batch(rng, n_rows, N, n_batch, B)
-    out = rng.normal(0, 1.5, (B, N)).astype(np.float32)
+@pytest.mark.parametrize("shape", SHAPES, ids=IDS)
+@pytest.mark.parametrize("kept_only", [False, True])
+def test_reweighted_error(backend, shape, kept_only):
+    rng, m, batch, hb, _, B = case(shape, 8, backend, "implicit")
+    N = shape[1]
+    z = rng.normal(0, 1.5, (B, N)).astype(np.float32)
+    c = rng.normal(0, 0.5, N).astype(np.float32)
     weights = rng.random(N).astype(np.float32)
     expect_d, expect_loss = np.empty((B, N)), np.empty(B)
-    ref.reweighted_error(expect_d, expect_loss, out.astype(np.float64), batch.indptr,
-                         batch.cols, weights.astype(np.float64), batch.row_weight)
+    ref.reweighted_error(expect_d, expect_loss, z.astype(np.float64), c.astype(np.float64), hb,
+                         weights.astype(np.float64), kept_only)
     dout = backend.to_device(np.full((B, N), np.nan, np.float32))
     loss = backend.to_device(np.full(B, np.nan, np.float32))
-    d = on(backend, batch)
-    backend.reweighted_error(dout, loss, backend.to_device(out), d.indptr, d.cols,
-                             backend.to_device(weights), d.row_weight)
+    backend.reweighted_error(dout, loss, *on(backend, z, c), batch, backend.to_device(weights),
+                             kept_only)
     assert_close(host(backend, dout), expect_d)
     assert_close(host(backend, loss), expect_loss)
-    assert not host(backend, dout)[batch.row_weight == 0].any()   # padding rows weigh nothing
+    assert not host(backend, dout)[hb.row_weight == 0].any()   # padding rows weigh nothing
 
 
 def test_reweighted_error_hand_case():
     # one row, N = 2: column 0 observed, column 1 not (weight 0.25); out = (0, atanh(0.5))
     dout, loss = np.empty((1, 2)), np.empty(1)
-    ref.reweighted_error(dout, loss, np.array([[0.0, np.arctanh(0.5)]]), np.array([0, 1]),
-                         np.array([0]), np.array([7.0, 0.25]), np.array([0.5]))
+    batch = ref.Batch(np.array([0, 1]), np.array([0]), np.array([1.0]), np.array([0], np.uint8),
+                      np.array([0]), None, np.array([0.5]))
+    ref.reweighted_error(dout, loss, np.array([[0.0, np.arctanh(0.5) - 0.1]]),
+                         np.array([0.0, 0.1]), batch, np.array([7.0, 0.25]))
     np.testing.assert_allclose(loss, [1.0 + 0.25 * 0.25])
     np.testing.assert_allclose(dout, [[0.5 * 2 * (0 - 1) * 1, 0.5 * 2 * 0.25 * 0.5 * 0.75]])
+    # with kept_only, the dropped observed column is a negative with weight 7
+    ref.reweighted_error(dout, loss, np.array([[0.0, np.arctanh(0.5) - 0.1]]),
+                         np.array([0.0, 0.1]), batch, np.array([7.0, 0.25]), kept_only=True)
+    np.testing.assert_allclose(loss, [0.0 + 0.25 * 0.25])
+
+
+# ---------------------------------------------------------------------------------------------
+# dense layers and the step's bookkeeping
+
+@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_gemm(backend, trans_a, trans_b, accumulate):
+    rng = np.random.default_rng(9)
+    a = rng.normal(0, 1, (5, 7) if trans_a else (7, 5)).astype(np.float32)   # op(a): (7, 5)
+    b = rng.normal(0, 1, (3, 5) if trans_b else (5, 3)).astype(np.float32)   # op(b): (5, 3)
+    out0 = rng.normal(0, 1, (7, 3)).astype(np.float32)
+    expect = ((a.T if trans_a else a).astype(float) @ (b.T if trans_b else b).astype(float)
+              + (out0 if accumulate else 0))
+    out = backend.to_device(out0.copy())
+    backend.gemm(out, *on(backend, a, b), trans_a, trans_b, accumulate)
+    assert_close(host(backend, out), expect)
+
+
+@pytest.mark.parametrize("B, K", [(1, 1), (7, 13), (64, 300)])
+def test_bias_tanh_and_bias_backward(backend, B, K):
+    rng = np.random.default_rng(10)
+    x, da, a = (rng.normal(0, 1, (B, K)).astype(np.float32) for _ in range(3))
+    b, db0 = (rng.normal(0, 1, K).astype(np.float32) for _ in range(2))
+    out = backend.to_device(x.copy())
+    backend.bias_tanh(out, backend.to_device(b))
+    assert_close(host(backend, out), np.tanh(x.astype(float) + b))
+    dpre, db = backend.to_device(da.copy()), backend.to_device(db0.copy())   # dpre is da
+    backend.bias_backward(db, dpre, dpre, backend.to_device(a))
+    expect = da.astype(float) * (1 - a.astype(float) ** 2)
+    assert_close(host(backend, dpre), expect)
+    assert_close(host(backend, db), db0 + expect.sum(axis=0))
+    db = backend.to_device(db0.copy())
+    backend.bias_backward(db, backend.to_device(x))                        # column sums only
+    assert_close(host(backend, db), db0 + x.astype(float).sum(axis=0))
+
+
+def test_step_loss(backend):
+    losses = backend.to_device(np.zeros(3, np.float32))
+    step = backend.to_device(np.array([1], np.int32))
+    backend.step_loss(losses, step, *on(backend, np.float32([2.0, 4.0, 8.0]),
+                                        np.float32([0.5, 0.25, 0.0])))
+    np.testing.assert_array_equal(backend.to_host(losses), [0.0, 2.0, 0.0])
+    np.testing.assert_array_equal(backend.to_host(step), [2])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,22 +331,31 @@ def test_adam(backend, n):
     m0 = rng.normal(0, 0.1, n).astype(np.float32)
     v0 = rng.random(n).astype(np.float32) * 0.01
     expect = [t.astype(np.float64) for t in (p0, m0, v0)]
-    ref.adam(*expect, g.astype(np.float64), 1e-2, 0.9, 0.999, 1e-8, 0.1, 7)
-    got = [backend.to_device(t.copy()) for t in (p0, m0, v0)]
-    backend.adam(*got, backend.to_device(g), 1e-2, 0.9, 0.999, 1e-8, 0.1, 7)
+    counter = np.array([6, 0])
+    ref.adam(*expect, g.astype(np.float64), counter, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+    got = [backend.to_device(t.copy()) for t in (p0, m0, v0, g)]
+    d_counter = backend.to_device(np.array([6, 0], np.int32))
+    backend.adam(*got, d_counter, 1e-2, 0.9, 0.999, 1e-8, 0.1)
     for actual, e in zip(got, expect):
         assert_close(host(backend, actual), e)
+    assert not host(backend, got[3]).any()                   # the gradient is zeroed
+    np.testing.assert_array_equal(backend.to_host(d_counter), [7, 0])
 
 
 def test_adam_first_step_is_a_signed_lr_step():
     # step 1 from zero moments: m_hat = g, v_hat = g^2, so p moves by lr * g / (|g| + eps)
     p, g = np.array([1.0, 1.0, 1.0]), np.array([0.5, -2.0, 0.0])
-    ref.adam(p, np.zeros(3), np.zeros(3), g, 0.1, 0.9, 0.999, 1e-8, 0.0, 1)
+    ref.adam(p, np.zeros(3), np.zeros(3), g, np.array([0]), 0.1, 0.9, 0.999, 1e-8, 0.0)
     np.testing.assert_allclose(p, [0.9, 1.1, 1.0], rtol=1e-7)
 
 
 # ---------------------------------------------------------------------------------------------
 # evaluation
+
+def _eval_batch(rng, n_rows, N, n_batch):
+    m, rows = random_rows(rng, n_rows, N, n_batch)
+    return ref.cut_rows(CSR.from_scipy(ref, m), rows)
+
 
 def _heldout_outside(rng, batch, N):
     """One held-out column per row, never one of the row's excluded (batch) columns."""
@@ -305,11 +366,12 @@ def _heldout_outside(rng, batch, N):
     return heldout
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_rank_heldout(backend, shape):
     rng = np.random.default_rng(10)
-    n_rows, N, _, n_batch, B = shape
-    batch = random_batch(rng, n_rows, N, n_batch, B)
+    n_rows, N, _, n_batch, _ = shape
+    batch = _eval_batch(rng, n_rows, N, n_batch)
+    B = len(batch.row_weight)
     scores = rng.integers(0, 4, (B, N)).astype(np.float32)        # few values: many ties
     heldout = _heldout_outside(rng, batch, N)
     scores[-1, ::3] = np.nan                                       # NaN candidates never count
@@ -317,9 +379,7 @@ def test_rank_heldout(backend, shape):
     expect = np.empty(B, np.int64)
     ref.rank_heldout(expect, scores, heldout, batch.indptr, batch.cols)
     ranks = backend.to_device(np.full(B, -7, np.int32))
-    d = on(backend, batch)
-    backend.rank_heldout(ranks, backend.to_device(scores), backend.to_device(heldout),
-                         d.indptr, d.cols)
+    backend.rank_heldout(ranks, *on(backend, scores, heldout, batch.indptr, batch.cols))
     np.testing.assert_array_equal(backend.to_host(ranks), expect)
 
 
@@ -335,12 +395,13 @@ def test_rank_heldout_hand_cases():
     np.testing.assert_array_equal(ranks, [1, 3, 4, 0])
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 @pytest.mark.parametrize("M", [1, 5, 40])
 def test_topk(backend, shape, M):
     rng = np.random.default_rng(11)
-    n_rows, N, _, n_batch, B = shape
-    batch = random_batch(rng, n_rows, N, n_batch, B)
+    n_rows, N, _, n_batch, _ = shape
+    batch = _eval_batch(rng, n_rows, N, n_batch)
+    B = len(batch.row_weight)
     scores = rng.normal(0, 1, (B, N)).astype(np.float32)
     scores[::2] = np.round(scores[::2])                            # many ties (and -0.0, 0.0)
     scores[-1, ::4] = np.nan                                       # NaN is never recommended
@@ -348,8 +409,7 @@ def test_topk(backend, shape, M):
     ref.topk(expect_idx, expect_vals, scores, batch.indptr, batch.cols)
     idx = backend.to_device(np.full((B, M), -7, np.int32))
     vals = backend.to_device(np.full((B, M), np.nan, np.float32))
-    d = on(backend, batch)
-    backend.topk(idx, vals, backend.to_device(scores), d.indptr, d.cols)
+    backend.topk(idx, vals, *on(backend, scores, batch.indptr, batch.cols))
     np.testing.assert_array_equal(backend.to_host(idx), expect_idx)
     np.testing.assert_array_equal(backend.to_host(vals), expect_vals)
 
@@ -375,6 +435,5 @@ def test_topk_radix_select_at_scale(backend):
     ref.topk(expect_idx, expect_vals, scores, excl_indptr, excl)
     idx = backend.to_device(np.empty((B, M), np.int32))
     vals = backend.to_device(np.empty((B, M), np.float32))
-    backend.topk(idx, vals, backend.to_device(scores), backend.to_device(excl_indptr),
-                 backend.to_device(excl))
+    backend.topk(idx, vals, *on(backend, scores, excl_indptr, excl))
     np.testing.assert_array_equal(backend.to_host(idx), expect_idx)

@@ -15,8 +15,9 @@ from ncae_cuda.layout import AdamConfig, NCAELayout               # noqa: E402
 from ncae_cuda.model import Network, Objective                    # noqa: E402
 from ncae_cuda.ops import reference as ref                        # noqa: E402
 from ncae_cuda.ops.common import CSR                              # noqa: E402
+from ncae_cuda.plan import Planner, Schedule                       # noqa: E402
 
-from helpers import random_matrix                                 # noqa: E402
+from helpers import cut_first, random_matrix                       # noqa: E402
 
 OBJECTIVES = {"explicit": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.5),
               "implicit": Objective.implicit()}
@@ -59,16 +60,21 @@ def test_peer_steps_match_ncae(feedback, float64_default):
     weights = None if col_weights is None else torch.as_tensor(col_weights)
     adam = AdamConfig(lr=1e-2, weight_decay=1e-3)
     optimizer = torch.optim.Adam(model.parameters(), lr=adam.lr, weight_decay=adam.weight_decay)
+    ours = CSR.from_scipy(ref, m)
+    planner = Planner(ours, np.flatnonzero(np.diff(m.indptr)).astype(np.int32),
+                      Schedule(0, 16, q))
+    net.prepare(planner.geometry)
     for step in range(3):
-        rows = np.sort(rng.choice(np.flatnonzero(np.diff(m.indptr)), 16, replace=False))
-        batch = ref.cut_batch(CSR.from_scipy(ref, m), rows.astype(np.int32), 16)
-        keep = (rng.random(len(batch.cols)) >= q).astype(np.uint8)
-        expected = float(net.train_step(batch, keep, 1 / (1 - q), adam))
+        plan = planner.plan(step)                  # its first step: 16 rows, dropout by hash
+        batch = cut_first(ref, net.memory, ours, plan)
+        expected = float(net.loss_and_grad(batch, plan.scale) @ batch.row_weight)
         grads = {key: g.copy() for key, g in net.d.items()}
+        net.adam_step(adam)
 
         optimizer.zero_grad()
-        loss = peer_torch.batch_loss(model, csr.batch(rows), torch.as_tensor(keep.astype(bool)),
-                                     q, OBJECTIVES[feedback], weights)
+        loss = peer_torch.batch_loss(model, csr.batch(plan.order[:16]),
+                                     torch.as_tensor(batch.keep.astype(bool)), q,
+                                     OBJECTIVES[feedback], weights)
         loss.backward()
         assert loss.item() == pytest.approx(expected, rel=1e-12)
         for key, p in torch_params(model).items():

@@ -7,10 +7,11 @@ import pytest
 
 from ncae_cuda import pretrain, train
 from ncae_cuda.layout import AdamConfig, Layout, NCAELayout, Parameters
-from ncae_cuda.loop import Schedule, trainable_rows
+from ncae_cuda.loop import trainable_rows
 from ncae_cuda.model import Network, Objective
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
+from ncae_cuda.plan import Planner, Schedule
 
 from helpers import random_matrix
 
@@ -31,8 +32,9 @@ def setup(feedback, hidden=(6, 5, 4)):
     weights = rng.random(12) if feedback == "implicit" else None
     net = Network(layout, ref, objective, layout.xavier_init(rng), weights)
     csr = CSR.from_scipy(ref, m)
-    stage = pretrain.Stage(ref, csr, trainable_rows(csr), Schedule(0, 8, 0.5),
-                           AdamConfig(lr=1e-2, weight_decay=1e-3), epochs=2)
+    planner = Planner(csr, trainable_rows(csr), Schedule(0, 8, 0.5))
+    net.prepare(planner.geometry)
+    stage = pretrain.Stage(csr, planner, AdamConfig(lr=1e-2, weight_decay=1e-3), epochs=2)
     return net, stage
 
 

@@ -194,16 +194,16 @@ from ncae_cuda import loop, train
 real_epoch = loop.run_epoch
 
 
-def paused_epoch(step, ops, csr, rows, schedule, epoch, label):
+def paused_epoch(step, memory, csr, plan, label):
     steps = []
 
-    def step_then_pause(batch, keep, scale):
+    def step_then_pause(batch, scale):
         if label == "epoch 3" and len(steps) == 1:      # one step of epoch 3 taken
             open(os.environ["PAUSED"], "w").close()
             time.sleep(600)                              # until the test kills the process
         steps.append(1)
-        return step(batch, keep, scale)
-    return real_epoch(step_then_pause, ops, csr, rows, schedule, epoch, label)
+        return step(batch, scale)
+    return real_epoch(step_then_pause, memory, csr, plan, label)
 
 
 loop.run_epoch = paused_epoch

@@ -1,4 +1,5 @@
-"""What every backend shares: the batch and matrix types, and the dropout hash's host side.
+"""What every backend shares: the numbers Python and CUDA agree on, the batch and matrix types,
+and the dropout hash's host side.
 
 The dropout mask of an entry is a pure function of (seed, epoch, entry id): a splitmix64 stream
 key per (seed, epoch), mixed with the entry id, the top 24 bits compared against an integer
@@ -16,6 +17,31 @@ GOLDEN = 0x9E3779B97F4A7C15   # 2^64 / golden ratio: splitmix64's increment
 MIX1 = 0xBF58476D1CE4E5B9
 MIX2 = 0x94D049BB133111EB
 KEEP_BITS = 24                # a float32 holds 24 bits exactly: the threshold is an exact q
+
+# The numbers the CUDA kernels are compiled with (as -D options, by ops/gpu.py and the emulator
+# alike) and the launchers size their launches by: the one place they are written.
+DEVICE_NUMBERS = {
+    "BLOCK": 256,         # threads a block, for the kernels whose block size is fixed
+    "WARP": 32,
+    "LANE_FLOATS": 4,     # floats of a K-vector a lane owns: one float4
+    "UNROLL": 4,          # entries whose rows are loaded together before any is added
+    "MAX_TOPK": 1024,     # topk's largest M: the chosen M stay in shared memory
+}
+SLAB = DEVICE_NUMBERS["WARP"] * DEVICE_NUMBERS["LANE_FLOATS"]    # a warp's share of a K-vector
+MAX_WIDTH = 1024 // DEVICE_NUMBERS["WARP"] * SLAB    # widest K: a block of 1024 threads, a
+                                                      # warp per slab
+
+
+def slabs(K: int) -> int:
+    """Warps a block of a kernel over K-vectors has: one per slab of K."""
+    return -(-K // SLAB)
+
+
+def pieces_stride(K: int) -> int:
+    """Floats of one window's piece of sums for width K: K rounded up to LANE_FLOATS, then the
+    scalar's slot (kernels/common.cuh: pieces_stride)."""
+    lane = DEVICE_NUMBERS["LANE_FLOATS"]
+    return -(-K // lane) * lane + lane
 
 
 def mix64(z: int) -> int:
@@ -38,26 +64,38 @@ def dropout_threshold(q: float) -> int:
     return round(q * (1 << KEEP_BITS))
 
 
+class Windows(NamedTuple):
+    """How the GPU kernels deal a batch's entries out to blocks, in windows of equal length
+    (kernels/common.cuh), and the scratch where windows that share a row or a column's run
+    leave their partial sums."""
+    rows: int           # entries a window over the entries in row order: >= sqrt(longest row)
+    columns: int        # ... in column order: >= B, so a column's run spans two windows at most
+    pieces: object      # (2 * windows, stride) float32
+    arrivals: object    # (windows,) int32, zero between launches
+
+
 class Batch(NamedTuple):
-    """B rows cut from a CSR, in the arrays of the backend that cut them (see cut_batch)."""
+    """B rows of a CSR, in the arrays of the backend that cut them (cut_batch, cut_rows)."""
     indptr: object      # (B+1,) int32 entry range of each row; padding rows are empty
     cols: object        # (nnz,) int32 column of each entry
     vals: object        # (nnz,) float32 value of each entry
-    entry_ids: object   # (nnz,) int32 position in the source CSR: keys the dropout hash
+    keep: object        # (nnz,) uint8 1 where the entry survives input dropout (all, outside
+                        # training)
     entry_rows: object  # (nnz,) int32 batch row of each entry
-    col_order: object   # (nnz,) int32 entries sorted by column, stable
-    col_ptr: object     # (runs+1,) int32 run of each distinct column in col_order
-    col_ids: object     # (runs,) int32 the distinct columns, ascending; a backend may add
-                        # empty runs after them (col_ids -1), which every consumer skips
+    col_order: object   # (nnz,) int32 the entries grouped by column, columns ascending: the
+                        # order the scatters sum in (training batches only; else None)
     row_weight: object  # (B,) float32 1/n for the n real rows, 0 for padding
+    windows: Windows | None = None    # the GPU kernels' windows; None on the CPU backends
 
 
 class CSR(NamedTuple):
-    """A rows x cols sparse matrix in the arrays of one backend, as cut_batch reads it."""
+    """A rows x cols sparse matrix in the arrays of one backend, as the cuts read it, and its
+    host copy: the host plans batches from it without asking the device."""
     indptr: object          # (rows+1,) int32
     indices: object         # (nnz,) int32 column of each entry, ascending within a row
     data: object            # (nnz,) float32
-    host_indptr: np.ndarray # (rows+1,) int32 on the host: batch sizes without a device sync
+    host_indptr: np.ndarray # (rows+1,) int32
+    host_indices: np.ndarray
     shape: tuple
 
     @classmethod
@@ -65,6 +103,6 @@ class CSR(NamedTuple):
         if m.nnz >= 2**31:
             raise ValueError(f"{m.nnz} entries: int32 entry ids hold at most 2^31 - 1")
         m.sort_indices()
-        indptr = m.indptr.astype(np.int32)
-        return cls(backend.to_device(indptr), backend.to_device(m.indices.astype(np.int32)),
-                   backend.to_device(m.data.astype(np.float32)), indptr, m.shape)
+        indptr, indices = m.indptr.astype(np.int32), m.indices.astype(np.int32)
+        return cls(backend.to_device(indptr), backend.to_device(indices),
+                   backend.to_device(m.data.astype(np.float32)), indptr, indices, m.shape)

@@ -1,12 +1,12 @@
 """Numba CPU backend: every op of ops/reference.py, same names, argument order and semantics.
 
 Each public function is a thin launcher (like ops/gpu.py's) that casts scalars to float32 and
-calls a jitted kernel. The cast matters: Numba types a Python float as float64 and an int
+calls a jitted kernel; the dense parts and the step's bookkeeping are the reference's numpy. The cast matters: Numba types a Python float as float64 and an int
 literal mixed with float32 as float64, which would silently run the hot loops in double.
 
 Parallelism follows ownership, so results never depend on thread timing: a row-parallel loop
-writes only its row; the scatters into embedding rows (dE, dV, dc) run over the batch's distinct
-columns, each summing its entries in the fixed order of Batch.col_order.
+writes only its row; the scatters into embedding rows (dE, dV, dc) run over the batch's column
+runs, each summing its entries in the fixed order of Batch.col_order.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
 from .common import Batch, dropout_stream, dropout_threshold, GOLDEN, KEEP_BITS, MIX1, MIX2
+from .reference import bias_backward, bias_tanh, gemm, load_plan, step_loss  # noqa: F401
 
 xp = np
 name = "cpu"
@@ -48,59 +49,77 @@ def session():
 # batching
 
 @_jit
-def _cut_batch(indptr, indices, data, rows, batch_size):
-    n = rows.shape[0]
-    b_indptr = np.zeros(batch_size + 1, np.int32)               # (B+1,)
-    for b in range(batch_size):
-        length = indptr[rows[b] + 1] - indptr[rows[b]] if b < n else 0
-        b_indptr[b + 1] = b_indptr[b] + length
-    nnz = b_indptr[batch_size]
-    cols = np.empty(nnz, np.int32)                              # (nnz,)
-    vals = np.empty(nnz, np.float32)                            # (nnz,)
-    entry_ids = np.empty(nnz, np.int32)                         # (nnz,)
-    entry_rows = np.empty(nnz, np.int32)                        # (nnz,)
-    for b in range(n):
+def _cut(cols, vals, keep, entry_rows, indptr, indices, data, rows, batch_indptr, stream,
+         threshold):
+    for b in range(rows.shape[0]):
         src = indptr[rows[b]]
-        for p in range(b_indptr[b], b_indptr[b + 1]):
-            e = src + p - b_indptr[b]
-            cols[p], vals[p], entry_ids[p], entry_rows[p] = indices[e], data[e], e, b
-    col_order = np.argsort(cols, kind="mergesort").astype(np.int32)  # stable: (col, row)
-    n_distinct = 0
-    for t in range(nnz):
-        if t == 0 or cols[col_order[t]] != cols[col_order[t - 1]]:
-            n_distinct += 1
-    col_ids = np.empty(n_distinct, np.int32)                    # (U,)
-    col_ptr = np.empty(n_distinct + 1, np.int32)                # (U+1,)
-    u = -1
-    for t in range(nnz):
-        if t == 0 or cols[col_order[t]] != cols[col_order[t - 1]]:
-            u += 1
-            col_ids[u], col_ptr[u] = cols[col_order[t]], t
-    col_ptr[n_distinct] = nnz
-    return b_indptr, cols, vals, entry_ids, entry_rows, col_order, col_ptr, col_ids
+        for p in range(batch_indptr[b], batch_indptr[b + 1]):
+            e = src + p - batch_indptr[b]
+            cols[p], vals[p], entry_rows[p] = indices[e], data[e], b
+            keep[p] = _kept(stream, e, threshold)
 
 
-def cut_batch(csr, rows, batch_size):
-    n = len(rows)
-    if not 0 < n <= batch_size:
-        raise ValueError(f"a batch needs 1..{batch_size} rows, got {n}")
-    row_weight = np.zeros(batch_size, np.float32)
-    row_weight[:n] = 1.0 / n
-    return Batch(*_cut_batch(csr.indptr, csr.indices, csr.data, rows, batch_size),
-                 row_weight=row_weight)
+def cut_batch(memory, csr, plan, step):
+    v, B = memory.views, plan.batch_size
+    if int(memory.step[0]) != step:
+        raise RuntimeError("cut_batch out of step with step_loss")
+    n = plan.rows(step)
+    batch = memory.batch(plan.entries(step))
+    batch.indptr[:] = v["batch_indptr"][step]
+    header = v["header"]
+    _cut(batch.cols, batch.vals, batch.keep, batch.entry_rows, csr.indptr, csr.indices,
+         csr.data, v["order"][step * B:step * B + n], batch.indptr,
+         header[2:4].view(np.uint64)[0], np.uint64(header[1]))
+    start = v["col_offsets"][step]
+    batch.col_order[:] = v["col_order"][start:start + len(batch.cols)]
+    batch.row_weight[:] = 0
+    batch.row_weight[:n] = 1.0 / n
+    return batch
+
+
+def cut_rows(csr, rows):
+    rows = np.asarray(rows, np.int32)
+    indptr = np.zeros(len(rows) + 1, np.int32)
+    np.cumsum(csr.indptr[rows + 1] - csr.indptr[rows], out=indptr[1:])
+    nnz = int(indptr[-1])
+    cols, entry_rows = np.empty(nnz, np.int32), np.empty(nnz, np.int32)
+    vals, keep = np.empty(nnz, np.float32), np.empty(nnz, np.uint8)
+    _cut(cols, vals, keep, entry_rows, csr.indptr, csr.indices, csr.data, rows, indptr,
+         np.uint64(0), np.uint64(0))
+    return Batch(indptr, cols, vals, keep, entry_rows, None,
+                 np.full(len(rows), 1.0 / max(len(rows), 1), np.float32))
+
+
+@_jit
+def _column_runs(cols, col_order):
+    """(starts (runs+1,)) of the column runs of col_order: where each column's entries begin."""
+    n = col_order.shape[0]
+    starts = np.empty(n + 1, np.int64)
+    runs = 0
+    for t in range(n):
+        if t == 0 or cols[col_order[t]] != cols[col_order[t - 1]]:
+            starts[runs] = t
+            runs += 1
+    starts[runs] = n
+    return starts[:runs + 1]
 
 
 # ---------------------------------------------------------------------------------------------
 # input dropout
 
+@_jit
+def _kept(stream, entry_id, threshold):
+    z = stream + np.uint64(entry_id) * _GOLDEN
+    z = (z ^ (z >> _S30)) * _MIX1
+    z = (z ^ (z >> _S27)) * _MIX2
+    z = z ^ (z >> _S31)
+    return (z >> _KEEP_SHIFT) >= threshold
+
+
 @_pjit
 def _dropout_keep(keep, entry_ids, stream, threshold):
     for p in prange(entry_ids.shape[0]):
-        z = stream + np.uint64(entry_ids[p]) * _GOLDEN
-        z = (z ^ (z >> _S30)) * _MIX1
-        z = (z ^ (z >> _S27)) * _MIX2
-        z = z ^ (z >> _S31)
-        keep[p] = (z >> _KEEP_SHIFT) >= threshold
+        keep[p] = _kept(stream, entry_ids[p], threshold)
 
 
 def dropout_keep(keep, entry_ids, seed, epoch, q):
@@ -126,31 +145,29 @@ def _gather_forward(a1, indptr, cols, vals, keep, E, b1, scale):
             a1[b, k] = np.tanh(acc[k])
 
 
-def gather_forward(a1, indptr, cols, vals, keep, E, b1, scale):
-    _gather_forward(a1, indptr, cols, vals, keep, E, b1, np.float32(scale))
+def gather_forward(a1, batch, E, b1, scale):
+    _gather_forward(a1, batch.indptr, batch.cols, batch.vals, batch.keep, E, b1,
+                    np.float32(scale))
 
 
 @_pjit
-def _scatter_backward(dE, db1, dpre1, vals, keep, scale, entry_rows, col_order, col_ptr, col_ids):
+def _scatter_backward(dE, dpre1, cols, vals, keep, scale, entry_rows, col_order, starts):
     K = dE.shape[1]
-    for u in prange(col_ids.shape[0]):
-        de = dE[col_ids[u]]
-        for t in range(col_ptr[u], col_ptr[u + 1]):
+    for u in prange(starts.shape[0] - 1):
+        de = dE[cols[col_order[starts[u]]]]
+        for t in range(starts[u], starts[u + 1]):
             p = col_order[t]
             if keep[p]:
                 w = vals[p] * scale
                 d = dpre1[entry_rows[p]]
                 for k in range(K):
                     de[k] += w * d[k]
-    for b in range(dpre1.shape[0]):
-        for k in range(K):
-            db1[k] += dpre1[b, k]
 
 
-def scatter_backward(dE, db1, dpre1, indptr, cols, vals, keep, scale,
-                     entry_rows, col_order, col_ptr, col_ids):
-    _scatter_backward(dE, db1, dpre1, vals, keep, np.float32(scale),
-                      entry_rows, col_order, col_ptr, col_ids)
+def scatter_backward(dE, dpre1, batch, scale):
+    _scatter_backward(dE, dpre1, batch.cols, batch.vals, batch.keep, np.float32(scale),
+                      batch.entry_rows, batch.col_order,
+                      _column_runs(batch.cols, batch.col_order))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,32 +185,36 @@ def _sparse_output_forward(yhat, a, V, c, indptr, cols, s, m_off):
             yhat[p] = s * np.tanh(out) + m_off
 
 
-def sparse_output_forward(yhat, a, V, c, indptr, cols, s, m_off):
-    _sparse_output_forward(yhat, a, V, c, indptr, cols, np.float32(s), np.float32(m_off))
+def sparse_output_forward(yhat, a, V, c, batch, s, m_off):
+    _sparse_output_forward(yhat, a, V, c, batch.indptr, batch.cols, np.float32(s),
+                           np.float32(m_off))
 
 
 @_pjit
-def _sparse_output_backward(da, dV, dc, row_loss, a, V, yhat, indptr, cols, vals, keep,
-                            row_weight, alpha, beta, s, m_off,
-                            entry_rows, col_order, col_ptr, col_ids):
+def _sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, indptr, cols, vals, keep,
+                            row_weight, alpha, beta, s, m_off, entry_rows, col_order, starts):
     K = a.shape[1]
-    g = np.empty(yhat.shape[0], np.float32)                     # (nnz,) d loss / d out
-    for b in prange(a.shape[0]):                                # rows: loss, g, da
+    for b in prange(a.shape[0]):                                # rows: forward, loss, g, da
         n_obs = np.float32(indptr[b + 1] - indptr[b])
         loss = 0.0
+        for k in range(K):
+            da[b, k] = 0
         for p in range(indptr[b], indptr[b + 1]):
-            w = (beta if keep[p] else alpha) / n_obs
-            err = yhat[p] - vals[p]
-            loss += w * err * err
-            t = (yhat[p] - m_off) / s                           # tanh(out)
-            g[p] = row_weight[b] * w * _F2 * err * s * (_F1 - t * t)
-            v = V[cols[p]]
+            j = cols[p]
+            out = c[j]
             for k in range(K):
-                da[b, k] += g[p] * v[k]
+                out += V[j, k] * a[b, k]
+            t = np.tanh(out)                                    # tanh(out), kept
+            w = (beta if keep[p] else alpha) / n_obs
+            err = s * t + m_off - vals[p]
+            loss += w * err * err
+            g[p] = row_weight[b] * w * _F2 * err * s * (_F1 - t * t)
+            for k in range(K):
+                da[b, k] += g[p] * V[j, k]
         row_loss[b] = loss
-    for u in prange(col_ids.shape[0]):                          # columns: dV, dc
-        j = col_ids[u]
-        for t in range(col_ptr[u], col_ptr[u + 1]):
+    for u in prange(starts.shape[0] - 1):                       # columns: dV, dc
+        j = cols[col_order[starts[u]]]
+        for t in range(starts[u], starts[u + 1]):
             p = col_order[t]
             ab = a[entry_rows[p]]
             for k in range(K):
@@ -201,40 +222,45 @@ def _sparse_output_backward(da, dV, dc, row_loss, a, V, yhat, indptr, cols, vals
             dc[j] += g[p]
 
 
-def sparse_output_backward(da, dV, dc, row_loss, a, V, yhat, indptr, cols, vals, keep,
-                           row_weight, alpha, beta, s, m_off,
-                           entry_rows, col_order, col_ptr, col_ids):
+def sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s, m_off):
     f = np.float32
-    _sparse_output_backward(da, dV, dc, row_loss, a, V, yhat, indptr, cols, vals, keep,
-                            row_weight, f(alpha), f(beta), f(s), f(m_off),
-                            entry_rows, col_order, col_ptr, col_ids)
+    _sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch.indptr, batch.cols,
+                            batch.vals, batch.keep, batch.row_weight, f(alpha), f(beta), f(s),
+                            f(m_off), batch.entry_rows, batch.col_order,
+                            _column_runs(batch.cols, batch.col_order))
 
 
 # ---------------------------------------------------------------------------------------------
 # implicit output: dense logits, popularity-reweighted error
 
 @_pjit
-def _reweighted_error(dout, row_loss, yhat, indptr, cols, weights, row_weight):
-    B, N = yhat.shape
+def _reweighted_error(dout, row_loss, z, c, indptr, cols, keep, kept_only, weights, row_weight):
+    B, N = z.shape
     for b in prange(B):
         rw = row_weight[b]
         loss = 0.0
         for j in range(N):                                      # every column as unobserved
-            y = yhat[b, j]
+            y = dout[b, j]                                      # tanh(z + c), from numpy
             loss += weights[j] * y * y
             dout[b, j] = rw * _F2 * weights[j] * y * (_F1 - y * y)
         for p in range(indptr[b], indptr[b + 1]):               # then correct the observed
+            if kept_only and not keep[p]:
+                continue
             j = cols[p]
-            y = yhat[b, j]
+            y = np.tanh(z[b, j] + c[j])
             loss += (y - _F1) * (y - _F1) - weights[j] * y * y
             dout[b, j] = rw * _F2 * (y - _F1) * (_F1 - y * y)
         row_loss[b] = loss
 
 
-def reweighted_error(dout, row_loss, out, indptr, cols, weights, row_weight):
+def reweighted_error(dout, row_loss, z, c, batch, weights, kept_only=False):
     # numpy's tanh is SIMD, Numba's a scalar libm call per element: 0.8 ms against 25 ms for
-    # a (128, 17632) Last.fm-shaped batch; the loop then only weights and sums.
-    _reweighted_error(dout, row_loss, np.tanh(out), indptr, cols, weights, row_weight)
+    # a (128, 17632) Last.fm-shaped batch; the loop then only weights and sums. dout holds
+    # tanh(z + c) until the loop overwrites it, element by element.
+    np.add(z, c, out=dout)
+    np.tanh(dout, out=dout)
+    _reweighted_error(dout, row_loss, z, c, batch.indptr, batch.cols, batch.keep, kept_only,
+                      weights, batch.row_weight)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,14 +276,18 @@ def _adam(params, m, v, grads, lr_t, beta1, one_minus_beta1, beta2, one_minus_be
         m[i] = mi
         v[i] = vi
         params[i] -= lr_t * mi / (np.sqrt(vi) * inv_sqrt_bc2 + eps)
+        grads[i] = 0
 
 
-def adam(params, m, v, grads, lr, beta1, beta2, eps, weight_decay, step):
+def adam(params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay):
     # p -= lr * (m / bc1) / (sqrt(v / bc2) + eps), with the scalar parts folded on the host
+    # in double, as kernels/adam.cu folds them
     f = np.float32
+    step = int(counter[0]) + 1
     bc1, bc2 = 1.0 - beta1 ** step, 1.0 - beta2 ** step
     _adam(params, m, v, grads, f(lr / bc1), f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2),
           f(1.0 / np.sqrt(bc2)), f(eps), f(weight_decay))
+    counter[0] = step
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 // A CPU stand-in for the CUDA device runtime, so that kernels/*.cu run under g++ where
 // there is no GPU. Each CUDA thread of a block is an OS thread; __syncthreads is a barrier of
 // the block's threads; __shared__ is a static local, shared by those threads (blocks run one
-// after another); a warp shuffle is an exchange through a buffer between two warp barriers.
-// It checks what the kernels compute and what the launchers pass them, not speed or the GPU's
-// memory model: a race a real GPU would show may stay hidden here.
+// after another); a warp shuffle or ballot is an exchange through a buffer between two warp
+// barriers. It checks what the kernels compute and what the launchers pass them, not speed or
+// the GPU's memory model: a race a real GPU would show may stay hidden here, and since blocks
+// run in order, the last block to arrive at a count is always the highest.
 #pragma once
 #include <math.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -17,6 +19,13 @@
 #include <vector>
 
 using std::isnan;
+using std::max;
+using std::min;
+
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 struct emu_dim3 {
     unsigned x = 0, y = 0, z = 0;
@@ -26,12 +35,18 @@ inline emu_dim3 blockDim, gridDim;
 
 inline std::barrier<>* emu_block_barrier = nullptr;
 inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_barriers;
-inline float emu_warp_slots[1024];
+inline unsigned emu_warp_slots[1024];
 
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __restrict__
+
+inline void __threadfence() {}      // blocks run one after another: all writes are seen
+template <typename T>
+T __ldcg(const T* p) { return *p; }
+inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 
 inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
 
@@ -47,13 +62,40 @@ inline unsigned __float_as_uint(float f) {
     return u;
 }
 
-inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+// Every lane of the calling thread's warp puts a 4-byte value in; each gets lane src's back.
+template <typename T>
+T emu_exchange(T v, unsigned src) {
+    static_assert(sizeof(T) == 4);
     unsigned t = threadIdx.x, warp = t / 32;
-    emu_warp_slots[t] = v;
+    std::memcpy(&emu_warp_slots[t], &v, 4);
     emu_warp_barriers[warp]->arrive_and_wait();
-    float other = emu_warp_slots[warp * 32 + ((t % 32) ^ lane_mask)];
+    T other;
+    std::memcpy(&other, &emu_warp_slots[warp * 32 + src], 4);
     emu_warp_barriers[warp]->arrive_and_wait();
     return other;
+}
+
+template <typename T>
+T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+    return emu_exchange(v, (threadIdx.x % 32) ^ lane_mask);
+}
+
+template <typename T>
+T __shfl_sync(unsigned, T v, int src) { return emu_exchange(v, src); }
+
+template <typename T>
+T __shfl_up_sync(unsigned, T v, unsigned delta) {
+    unsigned lane = threadIdx.x % 32;
+    return emu_exchange(v, lane >= delta ? lane - delta : lane);
+}
+
+inline unsigned __ballot_sync(unsigned, int predicate) {
+    unsigned t = threadIdx.x, warp = t / 32, mask = 0;
+    emu_warp_slots[t] = predicate != 0;
+    emu_warp_barriers[warp]->arrive_and_wait();
+    for (unsigned lane = 0; lane < 32; lane++) mask |= emu_warp_slots[warp * 32 + lane] << lane;
+    emu_warp_barriers[warp]->arrive_and_wait();
+    return mask;
 }
 
 template <typename T>

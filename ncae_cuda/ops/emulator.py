@@ -15,12 +15,13 @@ import re
 import shutil
 import subprocess
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from . import gpu
+from . import gpu, ledger, reference
 from .ledger import DeviceNumpy
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +29,7 @@ CXX = shutil.which("g++")
 _SIGNATURE = re.compile(r'extern "C" __global__ void (\w+)\((.*?)\)\s*\{', re.S)
 _SCALARS = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
             np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
-            np.dtype(np.float32): ctypes.c_float}
+            np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
 
 def _wrappers(source: str) -> str:
@@ -50,10 +51,54 @@ def build(directory: Path) -> ctypes.CDLL:
         cpp = directory / "kernels_emulated.cpp"
         cpp.write_text(source)
         subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
-                        "-include", str(HERE / "emu.h"), f"-I{gpu.KERNEL_DIR}",
+                        "-include", str(HERE / "emu.h"), f"-I{gpu.KERNEL_DIR}", *gpu.DEFINES,
                         "-x", "c++", str(cpp), "-o", str(library)],
                        check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(library))
+
+
+class EmulatedDevice:
+    """The device binding of gpu.KernelOps on the CPU: kernels run (or are only counted) by the
+    compiled library, memory is ledger.DeviceArray, products are numpy's."""
+
+    def __init__(self, library: ctypes.CDLL, runs: Callable[[str], bool]):
+        self.library, self.runs, self.xp = library, runs, DeviceNumpy()
+
+    def session(self):
+        return nullcontext()
+
+    def launch(self, kernel: str, grid: int, block: int, args: tuple) -> None:
+        if not self.runs(kernel):
+            return
+        converted = [ctypes.c_int(grid), ctypes.c_int(block)]
+        for a in args:
+            if a is None:
+                converted.append(ctypes.c_void_p(None))
+            elif isinstance(a, np.ndarray):
+                if not a.flags.c_contiguous:
+                    raise TypeError(f"{kernel}: a non-contiguous array argument")
+                converted.append(ctypes.c_void_p(a.ctypes.data))
+            else:
+                converted.append(_SCALARS[np.asarray(a).dtype](a))
+        getattr(self.library, f"emu_{kernel}")(*converted)
+
+    def gemm(self, out, a, b, trans_a, trans_b, accumulate) -> None:
+        # on plain views: gpu.KernelOps counts the call once, as one cuBLAS call
+        reference.gemm(*(x.view(np.ndarray) for x in (out, a, b)), trans_a, trans_b,
+                       accumulate)
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        return np.zeros(nbytes, np.uint8)
+
+    def upload(self, target, source: np.ndarray) -> None:
+        ledger.copy()
+        target.view(np.ndarray)[...] = source
+
+    def to_device(self, a):
+        return self.xp.asarray(a)
+
+    def to_host(self, a) -> np.ndarray:
+        return self.xp.to_host(a)
 
 
 def emulated_backend(directory: Path | None = None,
@@ -61,19 +106,4 @@ def emulated_backend(directory: Path | None = None,
     """KernelOps over emulated device memory whose kernels run on the CPU; a kernel for which
     `runs(name)` is false is launched in name only (counted by a ledger, not run)."""
     library = build(directory or Path(tempfile.mkdtemp(prefix="ncae-emu-")))
-
-    def launch(kernel: str, grid: int, block: int, args: tuple) -> None:
-        if not runs(kernel):
-            return
-        converted = [ctypes.c_int(grid), ctypes.c_int(block)]
-        for a in args:
-            if isinstance(a, np.ndarray):
-                if not a.flags.c_contiguous:
-                    raise TypeError(f"{kernel}: a non-contiguous array argument")
-                converted.append(ctypes.c_void_p(a.ctypes.data))
-            else:
-                converted.append(_SCALARS[np.asarray(a).dtype](a))
-        getattr(library, f"emu_{kernel}")(*converted)
-
-    xp = DeviceNumpy()
-    return gpu.KernelOps(xp, launch, xp.to_host)
+    return gpu.KernelOps(EmulatedDevice(library, runs))

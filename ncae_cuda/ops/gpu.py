@@ -1,35 +1,45 @@
 """CUDA backend: the ops of ops/reference.py as the hand-written kernels of kernels/*.cu.
 
 The kernels are one CUDA C source compiled at run time by CuPy's NVRTC (each file behind a
-#line directive, so a compile error names the .cu file and line), one module per device,
-cached. `KernelOps` holds the launchers: the same names, argument order and semantics as
-ops/cpu.py, over an array module and a kernel launcher. `backend()` binds them to CuPy and the
-current device. Tests also bind them to numpy and a CPU emulation of the same kernel sources.
+#line directive, so a compile error names the .cu file and line) with the -D options of
+ops/common.py's DEVICE_NUMBERS, one module per device, each kernel looked up once. `KernelOps`
+holds the launchers: the same names, argument order and semantics as ops/cpu.py, over a
+device binding: `CupyDevice` on a GPU (`backend()`), or the CPU emulator (ops/emulator.py).
 
-Every kernel is launched with blocks of BLOCK threads (kernels/common.cuh).
+A training step launches the same kernels with the same arguments every time: what changes
+from step to step (the step, its batch's size, Adam's step count, the dropout stream) is read
+from device memory, the buffers are the step memory's (memory.py), and the work is dealt out
+in windows of equal length, not by rows (kernels/common.cuh). Kernels over K-vectors run a
+block per window with one warp per slab of K; the others BLOCK threads a block. Every launch
+reports to a ledger (ops/ledger.py) when one is counting: its blocks' work, from its arguments.
 """
 from __future__ import annotations
 
 import functools
-from contextlib import nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from ..memory import pack_plan
+from ..plan import EpochPlan, window_sizes
 from . import ledger
-from .common import Batch, CSR, dropout_stream, dropout_threshold
+from .common import (DEVICE_NUMBERS, MAX_WIDTH, Batch, Windows, dropout_stream,
+                     dropout_threshold, pieces_stride, slabs)
 
-BLOCK = 256                 # kernels/common.cuh: BLOCK
-MAX_TOPK = 1024             # kernels/topk.cu: MAX_TOPK
-MAX_GRID = 65_535 * 8       # grid-stride kernels (adam): enough blocks to fill any GPU
+BLOCK = DEVICE_NUMBERS["BLOCK"]
+WARP = DEVICE_NUMBERS["WARP"]
+MAX_TOPK = DEVICE_NUMBERS["MAX_TOPK"]
+MAX_GRID = 65_535 * 8       # grid-stride kernels (adam, bias_tanh): enough blocks for any GPU
 
 # The package data in an installed wheel, or kernels/ beside the package in a checkout.
 _PACKAGE = Path(__file__).resolve().parent.parent
 KERNEL_DIR = next(d for d in (_PACKAGE / "kernels", _PACKAGE.parent / "kernels") if d.is_dir())
 KERNEL_FILES = ("dropout_keep.cu", "cut_batch.cu", "gather_forward.cu", "scatter_backward.cu",
-                "sparse_output.cu", "reweighted_error.cu", "adam.cu", "rank_heldout.cu",
-                "topk.cu")
-COMPILE_OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
+                "sparse_output.cu", "reweighted_error.cu", "dense.cu", "step_loss.cu", "adam.cu",
+                "rank_heldout.cu", "topk.cu")
+DEFINES = tuple(f"-D{name}={value}" for name, value in DEVICE_NUMBERS.items())
+COMPILE_OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}", *DEFINES)
 
 
 def module_source() -> str:
@@ -38,16 +48,8 @@ def module_source() -> str:
                    for name in KERNEL_FILES)
 
 
-def _blocks(n: int) -> int:
-    return -(-n // BLOCK)
-
-
-def _uniform(n: int, per_block: int = BLOCK) -> np.ndarray:
-    """Work of each block when n items are dealt out per_block at a time."""
-    work = np.full(-(-n // per_block), per_block, np.float64)
-    if len(work):
-        work[-1] = n - per_block * (len(work) - 1)
-    return work
+def _blocks(n: int, per_block: int = BLOCK) -> int:
+    return max(1, -(-n // per_block))
 
 
 def _check(dtype, *arrays) -> None:
@@ -58,146 +60,247 @@ def _check(dtype, *arrays) -> None:
                             f"needs C-contiguous {np.dtype(dtype)}")
 
 
+def _check_width(K: int) -> None:
+    if K > MAX_WIDTH:
+        raise ValueError(f"the GPU kernels take hidden widths up to {MAX_WIDTH}; got {K}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the ledger's weighing of launches: (busiest block's work, mean block's work)
+
+def _even(n: int, per_block: int) -> tuple[float, float]:
+    blocks = _blocks(n, per_block)
+    return float(min(n, per_block)), n / blocks
+
+
+def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float]:
+    """Windows over entries in row order: each window's entries, and on top, for a row that
+    several windows share, the pieces one of them adds up (any of them may: a bound)."""
+    nnz = int(indptr[-1])
+    windows = _blocks(nnz, C)
+    work = np.full(windows, float(C))
+    work[-1] = nnz - C * (windows - 1)
+    starts, ends = indptr[:-1].astype(np.int64), indptr[1:].astype(np.int64)
+    w0, w1 = starts // C, (ends - 1) // C
+    fixup = 0
+    bound = work.copy()
+    for a, b in zip(w0[(ends > starts) & (w1 > w0)], w1[(ends > starts) & (w1 > w0)]):
+        bound[a:b + 1] += b - a + 1
+        fixup += b - a + 1
+    return float(bound.max()), (work.sum() + fixup) / windows
+
+
+def _column_windows_work(cols: np.ndarray, col_order: np.ndarray, C: int) -> tuple[float, float]:
+    """Windows over entries in column order: a column's run crossing a window's start leaves
+    two pieces (C >= B), added up by one of its two windows."""
+    nnz = len(col_order)
+    windows = _blocks(nnz, C)
+    work = np.full(windows, float(C))
+    work[-1] = nnz - C * (windows - 1)
+    ordered = cols[col_order]
+    starts = np.arange(1, windows) * C
+    crossing = starts[ordered[starts - 1] == ordered[starts]] // C      # windows entered
+    bound = work.copy()
+    bound[crossing] += 2
+    bound[crossing - 1] += 2
+    return float(bound.max()), (work.sum() + 2 * len(crossing)) / windows
+
+
 class KernelOps:
-    """The ops over `xp` (cupy, or numpy for the emulator) and launch(kernel, grid, args)."""
+    """The ops over a device binding (see the module's docstring)."""
 
     name = "gpu"
     max_topk = MAX_TOPK       # topk's largest M; callers rank on the host beyond it
+    windowed = True           # the step memory holds the windows' scratch
 
-    def __init__(self, xp, launch, to_host):
-        self.xp, self._bound_launch, self.to_host = xp, launch, to_host
+    def __init__(self, device):
+        self.device, self.xp = device, device.xp
 
-    def _launch(self, kernel: str, grid: int, args: tuple, work=None) -> None:
-        """Launch `kernel` on `grid` blocks; work() -> each block's work (entries x K), asked
-        only when a ledger is counting."""
-        if ledger._ACTIVE is not None:
+    def to_device(self, a):
+        return self.device.to_device(a)
+
+    def to_host(self, a) -> np.ndarray:
+        return self.device.to_host(a)
+
+    def session(self):
+        return self.device.session()
+
+    def _launch(self, kernel: str, grid: int, block: int, args: tuple, work=None) -> None:
+        """Launch `kernel` on `grid` blocks of `block` threads; work() -> (busiest block's
+        work, mean block's), asked only when a ledger is counting (even by default)."""
+        if ledger.counting():
             with ledger.paused():
-                block_work = _uniform(grid * BLOCK) if work is None else work()
-            ledger._ACTIVE.kernel(kernel, block_work)
-        self._bound_launch(kernel, grid, BLOCK, args)
+                busiest, mean = work() if work else (1.0, 1.0)
+            ledger.kernel(kernel, busiest, mean)
+        self.device.launch(kernel, grid, block, args)
 
     def _host(self, a) -> np.ndarray:
         return np.asarray(self.to_host(a))
 
-    def to_device(self, a):
-        return self.xp.asarray(a)
-
-    def session(self):
-        return nullcontext()
-
     # -----------------------------------------------------------------------------------------
-    # batching: the host knows each batch's size from its copy of indptr, so it never waits
+    # batching: the host knows each batch's size from its plan, so it never waits
 
-    def cut_batch(self, csr: CSR, rows: np.ndarray, batch_size: int) -> Batch:
+    def load_plan(self, memory, plan: EpochPlan) -> None:
+        staging = getattr(memory, "staging", None)
+        if staging is None:                               # once a fit: pinned host memory
+            staging = memory.staging = self.device.pinned(memory.plan_bytes.nbytes)
+        pack_plan(plan, staging)
+        self.device.upload(memory.plan_bytes, staging)
+
+    def cut_batch(self, memory, csr, plan: EpochPlan, step: int) -> Batch:
         ledger.step_begins()
-        xp, i32 = self.xp, np.int32
-        n = len(rows)
-        if not 0 < n <= batch_size:
-            raise ValueError(f"a batch needs 1..{batch_size} rows, got {n}")
-        lengths = csr.host_indptr[rows + 1] - csr.host_indptr[rows]
-        b_indptr = np.zeros(batch_size + 1, i32)                    # (B+1,)
-        np.cumsum(lengths, out=b_indptr[1:n + 1])
-        b_indptr[n + 1:] = b_indptr[n]
-        nnz = int(b_indptr[-1])
-        row_weight = np.zeros(batch_size, np.float32)               # (B,)
-        row_weight[:n] = 1.0 / n
-        cols, entry_ids, entry_rows = (xp.empty(nnz, i32) for _ in range(3))
-        vals = xp.empty(nnz, np.float32)
-        d_indptr = xp.asarray(b_indptr)
-        col_ptr = xp.full(nnz + 1, nnz, i32)      # runs past the distinct columns stay empty
-        col_ids = xp.full(nnz, -1, i32)
-        col_order = xp.empty(nnz, i32)
-        if nnz:
-            self._launch("cut_batch_fill_kernel", n, (
-                cols, vals, entry_ids, entry_rows, csr.indptr, csr.indices, csr.data,
-                xp.asarray(rows.astype(i32)), d_indptr, i32(n)), work=lambda: lengths)
-            # unique keys (column, position): any sort gives the one stable column order
-            key = cols.astype(np.int64) * nnz + xp.arange(nnz, dtype=np.int64)
-            col_order[:] = xp.argsort(key)
-            run_start = xp.empty(nnz, i32)
-            self._launch("column_run_starts_kernel", _blocks(nnz),
-                         (run_start, cols, col_order, i32(nnz)))
-            run_index = xp.cumsum(run_start, dtype=i32)
-            self._launch("column_runs_kernel", _blocks(nnz),
-                         (col_ptr, col_ids, run_start, run_index, cols, col_order, i32(nnz)))
-        return Batch(indptr=d_indptr, cols=cols, vals=vals, entry_ids=entry_ids,
-                     entry_rows=entry_rows, col_order=col_order, col_ptr=col_ptr,
-                     col_ids=col_ids, row_weight=xp.asarray(row_weight))
+        v, B = memory.views, plan.batch_size
+        batch = memory.batch(plan.entries(step))
+        self._cut(batch, v["header"], v["order"], v["batch_indptr"], v["col_offsets"],
+                  v["col_order"], csr, len(plan.order), B)
+        return batch
+
+    def cut_rows(self, csr, rows) -> Batch:
+        plan = EpochPlan.of_rows(csr.host_indptr, rows)
+        xp, n, nnz = self.xp, len(plan.order), plan.entries(0)
+        sizes = window_sizes(int(np.diff(plan.batch_indptr[0]).max(initial=0)), n)
+        batch = Batch(xp.empty(n + 1, np.int32), xp.empty(nnz, np.int32),
+                      xp.empty(nnz, np.float32), xp.empty(nnz, np.uint8),
+                      xp.empty(nnz, np.int32), None, xp.empty(n, np.float32),
+                      Windows(*sizes, None, None))
+        d = [self.to_device(x) for x in (plan.header, plan.order, plan.batch_indptr,
+                                         plan.col_offsets)]
+        self._cut(batch, *d, None, csr, n, n)
+        return batch
+
+    def _scratch(self, batch: Batch, K: int) -> tuple:
+        """(pieces, arrivals) of the batch's windows: a training batch's are its step
+        memory's; an evaluation batch's are made here, for width K."""
+        w = batch.windows
+        if w.pieces is not None:
+            return w.pieces, w.arrivals
+        windows = _blocks(len(batch.cols), w.rows)
+        return (self.xp.zeros((2 * windows, pieces_stride(K)), np.float32),
+                self.xp.zeros(windows, np.int32))
+
+    def _cut(self, batch, header, order, batch_indptr, col_offsets, epoch_col_order, csr,
+             n_rows, B):
+        nnz = len(batch.cols)
+        self._launch("cut_batch_kernel", _blocks(max(nnz, B + 1)), BLOCK, (
+            batch.indptr, batch.cols, batch.vals, batch.keep, batch.entry_rows,
+            batch.col_order, batch.row_weight, header, order, batch_indptr, col_offsets,
+            epoch_col_order, csr.indptr, csr.indices, csr.data, np.int32(n_rows), np.int32(B)),
+            work=lambda: _even(max(nnz, B + 1), BLOCK))
+
+    def step_loss(self, losses, step, row_loss, row_weight) -> None:
+        _check(np.float32, losses, row_loss, row_weight)
+        self._launch("step_loss_kernel", 1, BLOCK,
+                     (losses, step, row_loss, row_weight, np.int32(len(row_weight))))
 
     # -----------------------------------------------------------------------------------------
     # the ops of DESIGN.md
 
     def dropout_keep(self, keep, entry_ids, seed, epoch, q):
         nnz = len(entry_ids)
-        if nnz:
-            self._launch("dropout_keep_kernel", _blocks(nnz), (
-                keep, entry_ids, np.uint64(dropout_stream(seed, epoch)),
-                np.uint32(dropout_threshold(q)), np.int32(nnz)))
+        self._launch("dropout_keep_kernel", _blocks(nnz), BLOCK, (
+            keep, entry_ids, np.uint64(dropout_stream(seed, epoch)),
+            np.uint32(dropout_threshold(q)), np.int32(nnz)), work=lambda: _even(nnz, BLOCK))
 
-    def gather_forward(self, a1, indptr, cols, vals, keep, E, b1, scale):
-        _check(np.float32, a1, vals, E, b1)
-        K = a1.shape[1]
-        self._launch("gather_forward_kernel", a1.shape[0], (
-            a1, indptr, cols, vals, keep, E, b1, np.float32(scale), np.int32(K)),
-            work=lambda: np.diff(self._host(indptr)) * K)
+    def _rows_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
+        """A window kernel over the batch's entries in row order."""
+        _check_width(K)
+        C, nnz = batch.windows.rows, len(batch.cols)
+        self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
+            np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
+            work=lambda: _row_windows_work(self._host(batch.indptr), C))
 
-    def scatter_backward(self, dE, db1, dpre1, indptr, cols, vals, keep, scale,
-                         entry_rows, col_order, col_ptr, col_ids):
-        _check(np.float32, dE, db1, dpre1, vals)
-        B, K = dpre1.shape
-        if len(col_ids):
-            self._launch("scatter_backward_kernel", len(col_ids), (
-                dE, dpre1, vals, keep, entry_rows, col_order, col_ptr, col_ids,
-                np.float32(scale), np.int32(K)), work=lambda: np.diff(self._host(col_ptr)) * K)
-        self._launch("bias_backward_kernel", _blocks(K), (db1, dpre1, np.int32(B), np.int32(K)),
-                     work=lambda: _uniform(K) * B)
+    def _columns_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
+        """A window kernel over the batch's entries in column order."""
+        _check_width(K)
+        C, nnz = batch.windows.columns, len(batch.cols)
+        self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
+            np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
+            work=lambda: _column_windows_work(self._host(batch.cols),
+                                              self._host(batch.col_order), C))
 
-    def sparse_output_forward(self, yhat, a, V, c, indptr, cols, s, m_off):
+    def gather_forward(self, a1, batch, E, b1, scale):
+        _check(np.float32, a1, E, b1)
+        self._rows_launch("gather_forward_kernel", batch, a1.shape[1], (
+            a1, *self._scratch(batch, a1.shape[1]), batch.indptr, batch.cols, batch.vals, batch.keep,
+            batch.entry_rows, E, b1, np.float32(scale)))
+
+    def scatter_backward(self, dE, dpre1, batch, scale):
+        _check(np.float32, dE, dpre1)
+        w = batch.windows
+        self._columns_launch("scatter_backward_kernel", batch, dE.shape[1], (
+            dE, w.pieces, w.arrivals, dpre1, batch.indptr, batch.cols, batch.vals, batch.keep,
+            batch.entry_rows, batch.col_order, np.float32(scale)))
+
+    def sparse_output_forward(self, yhat, a, V, c, batch, s, m_off):
         _check(np.float32, yhat, a, V, c)
-        K = a.shape[1]
-        self._launch("sparse_output_forward_kernel", a.shape[0], (
-            yhat, a, V, c, indptr, cols, np.float32(s), np.float32(m_off), np.int32(K)),
-            work=lambda: np.diff(self._host(indptr)) * K)
+        K, C, nnz = a.shape[1], batch.windows.rows, len(batch.cols)
+        _check_width(K)
+        self._launch("sparse_output_forward_kernel", _blocks(nnz, C), WARP * slabs(K), (
+            yhat, a, V, c, batch.indptr, batch.cols, batch.entry_rows, np.float32(s),
+            np.float32(m_off), np.int32(a.shape[0]), np.int32(K), np.int32(C)),
+            work=lambda: _even(nnz, C))
 
-    def sparse_output_backward(self, da, dV, dc, row_loss, a, V, yhat, indptr, cols, vals, keep,
-                               row_weight, alpha, beta, s, m_off,
-                               entry_rows, col_order, col_ptr, col_ids):
-        _check(np.float32, da, dV, dc, row_loss, a, V, yhat, vals, row_weight)
-        f = np.float32
-        B, K = a.shape
-        g = self.xp.empty(len(yhat), np.float32)                    # (nnz,) d loss / d out
-        self._launch("sparse_output_backward_rows_kernel", B, (
-            da, row_loss, g, V, yhat, indptr, cols, vals, keep, row_weight,
-            f(alpha), f(beta), f(s), f(m_off), np.int32(K)),
-            work=lambda: np.diff(self._host(indptr)) * (K + 1))
-        if len(col_ids):
-            self._launch("sparse_output_backward_cols_kernel", len(col_ids), (
-                dV, dc, g, a, entry_rows, col_order, col_ptr, col_ids, np.int32(K)),
-                work=lambda: np.diff(self._host(col_ptr)) * (K + 1))
+    def sparse_output_backward(self, da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s,
+                               m_off):
+        _check(np.float32, da, dV, dc, row_loss, g, a, V, c)
+        f, w, K = np.float32, batch.windows, a.shape[1]
+        self._rows_launch("sparse_output_rows_kernel", batch, K, (
+            da, row_loss, g, w.pieces, w.arrivals, a, V, c, batch.indptr, batch.cols,
+            batch.vals, batch.keep, batch.entry_rows, batch.row_weight, f(alpha), f(beta),
+            f(s), f(m_off)))
+        self._columns_launch("sparse_output_cols_kernel", batch, K, (
+            dV, dc, w.pieces, w.arrivals, g, a, batch.indptr, batch.cols, batch.entry_rows,
+            batch.col_order))
 
-    def reweighted_error(self, dout, row_loss, out, indptr, cols, weights, row_weight):
-        _check(np.float32, dout, row_loss, out, weights, row_weight)
-        N = out.shape[1]
-        self._launch("reweighted_error_kernel", out.shape[0], (
-            dout, row_loss, out, indptr, cols, weights, row_weight, np.int32(N)),
-            work=lambda: N + np.diff(self._host(indptr)))
+    def reweighted_error(self, dout, row_loss, z, c, batch, weights, kept_only=False):
+        _check(np.float32, dout, row_loss, z, c, weights)
+        B, N = z.shape
+        self._launch("reweighted_error_kernel", B, BLOCK, (
+            dout, row_loss, z, c, batch.indptr, batch.cols, batch.keep if kept_only else None,
+            weights, batch.row_weight, np.int32(N)),
+            work=lambda: (N + np.diff(self._host(batch.indptr)).max(),
+                          N + len(batch.cols) / B))
 
-    def adam(self, params, m, v, grads, lr, beta1, beta2, eps, weight_decay, step):
+    def adam(self, params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay):
         _check(np.float32, params, m, v, grads)
-        # the scalars folded exactly as ops/cpu.py folds them
-        f = np.float32
-        bc1, bc2 = 1.0 - beta1 ** step, 1.0 - beta2 ** step
-        n = len(params)
+        _check(np.int32, counter)
+        f, n = np.float32, len(params)
         grid = min(_blocks(n), MAX_GRID)
-        self._launch("adam_kernel", grid, (
-            params, m, v, grads, f(lr / bc1), f(beta1), f(1.0 - beta1), f(beta2),
-            f(1.0 - beta2), f(1.0 / np.sqrt(bc2)), f(eps), f(weight_decay), np.int64(n)),
-            work=lambda: _uniform(n, -(-n // grid)))
+        self._launch("adam_kernel", grid, BLOCK, (
+            params, m, v, grads, counter, np.float64(lr), np.float64(beta1),
+            np.float64(beta2), f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2), f(eps),
+            f(weight_decay), np.int64(n)), work=lambda: _even(n, -(-n // grid)))
+
+    # -----------------------------------------------------------------------------------------
+    # the dense layers
+
+    def gemm(self, out, a, b, trans_a=False, trans_b=False, accumulate=False):
+        _check(np.float32, out, a, b)
+        if ledger.counting():
+            ledger.op("gemm")
+        self.device.gemm(out, a, b, trans_a, trans_b, accumulate)
+
+    def bias_tanh(self, a, b):
+        _check(np.float32, a, b)
+        B, K = a.shape
+        grid = min(_blocks(B * K), MAX_GRID)
+        self._launch("bias_tanh_kernel", grid, BLOCK, (a, b, np.int32(B), np.int32(K)),
+                     work=lambda: _even(B * K, -(-B * K // grid)))
+
+    def bias_backward(self, db, dpre, da=None, a=None):
+        _check(np.float32, db, dpre)
+        B, K = dpre.shape
+        self._launch("bias_backward_kernel", _blocks(K, WARP), BLOCK,
+                     (db, dpre, da, a, np.int32(B), np.int32(K)),
+                     work=lambda: _even(K, WARP))
+
+    # -----------------------------------------------------------------------------------------
+    # evaluation
 
     def rank_heldout(self, ranks, scores, heldout, excl_indptr, excl_cols):
         _check(np.float32, scores)
         _check(np.int32, ranks, heldout)
-        self._launch("rank_heldout_kernel", scores.shape[0], (
+        self._launch("rank_heldout_kernel", scores.shape[0], BLOCK, (
             ranks, scores, heldout, excl_indptr, excl_cols, np.int32(scores.shape[1])))
 
     def topk(self, top_idx, top_vals, scores, excl_indptr, excl_cols):
@@ -207,8 +310,17 @@ class KernelOps:
             raise ValueError(f"topk takes 1..{MAX_TOPK} columns per row, got {M}")
         masked = scores.copy()                                      # (B, N)
         N = np.int32(scores.shape[1])
-        self._launch("mask_excluded_kernel", B, (masked, excl_indptr, excl_cols, N))
-        self._launch("topk_kernel", B, (top_idx, top_vals, masked, N, np.int32(M)))
+        self._launch("mask_excluded_kernel", B, BLOCK, (masked, excl_indptr, excl_cols, N))
+        self._launch("topk_kernel", B, BLOCK, (top_idx, top_vals, masked, N, np.int32(M)))
+
+
+# ---------------------------------------------------------------------------------------------
+# CuPy
+
+@functools.lru_cache(maxsize=None)
+def _function(device_id: int, kernel: str):
+    """A kernel of the module compiled for a device: compiled once, looked up once."""
+    return _module(device_id).get_function(kernel)
 
 
 @functools.lru_cache(maxsize=None)
@@ -218,11 +330,65 @@ def _module(device_id: int):
         return cupy.RawModule(code=module_source(), options=COMPILE_OPTIONS)
 
 
+class CupyDevice:
+    """The GPU: kernels on a stream of the backend's own, cuBLAS for the products, pinned host
+    memory for the plan's one copy an epoch; copies and syncs reported to a counting ledger,
+    allocations through CuPy's allocator hook."""
+
+    def __init__(self):
+        import cupy
+        from cupy_backends.cuda.libs import cublas
+        self.xp, self._cublas = cupy, cublas
+        self.device_id = cupy.cuda.runtime.getDevice()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._one, self._zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+
+    @contextmanager
+    def session(self):
+        import cupy
+
+        class Allocations(cupy.cuda.MemoryHook):
+            name = "ncae_cuda ledger"
+
+            def malloc_preprocess(self, **kwargs):
+                ledger.allocation()
+
+        with cupy.cuda.Device(self.device_id), self.stream, Allocations():
+            yield
+
+    def launch(self, kernel, grid, block, args):
+        _function(self.device_id, kernel)((grid,), (block,), args)
+
+    def gemm(self, out, a, b, trans_a, trans_b, accumulate):
+        # Row-major out (M, N) = op(a) (M, K) @ op(b) (K, N) is column-major out^T = op(b)^T
+        # op(a)^T: cuBLAS gets b first; a row-major (r, c) array is a column-major (c, r) one.
+        cublas, handle = self._cublas, self.xp.cuda.device.get_cublas_handle()
+        M, N = out.shape
+        K = a.shape[0] if trans_a else a.shape[1]
+        cublas.sgemm(handle, cublas.CUBLAS_OP_T if trans_b else cublas.CUBLAS_OP_N,
+                     cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N, N, M, K,
+                     self._one.ctypes.data, b.data.ptr, b.shape[1], a.data.ptr, a.shape[1],
+                     (self._one if accumulate else self._zero).ctypes.data, out.data.ptr, N)
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        import cupy
+        memory = cupy.cuda.alloc_pinned_memory(nbytes)
+        return np.frombuffer(memory, np.uint8, nbytes)    # keeps `memory` alive
+
+    def upload(self, target, source: np.ndarray) -> None:
+        ledger.copy()
+        target.data.copy_from_host_async(source.ctypes.data, source.nbytes, self.stream)
+
+    def to_device(self, a):
+        ledger.copy()
+        return self.xp.asarray(a)
+
+    def to_host(self, a) -> np.ndarray:
+        ledger.copy()
+        ledger.sync()
+        return a.get(stream=self.stream)
+
+
 def backend() -> KernelOps:
     """The ops on the current CUDA device, its kernels compiled on first use."""
-    import cupy
-
-    def launch(kernel: str, grid: int, block: int, args: tuple) -> None:
-        _module(cupy.cuda.runtime.getDevice()).get_function(kernel)((grid,), (block,), args)
-
-    return KernelOps(cupy, launch, cupy.asnumpy)
+    return KernelOps(CupyDevice())

@@ -48,12 +48,11 @@ class Ledger:
     def op(self, name: str) -> None:
         self.now.ops.append(name)
 
-    def kernel(self, name: str, block_work) -> None:
-        """A custom kernel launch and the work of each of its blocks."""
+    def kernel(self, name: str, busiest: float, mean: float) -> None:
+        """A custom kernel launch, with its busiest block's work and its mean block's."""
         self.op(name)
-        work = np.asarray(block_work, np.float64)
-        if len(work) and work.max() > 0:
-            self.now.balance.append((name, float(work.max() / work.mean())))
+        if mean > 0:
+            self.now.balance.append((name, float(busiest / mean)))
 
     def allocation(self) -> None:
         self.now.allocations += 1
@@ -119,18 +118,41 @@ def paused():
         _ACTIVE = previous
 
 
+# What the backends report, to the ledger counting (if any).
+
+def counting() -> bool:
+    return _ACTIVE is not None
+
+
 def step_begins() -> None:
     """Called by cut_batch: what follows belongs to a new step."""
     if _ACTIVE is not None:
         _ACTIVE.begin_step()
 
 
-def _count(kind: str, name: str | None = None) -> None:
+def op(name: str) -> None:
     if _ACTIVE is not None:
-        if kind == "op":
-            _ACTIVE.op(name)
-        else:
-            getattr(_ACTIVE, kind)()
+        _ACTIVE.op(name)
+
+
+def kernel(name: str, busiest: float, mean: float) -> None:
+    if _ACTIVE is not None:
+        _ACTIVE.kernel(name, busiest, mean)
+
+
+def allocation() -> None:
+    if _ACTIVE is not None:
+        _ACTIVE.allocation()
+
+
+def copy() -> None:
+    if _ACTIVE is not None:
+        _ACTIVE.copy()
+
+
+def sync() -> None:
+    if _ACTIVE is not None:
+        _ACTIVE.sync()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,9 +194,9 @@ class DeviceArray(np.ndarray):
         if out is not None:
             kwargs["out"] = _host(out)
         result = getattr(ufunc, method)(*_host(inputs), **kwargs)
-        _count("op", ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}")
+        op(ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}")
         if out is None:
-            _count("allocation")
+            allocation()
             return _device(result)
         return out[0] if len(out) == 1 else out
 
@@ -184,34 +206,34 @@ class DeviceArray(np.ndarray):
         fresh = [r for r in _arrays(result) if not any(np.shares_memory(r, g) for g in given)]
         if fresh:                                     # not a view nor a query of the inputs
             if func.__name__ not in ("empty_like",):
-                _count("op", func.__name__)
+                op(func.__name__)
             for _ in fresh:
-                _count("allocation")
+                allocation()
         return _device(result)
 
     def __setitem__(self, key, value):
         if isinstance(value, np.ndarray) and not isinstance(value, DeviceArray) and value.size > 1:
-            _count("copy")                            # host data written into device memory
-        _count("op", "setitem")
+            copy()                            # host data written into device memory
+        op("setitem")
         super().__setitem__(_host(key), _host(value))
 
     def astype(self, dtype, *args, **kwargs):
-        _count("op", "astype")
-        _count("allocation")
+        op("astype")
+        allocation()
         return _device(self.view(np.ndarray).astype(dtype, *args, **kwargs))
 
     def copy(self, order="C"):
-        _count("op", "copy")
-        _count("allocation")
+        op("copy")
+        allocation()
         return _device(self.view(np.ndarray).copy(order))
 
     def fill(self, value):
-        _count("op", "fill")
+        op("fill")
         self.view(np.ndarray).fill(value)
 
     def _read(self):
-        _count("copy")
-        _count("sync")
+        copy()
+        sync()
         return self.view(np.ndarray)
 
     def __float__(self):
@@ -242,9 +264,9 @@ class DeviceNumpy:
 
     @staticmethod
     def _new(shape, dtype, fill=None) -> DeviceArray:
-        _count("allocation")
+        allocation()
         if fill is not None:
-            _count("op", "fill")
+            op("fill")
         return np.full(shape, 0 if fill is None else fill, dtype).view(DeviceArray)
 
     def empty(self, shape, dtype=np.float64):
@@ -260,15 +282,15 @@ class DeviceNumpy:
         return self._new(shape, dtype or np.asarray(fill_value).dtype, fill_value)
 
     def arange(self, *args, **kwargs):
-        _count("allocation")
-        _count("op", "arange")
+        allocation()
+        op("arange")
         return np.arange(*args, **kwargs).view(DeviceArray)
 
     def asarray(self, a, dtype=None):
         if isinstance(a, DeviceArray):
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
-        _count("allocation")
-        _count("copy")
+        allocation()
+        copy()
         return np.array(a, dtype=dtype).view(DeviceArray)
 
     def to_host(self, a) -> np.ndarray:

@@ -3,8 +3,10 @@
 Written for clarity, not speed: whole-array numpy, dtype following the inputs (so tests can run it
 in float64). Names, argument order and semantics are the contract of DESIGN.md that ops/cpu.py
 and kernels/*.cu implement: outputs first, then inputs; backward ops accumulate (+=) into
-gradients. Arguments a reference op does not need (the by-column grouping that makes the fast
-scatters deterministic) are still taken, so every backend is called the same way.
+parameter gradients. What a reference op does not need (the column order that makes the fast
+scatters deterministic, the GPU's windows) still comes in the batch, so every backend is called
+the same way. The dense parts (gemm, bias_tanh, bias_backward) and the step's bookkeeping are
+plain numpy, which the CPU backend uses as they are.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from ..memory import pack_plan
 from .common import Batch, dropout_stream, dropout_threshold, GOLDEN, KEEP_BITS, MIX1, MIX2
 
 xp = np
@@ -43,118 +46,179 @@ def _entry_rows(indptr):
 # ---------------------------------------------------------------------------------------------
 # batching
 
-def cut_batch(csr, rows, batch_size):
-    """Rows `rows` (n,) of a CSR (host indices), padded with empty rows to batch_size.
+def load_plan(memory, plan) -> None:
+    """Put an epoch's plan (plan.EpochPlan) into the step memory: on the host, in place."""
+    pack_plan(plan, memory.plan_bytes)
 
-    Entry ids are positions in the source CSR. col_order lists the batch's entries sorted by
-    column (stable, so ties keep row order); col_ptr/col_ids delimit each column's run there.
-    row_weight is 1/n on real rows and 0 on padding: the batch loss is a mean over real rows.
-    """
-    n = len(rows)
-    if not 0 < n <= batch_size:
-        raise ValueError(f"a batch needs 1..{batch_size} rows, got {n}")
-    indptr, indices, data = csr.indptr, csr.indices, csr.data
-    starts, ends = indptr[rows], indptr[rows + 1]
-    lengths = np.zeros(batch_size, np.int32)
-    lengths[:n] = ends - starts
-    b_indptr = np.zeros(batch_size + 1, np.int32)
-    np.cumsum(lengths, out=b_indptr[1:])
-    entry_ids = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)] or [[]])
-    entry_ids = entry_ids.astype(np.int32)                          # (nnz,)
-    cols = indices[entry_ids].astype(np.int32)                      # (nnz,)
-    col_order = np.argsort(cols, kind="stable").astype(np.int32)    # (nnz,)
-    col_ids, counts = np.unique(cols, return_counts=True)           # (U,)
-    col_ptr = np.zeros(len(col_ids) + 1, np.int32)
-    np.cumsum(counts, out=col_ptr[1:])
-    row_weight = np.zeros(batch_size, np.float32)
-    row_weight[:n] = 1.0 / n
-    return Batch(indptr=b_indptr, cols=cols, vals=data[entry_ids].astype(np.float32),
-                 entry_ids=entry_ids, entry_rows=_entry_rows(b_indptr).astype(np.int32),
-                 col_order=col_order, col_ptr=col_ptr, col_ids=col_ids.astype(np.int32),
-                 row_weight=row_weight)
+
+def _cut(indptr, indices, data, rows, batch_indptr, stream, threshold):
+    """The entries of `rows` (n,) of a CSR at positions batch_indptr (B+1,), their keep flags."""
+    starts = indptr[rows]
+    entry_rows = _entry_rows(batch_indptr).astype(np.int32)                 # (nnz,)
+    ids = (starts[entry_rows] + np.arange(batch_indptr[-1]) - batch_indptr[entry_rows])
+    keep = np.empty(len(ids), np.uint8)
+    _keep_flags(keep, ids.astype(np.int32), stream, threshold)
+    return indices[ids].astype(np.int32), data[ids].astype(np.float32), keep, entry_rows
+
+
+def cut_batch(memory, csr, plan, step: int) -> Batch:
+    """The batch of step `step` of the epoch whose plan is loaded (the step the memory's step
+    counter names; the host's `plan` sizes the views), cut from the training CSR into the
+    memory's batch buffers, input dropout applied (keep flags)."""
+    v, B = memory.views, plan.batch_size
+    assert int(memory.step[0]) == step, "cut_batch out of step with step_loss"
+    bi = v["batch_indptr"][step]
+    n = plan.rows(step)
+    rows = v["order"][step * B:step * B + n]
+    header = v["header"]
+    stream = int(header[2:4].view(np.uint64)[0])
+    cols, vals, keep, entry_rows = _cut(csr.indptr, csr.indices, csr.data, rows, bi, stream,
+                                        int(header[1]))
+    nnz = len(cols)
+    batch = memory.batch(nnz)
+    batch.indptr[:] = bi
+    batch.cols[:], batch.vals[:], batch.keep[:], batch.entry_rows[:] = cols, vals, keep, entry_rows
+    start = v["col_offsets"][step]
+    batch.col_order[:] = v["col_order"][start:start + nnz]
+    batch.row_weight[:] = 0
+    batch.row_weight[:n] = 1.0 / n
+    return batch
+
+
+def cut_rows(csr, rows) -> Batch:
+    """Rows `rows` (n,) of a CSR as a batch of n rows, every entry kept: for evaluation."""
+    rows = np.asarray(rows, np.int32)
+    indptr = np.zeros(len(rows) + 1, np.int32)
+    np.cumsum(csr.indptr[rows + 1] - csr.indptr[rows], out=indptr[1:])
+    cols, vals, keep, entry_rows = _cut(csr.indptr, csr.indices, csr.data, rows, indptr, 0, 0)
+    return Batch(indptr, cols, vals, keep, entry_rows, None,
+                 np.full(len(rows), 1.0 / max(len(rows), 1), np.float32))
+
+
+def step_loss(losses, step, row_loss, row_weight) -> None:
+    """losses[step] = the batch's mean loss over its real rows; then step += 1."""
+    losses[int(step[0])] = row_weight @ row_loss
+    step[0] += 1
 
 
 # ---------------------------------------------------------------------------------------------
 # the ops of DESIGN.md
 
+def _keep_flags(keep, entry_ids, stream, threshold):
+    h = _mix64(np.uint64(stream) + entry_ids.astype(np.uint64) * np.uint64(GOLDEN))
+    keep[:] = (h >> np.uint64(64 - KEEP_BITS)) >= threshold
+
+
 def dropout_keep(keep, entry_ids, seed, epoch, q):
     """keep (nnz,) uint8 = 1 where entry survives input dropout of rate q in this epoch."""
-    stream = np.uint64(dropout_stream(seed, epoch))
-    h = _mix64(stream + entry_ids.astype(np.uint64) * np.uint64(GOLDEN))
-    keep[:] = (h >> np.uint64(64 - KEEP_BITS)) >= dropout_threshold(q)
+    _keep_flags(keep, entry_ids, dropout_stream(seed, epoch), dropout_threshold(q))
 
 
-def gather_forward(a1, indptr, cols, vals, keep, E, b1, scale):
-    """a1 (B, K1) = tanh(b1 + sum over kept entries of scale * val * E[col])."""
+def gather_forward(a1, batch, E, b1, scale):
+    """a1 (B, K1) = tanh(b1 + sum over the row's kept entries of scale * val * E[col])."""
     pre = np.zeros(a1.shape, np.result_type(a1, E))
-    w = vals * keep * scale                                         # (nnz,)
-    np.add.at(pre, _entry_rows(indptr), w[:, None] * E[cols])
+    w = batch.vals * batch.keep * scale                             # (nnz,)
+    np.add.at(pre, batch.entry_rows, w[:, None] * E[batch.cols])
     a1[:] = np.tanh(pre + b1)
 
 
-def scatter_backward(dE, db1, dpre1, indptr, cols, vals, keep, scale,
-                     entry_rows, col_order, col_ptr, col_ids):
-    """dE[col] += scale * val * dpre1[row] over kept entries; db1 += sum over rows of dpre1."""
-    w = vals * keep * scale                                         # (nnz,)
-    np.add.at(dE, cols, w[:, None] * dpre1[entry_rows])
-    db1 += dpre1.sum(axis=0)
+def scatter_backward(dE, dpre1, batch, scale):
+    """dE[col] += scale * val * dpre1[row] over the batch's kept entries."""
+    w = batch.vals * batch.keep * scale                             # (nnz,)
+    np.add.at(dE, batch.cols, w[:, None] * dpre1[batch.entry_rows])
 
 
-def sparse_output_forward(yhat, a, V, c, indptr, cols, s, m_off):
-    """yhat (nnz,) = s * tanh(V[col] . a[row] + c[col]) + m_off at each entry of the batch CSR."""
-    rows = _entry_rows(indptr)
-    out = np.einsum("pk,pk->p", V[cols], a[rows]) + c[cols]
+def sparse_output_forward(yhat, a, V, c, batch, s, m_off):
+    """yhat (nnz,) = s * tanh(V[col] . a[row] + c[col]) + m_off at each entry of the batch."""
+    cols = batch.cols
+    out = np.einsum("pk,pk->p", V[cols], a[batch.entry_rows]) + c[cols]
     yhat[:] = s * np.tanh(out) + m_off
 
 
-def sparse_output_backward(da, dV, dc, row_loss, a, V, yhat, indptr, cols, vals, keep,
-                           row_weight, alpha, beta, s, m_off,
-                           entry_rows, col_order, col_ptr, col_ids):
-    """Explicit loss of each row and its gradient, scattered to da, dV, dc.
+def sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s, m_off):
+    """The explicit output layer at the batch's entries, forward and backward in one.
 
-    row_loss[b] = sum over the row's observed entries of w/|K_b| * (yhat - x)^2, with w = alpha
-    for dropped inputs and beta for kept ones, |K_b| = the row's number of observed entries.
-    The gradient is that of sum_b row_weight[b] * row_loss[b].
+    row_loss[b] = sum over the row's entries of w/|K_b| * (yhat - x)^2, with w = alpha for
+    dropped inputs and beta for kept ones, |K_b| = the row's number of entries, yhat = s *
+    tanh(V[col] . a[row] + c[col]) + m_off. g (nnz,) = d(sum_b row_weight[b] row_loss[b]) /
+    d out at each entry; da (B, K) = its gradient wrt a (written); dV, dc accumulate theirs.
     """
-    n_obs = np.diff(indptr)                                         # (B,)
-    rows = _entry_rows(indptr)                                      # (nnz,)
-    w = np.where(keep.astype(bool), beta, alpha) / n_obs[rows]      # (nnz,)
-    err = yhat - vals
+    rows, cols = batch.entry_rows, batch.cols
+    n_obs = np.diff(batch.indptr)                                   # (B,)
+    t = np.tanh(np.einsum("pk,pk->p", V[cols], a[rows]) + c[cols])  # tanh(out), kept
+    err = s * t + m_off - batch.vals
+    w = np.where(batch.keep.astype(bool), beta, alpha) / n_obs[rows]      # (nnz,)
     row_loss[:] = np.bincount(rows, w * err * err, minlength=len(row_loss))
-    t = (yhat - m_off) / s                                          # tanh(out)
-    g = row_weight[rows] * w * 2.0 * err * s * (1.0 - t * t)        # (nnz,) d loss / d out
+    g[:] = batch.row_weight[rows] * w * 2.0 * err * s * (1.0 - t * t)
+    da[:] = 0
     np.add.at(da, rows, g[:, None] * V[cols])
     np.add.at(dV, cols, g[:, None] * a[rows])
     np.add.at(dc, cols, g)
 
 
-def reweighted_error(dout, row_loss, out, indptr, cols, weights, row_weight):
-    """Implicit loss of each row from its dense logits, and d(loss)/d(logits).
+def reweighted_error(dout, row_loss, z, c, batch, weights, kept_only=False):
+    """The implicit loss of each row from z = a V^T (B, N), and d(loss)/d(logits).
 
-    yhat = tanh(out) (B, N); target 1 with weight 1 at the row's observed columns, target 0 with
-    weight weights[j] elsewhere. row_loss[b] = sum_j w_j (yhat_j - t_j)^2;
-    dout = row_weight[b] * dL_b/dout.
+    out = z + c, yhat = tanh(out); target 1 with weight 1 at the row's observed columns (only
+    its kept ones, with kept_only: pre-training's corrupted target), target 0 with weight
+    weights[j] elsewhere. row_loss[b] = sum_j w_j (yhat_j - t_j)^2; dout = row_weight[b] *
+    dL_b/dout.
     """
-    yhat = np.tanh(out)
+    yhat = np.tanh(z + c)
     target = np.zeros_like(yhat)
     w = np.broadcast_to(weights, yhat.shape).copy()
-    rows = _entry_rows(indptr)
+    use = batch.keep.astype(bool) if kept_only else np.ones(len(batch.cols), bool)
+    rows, cols = batch.entry_rows[use], batch.cols[use]
     target[rows, cols] = 1.0
     w[rows, cols] = 1.0
     err = yhat - target
     row_loss[:] = (w * err * err).sum(axis=1)
-    dout[:] = row_weight[:, None] * 2.0 * w * err * (1.0 - yhat * yhat)
+    dout[:] = batch.row_weight[:, None] * 2.0 * w * err * (1.0 - yhat * yhat)
 
 
-def adam(params, m, v, grads, lr, beta1, beta2, eps, weight_decay, step):
-    """One Adam step (Kingma & Ba, Alg. 1) on the flat buffers, L2 added to the gradient."""
+def adam(params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay):
+    """One Adam step (Kingma & Ba, Alg. 1) on the flat buffers, L2 added to the gradient; the
+    step count t = counter[0] + 1 is read from `counter` and written back, and the gradient is
+    zeroed for the next step."""
+    step = int(counter[0]) + 1
     g = grads + weight_decay * params
     m[:] = beta1 * m + (1 - beta1) * g
     v[:] = beta2 * v + (1 - beta2) * g * g
     m_hat = m / (1 - beta1 ** step)
     v_hat = v / (1 - beta2 ** step)
     params -= lr * m_hat / (np.sqrt(v_hat) + eps)
+    grads[:] = 0
+    counter[0] = step
 
+
+# ---------------------------------------------------------------------------------------------
+# the dense layers
+
+def gemm(out, a, b, trans_a=False, trans_b=False, accumulate=False):
+    """out (+)= op(a) @ op(b), op transposing where asked: the BLAS call of the dense layers."""
+    product = (a.T if trans_a else a) @ (b.T if trans_b else b)
+    if accumulate:
+        out += product
+    else:
+        out[...] = product
+
+
+def bias_tanh(a, b):
+    """a = tanh(a + b) in place: a dense hidden layer's activation."""
+    np.add(a, b, out=a)
+    np.tanh(a, out=a)
+
+
+def bias_backward(db, dpre, da=None, a=None):
+    """db += the column sums of dpre; given a layer's tanh output a, dpre = da * (1 - a^2) is
+    formed (into dpre, which may be da itself) first."""
+    if a is not None:
+        np.multiply(da, 1 - a * a, out=dpre)
+    db += dpre.sum(axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
 
 def rank_heldout(ranks, scores, heldout, excl_indptr, excl_cols):
     """ranks (B,) = number of candidate columns scoring >= the held-out column.
