@@ -58,12 +58,12 @@ class Progress:
 class NCAE:
     """The Neural Collaborative Autoencoder recommender. Settings: see ncae_cuda.config.Config
     (the same names and defaults as the flags of python -m ncae_cuda.train); device is 'auto'
-    (the GPU when there is one), 'cpu' or 'gpu'."""
+    (the GPU when there is one), 'cpu', 'gpu', or an ops backend (ncae_cuda.ops.get_backend)."""
 
-    def __init__(self, device: str = "auto", **settings):
+    def __init__(self, device="auto", **settings):
         self.config = Config(**settings).resolved()
         self.device = device
-        self.ops = get_backend(device)
+        self.ops = get_backend(device) if isinstance(device, str) else device
         self.user_ids = self.item_ids = None          # (n_users,), (n_items,) source ids
         self.rating_scale = None                      # explicit: (r_min, r_max)
         self.history, self.best_epoch = [], 0
@@ -168,7 +168,8 @@ class NCAE:
             epoch = progress.epoch + 1
             start = time.perf_counter()
             loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
-                                  net.memory, csr, planner.plan(epoch), f"epoch {epoch}")
+                                  net.memory, csr, planner.plan(epoch), f"epoch {epoch}",
+                                  graph=getattr(ops, "graphs", False))
             end_of_epoch({"epoch": epoch, "loss": loss, "l2": net.l2_penalty(c.weight_decay),
                           "seconds": time.perf_counter() - start})
             progress.epoch = epoch

@@ -18,14 +18,28 @@ from .plan import EpochPlan
 Step = Callable[[object, float], object]
 
 
-def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: str) -> float:
+def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: str,
+              graph: bool = False) -> float:
     """step() over the plan's batches of `csr`, cut into `memory`; returns the mean loss per
-    row. Inside the epoch the host waits for the device once: for the losses, at the end."""
+    row. Inside the epoch the host waits for the device once: for the losses, at the end.
+
+    graph: replay a step captured as a CUDA graph instead of launching each step's kernels
+    (where the backend can capture). It is captured in the second epoch run in `memory` (the
+    first compiles and loads the kernels) and kept there: `step` must be the same every epoch.
+    """
     ops = memory.ops
-    ops.load_plan(memory, plan)
-    for s in tqdm(range(plan.steps), desc=label, leave=False, disable=None, unit="batch"):
+
+    def take(s: int) -> None:
         batch = ops.cut_batch(memory, csr, plan, s)
         ops.step_loss(memory.losses, memory.step, step(batch, plan.scale), batch.row_weight)
+
+    ops.load_plan(memory, plan)
+    if graph and memory.graph is None and memory.epochs > 0:
+        memory.graph = ops.capture(lambda: take(0))
+    replay = memory.graph if graph else None
+    for s in tqdm(range(plan.steps), desc=label, leave=False, disable=None, unit="batch"):
+        replay() if replay else take(s)
+    memory.epochs += 1
     losses = ops.to_host(memory.losses[:plan.steps]).astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(losses))
     if len(bad):

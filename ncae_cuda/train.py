@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lambda: L2 on all weights and biases")
     g.add_argument("--seed", type=int, default=0, help="seed of init, shuffling and dropout")
     g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto")
+    g.add_argument("--cuda-graphs", choices=("on", "off"),
+                   help="GPU: replay each training step from a CUDA graph captured once, instead "
+                        "of launching its kernels one by one (default: off, until a GPU "
+                        "measurement shows it pays)")
 
     g = p.add_argument_group("evaluation and output")
     g.add_argument("--cutoffs", type=_int_list, default=(10, 100),
@@ -201,7 +205,7 @@ def model_settings(args) -> dict:
 
 def recorded(args) -> dict:
     """Every setting of the run, for metrics.json: what another run needs to repeat it."""
-    skip = ("out", "resume", "device", "data_dir", "cache_dir")
+    skip = ("out", "resume", "device", "data_dir", "cache_dir", "cuda_graphs")
     return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()
             if k not in skip}
 
@@ -246,6 +250,11 @@ def make_split(args, data: Interactions) -> splits.Split:
 
 def run(args) -> dict:
     model = NCAE(device=args.device, **model_settings(args))
+    if args.cuda_graphs is not None:
+        if model.ops.name != "gpu":
+            raise BackendUnavailable(f"--cuda-graphs is for the GPU backend; this run is on the "
+                                     f"{model.ops.name} backend")
+        model.ops.graphs = args.cuda_graphs == "on"
     with model.ops.session():
         data, split = prepare(args, model.ops.name)
     return train_and_test(args, model, data, split)
@@ -286,7 +295,7 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
         print(f"refit: best validation epoch {best_epoch}: retraining on training + "
               f"validation for {best_epoch} epochs")
         trained_on = seen
-        model = NCAE(device=args.device, **model_settings(args))
+        model = NCAE(device=model.ops, **model_settings(args))
         model.fit(trained_on, epochs=best_epoch, callback=logged("refit", seen),
                   checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume)
         history += model.history

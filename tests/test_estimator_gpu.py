@@ -74,3 +74,23 @@ def test_fold_in_and_more_items_than_the_topk_kernel_keeps(gpu):
     n = 1100                                  # beyond the kernel's 1024: ranked on the host
     assert_same_ranking(model.recommend(users, n=n), cpu.recommend(users, n=n))
     assert_same_ranking(model.recommend_new(X[:5], n=20), model.recommend(users[:5], n=20))
+
+
+@pytest.mark.parametrize("settings", [dict(feedback="implicit", based="user", hidden=(8,)),
+                                      dict(feedback="explicit", based="item", hidden=(8, 6))])
+def test_a_step_replayed_from_a_captured_graph_trains_bit_identically(gpu, settings):
+    # A captured step is replayed with its launches sized for the largest batch and every
+    # per-step value read from device memory: the same kernels, the same sums, the same bits.
+    X = interactions(50, 30, 0.2, seed=2)
+    models = []
+    for graphs in (False, True):
+        backend = estimator.get_backend(gpu)
+        ops_ = type(backend)(backend.device)           # its own settings, the same device
+        ops_.graphs = graphs
+        models.append(NCAE(device=ops_, batch_size=16, **settings).fit(X, epochs=4,
+                                                                       verbose=False))
+    eager, replayed = models
+    assert replayed._net.memory.graph is not None and eager._net.memory.graph is None
+    assert [h["loss"] for h in eager.history] == [h["loss"] for h in replayed.history]
+    np.testing.assert_array_equal(eager.ops.to_host(eager._net.params),
+                                  replayed.ops.to_host(replayed._net.params))

@@ -120,6 +120,11 @@ def test_device_gpu_without_gpu_says_so(tmp_path, capsys):
     assert code == 2 and "needs a CUDA GPU" in capsys.readouterr().err
 
 
+def test_cuda_graphs_on_the_cpu_says_it_is_for_the_gpu(tmp_path, capsys):
+    code = train.main([*TINY, "--device", "cpu", "--cuda-graphs", "on", "--out", str(tmp_path)])
+    assert code == 2 and "--cuda-graphs is for the GPU backend" in capsys.readouterr().err
+
+
 def test_help_explains_flags(capsys):
     with pytest.raises(SystemExit):
         train.main(["--help"])

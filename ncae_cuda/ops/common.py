@@ -72,6 +72,8 @@ class Windows(NamedTuple):
     columns: int        # ... in column order: >= B, so a column's run spans two windows at most
     pieces: object      # (2 * windows, stride) float32
     arrivals: object    # (windows,) int32, zero between launches
+    capacity: int       # entries of the largest batch the buffers hold: a CUDA graph's launches
+                        # are sized for it, since it replays every step's
 
 
 class Batch(NamedTuple):

@@ -15,7 +15,7 @@ from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
 from .common import Batch, dropout_stream, dropout_threshold, GOLDEN, KEEP_BITS, MIX1, MIX2
-from .reference import bias_backward, bias_tanh, gemm, load_plan, step_loss  # noqa: F401
+from .reference import bias_backward, bias_tanh, capture, gemm, load_plan, step_loss  # noqa: F401
 
 xp = np
 name = "cpu"

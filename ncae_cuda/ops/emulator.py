@@ -63,11 +63,31 @@ class EmulatedDevice:
 
     def __init__(self, library: ctypes.CDLL, runs: Callable[[str], bool]):
         self.library, self.runs, self.xp = library, runs, DeviceNumpy()
+        self._captured = None     # while capturing: the launches and products, in order
 
     def session(self):
         return nullcontext()
 
+    def capture(self, fn):
+        """Stream capture, emulated: fn's launches and products are recorded, not run (an
+        array operation or a copy in it is refused), and replayed with the same arguments."""
+        self._captured = []
+        try:
+            with ledger.capturing("a CUDA graph replays only kernels and products"):
+                fn()
+            captured = self._captured
+        finally:
+            self._captured = None
+
+        def replay() -> None:
+            for call, args in captured:
+                call(*args)
+        return replay
+
     def launch(self, kernel: str, grid: int, block: int, args: tuple) -> None:
+        if self._captured is not None:
+            self._captured.append((self.launch, (kernel, grid, block, args)))
+            return
         if not self.runs(kernel):
             return
         converted = [ctypes.c_int(grid), ctypes.c_int(block)]
@@ -83,6 +103,9 @@ class EmulatedDevice:
         getattr(self.library, f"emu_{kernel}")(*converted)
 
     def gemm(self, out, a, b, trans_a, trans_b, accumulate) -> None:
+        if self._captured is not None:
+            self._captured.append((self.gemm, (out, a, b, trans_a, trans_b, accumulate)))
+            return
         # on plain views: gpu.KernelOps counts the call once, as one cuBLAS call
         reference.gemm(*(x.view(np.ndarray) for x in (out, a, b)), trans_a, trans_b,
                        accumulate)
@@ -91,6 +114,8 @@ class EmulatedDevice:
         return np.zeros(nbytes, np.uint8)
 
     def upload(self, target, source: np.ndarray) -> None:
+        if self._captured is not None:
+            raise RuntimeError("a copy from the host while a step is captured")
         ledger.copy()
         target.view(np.ndarray)[...] = source
 

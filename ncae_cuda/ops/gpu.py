@@ -27,6 +27,10 @@ from . import ledger
 from .common import (DEVICE_NUMBERS, MAX_WIDTH, Batch, Windows, dropout_stream,
                      dropout_threshold, pieces_stride, slabs)
 
+# Whether fine-tuning replays each training step from a CUDA graph captured once (KernelOps.
+# graphs; python -m ncae_cuda.train --cuda-graphs). Off until a GPU measurement shows it pays.
+GRAPHS = False
+
 BLOCK = DEVICE_NUMBERS["BLOCK"]
 WARP = DEVICE_NUMBERS["WARP"]
 MAX_TOPK = DEVICE_NUMBERS["MAX_TOPK"]
@@ -115,6 +119,28 @@ class KernelOps:
 
     def __init__(self, device):
         self.device, self.xp = device, device.xp
+        self.graphs = GRAPHS
+        self._capturing = False   # launches sized for the largest batch, not this one
+
+    def capture(self, fn):
+        """fn() (a training step) captured, as a function that replays it; None where the
+        device cannot capture. What changes from step to step is read from device memory, so
+        the replays take the epoch's steps in turn; launches are sized for the largest batch."""
+        self._capturing = True
+        try:
+            replay = self.device.capture(fn)
+        finally:
+            self._capturing = False
+
+        def step() -> None:
+            ledger.step_begins()
+            ledger.op("graph replay")
+            replay()
+        return step if replay else None
+
+    def _entries(self, batch: Batch) -> int:
+        """Entries the launches over the batch are sized for."""
+        return batch.windows.capacity if self._capturing else len(batch.cols)
 
     def to_device(self, a):
         return self.device.to_device(a)
@@ -162,7 +188,7 @@ class KernelOps:
         batch = Batch(xp.empty(n + 1, np.int32), xp.empty(nnz, np.int32),
                       xp.empty(nnz, np.float32), xp.empty(nnz, np.uint8),
                       xp.empty(nnz, np.int32), None, xp.empty(n, np.float32),
-                      Windows(*sizes, None, None))
+                      Windows(*sizes, None, None, nnz))
         d = [self.to_device(x) for x in (plan.header, plan.order, plan.batch_indptr,
                                          plan.col_offsets)]
         self._cut(batch, *d, None, csr, n, n)
@@ -180,7 +206,7 @@ class KernelOps:
 
     def _cut(self, batch, header, order, batch_indptr, col_offsets, epoch_col_order, csr,
              n_rows, B):
-        nnz = len(batch.cols)
+        nnz = self._entries(batch)
         self._launch("cut_batch_kernel", _blocks(max(nnz, B + 1)), BLOCK, (
             batch.indptr, batch.cols, batch.vals, batch.keep, batch.entry_rows,
             batch.col_order, batch.row_weight, header, order, batch_indptr, col_offsets,
@@ -204,7 +230,7 @@ class KernelOps:
     def _rows_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
         """A window kernel over the batch's entries in row order."""
         _check_width(K)
-        C, nnz = batch.windows.rows, len(batch.cols)
+        C, nnz = batch.windows.rows, self._entries(batch)
         self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
             np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
             work=lambda: _row_windows_work(self._host(batch.indptr), C))
@@ -212,7 +238,7 @@ class KernelOps:
     def _columns_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
         """A window kernel over the batch's entries in column order."""
         _check_width(K)
-        C, nnz = batch.windows.columns, len(batch.cols)
+        C, nnz = batch.windows.columns, self._entries(batch)
         self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
             np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
             work=lambda: _column_windows_work(self._host(batch.cols),
@@ -233,7 +259,7 @@ class KernelOps:
 
     def sparse_output_forward(self, yhat, a, V, c, batch, s, m_off):
         _check(np.float32, yhat, a, V, c)
-        K, C, nnz = a.shape[1], batch.windows.rows, len(batch.cols)
+        K, C, nnz = a.shape[1], batch.windows.rows, self._entries(batch)
         _check_width(K)
         self._launch("sparse_output_forward_kernel", _blocks(nnz, C), WARP * slabs(K), (
             yhat, a, V, c, batch.indptr, batch.cols, batch.entry_rows, np.float32(s),
@@ -369,6 +395,14 @@ class CupyDevice:
                      cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N, N, M, K,
                      self._one.ctypes.data, b.data.ptr, b.shape[1], a.data.ptr, a.shape[1],
                      (self._one if accumulate else self._zero).ctypes.data, out.data.ptr, N)
+
+    def capture(self, fn):
+        self.stream.begin_capture()
+        try:
+            fn()
+        finally:
+            graph = self.stream.end_capture()
+        return lambda: graph.launch(self.stream)
 
     def pinned(self, nbytes: int) -> np.ndarray:
         import cupy

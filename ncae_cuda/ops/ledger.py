@@ -157,6 +157,31 @@ def sync() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # device memory, emulated
+_CAPTURE: str | None = None        # while set, emulated device memory refuses any operation
+
+
+def _emulated(kind: str, name: str | None = None) -> None:
+    """An operation on emulated device memory: counted, unless a step is being captured."""
+    if _CAPTURE is not None:
+        raise RuntimeError(f"{kind} {name or ''} on device memory while a step is captured: "
+                           f"{_CAPTURE}")
+    if kind == "op":
+        op(name)
+    else:
+        globals()[kind]()
+
+
+@contextlib.contextmanager
+def capturing(reason: str):
+    """A step being captured: an array operation in it would not be in the graph, so the
+    emulated device refuses it, as CUDA's stream capture refuses a synchronous copy."""
+    global _CAPTURE
+    previous, _CAPTURE = _CAPTURE, reason
+    try:
+        yield
+    finally:
+        _CAPTURE = previous
+
 
 def _host(x):
     """A DeviceArray's plain-numpy view (containers too); anything else as it is."""
@@ -194,9 +219,9 @@ class DeviceArray(np.ndarray):
         if out is not None:
             kwargs["out"] = _host(out)
         result = getattr(ufunc, method)(*_host(inputs), **kwargs)
-        op(ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}")
+        _emulated("op", ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}")
         if out is None:
-            allocation()
+            _emulated("allocation")
             return _device(result)
         return out[0] if len(out) == 1 else out
 
@@ -206,34 +231,34 @@ class DeviceArray(np.ndarray):
         fresh = [r for r in _arrays(result) if not any(np.shares_memory(r, g) for g in given)]
         if fresh:                                     # not a view nor a query of the inputs
             if func.__name__ not in ("empty_like",):
-                op(func.__name__)
+                _emulated("op", func.__name__)
             for _ in fresh:
-                allocation()
+                _emulated("allocation")
         return _device(result)
 
     def __setitem__(self, key, value):
         if isinstance(value, np.ndarray) and not isinstance(value, DeviceArray) and value.size > 1:
-            copy()                            # host data written into device memory
-        op("setitem")
+            _emulated("copy")                 # host data written into device memory
+        _emulated("op", "setitem")
         super().__setitem__(_host(key), _host(value))
 
     def astype(self, dtype, *args, **kwargs):
-        op("astype")
-        allocation()
+        _emulated("op", "astype")
+        _emulated("allocation")
         return _device(self.view(np.ndarray).astype(dtype, *args, **kwargs))
 
     def copy(self, order="C"):
-        op("copy")
-        allocation()
+        _emulated("op", "copy")
+        _emulated("allocation")
         return _device(self.view(np.ndarray).copy(order))
 
     def fill(self, value):
-        op("fill")
+        _emulated("op", "fill")
         self.view(np.ndarray).fill(value)
 
     def _read(self):
-        copy()
-        sync()
+        _emulated("copy")
+        _emulated("sync")
         return self.view(np.ndarray)
 
     def __float__(self):
@@ -264,9 +289,9 @@ class DeviceNumpy:
 
     @staticmethod
     def _new(shape, dtype, fill=None) -> DeviceArray:
-        allocation()
+        _emulated("allocation")
         if fill is not None:
-            op("fill")
+            _emulated("op", "fill")
         return np.full(shape, 0 if fill is None else fill, dtype).view(DeviceArray)
 
     def empty(self, shape, dtype=np.float64):
@@ -282,15 +307,15 @@ class DeviceNumpy:
         return self._new(shape, dtype or np.asarray(fill_value).dtype, fill_value)
 
     def arange(self, *args, **kwargs):
-        allocation()
-        op("arange")
+        _emulated("allocation")
+        _emulated("op", "arange")
         return np.arange(*args, **kwargs).view(DeviceArray)
 
     def asarray(self, a, dtype=None):
         if isinstance(a, DeviceArray):
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
-        allocation()
-        copy()
+        _emulated("allocation")
+        _emulated("copy")
         return np.array(a, dtype=dtype).view(DeviceArray)
 
     def to_host(self, a) -> np.ndarray:
