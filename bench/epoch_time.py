@@ -1,7 +1,9 @@
 """Seconds per training epoch on the paper's benchmark shapes, for each device given, measured
 through the trainer itself (python -m ncae_cuda.train) on synthetic data of those shapes.
+Devices: cpu, gpu (each step's kernels launched), gpu-graphs (each step replayed from a captured
+CUDA graph: --cuda-graphs on).
 
-    python -m bench.epoch_time --devices cpu,gpu --out bench/results/run   # the full shapes
+    python -m bench.epoch_time --devices cpu,gpu,gpu-graphs --out bench/results/run   # full shapes
     python -m bench.epoch_time --devices cpu --quick --out /tmp/t          # a smoke test
 
 Writes epoch_time.json and epoch_time.md under --out: device names, commit, date, and per case
@@ -31,14 +33,20 @@ CASES = {
     "lastfm": ("synthetic-lastfm: implicit, user-based, hidden 128",
                ["--dataset", "synthetic-lastfm", "--feedback", "implicit", "--based", "user",
                 "--hidden", "128", "--patience", "0", "--no-refit"]),
+    "delicious": ("synthetic-delicious: implicit, user-based, hidden 128",
+                  ["--dataset", "synthetic-delicious", "--feedback", "implicit", "--based",
+                   "user", "--hidden", "128", "--patience", "0", "--no-refit"]),
 }
+DEVICE_FLAGS = {"cpu": ["--device", "cpu"], "gpu": ["--device", "gpu", "--cuda-graphs", "off"],
+                "gpu-graphs": ["--device", "gpu", "--cuda-graphs", "on"]}
 QUICK = ["--dataset", "synthetic-tiny", "--hidden", "16"]
 
 
 def device_name(device: str) -> str:
-    if device == "gpu":
+    if device.startswith("gpu"):
         import cupy
-        return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["name"].decode()
+        name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["name"]
+        return name.decode() + (", CUDA graphs" if device == "gpu-graphs" else "")
     model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                   if line.startswith("model name")), platform.processor())
     return f"{model}, {os.cpu_count()} cores"
@@ -56,7 +64,8 @@ def commit() -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--devices", default="cpu,gpu", help="comma-separated: cpu, gpu")
+    p.add_argument("--devices", default="cpu,gpu",
+                   help=f"comma-separated, of: {', '.join(DEVICE_FLAGS)}")
     p.add_argument("--epochs", type=int, default=3, help="epochs per run (the first is start-up)")
     p.add_argument("--cpu-epochs", type=int, default=2, help="epochs of the CPU runs")
     p.add_argument("--quick", action="store_true", help="tiny data instead of the full shapes")
@@ -72,7 +81,7 @@ def main(argv=None) -> int:
         for device in devices:
             epochs = args.cpu_epochs if device == "cpu" else args.epochs
             run_dir = runs / f"{case}-{device}"
-            code = train.main([*flags, *(QUICK if args.quick else []), "--device", device,
+            code = train.main([*flags, *(QUICK if args.quick else []), *DEVICE_FLAGS[device],
                                "--epochs", str(epochs), "--out", str(run_dir)])
             if code:
                 return code

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything a lent GPU machine is for, in one call: the device's facts, the whole test suite
-# (the GPU cases run instead of skipping), the epoch benchmark and the time to recommend for
-# every user, on CPU and GPU, each logged under the folder given. Runs from the repository as it
+# (the GPU cases run instead of skipping), the launch ledger with the real counts, the epoch
+# benchmark (CPU, GPU launching each kernel, GPU replaying CUDA graphs) and the time to recommend
+# for every user, each logged under the folder given. Runs from the repository as it
 # is (PYTHONPATH), installing nothing: the machine's image has CuPy, Numba, SciPy, tqdm,
 # threadpoolctl and pytest.
 #
@@ -24,7 +25,11 @@ $python -m pytest -q -rs -p no:cacheprovider --junitxml="$out/tests.xml" 2>&1 \
     | tee "$out/tests.log" | tail -25
 tests=${PIPESTATUS[0]}
 
-$python -m bench.epoch_time --devices gpu,cpu --out "$out/bench" > "$out/bench.log" 2>&1
+$python -m bench.launches --device gpu --out "$out/launches" > "$out/launches.log" 2>&1
+launches=$?
+tail -6 "$out/launches.log"
+
+$python -m bench.epoch_time --devices gpu,gpu-graphs,cpu --out "$out/bench" > "$out/bench.log" 2>&1
 bench=$?
 tail -8 "$out/bench.log"
 cp "$out/bench/epoch_time.json" "$out/bench/epoch_time.md" "$out" 2>/dev/null
@@ -33,5 +38,5 @@ $python -m bench.recommend_time --dataset synthetic-lastfm --devices gpu,cpu \
     --out "$out/recommend" > "$out/recommend.log" 2>&1
 recommend=$?
 tail -4 "$out/recommend.log"
-echo "tests exit $tests, benchmark exit $bench, recommend exit $recommend"
-exit $(( tests || bench || recommend ))
+echo "tests exit $tests, ledger exit $launches, benchmark exit $bench, recommend exit $recommend"
+exit $(( tests || launches || bench || recommend ))

@@ -2,6 +2,8 @@
 
     python -m bench.launches --out bench/results/launches          # no GPU needed
     python -m bench.launches --out /tmp/l --shapes lastfm          # one shape
+    python -m bench.launches --out DIR --device gpu                # the real counts, on a GPU
+    python -m bench.launches --out /tmp/l --quick                  # tiny data: a smoke test
 
 Each shape is synthetic data of that shape trained as the paper trains it (ML-10M: explicit,
 item-based, hidden 500,500; Last.fm and Delicious: implicit, user-based, hidden 128, popularity
@@ -14,7 +16,8 @@ launches.md under --out, with the commit and date.
 Figures per shape: ops_per_step (device operations: custom kernels, BLAS calls and array-library
 operations), allocations_per_step (after the epoch's first step), transfers_per_epoch and
 syncs_per_epoch (after the first step, the closing read of the losses included) and
-work_balance (the largest busiest-block-over-mean-block ratio of any kernel launch).
+work_balance (the largest busiest-block-over-mean-block ratio of any kernel launch), and
+graph_nodes_per_step (the captured step's operations).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import datasets
+from ncae_cuda import datasets, ops
 from ncae_cuda.augment import column_weights
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
@@ -36,7 +39,7 @@ from ncae_cuda.plan import Planner, Schedule
 from ncae_cuda.ops.emulator import emulated_backend
 from ncae_cuda.ops.ledger import Ledger
 
-from bench.epoch_time import commit
+from bench.epoch_time import commit, device_name
 
 # name: (data set, feedback, rows encoded, hidden widths)
 SHAPES = {
@@ -50,8 +53,10 @@ BATCH = 128
 RUN = ("cut_batch_kernel", "step_loss_kernel")
 
 
-def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple) -> dict:
-    """The ledger's figures of one training epoch of `data` on `backend`."""
+def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple,
+                    batch_size: int = BATCH) -> dict:
+    """The ledger's figures of one training epoch of `data` on `backend`, and the nodes of a
+    step captured in a second one."""
     m = data.to_csr(based, implicit=feedback == "implicit")
     layout = NCAELayout(m.shape[1], hidden)
     params = layout.xavier_init(np.random.default_rng(0))
@@ -61,27 +66,32 @@ def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple) -> 
         objective = Objective.implicit()
         weights = column_weights(m.indices, m.shape[1], "popularity", 512.0, 0.5, 0.05)
     ledger = Ledger()
-    with ledger.recording(), backend.session():
-        net = Network(layout, backend, objective, params, weights)
-        csr = CSR.from_scipy(backend, m)
-        planner = Planner(csr, trainable_rows(csr), Schedule(0, BATCH, 0.5))
-        net.prepare(planner.geometry)
-        adam = AdamConfig(weight_decay=1e-3)
-        run_epoch(lambda b, s: net.train_step(b, s, adam), net.memory, csr, planner.plan(1),
-                  "ledger")
-    return ledger.summary()
+    with backend.session():
+        with ledger.recording():
+            net = Network(layout, backend, objective, params, weights)
+            csr = CSR.from_scipy(backend, m)
+            planner = Planner(csr, trainable_rows(csr), Schedule(0, batch_size, 0.5))
+            net.prepare(planner.geometry)
+            adam = AdamConfig(weight_decay=1e-3)
+            step = lambda b, s: net.train_step(b, s, adam)      # noqa: E731
+            run_epoch(step, net.memory, csr, planner.plan(1), "ledger")
+        run_epoch(step, net.memory, csr, planner.plan(2), "graph", graph=True)
+    graph = net.memory.graph
+    return {**ledger.summary(), "graph_nodes_per_step": graph.nodes, "graph_dot": graph.dot}
 
 
 def markdown(result: dict) -> str:
     lines = [f"commit {result['commit']}, {result['date']}, {result['device']}", "",
              "| shape | ops per step | allocations per step | transfers per epoch | "
-             "syncs per epoch | work balance (kernel) |", "|---|---:|---:|---:|---:|---|"]
+             "syncs per epoch | work balance (kernel) | graph nodes per step |",
+             "|---|---:|---:|---:|---:|---|---:|"]
     for name, f in result["shapes"].items():
-        ops = (str(f["ops_per_step"]) if f["ops_per_step"] == f["ops_per_step_min"]
-               else f"{f['ops_per_step_min']}-{f['ops_per_step']}")
-        lines.append(f"| {name} | {ops} | {f['allocations_per_step']} | "
+        count = (str(f["ops_per_step"]) if f["ops_per_step"] == f["ops_per_step_min"]
+                 else f"{f['ops_per_step_min']}-{f['ops_per_step']}")
+        nodes = f.get("graph_nodes_per_step", {}).get("nodes", "-")
+        lines.append(f"| {name} | {count} | {f['allocations_per_step']} | "
                      f"{f['transfers_per_epoch']} | {f['syncs_per_epoch']} | "
-                     f"{f['work_balance']:.1f} ({f['least_balanced_kernel']}) |")
+                     f"{f['work_balance']:.1f} ({f['least_balanced_kernel']}) | {nodes} |")
     return "\n".join(lines) + "\n"
 
 
@@ -90,22 +100,34 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True, help="folder for launches.json and .md")
     p.add_argument("--shapes", default=",".join(SHAPES),
                    help=f"comma-separated, of: {', '.join(SHAPES)}")
+    p.add_argument("--device", choices=("emulated", "gpu"), default="emulated",
+                   help="emulated: no GPU needed, the kernels counted; gpu: every kernel runs")
+    p.add_argument("--quick", action="store_true",
+                   help="synthetic-tiny, in batches of 16, trained as each shape is")
     args = p.parse_args(argv)
     names = args.shapes.split(",")
     unknown = set(names) - set(SHAPES)
     if unknown:
         p.error(f"unknown shapes: {', '.join(sorted(unknown))}")
-    backend = emulated_backend(runs=lambda kernel: kernel in RUN)
-    result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "device": "emulated (the batch cutting runs; the other kernels are counted)",
+    if args.device == "gpu":
+        backend, device = ops.get_backend("gpu"), device_name("gpu")
+    else:
+        backend = emulated_backend(runs=lambda kernel: kernel in RUN)
+        device = "emulated (the batch cutting runs; the other kernels are counted)"
+    result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
               "shapes": {}}
+    args.out.mkdir(parents=True, exist_ok=True)
     for name in names:
         dataset, feedback, based, hidden = SHAPES[name]
+        dataset = "synthetic-tiny" if args.quick else dataset
         print(f"{name}: one epoch of {dataset}, {feedback}, {based}-based, hidden "
               f"{','.join(map(str, hidden))}", flush=True)
-        result["shapes"][name] = ledger_of_epoch(backend, datasets.load(dataset), feedback,
-                                                 based, hidden)
-    args.out.mkdir(parents=True, exist_ok=True)
+        figures = ledger_of_epoch(backend, datasets.load(dataset), feedback, based, hidden,
+                                  16 if args.quick else BATCH)
+        dot = figures.pop("graph_dot")
+        if dot:
+            (args.out / f"graph-{name}.dot").write_text(dot)
+        result["shapes"][name] = figures
     (args.out / "launches.json").write_text(json.dumps(result, indent=2) + "\n")
     table = markdown(result)
     (args.out / "launches.md").write_text(table)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bench import epoch_time, recommend_time, scalability
+from bench import epoch_time, launches, recommend_time, scalability
 from bench.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.layout import NCAELayout
 
@@ -56,8 +56,21 @@ def test_scalability_quick(tmp_path):
 def test_epoch_time_quick(tmp_path, device):
     assert epoch_time.main(["--devices", device, "--quick", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "epoch_time.json").read_text())
-    assert set(result["cases"]) == {"ml10m", "lastfm"}
+    assert set(result["cases"]) == {"ml10m", "lastfm", "delicious"}
     assert all(case[device]["median_after_first"] > 0 for case in result["cases"].values())
+
+
+def test_launches_quick(tmp_path):
+    assert launches.main(["--quick", "--shapes", "ml10m,lastfm", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "launches.json").read_text())
+    for name in ("ml10m", "lastfm"):
+        f = result["shapes"][name]
+        assert f["ops_per_step"] == f["ops_per_step_min"] <= 20
+        assert (f["allocations_per_step"], f["transfers_per_epoch"], f["syncs_per_epoch"]) == (
+            0, 1, 1)
+        assert 1 <= f["work_balance"] <= 2
+        assert f["graph_nodes_per_step"]["nodes"] == f["ops_per_step"]
+    assert "| lastfm |" in (tmp_path / "launches.md").read_text()
 
 
 def test_recommend_time_quick(tmp_path):

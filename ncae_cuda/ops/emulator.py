@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections import Counter
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
@@ -82,6 +83,9 @@ class EmulatedDevice:
         def replay() -> None:
             for call, args in captured:
                 call(*args)
+        replay.nodes = {"nodes": len(captured),
+                        **Counter("kernels" if call == self.launch else "products"
+                                  for call, _ in captured)}
         return replay
 
     def launch(self, kernel: str, grid: int, block: int, args: tuple) -> None:

@@ -16,6 +16,7 @@ reports to a ledger (ops/ledger.py) when one is counting: its blocks' work, from
 from __future__ import annotations
 
 import functools
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -128,15 +129,21 @@ class KernelOps:
         the replays take the epoch's steps in turn; launches are sized for the largest batch."""
         self._capturing = True
         try:
-            replay = self.device.capture(fn)
+            with ledger.paused():           # counted as launched; weighing would read memory
+                replay = self.device.capture(fn)
         finally:
             self._capturing = False
+
+        if replay is None:
+            return None
 
         def step() -> None:
             ledger.step_begins()
             ledger.op("graph replay")
             replay()
-        return step if replay else None
+        step.nodes = replay.nodes           # what the graph holds: {kind: count}
+        step.dot = getattr(replay, "dot", None)
+        return step
 
     def _entries(self, batch: Batch) -> int:
         """Entries the launches over the batch are sized for."""
@@ -402,7 +409,13 @@ class CupyDevice:
             fn()
         finally:
             graph = self.stream.end_capture()
-        return lambda: graph.launch(self.stream)
+
+        def replay() -> None:
+            graph.launch(self.stream)
+        # what the graph holds, cuBLAS's own kernels too: its node definitions in CUDA's DOT
+        replay.dot = graph.debug_dot_str()
+        replay.nodes = {"nodes": len(set(re.findall(r'"(\w+_node_\d+)"\s*\[', replay.dot)))}
+        return replay
 
     def pinned(self, nbytes: int) -> np.ndarray:
         import cupy
