@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything a lent GPU machine is for, in one call: the device's facts, the whole test suite
-# (the GPU cases run instead of skipping), the launch ledger with the real counts, the epoch
-# benchmark (CPU, GPU launching each kernel, GPU replaying CUDA graphs) and the time to recommend
-# for every user, each logged under the folder given. Runs from the repository as it
+# (the GPU cases run instead of skipping), the launch ledger with the real counts, the kernel
+# versions kept in dev/cuda timed side by side, the epoch benchmark (CPU, GPU launching each
+# kernel, GPU replaying CUDA graphs) and the time to recommend for every user, each logged under
+# the folder given. Runs from the repository as it
 # is (PYTHONPATH), installing nothing: the machine's image has CuPy, Numba, SciPy, tqdm,
 # threadpoolctl and pytest.
 #
@@ -29,6 +30,12 @@ $python -m bench.launches --device gpu --out "$out/launches" > "$out/launches.lo
 launches=$?
 tail -6 "$out/launches.log"
 
+for op in gather_forward scatter_backward; do             # the kernel versions, side by side
+    for shape in ml10m lastfm; do $python -m dev.cuda.run $op --shape $shape; done
+done > "$out/versions.log" 2>&1
+versions=$?
+cat "$out/versions.log"
+
 $python -m bench.epoch_time --devices gpu,gpu-graphs,cpu --out "$out/bench" > "$out/bench.log" 2>&1
 bench=$?
 tail -8 "$out/bench.log"
@@ -38,5 +45,6 @@ $python -m bench.recommend_time --dataset synthetic-lastfm --devices gpu,cpu \
     --out "$out/recommend" > "$out/recommend.log" 2>&1
 recommend=$?
 tail -4 "$out/recommend.log"
-echo "tests exit $tests, ledger exit $launches, benchmark exit $bench, recommend exit $recommend"
-exit $(( tests || launches || bench || recommend ))
+echo "tests exit $tests, ledger exit $launches, versions exit $versions, benchmark exit $bench," \
+     "recommend exit $recommend"
+exit $(( tests || launches || versions || bench || recommend ))

@@ -6,7 +6,7 @@ CPU backend and, where there is one, the GPU.
 
 Each case first checks its result against ops/reference.py in float64 on the same inputs, then
 times it (pytest-benchmark's rounds; on the GPU each round ends with a device synchronize, and
-CUDA events give the median kernel time after warm-up). Achieved GB/s and GFLOP/s come from
+CUDA events give the median kernel time after warm-up: bench/timing.py). Achieved GB/s and GFLOP/s come from
 the minimum bytes and FLOPs of bench/floors.op_work, and are stored in each benchmark's
 extra_info (pytest-benchmark's JSON output keeps them).
 """
@@ -26,6 +26,7 @@ from ncae_cuda.ops.common import Batch, CSR
 from ncae_cuda.plan import Planner, Schedule
 
 from bench.floors import op_work
+from bench.timing import gpu_seconds
 
 
 @dataclass(frozen=True)
@@ -90,19 +91,8 @@ def timed(benchmark, backend, fn, op: str, **counts) -> None:
     work = op_work(op, **counts)
     if backend.name == "gpu":
         import cupy
+        seconds = gpu_seconds(fn)
         sync = cupy.cuda.Device().synchronize
-        for _ in range(3):                                 # warm-up: compile, allocate
-            fn()
-        sync()
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        times = []
-        for _ in range(20):
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-        seconds = float(np.median(times))
         benchmark.pedantic(lambda: (fn(), sync()), rounds=10, warmup_rounds=1)
     else:
         benchmark(fn)

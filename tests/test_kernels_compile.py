@@ -1,7 +1,8 @@
 """The CUDA kernels compile, wherever the compilers are, GPU or not.
 
-- nvcc: every kernels/*.cu alone, for sm_80 and sm_90, with the -D options the backend passes,
-  warnings as errors; the register and spill report of each kernel is printed (CI shows it).
+- nvcc: every kernels/*.cu alone (and the versions kept in dev/cuda), for sm_80 and sm_90, with
+  the -D options the backend passes, warnings as errors; the register and spill report of each
+  kernel is printed (CI shows it).
 - NVRTC (what CuPy compiles with at run time): the one module ops/gpu.py assembles, with its
   options, where a libnvrtc can be found (CuPy's [ctk] extra installs one).
 """
@@ -22,6 +23,7 @@ from ncae_cuda.ops import gpu
 NVCC = shutil.which("nvcc")
 ARCHS = ("sm_80", "sm_90")
 SOURCES = sorted(gpu.KERNEL_DIR.glob("*.cu"))
+DEV_SOURCES = sorted((Path(__file__).resolve().parents[1] / "dev" / "cuda").glob("*.cu"))
 
 
 def test_every_kernel_file_is_in_the_module():
@@ -36,7 +38,7 @@ def _nvcc(source: Path, arch: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc")
 def test_kernels_compile_with_nvcc(capsys):
-    jobs = [(source, arch) for source in SOURCES for arch in ARCHS]
+    jobs = [(source, arch) for source in SOURCES + DEV_SOURCES for arch in ARCHS]
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         results = list(pool.map(lambda job: _nvcc(*job), jobs))
     failed = [f"{s.name} ({a}):\n{r.stderr}" for (s, a), r in zip(jobs, results) if r.returncode]
@@ -52,7 +54,8 @@ def test_kernels_compile_with_nvcc(capsys):
     with capsys.disabled():
         print("\nnvcc resource report (arch, file, kernel, registers ... | stack and spills)")
         print("\n".join(report))
-    assert len(report) == len(ARCHS) * sum(s.read_text().count("__global__") for s in SOURCES)
+    assert len(report) == len(ARCHS) * sum(s.read_text().count("__global__")
+                                           for s in SOURCES + DEV_SOURCES)
     assert not any(re.search(r"[1-9]\d* bytes spill", line) for line in report)
 
 

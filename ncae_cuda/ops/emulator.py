@@ -43,9 +43,10 @@ def _wrappers(source: str) -> str:
     return "\n".join(lines)
 
 
-def build(directory: Path) -> ctypes.CDLL:
-    """Compile the kernels and their wrappers into a shared library under `directory`."""
-    source = gpu.module_source()
+def build(directory: Path, source: str | None = None) -> ctypes.CDLL:
+    """Compile the kernels (the backend's module, or `source`) and their wrappers into a shared
+    library under `directory`."""
+    source = source or gpu.module_source()
     source += "\n" + _wrappers(source) + "\n"
     library = directory / f"kernels-{hashlib.sha1(source.encode()).hexdigest()[:12]}.so"
     if not library.exists():

@@ -1,0 +1,15 @@
+"""The kernel versions kept side by side in dev/cuda run, under the emulator, and each matches
+the reference (the harness exits 1 where one does not)."""
+import pytest
+
+from ncae_cuda.ops.emulator import CXX
+
+from dev.cuda import run
+
+
+@pytest.mark.skipif(CXX is None, reason="no g++")
+@pytest.mark.parametrize("op", run.OPS)
+def test_every_version_matches_the_reference(op, capsys):
+    assert run.main([op, "--device", "emulated"]) == 0
+    out = capsys.readouterr().out
+    assert "1: " in out and "2: windows (in use)" in out
