@@ -507,6 +507,17 @@ def test_early_stopping_keeps_the_best_epoch(feedback, lr, metric, best):
                                                           rel=1e-12)
 
 
+def test_a_checkpoint_holds_what_resuming_needs_and_no_gradient(tmp_path):
+    train, valid = split(matrix())
+    model = new_model("explicit", lr=0.03, patience=2)
+    model.fit(train, validation=valid, epochs=10, checkpoint=tmp_path / "c.npz", verbose=False)
+    meta, arrays = modelfile.read(tmp_path / "c.npz", "checkpoint")
+    size = model._net.layout.size
+    assert set(arrays) == {"state", "best"}                     # params, m, v; the best params
+    assert arrays["state"].shape == (3, size) and meta["steps"] == model._net.steps
+    np.testing.assert_array_equal(arrays["best"], params(model))   # restored from the device
+
+
 @pytest.mark.parametrize("feedback, validated, patience, lr, epochs, stop_in", [
     ("implicit", False, 0, 0.01, 5, 3), ("explicit", True, 0, 0.01, 5, 3),
     ("implicit", True, 0, 0.01, 5, 3),
