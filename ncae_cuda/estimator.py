@@ -16,43 +16,29 @@ without the training data at hand.
 """
 from __future__ import annotations
 
-import hashlib
-import time
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+import numbers
+from dataclasses import asdict
 
 import numpy as np
 import scipy.sparse as sp
 
-from . import __version__, loop, modelfile
+from . import __version__, metrics, modelfile
 from .augment import column_weights, sparse_row_copies
 from .config import Config
 from .data import DataError, Interactions, check_values, from_matrix, lookup_ids
-from .evaluate import (excluded_entries, model_scorer, predict_ratings, ranking_report,
-                       rating_report, row_codes, top_m)
+from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
+                       ranking_report, rating_report, row_codes, top_m)
 from .layout import AdamConfig, NCAELayout
 from .loop import trainable_rows
 from .model import Network, Objective
 from .ops import get_backend
 from .ops.common import CSR
 from .plan import Planner, Schedule
-from .pretrain import Stage, pretrain
+from .session import Checkpoint, Session, fingerprint
 
 
 class OutOfMemory(RuntimeError):
     """The device ran out of memory: the message names what needed it and what lowers it."""
-
-
-@dataclass
-class Progress:
-    """Where a fit stands: saved after every epoch, so a killed fit continues where it was."""
-    epoch: int = 0                    # epochs finished
-    pretrained: bool = False          # pre-training (if any) is done
-    stopped_early: bool = False       # validation stopped improving for `patience` epochs
-    best_epoch: int = 0               # the best validation epoch so far
-    best_value: float | None = None
-    bad_epochs: int = 0               # epochs since the best one
-    history: list = field(default_factory=list)
 
 
 class NCAE:
@@ -94,7 +80,8 @@ class NCAE:
             validation figures) before it is logged; what it adds to the record is kept in
             model.history.
         checkpoint: a file written after every epoch; resume=True continues the fit saved
-            there (the same data and settings; epochs may differ) instead of starting over.
+            there instead of starting over. It must be this fit's: the same settings, epochs,
+            data and backend; another's is refused, naming what differs.
         verbose: print one line per epoch.
         """
         c = self.config
@@ -102,83 +89,33 @@ class NCAE:
         valid = (None if validation is None
                  else self._as_interactions(validation, "validation",
                                             (data.user_ids, data.item_ids)))
-        epochs = c.epochs if epochs is None else int(epochs)
-        if epochs < 0:
-            raise ValueError(f"epochs must be >= 0 (0: pre-training only); got {epochs}")
+        epochs = c.epochs if epochs is None else epochs
+        if not isinstance(epochs, numbers.Integral) or epochs < 0:
+            raise ValueError(f"epochs must be an integer >= 0 (0: pre-training only); got "
+                             f"{epochs!r}")
         self._adopt(data)
-        self._net = self._new_network(data)
-        self._best, progress = None, Progress()
-        saver = None if checkpoint is None else _Checkpoint(Path(checkpoint), c,
-                                                             _fingerprint(data, valid))
         with self.ops.session():
             try:
-                if resume and saver is not None and saver.path.exists():
-                    progress, self._best = saver.load(self._net)
-                self._train(data, valid, epochs, progress, callback, saver, verbose)
+                self._net = self._new_network(data)
+                csr = self._training_matrix(data, verbose)
+                planner = Planner(csr, trainable_rows(csr),
+                                  Schedule(c.seed, c.batch_size, c.dropout))
+                self._net.prepare(planner.geometry)
+                identity = {"settings": {**c.as_dict(), "epochs": int(epochs)},
+                            "data": fingerprint(*_entries(data), *_entries(valid)),
+                            "backend": self.ops.name}
+                session = Session(
+                    self._net, csr, planner, AdamConfig(c.lr, weight_decay=c.weight_decay),
+                    c.pretrain, c.pretrain_epochs, c.patience, self.selection_metric,
+                    score=None if valid is None else self.evaluator(valid),
+                    on_epoch=None if callback is None else lambda record: callback(self, record),
+                    checkpoint=None if checkpoint is None else Checkpoint(checkpoint, identity),
+                    verbose=verbose)
+                progress = session.run(int(epochs), resume)
             except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
                 raise OutOfMemory(self._out_of_memory(e)) from None
-        return self
-
-    def _train(self, data: Interactions, valid, epochs: int, progress: Progress, callback,
-               saver, verbose: bool) -> None:
-        """Pre-train (if asked), then train up to `epochs` epochs from `progress` on."""
-        c, ops, net = self.config, self.ops, self._net
-        adam = AdamConfig(c.lr, weight_decay=c.weight_decay)
-        csr = self._training_matrix(data, verbose)
-        planner = Planner(csr, trainable_rows(csr), Schedule(c.seed, c.batch_size, c.dropout))
-        net.prepare(planner.geometry)
-        score_valid = None if valid is None else self.evaluator(valid)
-        metric, higher = self.selection_metric
-
-        def save() -> None:
-            if saver is not None:
-                saver.save(net, progress, self._best)
-
-        def end_of_epoch(record: dict) -> None:
-            start = time.perf_counter()
-            if score_valid is not None:
-                record["valid"] = score_valid()
-                value = record["valid"][metric]
-                if progress.best_value is None or (value > progress.best_value if higher
-                                                   else value < progress.best_value):
-                    progress.best_value, progress.best_epoch = value, record["epoch"]
-                    progress.bad_epochs = 0
-                    if self._best is None:
-                        self._best = ops.xp.empty_like(net.params)
-                    self._best[...] = net.params
-                else:
-                    progress.bad_epochs += 1
-            if callback is not None:
-                callback(self, record)
-            record["eval_seconds"] = time.perf_counter() - start
-            progress.history.append(record)
-            if verbose:
-                print(format_record(record, metric), flush=True)
-
-        if not progress.pretrained:
-            save()                                   # a resumed fit re-runs pre-training
-            if c.pretrain != "BP":
-                start = time.perf_counter()
-                losses = pretrain(net, Stage(csr, planner, adam, c.pretrain_epochs), c.pretrain)
-                end_of_epoch({"epoch": 0, "pretrain": losses,
-                              "seconds": time.perf_counter() - start})
-            progress.pretrained = True
-            save()
-        while progress.epoch < epochs and not progress.stopped_early:
-            epoch = progress.epoch + 1
-            start = time.perf_counter()
-            loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
-                                  net.memory, csr, planner.plan(epoch), f"epoch {epoch}",
-                                  graph=getattr(ops, "graphs", False))
-            end_of_epoch({"epoch": epoch, "loss": loss, "l2": net.l2_penalty(c.weight_decay),
-                          "seconds": time.perf_counter() - start})
-            progress.epoch = epoch
-            progress.stopped_early = (valid is not None and c.patience > 0
-                                      and progress.bad_epochs >= c.patience)
-            save()
         self.history, self.best_epoch = progress.history, progress.best_epoch
-        if self._best is not None:
-            net.params[...] = self._best
+        return self
 
     @property
     def selection_metric(self) -> tuple[str, bool]:
@@ -232,13 +169,18 @@ class NCAE:
     # -----------------------------------------------------------------------------------------
     # scoring held-out data
 
-    def evaluator(self, held, exclude=None):
+    def evaluator(self, held, exclude=None, popularity: bool = False):
         """score(per_user=False) -> the figures of `held` (interactions held out from the fit
         data, the same users and items): RMSE of the predicted ratings (explicit), or HR@M and
         NDCG@M of each held-out item ranked among the items the user has no interaction with in
         the fit data nor in `exclude` (implicit). per_user adds the table of users grouped by
-        their number of fit interactions. Device arrays are built once, here."""
+        their number of fit interactions. Device arrays are built once, here.
+
+        popularity: rank by the POP baseline instead, every item scored by its number of
+        interactions in the fit data, on the same candidates (implicit only)."""
         self._check_fitted()
+        if popularity and not self.config.implicit:
+            raise ValueError("the POP baseline ranks items: it is for implicit feedback")
         c, ops = self.config, self.ops
         ids = (self.user_ids, self.item_ids)
         held = self._as_interactions(held, "held-out data", ids)
@@ -251,11 +193,13 @@ class NCAE:
                 raise DataError(f"{int(clash.sum())} held-out interactions are also in the fit "
                                 "data or in exclude: a held-out item must be a candidate")
             exclude_csr = CSR.from_scipy(ops, _binary(seen))
+            pop = metrics.popularity_scores(self._seen) if popularity else None
 
             def score(per_user: bool = False) -> dict:
                 with ops.session():
-                    return ranking_report(ops, self._user_scorer(), exclude_csr, held.users,
-                                          held.items, c.cutoffs, counts if per_user else None)
+                    scorer = self._user_scorer() if pop is None else constant_scorer(ops, pop)
+                    return ranking_report(ops, scorer, exclude_csr, held.users, held.items,
+                                          c.cutoffs, counts if per_user else None)
             return score
         if held.ratings is None:
             raise DataError("held-out data for an explicit model needs ratings")
@@ -267,9 +211,10 @@ class NCAE:
             return rating_report(yhat, held.ratings, held.users, counts if per_user else None)
         return score
 
-    def evaluate(self, held, exclude=None, per_user: bool = False) -> dict:
+    def evaluate(self, held, exclude=None, per_user: bool = False,
+                 popularity: bool = False) -> dict:
         """The figures of `held` once: see evaluator()."""
-        return self.evaluator(held, exclude)(per_user)
+        return self.evaluator(held, exclude, popularity)(per_user)
 
     # -----------------------------------------------------------------------------------------
     # using the model
@@ -391,7 +336,7 @@ class NCAE:
                   "seen_data": self._seen.data}
         if net.col_weights is not None:
             arrays["col_weights"] = self.ops.to_host(net.col_weights)
-        modelfile.write(path, "model", _json_ready(meta), arrays)
+        modelfile.write(path, "model", meta, arrays)
 
     @classmethod
     def load(cls, path, device: str = "auto") -> NCAE:
@@ -479,62 +424,9 @@ class NCAE:
         return self._device_csr[key]
 
 
-class _Checkpoint:
-    """fit()'s checkpoint: what resuming needs: the parameters, Adam's m, v and step, the best
-    validation parameters and Progress, for the settings and data they were made with."""
-
-    def __init__(self, path: Path, config: Config, data: str):
-        self.path, self.config, self.data = path, config, data
-
-    def save(self, net: Network, progress: Progress, best) -> None:
-        meta = {"config": self.config.as_dict(), "data": self.data, "steps": net.steps,
-                "progress": asdict(progress)}
-        arrays = {"state": net.ops.to_host(net.state[[0, 2, 3]])}      # params, m, v
-        if best is not None:
-            arrays["best"] = net.ops.to_host(best)
-        modelfile.write(self.path, "checkpoint", _json_ready(meta), arrays)
-
-    def load(self, net: Network) -> tuple[Progress, object]:
-        """Restore `net` from the file; returns (Progress, best parameters (device) or None)."""
-        meta, arrays = modelfile.read(self.path, "checkpoint")
-        saved, now = Config.from_dict(meta["config"]), self.config
-        changed = [f"{f.name}: {_shown(getattr(saved, f.name))} -> {_shown(getattr(now, f.name))}"
-                   for f in fields(Config)
-                   if f.name != "epochs" and getattr(saved, f.name) != getattr(now, f.name)]
-        if changed:
-            raise DataError(f"{self.path}: resuming with other settings than the checkpoint's "
-                            f"({', '.join(changed)})")
-        if meta["data"] != self.data:
-            raise DataError(f"{self.path}: the checkpoint was made with other training or "
-                            "validation data")
-        if arrays["state"].shape != (3, net.layout.size):
-            raise DataError(f"{self.path}: a damaged checkpoint (state {arrays['state'].shape})")
-        net.restore(*arrays["state"], meta["steps"])
-        best = arrays.get("best")
-        return Progress(**meta["progress"]), None if best is None else net.ops.to_device(best)
-
-
-def format_record(record: dict, metric: str) -> str:
-    """The log line of one epoch's record."""
-    if "pretrain" in record:
-        line = f"epoch   0 | pre-trained ({', '.join(record['pretrain'])})"
-    else:
-        line = f"epoch {record['epoch']:3d} | loss {record['loss']:.4f}"
-    if "valid" in record:
-        line += f" | valid {metric} {record['valid'][metric]:.4f}"
-    return f"{line} | {record['seconds']:.2f} s"
-
-
-def _fingerprint(data: Interactions, valid: Interactions | None) -> str:
-    """A digest of the entries a fit trains and validates on: resume refuses other data."""
-    h = hashlib.sha256()
-    for part in (data, valid):
-        if part is not None:
-            for a in (part.users, part.items, part.ratings):
-                if a is not None:
-                    h.update(np.ascontiguousarray(a).tobytes())
-        h.update(b"|")
-    return h.hexdigest()[:32]
+def _entries(part: Interactions | None) -> tuple:
+    """What a fit trains or validates on, for its checkpoint's fingerprint."""
+    return (None, None, None) if part is None else (part.users, part.items, part.ratings)
 
 
 def _binary(m: sp.csr_matrix) -> sp.csr_matrix:
@@ -550,18 +442,3 @@ def _union(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
 def _storable(ids: np.ndarray) -> np.ndarray:
     """Ids as an array numpy saves without pickle: numbers, or text."""
     return ids.astype(str) if ids.dtype == object else ids
-
-
-def _shown(value):
-    return list(value) if isinstance(value, tuple) else value
-
-
-def _json_ready(value):
-    """numpy scalars in nested dicts and lists as Python numbers."""
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -16,19 +16,42 @@ import numpy as np
 from .data import DataError
 
 FORMAT = "ncae_cuda"
-VERSION = 3          # 3: models and checkpoints as ncae_cuda.estimator writes them
+VERSION = 3          # 3: models and checkpoints as ncae_cuda.estimator and .session write them
 
 
 def write(path: str | os.PathLike, kind: str, meta: dict, arrays: dict) -> None:
-    """Write `arrays` and the JSON-ready `meta` to `path` as a `kind` file, atomically."""
+    """Write `arrays` and `meta` to `path` as a `kind` file, atomically; a failed write (a full
+    disk, a folder that is not writable) leaves no temporary file and says what failed."""
+    header = {"format": FORMAT, "version": VERSION, "kind": kind, **json_ready(meta)}
+    atomic_write(path, lambda f: np.savez(f, header=np.array(json.dumps(header)), **arrays))
+
+
+def atomic_write(path: str | os.PathLike, fill) -> None:
+    """fill(f) writes a binary file object that becomes `path` only once whole (a temporary
+    file, synced, then renamed); on failure the temporary file is removed and DataError says
+    why."""
     path = Path(path)
-    header = {"format": FORMAT, "version": VERSION, "kind": kind, **meta}
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, header=np.array(json.dumps(header)), **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            fill(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"{path}: cannot write it ({e.strerror or e})") from None
+
+
+def json_ready(value):
+    """numpy scalars and tuples in nested dicts and lists as JSON's numbers and lists."""
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def read(path: str | os.PathLike, kind: str) -> tuple[dict, dict]:
@@ -44,7 +67,13 @@ def read(path: str | os.PathLike, kind: str) -> tuple[dict, dict]:
                         f"({type(e).__name__}: {e})") from None
     if "header" not in arrays:
         raise DataError(f"{path}: not an {FORMAT} {kind} file (no header)")
-    meta = json.loads(str(arrays.pop("header")))
+    try:
+        meta = json.loads(str(arrays.pop("header")))
+        if not isinstance(meta, dict):
+            raise ValueError("not an object")
+    except ValueError as e:
+        raise DataError(f"{path}: not an {FORMAT} {kind} file (its header is not JSON: {e})"
+                        ) from None
     if meta.get("format") != FORMAT or meta.get("kind") != kind:
         raise DataError(f"{path}: a {meta.get('format')} {meta.get('kind')} file, "
                         f"not an {FORMAT} {kind}")

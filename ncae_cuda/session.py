@@ -1,0 +1,186 @@
+"""A fit's training session: pre-training (if asked), then the epochs, each scored on validation
+(early stopping keeps the best epoch's parameters), with a checkpoint after every epoch, so a
+fit killed at any point continues where it was and ends exactly where an uninterrupted one does.
+
+The facade (estimator.NCAE) hands a Session the network, its training matrix and batch planner,
+and a scorer of the validation data; the session knows nothing of users, items or ids.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import loop, modelfile
+from .data import DataError
+from .layout import AdamConfig
+from .model import Network
+from .ops.common import CSR
+from .plan import Planner
+from .pretrain import Stage, pretrain
+
+
+@dataclass
+class Progress:
+    """Where a fit stands: saved after every epoch, so a killed fit continues where it was."""
+    epoch: int = 0                    # epochs finished
+    pretrained: bool = False          # pre-training (if any) is done
+    stopped_early: bool = False       # validation stopped improving for `patience` epochs
+    best_epoch: int = 0               # the best validation epoch so far
+    best_value: float | None = None
+    bad_epochs: int = 0               # epochs since the best one
+    history: list = field(default_factory=list)
+
+
+def fingerprint(*parts) -> str:
+    """A digest of arrays (None: an absent part): what a checkpoint was trained on."""
+    h = hashlib.sha256()
+    for part in parts:
+        if part is not None:
+            h.update(np.ascontiguousarray(part).tobytes())
+        h.update(b"|")
+    return h.hexdigest()[:32]
+
+
+class Checkpoint:
+    """A fit's checkpoint: what resuming needs (the parameters, Adam's moments and step count,
+    the best validation parameters, the Progress), for one `identity`: everything that
+    determines the fit's result (its settings and epochs, a digest of its training and
+    validation data, the backend). A checkpoint of another identity is refused, naming what
+    differs: a stale file is never taken for this fit's."""
+
+    def __init__(self, path: str | Path, identity: dict):
+        self.path, self.identity = Path(path), identity
+
+    def save(self, net: Network, progress: Progress, best) -> None:
+        meta = {"identity": self.identity, "steps": net.steps, "progress": asdict(progress)}
+        arrays = {"state": net.ops.to_host(net.state[[0, 2, 3]])}      # params, m, v
+        if best is not None:
+            arrays["best"] = net.ops.to_host(best)
+        modelfile.write(self.path, "checkpoint", meta, arrays)
+
+    def load(self, net: Network) -> tuple[Progress, object]:
+        """Restore `net` from the file; returns (Progress, best parameters (device) or None)."""
+        meta, arrays = modelfile.read(self.path, "checkpoint")
+        changed = differences(meta.get("identity", {}), modelfile.json_ready(self.identity))
+        if changed:
+            raise DataError(f"{self.path}: the checkpoint is of another fit ({'; '.join(changed)})"
+                            ": resume with what made it, or start over")
+        if arrays["state"].shape != (3, net.layout.size):
+            raise DataError(f"{self.path}: a damaged checkpoint (state {arrays['state'].shape})")
+        net.restore(*arrays["state"], meta["steps"])
+        best = arrays.get("best")
+        return Progress(**meta["progress"]), None if best is None else net.ops.to_device(best)
+
+
+def differences(saved: dict, now: dict, prefix: str = "") -> list[str]:
+    """'name: saved -> now' for every entry that differs, nested dicts by dotted names."""
+    lines = []
+    for key in sorted(saved.keys() | now.keys()):
+        a, b = saved.get(key), now.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            lines += differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            lines.append(f"{prefix}{key}: {a} -> {b}")
+    return lines
+
+
+def format_record(record: dict, metric: str) -> str:
+    """The log line of one epoch's record."""
+    if "pretrain" in record:
+        line = f"epoch   0 | pre-trained ({', '.join(record['pretrain'])})"
+    else:
+        line = f"epoch {record['epoch']:3d} | loss {record['loss']:.4f}"
+    if "valid" in record:
+        line += f" | valid {metric} {record['valid'][metric]:.4f}"
+    return f"{line} | {record['seconds']:.2f} s"
+
+
+@dataclass
+class Session:
+    """One fit of `net` on the rows of `csr`, batched by `planner`."""
+    net: Network
+    csr: CSR
+    planner: Planner
+    adam: AdamConfig
+    pretrain: str                     # the pre-training variant (BP: none)
+    pretrain_epochs: int
+    patience: int                     # epochs without a better validation score before
+                                      # stopping (0: never)
+    selection: tuple[str, bool]       # the validation figure early stopping follows, and
+                                      # whether higher is better
+    score: Callable[[], dict] | None = None          # the validation figures, or no validation
+    on_epoch: Callable[[dict], None] | None = None   # sees (and may add to) each epoch's record
+    checkpoint: Checkpoint | None = None
+    verbose: bool = True
+
+    def run(self, epochs: int, resume: bool = False) -> Progress:
+        """Train up to `epochs` epochs (after pre-training), from the checkpoint if `resume` and
+        there is one; the network ends with the best validation epoch's parameters."""
+        net, ops = self.net, self.net.ops
+        progress, best = Progress(), None
+        if resume and self.checkpoint is not None and self.checkpoint.path.exists():
+            progress, best = self.checkpoint.load(net)
+        metric, higher = self.selection
+
+        def save() -> None:
+            if self.checkpoint is not None:
+                self.checkpoint.save(net, progress, best)
+
+        def end_of_epoch(record: dict) -> None:
+            nonlocal best
+            start = time.perf_counter()
+            if self.score is not None:
+                record["valid"] = self.score()
+                value = record["valid"][metric]
+                if not math.isfinite(value):
+                    raise FloatingPointError(
+                        f"the validation {metric} became {value} after epoch "
+                        f"{record['epoch']}: lower the learning rate (lr, --lr)")
+                if progress.best_value is None or (value > progress.best_value if higher
+                                                   else value < progress.best_value):
+                    progress.best_value, progress.best_epoch = value, record["epoch"]
+                    progress.bad_epochs = 0
+                    if best is None:
+                        best = ops.xp.empty_like(net.params)
+                    best[...] = net.params
+                else:
+                    progress.bad_epochs += 1
+            if self.on_epoch is not None:
+                self.on_epoch(record)
+            record["eval_seconds"] = time.perf_counter() - start
+            progress.history.append(record)
+            if self.verbose:
+                print(format_record(record, metric), flush=True)
+
+        if not progress.pretrained:
+            save()                                   # a resumed fit re-runs pre-training
+            if self.pretrain != "BP":
+                start = time.perf_counter()
+                stage = Stage(self.csr, self.planner, self.adam, self.pretrain_epochs)
+                losses = pretrain(net, stage, self.pretrain)
+                end_of_epoch({"epoch": 0, "pretrain": losses,
+                              "seconds": time.perf_counter() - start})
+            progress.pretrained = True
+            save()
+        while progress.epoch < epochs and not progress.stopped_early:
+            epoch = progress.epoch + 1
+            start = time.perf_counter()
+            loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, self.adam),
+                                  net.memory, self.csr, self.planner.plan(epoch),
+                                  f"epoch {epoch}", graph=getattr(ops, "graphs", False))
+            end_of_epoch({"epoch": epoch, "loss": loss,
+                          "l2": net.l2_penalty(self.adam.weight_decay),
+                          "seconds": time.perf_counter() - start})
+            progress.epoch = epoch
+            progress.stopped_early = (self.score is not None and self.patience > 0
+                                      and progress.bad_epochs >= self.patience)
+            save()
+        if best is not None:
+            net.params[...] = best
+        return progress
