@@ -195,7 +195,7 @@ def run_ncae(argv: list[str]) -> dict:
     test figures after the last, from its metrics.json. Its --out (checkpoints of up to GBs) is
     a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="ncae-peer-") as out:
-        code = train.main([*argv, "--out", out])
+        code = train.main([*argv, "--out", out, "--overwrite"])
         if code:
             raise SystemExit(f"ncae_cuda.train failed (exit code {code})")
         history = json.loads((Path(out) / "metrics.json").read_text())["history"]

@@ -1,10 +1,13 @@
 """The settings of an NCAE model: one frozen record with the paper's defaults, resolved and
 checked in one place. `NCAE(**settings)` takes them as keywords and `python -m ncae_cuda.train`
-as flags of the same names, so the API and the CLI cannot drift apart.
+as flags of the same names, generated from this record (each field's help is its flag's help),
+so the API and the CLI cannot drift apart.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+import math
+import numbers
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from .pretrain import VARIANTS
 
@@ -12,46 +15,87 @@ from .pretrain import VARIANTS
 VARIANT_SETTINGS = {"NCAE-": ("uniform", False), "NCAE": ("popularity", False),
                     "NCAE+": ("popularity", True)}
 DEFAULT_AUGMENT_EPS = 0.001
+FEEDBACK = ("explicit", "implicit")
+BASED = ("user", "item")
+WEIGHTING = ("popularity", "uniform")
+
+
+class SettingError(ValueError):
+    """A setting out of range, of the wrong kind, or contradicting another; `setting` names it."""
+
+    def __init__(self, setting: str, message: str):
+        super().__init__(f"{setting} {message}")
+        self.setting, self.reason = setting, message
+
+
+def setting(default, help: str, group: str = "model", choices=None, kind=None):
+    """A Config field: its default, its help (the CLI flag's), the flag's group, its choices,
+    and the kind of value it takes ('ints': comma-separated integers; 'range': two floats)."""
+    return field(default=default, metadata={"help": help, "group": group, "choices": choices,
+                                            "kind": kind})
 
 
 @dataclass(frozen=True)
 class Config:
-    feedback: str = "explicit"        # 'explicit' (ratings, RMSE) or 'implicit' (HR/NDCG)
-    based: str | None = None          # rows encoded: 'item' for explicit, 'user' for implicit
-    hidden: tuple = (500, 500)        # width of each hidden layer
-    dropout: float = 0.5              # input dropout rate q
-    alpha: float = 1.0                # explicit: weight of errors on dropped inputs
-    beta: float = 0.5                 # explicit: weight of errors on kept inputs
-    variant: str | None = None        # implicit: 'NCAE-', 'NCAE' or 'NCAE+' (the default)
-    weighting: str | None = None      # implicit: 'popularity' or 'uniform' weights c_j
-    c0: float = 512.0                 # popularity weighting: c0
-    omega: float = 0.5                # popularity weighting: w
-    uniform_c: float = 0.05           # uniform weighting: the one c
-    augment_eps: float | None = None  # implicit: rows with |R|/N below it get a sparser copy
-    augment_p: float = 0.8            # augmentation: share of a row's most popular items dropped
-    pretrain: str = "BP"              # layer-wise pre-training variant (ncae_cuda.pretrain)
-    pretrain_epochs: int = 10         # epochs of each pre-training stage
-    epochs: int = 100                 # most epochs fit() trains
-    patience: int = 10                # early stopping on validation; 0 = never stop early
-    batch_size: int = 128
-    lr: float = 1e-3                  # Adam's learning rate
-    weight_decay: float = 1e-3        # lambda: L2 on all weights and biases
-    seed: int = 0                     # init, shuffling and dropout
-    cutoffs: tuple = (10, 100)        # implicit: M of HR@M, NDCG@M; early stopping: the last
-    rating_scale: tuple | None = None # explicit: (r_min, r_max); default: the data's
+    feedback: str = setting("explicit", "what the model learns from: ratings (explicit, scored "
+                            "by RMSE) or interactions (implicit, scored by HR and NDCG)",
+                            choices=FEEDBACK)
+    based: str | None = setting(None, "rows the autoencoder encodes: items (item-based, the "
+                                "default for explicit feedback) or users (the default for "
+                                "implicit), the paper's best of each", choices=BASED)
+    hidden: tuple = setting((500, 500), "width of each hidden layer, K1,K2,...", kind="ints")
+    dropout: float = setting(0.5, "input dropout rate q")
+    alpha: float = setting(1.0, "explicit: weight of the errors on dropped inputs")
+    beta: float = setting(0.5, "explicit: weight of the errors on kept inputs")
+    variant: str | None = setting(None, "implicit: the paper's models: NCAE- uniform weighting, "
+                                  "NCAE popularity weighting, NCAE+ popularity weighting and "
+                                  "augmentation (the default); sets weighting and augmentation",
+                                  choices=tuple(VARIANT_SETTINGS))
+    weighting: str | None = setting(None, "implicit: weights c_j of unobserved entries: "
+                                    "popularity (the default) or uniform (NCAE-)",
+                                    choices=WEIGHTING)
+    c0: float = setting(512.0, "popularity weighting: c0, the weights' sum")
+    omega: float = setting(0.5, "popularity weighting: the exponent w of item popularity")
+    uniform_c: float = setting(0.05, "uniform weighting: the one weight c")
+    augment_eps: float | None = setting(None, "implicit: rows with |R|/N below this get an "
+                                        "extra, sparser training row (default 0.001 for NCAE+, "
+                                        "0 = off)")
+    augment_p: float = setting(0.8, "augmentation: the extra row drops this share of the row's "
+                               "most popular items")
+    pretrain: str = setting("BP", "greedy layer-wise pre-training before fine-tuning: BP = none, "
+                            "S+U+S = the paper's three stages (see ncae_cuda.pretrain)",
+                            choices=VARIANTS)
+    pretrain_epochs: int = setting(10, "epochs of each pre-training stage")
+    epochs: int = setting(100, "most epochs to train", group="training")
+    patience: int = setting(10, "stop after this many epochs without a better validation score "
+                            "(0: never stop early)", group="training")
+    batch_size: int = setting(128, "rows a training batch", group="training")
+    lr: float = setting(1e-3, "Adam's learning rate", group="training")
+    weight_decay: float = setting(1e-3, "lambda: L2 on every weight and bias", group="training")
+    seed: int = setting(0, "seed of the initialisation, the shuffles and input dropout",
+                        group="training")
+    cutoffs: tuple = setting((10, 100), "implicit: the M of HR@M and NDCG@M; early stopping "
+                             "follows NDCG at the last", group="evaluation", kind="ints")
+    rating_scale: tuple | None = setting(None, "explicit: the lowest and highest rating, "
+                                         "LOW,HIGH (default: the data set's, or its ratings' "
+                                         "range)", group="evaluation", kind="range")
 
     def resolved(self) -> Config:
-        """The settings with every data-independent default filled in; ValueError names a
-        setting that is out of range or contradicts another."""
-        c = replace(self, hidden=tuple(int(h) for h in self.hidden),
-                    cutoffs=tuple(int(m) for m in self.cutoffs),
+        """The settings with every data-independent default filled in; SettingError names a
+        setting that is out of range, of the wrong kind, or contradicts another."""
+        c = replace(self, hidden=_widths("hidden", self.hidden),
+                    cutoffs=_widths("cutoffs", self.cutoffs),
                     rating_scale=None if self.rating_scale is None
-                    else tuple(float(r) for r in self.rating_scale))
-        _check_choice("feedback", c.feedback, ("explicit", "implicit"))
-        _check_choice("pretrain", c.pretrain, VARIANTS)
+                    else _pair("rating_scale", self.rating_scale))
+        for f in fields(Config):
+            choices = f.metadata["choices"]
+            value = getattr(c, f.name)
+            if choices and value is not None and value not in choices:
+                raise SettingError(f.name, f"must be one of {', '.join(choices)}; got {value!r}")
+            if isinstance(f.default, float) or f.name == "augment_eps" and value is not None:
+                c = replace(c, **{f.name: _number(f.name, value)})
         if c.based is None:
             c = replace(c, based="item" if c.feedback == "explicit" else "user")
-        _check_choice("based", c.based, ("user", "item"))
         _check_range(c)
         return _resolved_variant(c)
 
@@ -82,29 +126,58 @@ class Config:
         return f"NCAE ({self.weighting} weighting, augmented)"
 
 
-def _check_choice(name: str, value, choices) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
+def _widths(name: str, value) -> tuple[int, ...]:
+    """Positive integers, from a sequence of them (or one of them: one hidden layer)."""
+    values = (value,) if _is_int(value) else value
+    try:
+        if isinstance(values, (str, bytes)):
+            raise TypeError
+        widths = tuple(values)
+        if widths and all(_is_int(w) and w >= 1 for w in widths):
+            return tuple(int(w) for w in widths)
+    except TypeError:
+        pass
+    raise SettingError(name, f"must be positive integers, e.g. (500, 500); got {value!r}")
+
+
+def _number(name: str, value) -> float:
+    if isinstance(value, bool):
+        raise SettingError(name, f"must be a number; got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SettingError(name, f"must be a number; got {value!r}") from None
+
+
+def _pair(name: str, value) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise SettingError(name, f"must be two numbers (low, high); got {value!r}") from None
+    if not low < high:
+        raise SettingError(name, f"must be (low, high) with low < high; got {value!r}")
+    return low, high
 
 
 def _check_range(c: Config) -> None:
-    checks = [
-        ("hidden", c.hidden, len(c.hidden) > 0 and min(c.hidden) >= 1, "positive widths"),
-        ("dropout", c.dropout, 0 <= c.dropout < 1, "in [0, 1)"),
-        ("augment_p", c.augment_p, 0 < c.augment_p <= 1, "in (0, 1]"),
-        ("lr", c.lr, c.lr > 0, "> 0"),
-        ("cutoffs", c.cutoffs, len(c.cutoffs) > 0 and min(c.cutoffs) >= 1, "positive"),
-        ("rating_scale", c.rating_scale,
-         c.rating_scale is None or (len(c.rating_scale) == 2
-                                    and c.rating_scale[0] < c.rating_scale[1]), "(low, high)"),
-    ]
+    checks = [("dropout", 0 <= c.dropout < 1, "in [0, 1)"),
+              ("augment_p", 0 < c.augment_p <= 1, "in (0, 1]"),
+              ("lr", 0 < c.lr < math.inf, "a finite number > 0")]
     for name in ("epochs", "pretrain_epochs", "batch_size"):
-        checks.append((name, getattr(c, name), getattr(c, name) >= 1, ">= 1"))
-    for name in ("alpha", "beta", "c0", "omega", "uniform_c", "weight_decay", "patience"):
-        checks.append((name, getattr(c, name), getattr(c, name) >= 0, ">= 0"))
-    for name, value, ok, wanted in checks:
+        checks.append((name, _is_int(getattr(c, name)) and getattr(c, name) >= 1,
+                       "an integer >= 1"))
+    for name in ("patience", "seed"):
+        checks.append((name, _is_int(getattr(c, name)) and getattr(c, name) >= 0,
+                       "an integer >= 0"))
+    for name in ("alpha", "beta", "c0", "omega", "uniform_c", "weight_decay"):
+        checks.append((name, 0 <= getattr(c, name) < math.inf, "a finite number >= 0"))
+    for name, ok, wanted in checks:
         if not ok:
-            raise ValueError(f"{name} must be {wanted}; got {value!r}")
+            raise SettingError(name, f"must be {wanted}; got {getattr(c, name)!r}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _resolved_variant(c: Config) -> Config:
@@ -112,19 +185,16 @@ def _resolved_variant(c: Config) -> Config:
     if not c.implicit:
         for name in ("variant", "weighting", "augment_eps"):
             if getattr(c, name):
-                raise ValueError(f"{name} is for implicit feedback")
+                raise SettingError(name, "is for implicit feedback")
         return replace(c, augment_eps=0.0)
-    if c.variant is not None:
-        _check_choice("variant", c.variant, tuple(VARIANT_SETTINGS))
-    if c.weighting is not None:
-        _check_choice("weighting", c.weighting, ("popularity", "uniform"))
-    if c.augment_eps is not None and c.augment_eps < 0:
-        raise ValueError(f"augment_eps must be >= 0; got {c.augment_eps!r}")
+    if c.augment_eps is not None and not 0 <= c.augment_eps < math.inf:
+        raise SettingError("augment_eps", f"must be a finite number >= 0; got {c.augment_eps!r}")
     weighting, augmented = VARIANT_SETTINGS[c.variant or "NCAE+"]
     if c.variant and c.weighting not in (None, weighting):
-        raise ValueError(f"variant {c.variant} uses weighting {weighting}")
+        raise SettingError("variant", f"{c.variant} uses weighting {weighting}")
     if c.variant and not augmented and c.augment_eps:
-        raise ValueError(f"variant {c.variant} has no augmentation: leave augment_eps unset")
+        raise SettingError("variant", f"{c.variant} has no augmentation: leave augment_eps "
+                           "unset")
     eps = c.augment_eps
     if eps is None:
         eps = DEFAULT_AUGMENT_EPS if augmented else 0.0

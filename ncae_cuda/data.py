@@ -327,6 +327,13 @@ def read_table(path: str | os.PathLike, sep: str | None = None,
     return _interactions(path, values, rating_scale=rating_scale, keep="latest")
 
 
+def table_columns(path: str | os.PathLike, sep: str | None = None) -> int:
+    """How many columns a CSV/TSV table has (its first line's), as read_table reads it."""
+    with _open(path) as f:
+        first = f.readline().rstrip(b"\r\n")
+    return len(first.split(sep.encode() if sep is not None else _sniff_separator(path, first)))
+
+
 def _read_ratings(path: str | os.PathLike, sep: bytes, header: bool,
                   rating_scale: tuple[float, float]) -> Interactions:
     layout = _Layout(sep, ("user", "item", "rating", "timestamp"), header,
@@ -432,13 +439,22 @@ def _sep_name(sep: bytes) -> str:
     return _SEP_NAMES.get(sep, repr(sep.decode(errors="replace")))
 
 
+_BOM = b"\xef\xbb\xbf"          # UTF-8's byte-order mark, which some editors write first
+
+
 def _open(path: str | os.PathLike) -> BinaryIO:
+    """The file, positioned at its first byte of data (after a UTF-8 byte-order mark)."""
     try:
-        return open(path, "rb")
+        f = open(path, "rb")
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: a folder, not a data file") from None
     except OSError as error:
         raise DataError(f"{path}: cannot read: {error.strerror}") from None
+    if f.read(len(_BOM)) != _BOM:
+        f.seek(0)
+    return f
 
 
 def _parse(path: str | os.PathLike, layout: _Layout) -> tuple[dict[str, np.ndarray], int]:
@@ -452,7 +468,7 @@ def _parse(path: str | os.PathLike, layout: _Layout) -> tuple[dict[str, np.ndarr
     line = first_line
     with _open(path) as f:
         end = _end_of_data(f)
-        if end == 0:
+        if end == f.tell():
             raise DataError(f"{path}:1: empty file, no interactions")
         if layout.header:
             _check_header(path, f.readline(), layout)
@@ -467,16 +483,18 @@ def _parse(path: str | os.PathLike, layout: _Layout) -> tuple[dict[str, np.ndarr
 
 
 def _end_of_data(f: BinaryIO) -> int:
-    """Byte offset where the data ends: blank lines at the end of a file are not data."""
+    """Byte offset where the data ends: blank lines at the end of a file are not data. f is
+    left where it was (the start of its data)."""
+    start = f.tell()
     end = f.seek(0, os.SEEK_END)
-    while end > 0:
-        step = min(end, 1 << 16)
+    while end > start:
+        step = min(end - start, 1 << 16)
         f.seek(end - step)
         kept = f.read(step).rstrip(b"\r\n")
         end -= step - len(kept)
         if kept:
             break
-    f.seek(0)
+    f.seek(start)
     return end
 
 

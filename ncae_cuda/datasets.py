@@ -30,9 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from .data import (DataError, Interactions, read_delicious, read_lastfm_artists,
-                   read_movielens_100k, read_movielens_csv, read_movielens_dat)
+                   read_movielens_100k, read_movielens_csv, read_movielens_dat, read_table,
+                   table_columns)
 
 DEFAULT = "synthetic"
+DATA_ENV = "NCAE_CUDA_DATA"          # where extracted copies of the published data sets are
 
 
 class UnverifiedArchiveWarning(UserWarning):
@@ -61,7 +63,12 @@ class Published:
     file: str                       # the file `read` reads, inside `folder`
     read: Callable[[Path], Interactions]
     feedback: str                   # default: "explicit" (ratings) or "implicit"
+    interactions: int               # what the published file holds, duplicates merged
     splits: tuple[str, ...] = ()    # split files shipped as <split>.base / <split>.test
+
+
+class CatalogueWarning(UserWarning):
+    """A data file holds another number of interactions than its data set's catalogue entry."""
 
 
 @dataclass(frozen=True)
@@ -102,20 +109,20 @@ _REGISTRY = [
         Archive(f"{_GROUPLENS}/movielens/ml-100k.zip",
                 "sha256:50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
                 4_924_029),
-        "ml-100k", "u.data", read_movielens_100k, "explicit", _ML_SPLITS),
+        "ml-100k", "u.data", read_movielens_100k, "explicit", 100_000, _ML_SPLITS),
     Published(
         "ml-1m", "MovieLens 1M: 1,000,209 ratings (1-5 stars), 6,040 users, 3,706 movies",
         Archive(f"{_GROUPLENS}/movielens/ml-1m.zip",
                 "sha256:a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
                 5_917_549),
         "ml-1m", "ratings.dat", partial(read_movielens_dat, rating_scale=(1.0, 5.0)),
-        "explicit"),
+        "explicit", 1_000_209),
     Published(
         "ml-10m", "MovieLens 10M: 10,000,054 ratings (0.5-5 stars), 69,878 users, "
                   "10,677 movies",
         Archive(f"{_GROUPLENS}/movielens/ml-10m.zip", "md5:ce571fd55effeba0271552578f2648bd"),
         "ml-10M100K", "ratings.dat", partial(read_movielens_dat, rating_scale=(0.5, 5.0)),
-        "explicit"),
+        "explicit", 10_000_054),
     Published(
         "ml-20m", "MovieLens 20M: 20,000,263 ratings (0.5-5 stars), 138,493 users, "
                   "26,744 movies",
@@ -123,19 +130,19 @@ _REGISTRY = [
                 "sha256:96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
                 198_702_078),
         "ml-20m", "ratings.csv", partial(read_movielens_csv, rating_scale=(0.5, 5.0)),
-        "explicit"),
+        "explicit", 20_000_263),
     Published(
         "lastfm-2k", "HetRec 2011 Last.fm: 92,834 user-artist plays, 1,892 users, "
                      "17,632 artists (no timestamps)",
         Archive(f"{_GROUPLENS}/hetrec2011/hetrec2011-lastfm-2k.zip",
                 "md5:296d61afe4e8632b173fc2dd3be20ce2"),
-        "hetrec2011-lastfm-2k", "user_artists.dat", read_lastfm_artists, "implicit"),
+        "hetrec2011-lastfm-2k", "user_artists.dat", read_lastfm_artists, "implicit", 92_834),
     Published(
         "delicious-2k", "HetRec 2011 Delicious: 104,799 user-bookmark pairs with tag times, "
                         "1,867 users, 69,226 URLs",
         Archive(f"{_GROUPLENS}/hetrec2011/hetrec2011-delicious-2k.zip", None),
         "hetrec2011-delicious-2k", "user_taggedbookmarks-timestamps.dat", read_delicious,
-        "implicit"),
+        "implicit", 104_799),
     Generated("synthetic", "synthetic, ML-100K-like: 1,000 users x 800 items, ~60,000 "
                            "ratings (the default)", "small", "explicit"),
     Generated("synthetic-tiny", "synthetic: 60 users x 50 items, ~600 ratings (for tests)",
@@ -153,17 +160,42 @@ DATASETS: dict[str, Published | Generated] = {entry.name: entry for entry in _RE
 def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
          cache_dir: str | os.PathLike | None = None, download: bool = True,
          seed: int = 0) -> Interactions:
-    """The named data set (see DATASETS); `seed` only matters for the synthetic ones.
+    """The named data set (see DATASETS), or a CSV/TSV file of user, item[, rating[,
+    timestamp]] given by its path (data.read_table); `seed` only matters for the synthetic ones.
 
     data_dir: an extracted copy, either the folder holding the files (.../ml-100k/u.data) or its
-    parent (.../ml-100k/ under it). Without it the cache is used, downloading the archive into
-    it when missing and `download` is on.
+    parent (.../ml-100k/ under it). Without it, an extracted copy in $NCAE_CUDA_DATA is used
+    where there is one, else the cache, downloading the archive into it when missing and
+    `download` is on. A published file that
+    holds another number of interactions than the catalogue says is read with a
+    CatalogueWarning.
     """
+    if is_file(name):
+        return read_table(name)
     entry = _entry(name)
     if isinstance(entry, Generated):
         return replace(synthetic(entry.preset, seed), name=entry.name)
     path = _locate(entry, entry.file, data_dir, cache_dir, download)
-    return replace(entry.read(path), name=entry.name)
+    data = replace(entry.read(path), name=entry.name)
+    if data.nnz != entry.interactions:
+        warnings.warn(f"{path} holds {data.nnz:,} interactions where {entry.name}'s catalogue "
+                      f"lists {entry.interactions:,}: another release, or a damaged copy?",
+                      CatalogueWarning, stacklevel=2)
+    return data
+
+
+def is_file(name: str) -> bool:
+    """Whether `name` is a path to a data file rather than a data set's name."""
+    return name not in DATASETS and Path(name).expanduser().is_file()
+
+
+def _extracted(entry: Published, file: str, folder: Path) -> Path | None:
+    """`file` of the data set in an extracted copy under `folder` (in it, or in the data set's
+    own folder there), or None."""
+    for place in (folder, folder / entry.folder):
+        if (place / file).is_file():
+            return place / file
+    return None
 
 
 def split_files(name: str, split: str, data_dir: str | os.PathLike | None = None,
@@ -198,8 +230,22 @@ def names() -> list[str]:
     return list(DATASETS)
 
 
+def split_names() -> tuple[str, ...]:
+    """Every split a data set ships files of (ml-100k's u1..u5, ua, ub)."""
+    return tuple(dict.fromkeys(split for entry in DATASETS.values()
+                               if isinstance(entry, Published) for split in entry.splits))
+
+
+def has_split(name: str, split: str) -> bool:
+    entry = DATASETS.get(name)
+    return isinstance(entry, Published) and split in entry.splits
+
+
 def default_feedback(name: str) -> str:
-    """"explicit" (train on ratings) or "implicit" (on who interacted with what)."""
+    """"explicit" (train on ratings) or "implicit" (on who interacted with what); a file is
+    explicit when it has a rating column."""
+    if is_file(name):
+        return "explicit" if table_columns(name) >= 3 else "implicit"
     return _entry(name).feedback
 
 
@@ -211,7 +257,8 @@ def cache_dir_path(cache_dir: str | os.PathLike | None = None) -> Path:
 
 def _entry(name: str) -> Published | Generated:
     if name not in DATASETS:
-        raise DataError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+        raise DataError(f"unknown data set {name!r}: neither a name ({', '.join(DATASETS)}) nor "
+                        "a data file")
     return DATASETS[name]
 
 
@@ -219,15 +266,21 @@ def _entry(name: str) -> Published | Generated:
 
 def _locate(entry: Published, file: str, data_dir: str | os.PathLike | None,
             cache_dir: str | os.PathLike | None, download: bool) -> Path:
-    """Path of `file` of the data set, downloading and extracting its archive if need be."""
+    """Path of `file` of the data set: in `data_dir` (which must hold it), else in
+    $NCAE_CUDA_DATA (where it may not be), else in the cache, downloading and extracting its
+    archive there if need be."""
     cache = cache_dir_path(cache_dir)
     if data_dir is not None:
-        folders = (Path(data_dir), Path(data_dir) / entry.folder)
-        for folder in folders:
-            if (folder / file).is_file():
-                return folder / file
-        raise DataError(f"{entry.name}: {file} is in neither {folders[0]} nor {folders[1]}. "
-                        + _how_to_provide(entry, file, cache))
+        found = _extracted(entry, file, Path(data_dir).expanduser())
+        if found is None:
+            raise DataError(f"{entry.name}: {file} is in neither {data_dir} nor "
+                            f"{Path(data_dir) / entry.folder}. " + _how_to_provide(entry, file,
+                                                                                   cache))
+        return found
+    if os.environ.get(DATA_ENV):
+        found = _extracted(entry, file, Path(os.environ[DATA_ENV]).expanduser())
+        if found is not None:
+            return found
     extracted = cache / entry.folder / file
     if extracted.is_file():
         return extracted
@@ -255,7 +308,7 @@ def _locate(entry: Published, file: str, data_dir: str | os.PathLike | None,
 def _how_to_provide(entry: Published, file: str, cache: Path) -> str:
     return (f"To provide it, either put {entry.archive.filename} (from {entry.archive.url}) "
             f"into {cache}, or extract it and pass the folder that holds {file} (or its "
-            f"parent, which holds {entry.folder}/) with --data-dir.")
+            f"parent, which holds {entry.folder}/) with --data-dir or ${DATA_ENV}.")
 
 
 def _download(entry: Published, target: Path, file: str) -> None:
@@ -436,19 +489,21 @@ def _timestamps(users: np.ndarray, counts: np.ndarray, rng: np.random.Generator)
 
 # ---- command line --------------------------------------------------------------------------------
 
-def describe(data: Interactions, entry: Published | Generated) -> str:
-    """The paper's Table 2 columns (users, items, interactions, sparsity) and what data has."""
+def describe(data: Interactions, entry: Published | Generated | None) -> str:
+    """The paper's Table 2 columns (users, items, interactions, sparsity), as read, and what the
+    data has; `entry` None: a data file."""
     ratings = ("none" if data.ratings is None
                else f"yes, {data.rating_scale[0]:g} to {data.rating_scale[1]:g}")
+    feedback = "explicit" if data.ratings is not None else "implicit"
     lines = [
-        f"{entry.name}: {entry.description}",
+        f"{entry.name}: {entry.description}" if entry else f"{data.name}: a data file",
         f"  users         {data.n_users:,}",
         f"  items         {data.n_items:,}",
         f"  interactions  {data.nnz:,}",
         f"  sparsity      {100 * data.sparsity:.2f}%",
         f"  ratings       {ratings}",
         f"  timestamps    {'yes' if data.timestamps is not None else 'none'}",
-        f"  feedback      {entry.feedback} (default)",
+        f"  feedback      {entry.feedback if entry else feedback} (default)",
     ]
     if data.n_duplicates_merged:
         lines.append(f"  merged        {data.n_duplicates_merged:,} duplicate records "
@@ -467,15 +522,18 @@ def main(argv: list[str] | None = None) -> int:
         "describe", help="users, items, interactions, sparsity, ratings and timestamps",
         description="Print a data set's users, items, interactions and sparsity (the paper's "
                     "Table 2 columns) and whether it has ratings and timestamps.")
-    shown.add_argument("name", help=f"a data set name ({', '.join(DATASETS)})")
+    shown.add_argument("name", help=f"a data set name ({', '.join(DATASETS)}) or a CSV/TSV "
+                                    "file's path")
     shown.add_argument("--data-dir", help="an extracted copy: the folder holding the files, "
-                                          "or its parent")
+                                          f"or its parent (default: ${DATA_ENV})")
     shown.add_argument("--cache-dir", help="download cache (default: $NCAE_CUDA_CACHE, else "
                                            "~/.cache/ncae_cuda)")
     shown.add_argument("--no-download", action="store_true",
                        help="fail instead of downloading a missing archive")
-    shown.add_argument("--seed", type=int, default=0, help="seed of a synthetic data set")
+    shown.add_argument("--seed", type=int, default=0, help="seed of a synthetic data set (>= 0)")
     args = parser.parse_args(argv)
+    if args.command == "describe" and args.seed < 0:
+        parser.error(f"--seed must be >= 0; got {args.seed}")
     if args.command == "list":
         width = max(map(len, DATASETS))
         for name, entry in DATASETS.items():
@@ -484,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UnverifiedArchiveWarning)
+            warnings.simplefilter("always", CatalogueWarning)
             data = load(args.name, args.data_dir, args.cache_dir, not args.no_download,
                         args.seed)
         for warning in caught:
@@ -491,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(describe(data, DATASETS[args.name]))
+    print(describe(data, DATASETS.get(args.name)))
     return 0
 
 

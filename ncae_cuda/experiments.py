@@ -59,7 +59,7 @@ class Runner:
             out = self.args.out / "runs" / f"{cell}-seed{seed}"
             out.mkdir(parents=True, exist_ok=True)
             argv = ["--dataset", self.args.dataset, *self.data_dir, *self.quick, *self.extra,
-                    *flags, "--seed", str(seed), "--out", str(out)]
+                    *flags, "--seed", str(seed), "--out", str(out), "--overwrite"]
             start = time.perf_counter()
             with open(out / "log.txt", "w") as log, contextlib.redirect_stdout(log):
                 try:

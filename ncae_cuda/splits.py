@@ -19,6 +19,7 @@ from .data import DataError, Interactions
 
 # Part labels: one int8 per entry says where it goes.
 TRAIN, VALID, TEST = 0, 1, 2
+KINDS = ("random", "loo")     # the splits made here; data sets' own split files come beside
 
 
 @dataclass(frozen=True)

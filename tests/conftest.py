@@ -1,14 +1,13 @@
 """Shared fixtures: the op backends every backend-parametrized test runs on, and the real data
-sets in the workspace's shared folder, where there is one."""
+sets, where $NCAE_CUDA_DATA names a folder with an extracted copy (as it does for the CLI)."""
+import os
 from pathlib import Path
 
 import pytest
 
-from ncae_cuda import ops
+from ncae_cuda import datasets, ops
 from ncae_cuda.ops.emulator import CXX, emulated_backend
 
-# The shared folder sits beside the repository: <workspace>/shared/data next to <workspace>/main.
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 # cpu: Numba. gpu-emulated: the CUDA kernels and their launchers, run on the CPU (g++).
 # gpu: the same on a CUDA device.
@@ -34,7 +33,9 @@ def backend(request):
 
 @pytest.fixture
 def shared_data() -> Path:
-    """The folder holding ml-100k/ (never copied into the repository); skips where absent."""
-    if not (SHARED_DATA / "ml-100k" / "u.data").is_file():
-        pytest.skip(f"no MovieLens 100K under {SHARED_DATA}")
-    return SHARED_DATA
+    """The folder $NCAE_CUDA_DATA names, holding ml-100k/ (never copied into the repository);
+    skips where it is not set or holds no MovieLens 100K."""
+    folder = Path(os.environ.get(datasets.DATA_ENV, "")).expanduser()
+    if not os.environ.get(datasets.DATA_ENV) or not (folder / "ml-100k" / "u.data").is_file():
+        pytest.skip(f"no MovieLens 100K in ${datasets.DATA_ENV}")
+    return folder

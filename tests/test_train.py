@@ -71,11 +71,11 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch, feedback, pretrainin
     whole = run(tmp_path, *flags, name="whole")[1]
 
     real_epoch, seen = loop.run_epoch, []
-    def interrupted(*args):
+    def interrupted(*args, **kwargs):
         seen.append(args[-1])                                     # the epoch's label
         if seen.count(stop_at[0]) == stop_at[1]:
             raise KeyboardInterrupt
-        return real_epoch(*args)
+        return real_epoch(*args, **kwargs)
     monkeypatch.setattr(loop, "run_epoch", interrupted)
     assert run(tmp_path, *flags, name="split")[0] == 130
     monkeypatch.setattr(loop, "run_epoch", real_epoch)
@@ -93,16 +93,16 @@ def test_resume_refuses_other_settings(tmp_path, capsys):
     assert code == 2 and "lr: 0.001 -> 0.01" in capsys.readouterr().err
 
 
-def test_resume_without_checkpoint(tmp_path, capsys):
+def test_resume_without_a_run_says_so(tmp_path, capsys):
     assert run(tmp_path, "--resume")[0] == 2
-    assert "no checkpoint" in capsys.readouterr().err
+    assert "holds no run to continue" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, message", [
     (["--dropout", "1.5"], "must be in [0, 1)"),
     (["--hidden", "500,x"], "comma-separated integers"),
-    (["--epochs", "0"], "positive integer"),
-    (["--dataset", "nope"], "unknown --dataset"),
+    (["--epochs", "0"], "--epochs: must be an integer >= 1; got 0"),
+    (["--dataset", "nope"], "--dataset nope: neither a data set's name nor a file"),
     (["--feedback", "implicit", "--split", "random"], "use --split loo"),
     (["--device", "tpu"], "invalid choice"),
 ])
@@ -183,7 +183,7 @@ def test_gpu_training_agrees_with_cpu(tmp_path, monkeypatch, request, device, fe
 
 
 def test_out_of_memory_names_the_sizes_and_the_flags(tmp_path, monkeypatch, capsys):
-    def exhausted(*args):
+    def exhausted(*args, **kwargs):
         raise MemoryError("Out of memory allocating 1,073,741,824 bytes")
     monkeypatch.setattr(loop, "run_epoch", exhausted)
     code, _ = run(tmp_path, "--feedback", "implicit")
@@ -199,7 +199,7 @@ from ncae_cuda import loop, train
 real_epoch = loop.run_epoch
 
 
-def paused_epoch(step, memory, csr, plan, label):
+def paused_epoch(step, memory, csr, plan, label, **kwargs):
     steps = []
 
     def step_then_pause(batch, scale):
@@ -208,7 +208,7 @@ def paused_epoch(step, memory, csr, plan, label):
             time.sleep(600)                              # until the test kills the process
         steps.append(1)
         return step(batch, scale)
-    return real_epoch(step_then_pause, memory, csr, plan, label)
+    return real_epoch(step_then_pause, memory, csr, plan, label, **kwargs)
 
 
 loop.run_epoch = paused_epoch

@@ -1,0 +1,105 @@
+"""A run's folder (python -m ncae_cuda.train --out): the files of one training run, never mixed
+with another's.
+
+- run.json, the manifest, names the run the files belong to (its settings and backend) and
+  whether it finished. A fresh run into a folder holding another run's files is refused (or,
+  with overwrite, those files are removed first); --resume continues only the run the manifest
+  names, and says what differs otherwise.
+- .lock is held (flock) while a process uses the folder, so a second run on it refuses at
+  start instead of both writing the same files; the system drops the lock when the process
+  ends, however it ends.
+- A folder that is a file, cannot be created or is not writable is refused before any data is
+  loaded.
+"""
+from __future__ import annotations
+
+import datetime
+import fcntl
+import json
+import os
+from pathlib import Path
+
+from .data import DataError
+from .modelfile import atomic_write
+from .session import differences
+
+MANIFEST = "run.json"
+LOCK = ".lock"
+FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", "model.npz", "metrics.json")
+
+
+class RunDirectory:
+    def __init__(self, path: str | os.PathLike, run: dict):
+        self.path, self.run = Path(path), run      # run: JSON-ready settings that identify it
+        self._lock = None
+
+    def open(self, resume: bool = False, overwrite: bool = False) -> None:
+        """Take the folder for this run (see the module's docstring); DataError says why not."""
+        here = f"--out {self.path}"
+        if self.path.exists() and not self.path.is_dir():
+            raise DataError(f"{here}: a file, not a folder: choose another --out")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock = open(self.path / LOCK, "a+")
+        except OSError as e:
+            raise DataError(f"{here}: cannot write there ({e.strerror or e})") from None
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.seek(0)
+            holder = self._lock.read().strip() or "another process"
+            self._lock.close()
+            self._lock = None
+            raise DataError(f"{here}: another run ({holder}) is using this folder: wait for it "
+                            "to end, or choose another --out") from None
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(f"process {os.getpid()}")
+        self._lock.flush()
+        manifest = self._manifest()
+        if resume:
+            if manifest is None:
+                raise DataError(f"--resume: {self.path} holds no run to continue (no {MANIFEST})")
+            changed = differences(manifest["run"], self.run)
+            if changed:
+                raise DataError(f"--resume: {self.path} holds another run ({'; '.join(changed)})"
+                                ": resume with its settings, or choose another --out")
+        else:
+            present = [name for name in FILES if (self.path / name).exists()]
+            if present and not overwrite:
+                state = "finished" if manifest and manifest.get("finished") else "unfinished"
+                raise DataError(f"{here} holds another run's files ({', '.join(present)}; "
+                                f"{state}): continue it with --resume, start over with "
+                                "--overwrite, or choose another --out")
+            for name in present:
+                (self.path / name).unlink()
+        self._write(finished=False)
+
+    def finish(self) -> None:
+        """Mark the run finished in its manifest."""
+        self._write(finished=True)
+
+    def abandon(self) -> None:
+        """A run that failed before it saved anything leaves no manifest behind, so the same
+        command can run again as a fresh run."""
+        if not any((self.path / name).exists() for name in FILES[1:]):
+            (self.path / MANIFEST).unlink(missing_ok=True)
+
+    def _manifest(self) -> dict | None:
+        path = self.path / MANIFEST
+        if not path.exists():
+            return None
+        try:
+            manifest = json.loads(path.read_text())
+            if not isinstance(manifest, dict) or "run" not in manifest:
+                raise ValueError("no run in it")
+        except ValueError as e:
+            raise DataError(f"{path}: not a run manifest ({e}): remove it, or choose another "
+                            "--out") from None
+        return manifest
+
+    def _write(self, finished: bool) -> None:
+        manifest = {"run": self.run, "finished": finished,
+                    "updated": datetime.datetime.now().isoformat(timespec="seconds")}
+        text = json.dumps(manifest, indent=2).encode()
+        atomic_write(self.path / MANIFEST, lambda f: f.write(text))
