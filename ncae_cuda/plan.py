@@ -15,6 +15,8 @@ hash of (seed, epoch, entry), computed there.
 """
 from __future__ import annotations
 
+import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,6 +131,7 @@ class Planner:
 
     def __init__(self, csr: CSR, rows: np.ndarray, schedule: Schedule):
         indptr, indices = csr.host_indptr, csr.host_indices
+        self._ahead = {}                                  # epoch: the plan being made
         self.rows = np.asarray(rows, np.int32)
         self.schedule = schedule
         self._indptr = indptr
@@ -149,7 +152,19 @@ class Planner:
                        window_sizes(int(lengths.max(initial=0)), B))))
 
     def plan(self, epoch: int) -> EpochPlan:
-        """The plan of epoch `epoch` (any integer key: pre-training stages use their own)."""
+        """The plan of epoch `epoch` (any integer key: pre-training stages use their own); the
+        one prefetch() began, if it did."""
+        ahead = self._ahead.pop(epoch, None)
+        return ahead.result() if ahead is not None else self._plan(epoch)
+
+    def prefetch(self, epoch: int) -> None:
+        """Begin planning `epoch` on a background thread: a plan is a pure function of the
+        epoch, so the host can make the next while the device runs this one (at the ML-10M
+        shape it takes about as long as the GPU's epoch)."""
+        if epoch not in self._ahead:
+            self._ahead[epoch] = _planning_thread().submit(self._plan, epoch)
+
+    def _plan(self, epoch: int) -> EpochPlan:
         s = self.schedule
         B, n = s.batch_size, len(self.rows)
         order = np.random.default_rng([s.seed, epoch]).permutation(self.rows).astype(np.int32)
@@ -170,7 +185,12 @@ class Planner:
                          order, batch_indptr, col_offsets, col_order, s.scale)
 
 
-@njit(cache=True, parallel=True)
+@functools.lru_cache(maxsize=1)
+def _planning_thread() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(1, thread_name_prefix="ncae-plan")
+
+
+@njit(cache=True, parallel=True, nogil=True)
 def _column_order(column_rows, column_offsets, step_of_row, slot_of_row, batch_indptr,
                   col_offsets):
     """Each step's entries in column order, as positions in the step's batch: the column index

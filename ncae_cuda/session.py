@@ -171,6 +171,8 @@ class Session:
         while progress.epoch < epochs and not progress.stopped_early:
             epoch = progress.epoch + 1
             start = time.perf_counter()
+            if epoch < epochs:
+                self.planner.prefetch(epoch + 1)
             loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, self.adam),
                                   net.memory, self.csr, self.planner.plan(epoch),
                                   f"epoch {epoch}", graph=getattr(ops, "graphs", False))

@@ -85,3 +85,11 @@ def test_dropout_masks_do_not_depend_on_batching(backend):
             ids = np.concatenate([np.arange(m.indptr[r], m.indptr[r + 1]) for r in chunk])
             np.testing.assert_array_equal(backend.to_host(batch.keep), whole[ids])
             memory.step[...] = backend.to_device(np.int32([s + 1]))   # as step_loss would
+
+
+def test_a_prefetched_plan_is_the_plan():
+    m = random_matrix(np.random.default_rng(4), 120, 40)
+    (ahead, _), (now, _) = planner_of(m, 16), planner_of(m, 16)
+    ahead.prefetch(3)
+    for field in ("header", "order", "batch_indptr", "col_offsets", "col_order"):
+        np.testing.assert_array_equal(getattr(ahead.plan(3), field), getattr(now.plan(3), field))
