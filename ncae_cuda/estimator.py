@@ -164,7 +164,9 @@ class NCAE:
             B, N = c.batch_size, self._n_cols
             lines.append(f"  dense output of a batch: about 3 x {B} x {N:,} floats = "
                          f"{3 * B * N * mib:,.0f} MiB (lower --batch-size)")
-        return "\n".join(lines + ["  or train with --device cpu"])
+        if self.ops.name != "cpu":
+            lines.append("  or train with --device cpu")
+        return "\n".join(lines)
 
     # -----------------------------------------------------------------------------------------
     # scoring held-out data
@@ -299,8 +301,8 @@ class NCAE:
 
     def _candidates(self, n: int, items) -> tuple[int, object]:
         """(n capped at the number of candidates, device (n_items,) bool mask or None)."""
-        if int(n) < 1:
-            raise ValueError(f"n must be >= 1; got {n}")
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"n must be an integer >= 1; got {n!r}")
         if items is None:
             return min(int(n), len(self.item_ids)), None
         mask = np.zeros(len(self.item_ids), bool)
@@ -348,10 +350,14 @@ class NCAE:
             model.rating_scale = meta["rating_scale"] and tuple(meta["rating_scale"])
             model._seen = sp.csr_matrix((a["seen_data"], a["seen_indices"], a["seen_indptr"]),
                                         shape=(len(model.user_ids), len(model.item_ids)))
+            model._seen.check_format(full_check=True)   # indices in range, pointers in order
             layout = NCAELayout(model._n_cols, model.config.hidden)
             if a["params"].shape != (layout.size,):
                 raise ValueError(f"{a['params'].shape[0]} parameters where the settings need "
                                  f"{layout.size}")
+            for name in ("params", "col_weights", "seen_data"):
+                if name in a and not np.isfinite(a[name]).all():
+                    raise ValueError(f"{name} hold NaN or infinite values")
             model._net = Network(layout, model.ops, model._objective(), a["params"],
                                  a.get("col_weights"))
         except (KeyError, ValueError, TypeError) as e:
@@ -403,8 +409,14 @@ class NCAE:
         if not c.implicit:
             if data.ratings is None:
                 raise DataError(f"{data.name} has no ratings: use feedback='implicit'")
-            scale = c.rating_scale or data.rating_scale or (float(data.ratings.min()),
-                                                            float(data.ratings.max()))
+            declared = c.rating_scale or data.rating_scale
+            zeros = int((data.ratings == 0).sum())
+            if zeros and (declared is None or declared[0] > 0):
+                raise DataError(f"{data.name}: {zeros} stored zeros: a sparse matrix stores only "
+                                "the ratings there are, so a stored 0 would be taken for a "
+                                "rating of 0. Remove them (X.eliminate_zeros()), or give a "
+                                "rating_scale that starts at 0")
+            scale = declared or (float(data.ratings.min()), float(data.ratings.max()))
             if not scale[0] < scale[1]:
                 raise DataError(f"{data.name}: every rating is {scale[0]}: give rating_scale")
             outside = (data.ratings < scale[0]) | (data.ratings > scale[1])

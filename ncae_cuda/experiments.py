@@ -26,10 +26,16 @@ from pathlib import Path
 import numpy as np
 
 from . import train
+from .config import VARIANT_SETTINGS
 from .metrics import format_table
 from .pretrain import VARIANTS
 
-IMPLICIT_VARIANTS = ("NCAE-", "NCAE", "NCAE+")
+GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
+
+
+def _numbers(values: str) -> list:
+    """'100,300' -> [100, 300]; '0.2,1e-3' -> floats. ValueError on anything else."""
+    return [float(v) if "." in v or "e" in v else int(v) for v in values.split(",")]
 
 
 class Runner:
@@ -40,7 +46,7 @@ class Runner:
         self.quick = ["--epochs", "2", "--pretrain-epochs", "1"] if args.quick else []
 
     def grid(self, values: str, quick_take: int = 2) -> list:
-        parsed = [float(v) if "." in v or "e" in v else int(v) for v in values.split(",")]
+        parsed = _numbers(values)
         return parsed[:quick_take] if self.args.quick else parsed
 
     def width(self, k: int) -> int:
@@ -190,7 +196,7 @@ def factors(r: Runner):
     for k in r.grid(r.args.factor_ks):
         k = r.width(k)
         row = {"K": k}
-        for variant in IMPLICIT_VARIANTS:
+        for variant in VARIANT_SETTINGS:
             results = r.train(f"K{k}-{variant}", [*r.variant(variant), "--hidden", str(k)])
             row[f"{variant} HR@{m}"] = stat(results, _test(f"hr@{m}"))
             row[f"{variant} NDCG@{m}"] = stat(results, _test(f"ndcg@{m}"))
@@ -204,7 +210,7 @@ def topm(r: Runner):
     """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP."""
     ms = r.grid(r.args.ms, 5)
     results = {v: r.train(v, [*r.variant(v), "--cutoffs", ",".join(map(str, ms))])
-               for v in IMPLICIT_VARIANTS}
+               for v in VARIANT_SETTINGS}
     rows = []
     for m in ms:
         row = {"M": m}
@@ -339,9 +345,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = build_parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     if args.repeats < 1:
-        build_parser().error("--repeats must be >= 1")
+        parser.error("--repeats must be >= 1")
+    for name in GRIDS:
+        try:
+            _numbers(getattr(args, name))
+        except ValueError:
+            parser.error(f"--{name.replace('_', '-')}: expected comma-separated numbers, got "
+                         f"{getattr(args, name)!r}")
+    for given in args.variant_flags:
+        name, _, flags = given.partition("=")
+        if name not in VARIANT_SETTINGS or not flags:
+            parser.error(f"--variant-flags {given!r}: expected NAME=FLAGS with NAME one of "
+                         f"{', '.join(VARIANT_SETTINGS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     runner = Runner(args, extra)
     try:

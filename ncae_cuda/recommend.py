@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("-n must be >= 1")
+    if args.out is not None and not args.out.parent.is_dir():
+        parser.error(f"--out {args.out}: there is no folder {args.out.parent}")
+    if args.out is not None and args.out.is_dir():
+        parser.error(f"--out {args.out}: a folder; name the CSV file to write")
     try:
         model = NCAE.load(args.model, device=args.device)
         # unknown ids stop here, before any output is written; known ones as the model has them
@@ -97,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = write_recommendations(sys.stdout, model, users, args.n, not args.keep_seen,
                                          items)
         else:
-            with open(args.out, "w", newline="") as f:
-                rows = write_recommendations(f, model, users, args.n, not args.keep_seen, items)
+            try:
+                with open(args.out, "w", newline="") as f:
+                    rows = write_recommendations(f, model, users, args.n, not args.keep_seen,
+                                                 items)
+            except OSError as e:
+                raise DataError(f"--out {args.out}: cannot write it ({e.strerror or e})") from None
     except (DataError, BackendUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

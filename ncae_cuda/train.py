@@ -181,7 +181,10 @@ def resolve_defaults(parser, args) -> None:
         parser.error("--resume continues the run in --out: name it")
     if args.out is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        args.out = Path("runs") / f"{Path(args.dataset).stem}-{stamp}"
+        name = Path("runs") / f"{Path(args.dataset).stem}-{stamp}"
+        args.out = next(folder for folder in (Path(f"{name}{suffix}")
+                                              for suffix in ("", *(f"-{k}" for k in range(2, 99))))
+                        if not folder.exists())
 
 
 def model_settings(args) -> dict:

@@ -5,17 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from ncae_cuda import datasets, ops
+from ncae_cuda import datasets, estimator, ops
 from ncae_cuda.ops.emulator import CXX, emulated_backend
 
 
 # cpu: Numba. gpu-emulated: the CUDA kernels and their launchers, run on the CPU (g++).
 # gpu: the same on a CUDA device.
-BACKENDS = [
-    "cpu",
+GPUS = [
     pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
     pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
 ]
+BACKENDS = ["cpu", *GPUS]
 
 
 @pytest.fixture(scope="session")
@@ -23,12 +23,33 @@ def emulated_gpu(tmp_path_factory):
     return emulated_backend(tmp_path_factory.mktemp("cuda-emulator"))
 
 
+def backend_named(name: str, request):
+    """The backend of a test parameter's name: NCAE(device=...) takes it as it is."""
+    if name == "gpu-emulated":
+        return request.getfixturevalue("emulated_gpu")
+    return ops.get_backend(name)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     """Each fast backend in turn, to be compared with ops.reference."""
-    if request.param == "gpu-emulated":
-        return request.getfixturevalue("emulated_gpu")
-    return ops.get_backend(request.param)
+    return backend_named(request.param, request)
+
+
+@pytest.fixture(params=GPUS)
+def gpu(request):
+    """Each GPU backend in turn: the emulated one, and a real one where there is a GPU."""
+    return backend_named(request.param, request)
+
+
+@pytest.fixture
+def gpu_cli(request, monkeypatch):
+    """For a CLI test on the GPU backends: what --device gpu gets (the CLI takes a name)."""
+    def use(name: str) -> None:
+        chosen, get_backend = backend_named(name, request), estimator.get_backend
+        monkeypatch.setattr(estimator, "get_backend",
+                            lambda device: chosen if device == "gpu" else get_backend(device))
+    return use
 
 
 @pytest.fixture

@@ -9,19 +9,13 @@ from ncae_cuda import NCAE, loop, modelfile, ops
 from ncae_cuda.data import DataError, UnknownIds, from_matrix
 from ncae_cuda.model import Network
 
-from conftest import CXX
+from conftest import BACKENDS, backend_named
 
 N_USERS, N_ITEMS = 40, 30
 EMPTY_USER, FULL_USER, EMPTY_ITEM = 0, 1, 25
 UNSEEN_BY_FULL_USER = [3, 17, 25]          # the only items FULL_USER has no interaction with
 S, M_OFF = 2.0, 3.0                        # ratings 1..5: yhat = 2 tanh(out) + 3
 STEPS = -(-(N_USERS - 1) // 16)            # batches of 16 users but EMPTY_USER, per epoch
-
-BACKENDS = [
-    "cpu",
-    pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
-    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
-]
 
 
 def with_backends(cases, emulated_cases):
@@ -68,11 +62,8 @@ SETTINGS = {"hidden": (8, 6), "batch_size": 16}
 
 
 def new_model(feedback="implicit", backend="cpu", request=None, **settings):
-    model = NCAE(device="gpu" if backend == "gpu" else "cpu", feedback=feedback,
-                 **{**SETTINGS, **settings})
-    if backend == "gpu-emulated":        # the CUDA kernels and their launchers, run on the CPU
-        model.ops = request.getfixturevalue("emulated_gpu")
-    return model
+    device = backend if backend == "cpu" else backend_named(backend, request)
+    return NCAE(device=device, feedback=feedback, **{**SETTINGS, **settings})
 
 
 def fit(X, feedback="implicit", epochs=2, backend="cpu", request=None, **settings):
@@ -576,7 +567,7 @@ def test_misused_calls_say_what_is_wrong():
     model = fit(X)
     with pytest.raises(DataError, match="also in the fit data"):
         model.evaluate(X)                     # held-out items the user already has
-    with pytest.raises(ValueError, match="n must be >= 1"):
+    with pytest.raises(ValueError, match="n must be an integer >= 1; got 0"):
         model.similar_items([2], n=0)
     with pytest.raises(RuntimeError, match="call fit"):
         new_model().recommend([2])

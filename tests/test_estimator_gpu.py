@@ -4,24 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE, estimator, ops
-
-from conftest import CXX
-
-GPUS = [
-    pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
-    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
-]
-
-
-@pytest.fixture(params=GPUS)
-def gpu(request, monkeypatch) -> str:
-    """The device name under which NCAE gets the GPU backend being tested."""
-    if request.param == "gpu-emulated":
-        emulated, get_backend = request.getfixturevalue("emulated_gpu"), estimator.get_backend
-        monkeypatch.setattr(estimator, "get_backend",
-                            lambda name: emulated if name == "gpu" else get_backend(name))
-    return "gpu"
+from ncae_cuda import NCAE
 
 
 def interactions(n_users: int, n_items: int, density: float, seed: int) -> sp.csr_matrix:
@@ -84,8 +67,7 @@ def test_a_step_replayed_from_a_captured_graph_trains_bit_identically(gpu, setti
     X = interactions(50, 30, 0.2, seed=2)
     models = []
     for graphs in (False, True):
-        backend = estimator.get_backend(gpu)
-        ops_ = type(backend)(backend.device)           # its own settings, the same device
+        ops_ = type(gpu)(gpu.device)                   # its own settings, the same device
         ops_.graphs = graphs
         models.append(NCAE(device=ops_, batch_size=16, **settings).fit(X, epochs=4,
                                                                        verbose=False))

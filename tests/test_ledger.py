@@ -9,7 +9,6 @@ from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
 from ncae_cuda.model import Network, Objective
 from ncae_cuda.ops.common import CSR
-from ncae_cuda.ops.emulator import CXX
 from ncae_cuda.ops.ledger import DeviceNumpy, Ledger, paused, step_begins
 from ncae_cuda.plan import Planner, Schedule
 
@@ -64,19 +63,6 @@ def test_no_step_is_an_error():
 
 # ---------------------------------------------------------------------------------------------
 # the trainer's steps, counted on the GPU backends (every kernel runs)
-
-GPUS = [
-    pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
-    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
-]
-
-
-@pytest.fixture(params=GPUS)
-def gpu(request):
-    if request.param == "gpu-emulated":
-        return request.getfixturevalue("emulated_gpu")
-    return ops.get_backend("gpu")
-
 
 @pytest.mark.parametrize("feedback, hidden", [("explicit", (12, 8)), ("implicit", (16,)),
                                               ("explicit", (5, 6, 7))])

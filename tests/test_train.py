@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from ncae_cuda import estimator, loop, ops, train
+from ncae_cuda import loop, ops, train
 
-from conftest import CXX
+from conftest import GPUS
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8,6", "--batch-size", "16", "--device", "cpu"]
 
@@ -157,16 +157,10 @@ def test_ml100k_u1_split_files(tmp_path, shared_data):
     assert data["train"] + data["valid"] == 80_000 and data["test"] == 20_000
 
 
-@pytest.mark.parametrize("device", [
-    pytest.param("gpu-emulated", marks=pytest.mark.skipif(CXX is None, reason="no g++")),
-    pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
-])
+@pytest.mark.parametrize("device", GPUS)
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
-def test_gpu_training_agrees_with_cpu(tmp_path, monkeypatch, request, device, feedback):
-    if device == "gpu-emulated":
-        emulated, get_backend = request.getfixturevalue("emulated_gpu"), estimator.get_backend
-        monkeypatch.setattr(estimator, "get_backend",
-                            lambda name: emulated if name == "gpu" else get_backend(name))
+def test_gpu_training_agrees_with_cpu(tmp_path, gpu_cli, device, feedback):
+    gpu_cli(device)
     flags = ["--feedback", feedback, "--epochs", "5", "--patience", "0"]
     results = []
     for name in ("cpu", "gpu"):

@@ -1,0 +1,291 @@
+"""What a new user's mistakes and a machine's faults print: a message naming the flag or file,
+exit code 2, never a traceback; and a run folder that is never mixed with another run's."""
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ncae_cuda import NCAE, datasets, experiments, loop, modelfile, recommend, train
+from ncae_cuda.data import DataError, read_movielens_100k, read_table
+from ncae_cuda.estimator import OutOfMemory
+from ncae_cuda.rundir import RunDirectory
+
+TINY = ["--dataset", "synthetic-tiny", "--hidden", "8", "--batch-size", "16", "--device", "cpu"]
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(main, argv, capsys) -> tuple[int, str]:
+    """(exit code, stderr) of a command's main, argparse's exits included."""
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def refused(main, argv, capsys, message: str) -> None:
+    code, err = cli(main, argv, capsys)
+    assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def trained(tmp_path, *flags, name="run") -> Path:
+    out = tmp_path / name
+    assert train.main([*TINY, "--out", str(out), *flags]) == 0
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. the run folder
+
+def test_a_stale_run_is_never_taken_for_this_one(tmp_path, capsys, monkeypatch):
+    # The scenario: a finished 3-epoch run in D; a new 2-epoch run into D; it is killed in its
+    # second epoch and resumed. Before, the resume reused the first run's refit checkpoint.
+    D = trained(tmp_path, "--epochs", "3", name="D")
+    refused(train.main, [*TINY, "--epochs", "2", "--out", str(D)], capsys,
+            "holds another run's files (run.json, checkpoint-select.npz, checkpoint-refit.npz, "
+            "model.npz, metrics.json; finished): continue it with --resume, start over with "
+            "--overwrite")
+    refused(train.main, [*TINY, "--epochs", "2", "--out", str(D), "--resume"], capsys,
+            "holds another run (settings.epochs: 3 -> 2)")
+    real, calls = loop.run_epoch, []
+
+    def killed_in_epoch_2(*args, **kwargs):
+        calls.append(args[-1])
+        if calls.count("epoch 2") == 1 and args[-1] == "epoch 2":
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    monkeypatch.setattr(loop, "run_epoch", killed_in_epoch_2)
+    assert train.main([*TINY, "--epochs", "2", "--out", str(D), "--overwrite"]) == 130
+    monkeypatch.setattr(loop, "run_epoch", real)
+    assert not (D / "checkpoint-refit.npz").exists()               # the old run's is gone
+    assert train.main([*TINY, "--epochs", "2", "--out", str(D), "--resume"]) == 0
+    whole = trained(tmp_path, "--epochs", "2", name="whole")
+    resumed, uninterrupted = (json.loads((d / "metrics.json").read_text()) for d in (D, whole))
+    assert resumed["test"] == uninterrupted["test"]
+    assert json.loads((D / "run.json").read_text())["finished"]
+
+
+def test_a_second_process_on_one_folder_refuses_at_start(tmp_path):
+    D = tmp_path / "D"
+    held = RunDirectory(D, {"settings": {}})
+    held.open()                                                  # held by this process
+    done = subprocess.run([sys.executable, "-m", "ncae_cuda.train", *TINY, "--out", str(D)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"another run (process {os.getpid()}) is using this folder" in done.stderr
+    assert held.path.is_dir()
+
+
+def test_an_out_that_is_a_file_or_cannot_be_created(tmp_path, capsys):
+    file = tmp_path / "file"
+    file.write_text("x")
+    refused(train.main, [*TINY, "--out", str(file)], capsys, "a file, not a folder")
+    refused(train.main, [*TINY, "--out", str(file / "run")], capsys, "cannot write there")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_an_unwritable_out(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    refused(train.main, [*TINY, "--out", str(locked / "run")], capsys, "cannot write there")
+
+
+def _limit_file_size():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)        # a write past the limit: EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="no file size limit here")
+def test_an_out_that_fills_up_says_so_and_leaves_no_temporary_file(tmp_path):
+    D = tmp_path / "D"
+    done = subprocess.run([sys.executable, "-m", "ncae_cuda.train", *TINY, "--hidden", "64",
+                           "--out", str(D)], capture_output=True, text=True, cwd=REPO,
+                          preexec_fn=_limit_file_size)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "checkpoint-select.npz: cannot write it (File too large)" in done.stderr
+    assert not list(D.glob("*.tmp"))
+
+
+def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert train.main([*TINY, "--epochs", "1"]) == 0
+    runs = sorted((tmp_path / "runs").iterdir())
+    out = capsys.readouterr().out
+    assert all(f"run folder: runs/{d.name}" in out and f"wrote runs/{d.name}/model.npz" in out
+               for d in runs) and len(runs) >= 1
+    assert runs[0].name.startswith("synthetic-tiny-")
+    refused(train.main, [*TINY, "--resume"], capsys, "--resume continues the run in --out")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. every traceback a message
+
+@pytest.mark.parametrize("flags, message", [
+    (["--seed", "-1"], "--seed: must be an integer >= 0; got -1"),
+    (["--split", "u1"], "--split u1: synthetic-tiny has no such split files"),
+    (["--test-ratio", "0.6", "--valid-ratio", "0.6"],
+     "--test-ratio + --valid-ratio must be < 1 to leave training data; got 0.6 + 0.6"),
+    (["--weight-decay", "inf"], "--weight-decay: must be a finite number >= 0; got inf"),
+    (["--lr", "nan"], "--lr: must be a finite number > 0; got nan"),
+    (["--hidden", "abc"], "argument --hidden: expected comma-separated integers, got 'abc'"),
+    (["--hidden", "0"], "--hidden: must be positive integers"),
+])
+def test_train_flags(tmp_path, capsys, flags, message):
+    refused(train.main, [*TINY, "--out", str(tmp_path / "r"), *flags], capsys, message)
+
+
+def test_datasets_describe_negative_seed(capsys):
+    refused(datasets.main, ["describe", "synthetic-tiny", "--seed", "-1"], capsys,
+            "--seed must be >= 0; got -1")
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(seed=-1), "seed must be an integer >= 0; got -1"),
+    (dict(hidden="abc"), "hidden must be positive integers, e.g. (500, 500); got 'abc'"),
+    (dict(dropout="high"), "dropout must be a number; got 'high'"),
+])
+def test_settings_of_the_api(settings, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        NCAE(device="cpu", **settings)
+
+
+def test_one_width_is_one_hidden_layer():
+    assert NCAE(device="cpu", hidden=500).config.hidden == (500,)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("saved") / "run"
+    assert train.main([*TINY, "--epochs", "1", "--out", str(out)]) == 0
+    return out / "model.npz"
+
+
+def test_recommend_out_into_a_missing_folder(tmp_path, capsys, saved):
+    refused(recommend.main, [str(saved), "--all", "--out", str(tmp_path / "no" / "top.csv")],
+            capsys, "there is no folder")
+
+
+def test_recommend_a_fractional_n(saved):
+    model = NCAE.load(saved, device="cpu")
+    with pytest.raises(ValueError, match=r"n must be an integer >= 1; got 2\.7"):
+        model.recommend(model.user_ids[:2], n=2.7)
+
+
+def _damaged(saved: Path, tmp_path: Path, **changes) -> Path:
+    with np.load(saved) as f:
+        arrays = {k: f[k] for k in f.files}
+    for key, change in changes.items():
+        arrays[key] = change(arrays[key].copy())
+    path = tmp_path / "damaged.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+def _poke(value):
+    def change(a):
+        a.reshape(-1)[0] = value
+        return a
+    return change
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(header=lambda h: np.array("not json{")), "its header is not JSON"),
+    (dict(params=_poke(np.nan)), "params hold NaN or infinite values"),
+    (dict(params=_poke(np.inf)), "params hold NaN or infinite values"),
+    (dict(seen_indices=_poke(10 ** 6)), "indices must be <"),
+])
+def test_a_damaged_model_file_is_refused(tmp_path, saved, changes, message):
+    with pytest.raises(DataError, match=message):
+        NCAE.load(_damaged(saved, tmp_path, **changes), device="cpu")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["configurations", "--ks", "abc"], "--ks: expected comma-separated numbers, got 'abc'"),
+    (["augmentation", "--variant-flags", "NCAE*=--lr 1"],
+     "--variant-flags 'NCAE*=--lr 1': expected NAME=FLAGS with NAME one of NCAE-, NCAE, NCAE+"),
+])
+def test_experiments_flags(tmp_path, capsys, argv, message):
+    refused(experiments.main, [*argv, "--quick", "--out", str(tmp_path)], capsys, message)
+
+
+def test_a_network_too_large_for_memory_names_the_sizes(capsys, tmp_path):
+    X = sp.random(50, 40, density=0.2, format="csr", random_state=0) * 5
+    with pytest.raises(OutOfMemory) as e:
+        NCAE(device="cpu", hidden=(200_000, 200_000)).fit(X, epochs=1, verbose=False)
+    text = str(e.value)
+    assert "out of memory on the cpu backend" in text and "floats =" in text
+    assert "lower --hidden" in text and "--device cpu" not in text
+
+
+def test_a_nan_validation_metric_stops_training_at_once(monkeypatch):
+    X = sp.random(40, 30, density=0.3, format="csr", random_state=1) * 4 + 0
+    X.data = np.ceil(X.data)
+    valid = sp.random(40, 30, density=0.02, format="csr", random_state=2)
+    valid = valid - valid.multiply(X > 0)
+    valid.eliminate_zeros()
+    valid.data[:] = 3
+    monkeypatch.setattr(NCAE, "evaluator", lambda self, held: lambda: {"rmse": float("nan")})
+    model = NCAE(device="cpu", hidden=(4,), batch_size=8)
+    with pytest.raises(FloatingPointError, match=r"the validation rmse became nan after epoch 1"):
+        model.fit(X, validation=valid, epochs=5, verbose=False)
+
+
+def test_a_file_with_another_count_than_the_catalogue_warns(tmp_path, shared_data):
+    folder = tmp_path / "ml-100k"
+    folder.mkdir()
+    lines = (shared_data / "ml-100k" / "u.data").read_text().splitlines()[:1000]
+    (folder / "u.data").write_text("\n".join(lines) + "\n")
+    with pytest.warns(datasets.CatalogueWarning, match="holds 1,000 interactions where "
+                                                       "ml-100k's catalogue lists 100,000"):
+        data = datasets.load("ml-100k", data_dir=tmp_path, download=False)
+    assert data.nnz == 1000
+
+
+def test_describe_prints_the_counts_it_read(tmp_path, capsys):
+    path = tmp_path / "r.csv"
+    path.write_text("user,item,rating\n1,2,3\n2,3,4\n2,1,5\n")
+    assert datasets.main(["describe", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "users         2" in out and "interactions  3" in out
+
+
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path):
+    with_header, without = tmp_path / "a.csv", tmp_path / "b.csv"
+    with_header.write_bytes(b"\xef\xbb\xbfuser,item,rating\n1,2,3\n2,3,4\n")
+    without.write_bytes(b"\xef\xbb\xbf1,2,3\n2,3,4\n")
+    for path in (with_header, without):
+        data = read_table(path)
+        assert data.nnz == 2 and list(data.user_ids) == [1, 2]
+    movielens = tmp_path / "u.data"
+    movielens.write_bytes(b"\xef\xbb\xbf196\t242\t3\t881250949\n186\t302\t3\t891717742\n")
+    assert sorted(read_movielens_100k(movielens).user_ids) == [186, 196]
+
+
+def test_a_stored_zero_rating_is_refused_unless_the_scale_has_zero():
+    X = sp.csr_matrix((np.array([0.0, 3, 4, 2, 1, 1, 1]), [0, 1, 2, 0, 0, 1, 2], [0, 3, 4, 7]),
+                      shape=(3, 3))
+    with pytest.raises(DataError, match=r"1 stored zeros: .*X\.eliminate_zeros"):
+        NCAE(device="cpu", hidden=(4,)).fit(X, epochs=1, verbose=False)
+    NCAE(device="cpu", hidden=(4,), rating_scale=(0, 5)).fit(X, epochs=1, verbose=False)
+
+
+def test_a_file_as_the_data_set(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    rows = {(u, i): rng.integers(1, 6) for u, i in zip(rng.integers(0, 40, 600),
+                                                       rng.integers(0, 30, 600))}
+    path = tmp_path / "mine.tsv"
+    path.write_text("".join(f"{u}\t{i}\t{r}\n" for (u, i), r in rows.items()))
+    assert train.main(["--dataset", str(path), "--hidden", "8", "--epochs", "1", "--device",
+                       "cpu", "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: columns user, item, rating; ratings 1 to 5 (read off the file" in out
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]["rmse"] > 0
+    modelfile.read(tmp_path / "run" / "model.npz", "model")
