@@ -66,7 +66,7 @@ HR_STANDARD_ERRORS = 3         # implicit: HR@M within 3 standard errors of a di
 # the PyTorch model
 
 class TorchNCAE(nn.Module):
-    """NCAE (DESIGN.md, "Model") in stock PyTorch modules.
+    """NCAE (docs/design.md, "The model") in stock PyTorch modules.
 
     The output layer is one nn.Linear(K_last, N): its weight is V (N, K_last), its bias c (N,).
     Implicit feedback calls it densely; explicit feedback gathers its rows at the observed

@@ -6,7 +6,7 @@ aligned (float4 loads on the GPU). Parameters are laid out in the order the netw
 input side first, so the parameters of the upper part of a network are a tail of the buffer:
 greedy pre-training trains exactly such a tail.
 
-NCAE's names follow DESIGN.md: E (N, K1) input embedding, b1 (K1,); W2 (K2, K1), b2 (K2,) ...
+NCAE's names follow docs/design.md: E (N, K1) input embedding, b1 (K1,); W2 (K2, K1), b2 (K2,) ...
 for each further hidden layer; V (N, K_last) output embedding, c (N,).
 """
 from __future__ import annotations

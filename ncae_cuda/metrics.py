@@ -1,8 +1,8 @@
 """Evaluation figures from predictions and ranks: RMSE, HR@M, NDCG@M, per-cluster tables.
 
 The model computes predictions and each evaluated row's rank (the rank_heldout op); this module
-only does the arithmetic on plain numpy arrays, in float64. The definitions (DESIGN.md,
-"Evaluation protocol"): rank = number of candidate columns scoring >= the held-out column (ties
+only does the arithmetic on plain numpy arrays, in float64. The definitions (docs/design.md,
+"Evaluation"): rank = number of candidate columns scoring >= the held-out column (ties
 count against it; the held-out column itself is not counted), HR@M = [rank < M],
 NDCG@M = 1/log2(rank + 2) if rank < M else 0, both averaged over rows.
 

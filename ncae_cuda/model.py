@@ -22,7 +22,7 @@ from .memory import StepMemory
 
 @dataclass(frozen=True)
 class Objective:
-    """What the output layer is trained to do (DESIGN.md, "Model")."""
+    """What the output layer is trained to do (docs/design.md, "The model")."""
     feedback: str                     # 'explicit' or 'implicit'
     s: float = 1.0                    # yhat = s * tanh(out) + m_off
     m_off: float = 0.0

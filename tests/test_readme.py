@@ -1,6 +1,13 @@
-"""The README's quick start is what CI runs: its set-up and its test command are in .ci/run."""
+"""The README's quick start is what CI runs (its set-up and its test command are in .ci/run),
+and every other command it shows runs as written, where it needs no downloaded data."""
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
+
+from ncae_cuda import datasets
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = " && .venv/bin/python -m ncae_cuda.train"
@@ -37,3 +44,45 @@ def test_python_api_example_runs_as_written(tmp_path, monkeypatch):
     exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["items"].shape == (3, 10) and (tmp_path / "model.npz").exists()
     assert namespace["new_items"].shape == (1, 10)
+
+
+PUBLISHED = [name for name, entry in datasets.DATASETS.items()
+             if isinstance(entry, datasets.Published)]
+
+
+def readme_commands() -> list[str]:
+    """Every command of the README's bash blocks, continuation lines joined, comments dropped."""
+    text = (ROOT / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for command in block.replace("\\\n", " ").splitlines():
+            command = command.split("#")[0].strip()
+            if command:
+                commands.append(command)
+    return commands
+
+
+def runs_here(command: str) -> bool:
+    """A README command this test runs: not one that needs downloaded data, a GPU, or that
+    installs or tests the package (the quick start's own, which CI runs)."""
+    words = command.split()
+    return (command.startswith(".venv/bin/python -m ncae_cuda.")
+            and not any(name in words for name in PUBLISHED)
+            and "gpu" not in words)
+
+
+def test_every_readme_command_without_downloaded_data_runs_as_written(tmp_path):
+    commands = [TRAIN.strip(" &")] + [c for c in readme_commands() if runs_here(c)]
+    assert len(commands) >= 6, commands
+    # the user's own file the README trains on
+    data = datasets.load("synthetic-tiny")
+    (tmp_path / "ratings.csv").write_text("user,item,rating\n" + "".join(
+        f"{u},{i},{r:g}\n" for u, i, r in zip(data.user_ids[data.users],
+                                              data.item_ids[data.items], data.ratings)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop(datasets.DATA_ENV, None)
+    for command in commands:
+        argv = [sys.executable, *shlex.split(command)[1:]]
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
+    assert (tmp_path / "runs" / "demo" / "top100.csv").stat().st_size > 0

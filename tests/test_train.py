@@ -1,4 +1,5 @@
 """The training CLI end to end on small synthetic data: outputs, determinism, resume, bad flags."""
+import dataclasses
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from ncae_cuda import loop, ops, train
+from ncae_cuda.config import Config
 
 from conftest import GPUS
 
@@ -125,6 +127,17 @@ def test_cuda_graphs_on_the_cpu_says_it_is_for_the_gpu(tmp_path, capsys):
     assert code == 2 and "--cuda-graphs is for the GPU backend" in capsys.readouterr().err
 
 
+def test_the_cli_and_the_api_have_the_same_defaults(tmp_path):
+    parser = train.build_parser()
+    args = parser.parse_args(["--out", str(tmp_path)])
+    train.resolve_defaults(parser, args)
+    assert Config(**train.model_settings(args)).resolved() == Config().resolved()
+    flags = {a.dest: a for a in parser._actions}
+    for f in dataclasses.fields(Config):
+        default = None if f.name in train.FROM_THE_DATA else f.default
+        assert flags[f.name].default == default and flags[f.name].help, f.name
+
+
 def test_help_explains_flags(capsys):
     with pytest.raises(SystemExit):
         train.main(["--help"])
@@ -132,7 +145,9 @@ def test_help_explains_flags(capsys):
     for flag in ("--feedback", "--based", "--hidden", "--dropout", "--alpha", "--weighting",
                  "--data-ratio", "--resume", "--patience"):
         assert flag in text
-
+    assert all(action.help for action in train.build_parser()._actions)
+    for quirk in ("(default: True)", "(default: False)", "(default: None)"):
+        assert quirk not in text
 
 def test_data_ratio_subsamples_training_rows(tmp_path):
     full = json.loads((run(tmp_path, "--epochs", "1", name="full")[1] / "metrics.json").read_text())

@@ -226,7 +226,7 @@ class KernelOps:
                      (losses, step, row_loss, row_weight, np.int32(len(row_weight))))
 
     # -----------------------------------------------------------------------------------------
-    # the ops of DESIGN.md
+    # the ops of docs/design.md
 
     def dropout_keep(self, keep, entry_ids, seed, epoch, q):
         nnz = len(entry_ids)

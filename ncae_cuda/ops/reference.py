@@ -1,7 +1,7 @@
 """The numpy definition of every op: the truth that the Numba and CUDA backends are tested against.
 
 Written for clarity, not speed: whole-array numpy, dtype following the inputs (so tests can run it
-in float64). Names, argument order and semantics are the contract of DESIGN.md that ops/cpu.py
+in float64). Names, argument order and semantics are the contract of docs/design.md that ops/cpu.py
 and kernels/*.cu implement: outputs first, then inputs; backward ops accumulate (+=) into
 parameter gradients. What a reference op does not need (the column order that makes the fast
 scatters deterministic, the GPU's windows) still comes in the batch, so every backend is called
@@ -107,7 +107,7 @@ def step_loss(losses, step, row_loss, row_weight) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the ops of DESIGN.md
+# the ops of docs/design.md
 
 def _keep_flags(keep, entry_ids, stream, threshold):
     h = _mix64(np.uint64(stream) + entry_ids.astype(np.uint64) * np.uint64(GOLDEN))
