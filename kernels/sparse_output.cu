@@ -1,7 +1,8 @@
 // sparse_output_forward / sparse_output_backward: the explicit-feedback output layer, evaluated
 // only at the observed entries of the batch.
-//   forward:  yhat_p = s * tanh(V[col_p] . a[row_p] + c[col_p]) + m_off
-//   backward: row_loss[b] = sum over the row's entries of w_p/|K_b| (yhat_p - x_p)^2,
+//   forward:  yhat_p = s * tanh(out_p) + m_off, out_p = V[col_p] . a[row_p] + c[col_p]
+//             (identity: yhat_p = out_p + m_off)
+//   backward: row_loss[b] = sum over the row's entries of w_p/|K_b|^row_norm (yhat_p - x_p)^2,
 //             w_p = alpha (input dropped) or beta (kept), |K_b| = the row's entry count;
 //             g_p = row_weight[b] * d row_loss[b] / d out_p   (tanh kept, not rebuilt from yhat);
 //             da[b] = sum_p g_p V[col_p];  dV[col_p] += g_p a[b];  dc[col_p] += g_p.
@@ -64,7 +65,7 @@ extern "C" __global__ void sparse_output_forward_kernel(
         const int* __restrict__ indptr,         // (B+1,)
         const int* __restrict__ cols,           // (nnz,)
         const int* __restrict__ entry_rows,     // (nnz,)
-        float s, float m_off, int B, int K, int C) {
+        float s, float m_off, int identity, int B, int K, int C) {
     Lanes l = lanes_of(K);
     int nnz = indptr[B];
     for (int w = blockIdx.x; w * C < nnz; w += gridDim.x) {
@@ -75,7 +76,10 @@ extern "C" __global__ void sparse_output_forward_kernel(
                      [&](int t, const int* col, const float (*)[LANE_FLOATS], const float* dot) {
                 if (threadIdx.x == 0)
                     for (int u = 0; u < UNROLL; u++)
-                        if (col[u] >= 0) yhat[t + u] = s * tanhf(dot[u] + c[col[u]]) + m_off;
+                        if (col[u] >= 0) {
+                            float out = dot[u] + c[col[u]];
+                            yhat[t + u] = (identity ? out : s * tanhf(out)) + m_off;
+                        }
             });
         });
     }
@@ -96,7 +100,9 @@ extern "C" __global__ void sparse_output_rows_kernel(
         const u8* __restrict__ keep,            // (nnz,)
         const int* __restrict__ entry_rows,     // (nnz,)
         const float* __restrict__ row_weight,   // (B,)
-        float alpha, float beta, float s, float m_off, int B, int K, int C) {
+        float alpha, float beta, float s, float m_off, int identity,
+        float row_norm,                         // a row's errors weigh 1/|K_b|^row_norm
+        int B, int K, int C) {
     Lanes l = lanes_of(K);
     Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
     auto finish = [&](int b, const Acc& acc) {
@@ -105,6 +111,7 @@ extern "C" __global__ void sparse_output_rows_kernel(
     };
     auto add = [&](Acc& acc, int b, int s0, int s1) {
         float rw = row_weight[b], n_obs = (float)(indptr[b + 1] - indptr[b]);
+        if (row_norm != 1.0f) n_obs = powf(n_obs, row_norm);     // the paper's 1/|K_b|: exact
         row_dots(b, s0, s1, a, V, cols, K, l, [&](int t, const int* col,
                                                  const float (*v)[LANE_FLOATS],
                                                  const float* dot) {
@@ -112,9 +119,10 @@ extern "C" __global__ void sparse_output_rows_kernel(
             for (int u = 0; u < UNROLL; u++) {
                 if (col[u] < 0) continue;
                 float w = (keep[t + u] ? beta : alpha) / n_obs;
-                float tanh_out = tanhf(dot[u] + c[col[u]]);
-                float err = s * tanh_out + m_off - vals[t + u];
-                float gp = rw * w * 2.0f * err * s * (1.0f - tanh_out * tanh_out);
+                float out = dot[u] + c[col[u]], tanh_out = tanhf(out);
+                float err = (identity ? out : s * tanh_out) + m_off - vals[t + u];
+                float slope = identity ? 1.0f : s * (1.0f - tanh_out * tanh_out);  // dyhat/dout
+                float gp = rw * w * 2.0f * err * slope;
                 acc.s += w * err * err;
                 if (threadIdx.x == 0) g[t + u] = gp;
                 for (int i = 0; i < LANE_FLOATS; i++) acc.x[i] += gp * v[u][i];

@@ -18,6 +18,7 @@ DEFAULT_AUGMENT_EPS = 0.001
 FEEDBACK = ("explicit", "implicit")
 BASED = ("user", "item")
 WEIGHTING = ("popularity", "uniform")
+OUTPUTS = ("tanh", "identity")
 
 
 class SettingError(ValueError):
@@ -47,6 +48,11 @@ class Config:
     dropout: float = setting(0.5, "input dropout rate q")
     alpha: float = setting(1.0, "explicit: weight of the errors on dropped inputs")
     beta: float = setting(0.5, "explicit: weight of the errors on kept inputs")
+    output: str = setting("tanh", "explicit: the output layer: tanh (the paper's: s*tanh(out) "
+                          "+ the scale's middle) or identity (out + the scale's middle, "
+                          "clipped to the scale when predicting)", choices=OUTPUTS)
+    row_norm: float = setting(1.0, "explicit: a row's errors weigh 1/|R|^row_norm, |R| its "
+                              "number of ratings (the paper's: 1)")
     variant: str | None = setting(None, "implicit: the paper's models: NCAE- uniform weighting, "
                                   "NCAE popularity weighting, NCAE+ popularity weighting and "
                                   "augmentation (the default); sets weighting and augmentation",
@@ -71,6 +77,8 @@ class Config:
                             "(0: never stop early)", group="training")
     batch_size: int = setting(128, "rows a training batch", group="training")
     lr: float = setting(1e-3, "Adam's learning rate", group="training")
+    lr_decay: float = setting(1.0, "fine-tuning multiplies the learning rate by this each "
+                              "epoch (1: constant)", group="training")
     weight_decay: float = setting(1e-3, "lambda: L2 on every weight and bias", group="training")
     seed: int = setting(0, "seed of the initialisation, the shuffles and input dropout",
                         group="training")
@@ -126,6 +134,9 @@ class Config:
         return f"NCAE ({self.weighting} weighting, augmented)"
 
 
+DEFAULTS = Config()
+
+
 def _widths(name: str, value) -> tuple[int, ...]:
     """Positive integers, from a sequence of them (or one of them: one hidden layer)."""
     values = (value,) if _is_int(value) else value
@@ -162,14 +173,15 @@ def _pair(name: str, value) -> tuple[float, float]:
 def _check_range(c: Config) -> None:
     checks = [("dropout", 0 <= c.dropout < 1, "in [0, 1)"),
               ("augment_p", 0 < c.augment_p <= 1, "in (0, 1]"),
-              ("lr", 0 < c.lr < math.inf, "a finite number > 0")]
+              ("lr", 0 < c.lr < math.inf, "a finite number > 0"),
+              ("lr_decay", 0 < c.lr_decay <= 1, "in (0, 1]")]
     for name in ("epochs", "pretrain_epochs", "batch_size"):
         checks.append((name, _is_int(getattr(c, name)) and getattr(c, name) >= 1,
                        "an integer >= 1"))
     for name in ("patience", "seed"):
         checks.append((name, _is_int(getattr(c, name)) and getattr(c, name) >= 0,
                        "an integer >= 0"))
-    for name in ("alpha", "beta", "c0", "omega", "uniform_c", "weight_decay"):
+    for name in ("alpha", "beta", "c0", "omega", "uniform_c", "weight_decay", "row_norm"):
         checks.append((name, 0 <= getattr(c, name) < math.inf, "a finite number >= 0"))
     for name, ok, wanted in checks:
         if not ok:
@@ -187,6 +199,9 @@ def _resolved_variant(c: Config) -> Config:
             if getattr(c, name):
                 raise SettingError(name, "is for implicit feedback")
         return replace(c, augment_eps=0.0)
+    for name in ("output", "row_norm"):
+        if getattr(c, name) != getattr(DEFAULTS, name):
+            raise SettingError(name, "is for explicit feedback")
     if c.augment_eps is not None and not 0 <= c.augment_eps < math.inf:
         raise SettingError("augment_eps", f"must be a finite number >= 0; got {c.augment_eps!r}")
     weighting, augmented = VARIANT_SETTINGS[c.variant or "NCAE+"]

@@ -105,7 +105,8 @@ class NCAE:
                             "data": fingerprint(*_entries(data), *_entries(valid)),
                             "backend": self.ops.name}
                 session = Session(
-                    self._net, csr, planner, AdamConfig(c.lr, weight_decay=c.weight_decay),
+                    self._net, csr, planner, AdamConfig(c.lr, weight_decay=c.weight_decay,
+                                                         lr_decay=c.lr_decay),
                     c.pretrain, c.pretrain_epochs, c.patience, self.selection_metric,
                     score=None if valid is None else self.evaluator(valid),
                     on_epoch=None if callback is None else lambda record: callback(self, record),
@@ -151,7 +152,8 @@ class NCAE:
         c = self.config
         if c.implicit:
             return Objective.implicit()
-        return Objective.explicit(*self.rating_scale, c.alpha, c.beta)
+        return Objective.explicit(*self.rating_scale, c.alpha, c.beta,
+                                  identity=c.output == "identity", row_norm=c.row_norm)
 
     def _out_of_memory(self, error: MemoryError) -> str:
         """What needed the memory, with the sizes, and the setting that lowers each."""
@@ -314,9 +316,8 @@ class NCAE:
         ids = self.item_ids[np.maximum(idx, 0)]
         ids[idx < 0] = "" if ids.dtype.kind == "U" else -1
         if ratings:
-            obj = self._net.objective
             real = idx >= 0
-            vals[real] = obj.s * np.tanh(vals[real]) + obj.m_off
+            vals[real] = self._net.objective.rating(vals[real])
         return ids, vals
 
     def _user_scorer(self):
@@ -360,9 +361,9 @@ class NCAE:
                     raise ValueError(f"{name} hold NaN or infinite values")
             model._net = Network(layout, model.ops, model._objective(), a["params"],
                                  a.get("col_weights"))
+            model._net.counter[0] = meta["steps"]
         except (KeyError, ValueError, TypeError) as e:
             raise DataError(f"{path}: a damaged model file ({type(e).__name__}: {e})") from None
-        model._net.steps = meta["steps"]
         model.history, model.best_epoch = meta["history"], meta["best_epoch"]
         return model
 

@@ -75,6 +75,9 @@ class AdamConfig:
     beta2: float = 0.999
     eps: float = 1e-8
     weight_decay: float = 0.0         # lambda: L2 on every weight and bias, added to the gradient
+    lr_decay: float = 1.0             # the learning rate of epoch e is lr * lr_decay^(e-1) ...
+    steps_per_epoch: int = 0          # ... epochs of this many steps (0: no decay) ...
+    decay_start: int = 0              # ... counted from this step count (pre-training's end)
 
 
 class Parameters:
@@ -89,17 +92,20 @@ class Parameters:
         self.p = layout.views(self.params)
         self.d = layout.views(self.grads)
         self.counter = ops.xp.zeros(2, np.int32)   # Adam's steps taken; its kernel's blocks done
-        self.steps = 0                             # the same count, kept by the host
+
+    @property
+    def steps(self) -> int:
+        """Adam's steps taken (read from the device: a replayed CUDA graph counts there)."""
+        return int(self.ops.to_host(self.counter)[0])
 
     def adam_step(self, adam: AdamConfig, first: str | None = None) -> None:
         """One Adam step on the parameters from `first` (a layout key) to the end of the
         buffer, all of them by default; the ones before it stay bit-identical. The gradients
         it reads are zero after it."""
         start = self.layout.offsets[first] if first else 0
-        self.steps += 1
         self.ops.adam(self.params[start:], self.m[start:], self.v[start:], self.grads[start:],
                       self.counter, adam.lr, adam.beta1, adam.beta2, adam.eps,
-                      adam.weight_decay)
+                      adam.weight_decay, adam.lr_decay, adam.steps_per_epoch, adam.decay_start)
 
     def restore(self, params, m, v, steps: int) -> None:
         """Set the parameters, Adam's moments and step count (a checkpoint's); zero grads."""
@@ -108,14 +114,12 @@ class Parameters:
         self.v[...] = self.ops.to_device(v)
         self.grads.fill(0)
         self.counter[...] = self.ops.to_device(np.array([steps, 0], np.int32))
-        self.steps = steps
 
     def reset_optimizer(self) -> None:
         """Zero Adam's moments and step, as for a fresh start from the current parameters."""
         self.m.fill(0)
         self.v.fill(0)
         self.counter.fill(0)
-        self.steps = 0
 
     def l2_penalty(self, weight_decay: float) -> float:
         """lambda/2 * ||params||^2, the regularization part of the objective."""

@@ -31,15 +31,28 @@ class Objective:
     # Reconstruct the corrupted input itself instead of the clean row (pre-training's "U" on
     # layer 1): dropped entries are no target (explicit) or a negative one (implicit).
     target_corrupted: bool = False
+    identity: bool = False            # explicit: yhat = out + m_off, clipped to the rating
+                                      # scale when predicting, instead of s * tanh(out) + m_off
+    row_norm: float = 1.0             # explicit: a row's errors weigh 1/|R|^row_norm (the
+                                      # paper's 1/|R|: 1)
+    scale: tuple | None = None        # explicit: (r_min, r_max)
 
     @classmethod
-    def explicit(cls, r_min: float, r_max: float, alpha: float, beta: float) -> Objective:
+    def explicit(cls, r_min: float, r_max: float, alpha: float, beta: float,
+                 identity: bool = False, row_norm: float = 1.0) -> Objective:
         return cls("explicit", s=(r_max - r_min) / 2, m_off=(r_max + r_min) / 2,
-                   alpha=alpha, beta=beta)
+                   alpha=alpha, beta=beta, identity=identity, row_norm=row_norm,
+                   scale=(r_min, r_max))
 
     @classmethod
     def implicit(cls) -> Objective:
         return cls("implicit")
+
+    def rating(self, out, xp=np):
+        """Explicit: the predicted rating from the logits `out`."""
+        if self.identity:
+            return xp.clip(out + self.m_off, *self.scale)
+        return self.s * xp.tanh(out) + self.m_off
 
 
 def tanh_layer_backward(dW, db, da_out, a_out, a_in, W, input_grad: bool = True):
@@ -113,7 +126,8 @@ class Network(Parameters):
             alpha = 0.0 if obj.target_corrupted else obj.alpha
             g = mem.g[:len(batch.cols)]                               # (nnz,)
             ops.sparse_output_backward(da, d["V"], d["c"], mem.row_loss, g, a, p["V"], p["c"],
-                                       batch, alpha, obj.beta, obj.s, obj.m_off)
+                                       batch, alpha, obj.beta, obj.s, obj.m_off, obj.identity,
+                                       obj.row_norm)
         else:
             z, dout = mem.z, mem.dout                                 # (B, N)
             ops.gemm(z, a, p["V"], trans_b=True)
@@ -153,8 +167,9 @@ class Network(Parameters):
 
     def predict_entries(self, batch, query):
         """yhat (nnz_q,) at the entries of `query` (a batch of the same rows as `batch`)."""
+        obj, xp = self.objective, self.ops.xp
         a = self.codes(batch)
-        yhat = self.ops.xp.empty(len(query.cols), self.params.dtype)
-        self.ops.sparse_output_forward(yhat, a, self.p["V"], self.p["c"], query,
-                                       self.objective.s, self.objective.m_off)
-        return yhat
+        yhat = xp.empty(len(query.cols), self.params.dtype)
+        self.ops.sparse_output_forward(yhat, a, self.p["V"], self.p["c"], query, obj.s,
+                                       obj.m_off, obj.identity)
+        return xp.clip(yhat, *obj.scale) if obj.identity else yhat

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -168,12 +168,13 @@ class Session:
                               "seconds": time.perf_counter() - start})
             progress.pretrained = True
             save()
+        adam = self.fine_tuning_adam(progress.epoch)
         while progress.epoch < epochs and not progress.stopped_early:
             epoch = progress.epoch + 1
             start = time.perf_counter()
             if epoch < epochs:
                 self.planner.prefetch(epoch + 1)
-            loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, self.adam),
+            loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
                                   net.memory, self.csr, self.planner.plan(epoch),
                                   f"epoch {epoch}", graph=getattr(ops, "graphs", False))
             end_of_epoch({"epoch": epoch, "loss": loss,
@@ -186,3 +187,12 @@ class Session:
         if best is not None:
             net.params[...] = best
         return progress
+
+    def fine_tuning_adam(self, epochs_done: int) -> AdamConfig:
+        """Adam's settings for fine-tuning, `epochs_done` epochs in: the learning-rate schedule
+        counts its epochs from the end of pre-training (whose steps share Adam's count)."""
+        if self.adam.lr_decay == 1.0:
+            return self.adam
+        steps = self.planner.geometry.steps
+        return replace(self.adam, steps_per_epoch=steps,
+                       decay_start=self.net.steps - epochs_done * steps)

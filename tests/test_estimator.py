@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from ncae_cuda import NCAE, loop, modelfile, ops
 from ncae_cuda.data import DataError, UnknownIds, from_matrix
 from ncae_cuda.model import Network
+from ncae_cuda.ops import cpu
 
 from conftest import BACKENDS, backend_named
 
@@ -510,15 +511,17 @@ def test_a_checkpoint_holds_what_resuming_needs_and_no_gradient(tmp_path):
     np.testing.assert_array_equal(arrays["best"], params(model))   # restored from the device
 
 
-@pytest.mark.parametrize("feedback, validated, patience, lr, epochs, stop_in", [
-    ("implicit", False, 0, 0.01, 5, 3), ("explicit", True, 0, 0.01, 5, 3),
-    ("implicit", True, 0, 0.01, 5, 3),
-    ("explicit", True, 2, 0.03, 8, 5)])   # stops early after epoch 5 (best 3): cut after a bad one
+@pytest.mark.parametrize("feedback, validated, patience, lr, epochs, stop_in, lr_decay", [
+    ("implicit", False, 0, 0.01, 5, 3, 1.0), ("explicit", True, 0, 0.01, 5, 3, 1.0),
+    ("implicit", True, 0, 0.01, 5, 3, 1.0),
+    ("explicit", True, 0, 0.01, 5, 3, 0.5),      # the schedule goes on from the checkpoint
+    ("explicit", True, 2, 0.03, 8, 5, 1.0)])     # stops early after epoch 5 (best 3): cut
+                                                 # after a bad one
 def test_resume_after_interrupt_equals_uninterrupted(tmp_path, monkeypatch, feedback, validated,
-                                                     patience, lr, epochs, stop_in):
+                                                     patience, lr, epochs, stop_in, lr_decay):
     train, valid = split(matrix())
     valid = valid if validated else None
-    settings = {"feedback": feedback, "patience": patience, "lr": lr}
+    settings = {"feedback": feedback, "patience": patience, "lr": lr, "lr_decay": lr_decay}
     whole = new_model(**settings).fit(train, validation=valid, epochs=epochs, verbose=False)
 
     real, calls = loop.run_epoch, []
@@ -545,6 +548,19 @@ def test_resume_after_interrupt_equals_uninterrupted(tmp_path, monkeypatch, feed
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
     if validated:
         assert [r["valid"] for r in resumed.history] == [r["valid"] for r in whole.history]
+
+
+def test_learning_rate_decays_by_fine_tuning_epoch(monkeypatch):
+    # pre-training's steps at lr; fine-tuning's epoch e at lr * 0.5^(e-1), counted from its start
+    lrs = []
+    real = cpu.decayed
+    monkeypatch.setattr(cpu, "decayed", lambda *args: lrs.append(real(*args)) or lrs[-1])
+    fit(matrix(), "explicit", epochs=3, lr=0.01, lr_decay=0.5, pretrain="S+U+S",
+        pretrain_epochs=1)
+    steps = -(-(N_ITEMS - 1) // 16)                       # item-based: every item but item 25
+    tuned = lrs[-3 * steps:]
+    assert tuned == [0.01] * steps + [0.005] * steps + [0.0025] * steps
+    assert len(lrs) > 3 * steps and set(lrs[:-3 * steps]) == {0.01}
 
 
 def test_resume_refuses_a_checkpoint_of_another_fit(tmp_path):

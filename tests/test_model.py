@@ -17,6 +17,9 @@ from helpers import assert_close, cut_first, random_matrix
 OBJECTIVES = {
     "explicit": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.4),
     "implicit": Objective.implicit(),
+    # the identity output with a softened row weight (recipes/ml-100k-explicit.toml)
+    "explicit-identity": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.4, identity=True,
+                                            row_norm=0.3),
 }
 
 
@@ -43,7 +46,7 @@ class Problem:
         return net, cut_first(backend, net.memory, csr, planner.plan(1))
 
 
-@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+@pytest.mark.parametrize("feedback", OBJECTIVES)
 @pytest.mark.parametrize("hidden", [(4,), (5, 3), (4, 3, 5)])
 @pytest.mark.parametrize("target_corrupted", [False, True])
 def test_gradient_matches_finite_differences(feedback, hidden, target_corrupted):
@@ -103,6 +106,15 @@ def test_partial_step_trains_only_the_tail(first, lowest):
     assert not part.grads.any() and part.steps == int(part.counter[0]) == 1
 
 
+def test_identity_output_predicts_within_the_rating_scale():
+    problem = Problem("explicit", (4,))
+    net, batch = problem.network(ref, OBJECTIVES["explicit-identity"], np.float64)
+    net.p["c"][:] = np.linspace(-6.0, 6.0, len(net.p["c"]))     # logits far past 1..5
+    yhat = net.predict_entries(batch, batch)
+    assert yhat.min() == 1.0 and yhat.max() == 5.0
+    assert ((yhat > 1.0) & (yhat < 5.0)).any()
+
+
 def test_padding_and_alignment_gaps_get_no_gradient():
     problem = Problem("implicit", (5, 3))
     net, batch = problem.network(ref, OBJECTIVES["implicit"], np.float64)
@@ -113,7 +125,7 @@ def test_padding_and_alignment_gaps_get_no_gradient():
     assert not net.grads[~used].any()
 
 
-@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+@pytest.mark.parametrize("feedback", OBJECTIVES)
 def test_a_backend_step_matches_the_reference(backend, feedback):
     """One step from the same parameters on the same batch: loss, gradients and the Adam
     update agree to float32 rounding (before rounding differences can grow)."""
@@ -125,9 +137,10 @@ def test_a_backend_step_matches_the_reference(backend, feedback):
         g_batch.row_weight))
     assert g_loss == pytest.approx(e_loss, rel=1e-5)
     assert_close(backend.to_host(got.grads), expect.grads)
-    adam = AdamConfig(lr=1e-2, weight_decay=1e-3)
-    expect.adam_step(adam)
-    got.adam_step(adam)
+    adam = AdamConfig(lr=1e-2, weight_decay=1e-3, lr_decay=0.5, steps_per_epoch=1)
+    for _ in range(2):                                        # the second at lr / 2
+        expect.adam_step(adam)
+        got.adam_step(adam)
     assert_close(backend.to_host(got.params), expect.params)
 
 

@@ -186,8 +186,15 @@ def _output_inputs(rng, B, N, K):
     return a, V, c
 
 
+# (identity, row_norm): the paper's tanh output and 1/|K_b|, and the identity output with a
+# softened row weight (recipes/ml-100k-explicit.toml)
+OUTPUTS = [(False, 1.0), (True, 0.15)]
+OUTPUT_IDS = ["tanh", "identity-norm0.15"]
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
-def test_sparse_output_forward(backend, shape):
+@pytest.mark.parametrize("identity", [False, True], ids=["tanh", "identity"])
+def test_sparse_output_forward(backend, shape, identity):
     rng = np.random.default_rng(6)
     n_rows, N, K, n_batch, B = shape
     m, rows = random_rows(rng, n_rows, N, n_batch)
@@ -196,14 +203,15 @@ def test_sparse_output_forward(backend, shape):
     a, V, c = _output_inputs(rng, len(rows), N, K)
     expect = np.empty(len(hb.cols))
     ref.sparse_output_forward(expect, a.astype(np.float64), V.astype(np.float64),
-                              c.astype(np.float64), hb, 2.0, 3.0)
+                              c.astype(np.float64), hb, 2.0, 3.0, identity)
     yhat = backend.to_device(np.full(len(hb.cols), np.nan, np.float32))
-    backend.sparse_output_forward(yhat, *on(backend, a, V, c), batch, 2.0, 3.0)
+    backend.sparse_output_forward(yhat, *on(backend, a, V, c), batch, 2.0, 3.0, identity)
     assert_close(host(backend, yhat), expect)
 
 
 @pytest.mark.parametrize("shape", STEPS, ids=STEP_IDS)
-def test_sparse_output_backward(backend, shape):
+@pytest.mark.parametrize("identity, row_norm", OUTPUTS, ids=OUTPUT_IDS)
+def test_sparse_output_backward(backend, shape, identity, row_norm):
     rng, m, batch, hb, K, B = case(shape, 7, backend)
     N, nnz = m.shape[1], len(hb.cols)
     a, V, c = _output_inputs(rng, B, N, K)
@@ -212,13 +220,14 @@ def test_sparse_output_backward(backend, shape):
     da, loss, g = np.empty((B, K)), np.empty(B), np.empty(nnz)
     ref.sparse_output_backward(da, *f64, loss, g, a.astype(np.float64), V.astype(np.float64),
                                c.astype(np.float64), hb._replace(vals=hb.vals.astype(float)),
-                               0.8, 0.3, 2.0, 3.0)
+                               0.8, 0.3, 2.0, 3.0, identity, row_norm)
     results = []
     for _ in range(2):
         got = [backend.to_device(np.full((B, K), np.nan, np.float32))]
         got += [backend.to_device(t.copy()) for t in starts]
         got += [backend.to_device(np.full(n, np.nan, np.float32)) for n in (B, nnz)]
-        backend.sparse_output_backward(*got, *on(backend, a, V, c), batch, 0.8, 0.3, 2.0, 3.0)
+        backend.sparse_output_backward(*got, *on(backend, a, V, c), batch, 0.8, 0.3, 2.0, 3.0,
+                                       identity, row_norm)
         results.append([backend.to_host(t) for t in got])
     for actual, expect in zip(results[0], [da, *f64, loss, g]):
         assert_close(actual, expect)
@@ -241,6 +250,26 @@ def test_sparse_output_backward_hand_case():
     np.testing.assert_allclose(dc, expect_g)
     np.testing.assert_allclose(dV[:, 0], expect_g * 0.5)
     np.testing.assert_allclose(da, [[0.0]])                   # V is 0
+
+
+def test_sparse_output_backward_identity_hand_case():
+    # one row, three entries kept (beta = 1), V = 0, c = (1, -1, 0.5), m_off = 3, identity
+    # output: yhat = c + 3 = (4, 2, 3.5) against x = (5, 2, 3); |K|^row_norm = 3^0.5;
+    # d yhat / d out = 1, so g = 2 err / sqrt(3)
+    da, dV, dc, loss, g = np.zeros((1, 2)), np.zeros((3, 2)), np.zeros(3), np.zeros(1), np.zeros(3)
+    batch = ref.Batch(np.array([0, 3]), np.array([0, 1, 2]), np.array([5.0, 2.0, 3.0]),
+                      np.ones(3, np.uint8), np.zeros(3, int), np.arange(3), np.array([1.0]))
+    ref.sparse_output_backward(da, dV, dc, loss, g, np.array([[0.5, -1.0]]), np.zeros((3, 2)),
+                               np.array([1.0, -1.0, 0.5]), batch, 0.0, 1.0, 2.0, 3.0,
+                               identity=True, row_norm=0.5)
+    err = np.array([-1.0, 0.0, 0.5])
+    np.testing.assert_allclose(loss, [(err ** 2).sum() / np.sqrt(3)])
+    np.testing.assert_allclose(g, 2 * err / np.sqrt(3))
+    np.testing.assert_allclose(dV, np.outer(2 * err / np.sqrt(3), [0.5, -1.0]))
+    yhat = np.empty(3)
+    ref.sparse_output_forward(yhat, np.array([[0.5, -1.0]]), np.zeros((3, 2)),
+                              np.array([1.0, -1.0, 0.5]), batch, 2.0, 3.0, identity=True)
+    np.testing.assert_allclose(yhat, [4.0, 2.0, 3.5])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,18 +357,24 @@ def test_step_loss(backend):
 # ---------------------------------------------------------------------------------------------
 # optimizer
 
+# (lr_decay, steps_per_epoch, decay_start): constant; and decayed, step 7 being epoch 3's of
+# the schedule begun after step 1 (lr * 0.25)
+SCHEDULES = [(1.0, 0, 0), (0.5, 2, 1)]
+
+
 @pytest.mark.parametrize("n", [1, 5, 1000, 4099])
-def test_adam(backend, n):
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=["constant", "decayed"])
+def test_adam(backend, n, schedule):
     rng = np.random.default_rng(9)
     p0, g = (rng.normal(0, 1, n).astype(np.float32) for _ in range(2))
     m0 = rng.normal(0, 0.1, n).astype(np.float32)
     v0 = rng.random(n).astype(np.float32) * 0.01
     expect = [t.astype(np.float64) for t in (p0, m0, v0)]
     counter = np.array([6, 0])
-    ref.adam(*expect, g.astype(np.float64), counter, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+    ref.adam(*expect, g.astype(np.float64), counter, 1e-2, 0.9, 0.999, 1e-8, 0.1, *schedule)
     got = [backend.to_device(t.copy()) for t in (p0, m0, v0, g)]
     d_counter = backend.to_device(np.array([6, 0], np.int32))
-    backend.adam(*got, d_counter, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+    backend.adam(*got, d_counter, 1e-2, 0.9, 0.999, 1e-8, 0.1, *schedule)
     for actual, e in zip(got, expect):
         assert_close(host(backend, actual), e)
     assert not host(backend, got[3]).any()                   # the gradient is zeroed
@@ -351,6 +386,14 @@ def test_adam_first_step_is_a_signed_lr_step():
     p, g = np.array([1.0, 1.0, 1.0]), np.array([0.5, -2.0, 0.0])
     ref.adam(p, np.zeros(3), np.zeros(3), g, np.array([0]), 0.1, 0.9, 0.999, 1e-8, 0.0)
     np.testing.assert_allclose(p, [0.9, 1.1, 1.0], rtol=1e-7)
+
+
+def test_adam_learning_rate_decays_by_epoch():
+    # epochs of 3 steps, decay 0.5: steps 1-3 at lr, 4-6 at lr / 2, 7 at lr / 4
+    assert ([ref.decayed(0.1, 0.5, 3, 0, t) for t in range(1, 8)]
+            == [0.1] * 3 + [0.05] * 3 + [0.025])
+    assert ref.decayed(0.1, 0.5, 3, 10, 14) == 0.05          # after 10 pre-training steps
+    assert ref.decayed(0.1, 0.5, 0, 0, 100) == 0.1            # no schedule
 
 
 # ---------------------------------------------------------------------------------------------

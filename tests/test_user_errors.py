@@ -137,6 +137,11 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--lr", "nan"], "--lr: must be a finite number > 0; got nan"),
     (["--hidden", "abc"], "argument --hidden: expected comma-separated integers, got 'abc'"),
     (["--hidden", "0"], "--hidden: must be positive integers"),
+    (["--lr-decay", "0"], "--lr-decay: must be in (0, 1]; got 0.0"),
+    (["--row-norm", "-1"], "--row-norm: must be a finite number >= 0; got -1.0"),
+    (["--output", "linear"], "argument --output: invalid choice: 'linear'"),
+    (["--feedback", "implicit", "--output", "identity"], "--output: is for explicit feedback"),
+    (["--feedback", "implicit", "--row-norm", "0.5"], "--row-norm: is for explicit feedback"),
 ])
 def test_train_flags(tmp_path, capsys, flags, message):
     refused(train.main, [*TINY, "--out", str(tmp_path / "r"), *flags], capsys, message)

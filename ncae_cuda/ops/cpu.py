@@ -15,7 +15,8 @@ from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
 from .common import Batch, dropout_stream, dropout_threshold, GOLDEN, KEEP_BITS, MIX1, MIX2
-from .reference import bias_backward, bias_tanh, capture, gemm, load_plan, step_loss  # noqa: F401
+from .reference import (bias_backward, bias_tanh, capture, decayed, gemm,  # noqa: F401
+                        load_plan, step_loss)
 
 xp = np
 name = "cpu"
@@ -174,7 +175,7 @@ def scatter_backward(dE, dpre1, batch, scale):
 # explicit output: only the observed entries are computed
 
 @_pjit
-def _sparse_output_forward(yhat, a, V, c, indptr, cols, s, m_off):
+def _sparse_output_forward(yhat, a, V, c, indptr, cols, s, m_off, identity):
     K = a.shape[1]
     for b in prange(a.shape[0]):
         for p in range(indptr[b], indptr[b + 1]):
@@ -182,20 +183,23 @@ def _sparse_output_forward(yhat, a, V, c, indptr, cols, s, m_off):
             out = c[j]
             for k in range(K):
                 out += V[j, k] * a[b, k]
-            yhat[p] = s * np.tanh(out) + m_off
+            yhat[p] = out + m_off if identity else s * np.tanh(out) + m_off
 
 
-def sparse_output_forward(yhat, a, V, c, batch, s, m_off):
+def sparse_output_forward(yhat, a, V, c, batch, s, m_off, identity=False):
     _sparse_output_forward(yhat, a, V, c, batch.indptr, batch.cols, np.float32(s),
-                           np.float32(m_off))
+                           np.float32(m_off), identity)
 
 
 @_pjit
 def _sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, indptr, cols, vals, keep,
-                            row_weight, alpha, beta, s, m_off, entry_rows, col_order, starts):
+                            row_weight, alpha, beta, s, m_off, identity, row_norm,
+                            entry_rows, col_order, starts):
     K = a.shape[1]
     for b in prange(a.shape[0]):                                # rows: forward, loss, g, da
         n_obs = np.float32(indptr[b + 1] - indptr[b])
+        if row_norm != _F1:                                     # the paper's 1/|R| is exact
+            n_obs = n_obs ** row_norm
         loss = 0.0
         for k in range(K):
             da[b, k] = 0
@@ -206,9 +210,10 @@ def _sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, indptr, cols, vals
                 out += V[j, k] * a[b, k]
             t = np.tanh(out)                                    # tanh(out), kept
             w = (beta if keep[p] else alpha) / n_obs
-            err = s * t + m_off - vals[p]
+            err = (out if identity else s * t) + m_off - vals[p]
             loss += w * err * err
-            g[p] = row_weight[b] * w * _F2 * err * s * (_F1 - t * t)
+            slope = _F1 if identity else s * (_F1 - t * t)      # d yhat / d out
+            g[p] = row_weight[b] * w * _F2 * err * slope
             for k in range(K):
                 da[b, k] += g[p] * V[j, k]
         row_loss[b] = loss
@@ -222,11 +227,12 @@ def _sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, indptr, cols, vals
             dc[j] += g[p]
 
 
-def sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s, m_off):
+def sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s, m_off,
+                           identity=False, row_norm=1.0):
     f = np.float32
     _sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch.indptr, batch.cols,
                             batch.vals, batch.keep, batch.row_weight, f(alpha), f(beta), f(s),
-                            f(m_off), batch.entry_rows, batch.col_order,
+                            f(m_off), identity, f(row_norm), batch.entry_rows, batch.col_order,
                             _column_runs(batch.cols, batch.col_order))
 
 
@@ -279,11 +285,13 @@ def _adam(params, m, v, grads, lr_t, beta1, one_minus_beta1, beta2, one_minus_be
         grads[i] = 0
 
 
-def adam(params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay):
+def adam(params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay, lr_decay=1.0,
+         steps_per_epoch=0, decay_start=0):
     # p -= lr * (m / bc1) / (sqrt(v / bc2) + eps), with the scalar parts folded on the host
     # in double, as kernels/adam.cu folds them
     f = np.float32
     step = int(counter[0]) + 1
+    lr = decayed(lr, lr_decay, steps_per_epoch, decay_start, step)
     bc1, bc2 = 1.0 - beta1 ** step, 1.0 - beta2 ** step
     _adam(params, m, v, grads, f(lr / bc1), f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2),
           f(1.0 / np.sqrt(bc2)), f(eps), f(weight_decay))

@@ -264,23 +264,24 @@ class KernelOps:
             dE, w.pieces, w.arrivals, dpre1, batch.indptr, batch.cols, batch.vals, batch.keep,
             batch.entry_rows, batch.col_order, np.float32(scale)))
 
-    def sparse_output_forward(self, yhat, a, V, c, batch, s, m_off):
+    def sparse_output_forward(self, yhat, a, V, c, batch, s, m_off, identity=False):
         _check(np.float32, yhat, a, V, c)
         K, C, nnz = a.shape[1], batch.windows.rows, self._entries(batch)
         _check_width(K)
         self._launch("sparse_output_forward_kernel", _blocks(nnz, C), WARP * slabs(K), (
             yhat, a, V, c, batch.indptr, batch.cols, batch.entry_rows, np.float32(s),
-            np.float32(m_off), np.int32(a.shape[0]), np.int32(K), np.int32(C)),
+            np.float32(m_off), np.int32(identity), np.int32(a.shape[0]), np.int32(K),
+            np.int32(C)),
             work=lambda: _even(nnz, C))
 
     def sparse_output_backward(self, da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s,
-                               m_off):
+                               m_off, identity=False, row_norm=1.0):
         _check(np.float32, da, dV, dc, row_loss, g, a, V, c)
         f, w, K = np.float32, batch.windows, a.shape[1]
         self._rows_launch("sparse_output_rows_kernel", batch, K, (
             da, row_loss, g, w.pieces, w.arrivals, a, V, c, batch.indptr, batch.cols,
             batch.vals, batch.keep, batch.entry_rows, batch.row_weight, f(alpha), f(beta),
-            f(s), f(m_off)))
+            f(s), f(m_off), np.int32(identity), f(row_norm)))
         self._columns_launch("sparse_output_cols_kernel", batch, K, (
             dV, dc, w.pieces, w.arrivals, g, a, batch.indptr, batch.cols, batch.entry_rows,
             batch.col_order))
@@ -294,14 +295,16 @@ class KernelOps:
             work=lambda: (N + np.diff(self._host(batch.indptr)).max(),
                           N + len(batch.cols) / B))
 
-    def adam(self, params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay):
+    def adam(self, params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay,
+             lr_decay=1.0, steps_per_epoch=0, decay_start=0):
         _check(np.float32, params, m, v, grads)
         _check(np.int32, counter)
         f, n = np.float32, len(params)
         grid = min(_blocks(n), MAX_GRID)
         self._launch("adam_kernel", grid, BLOCK, (
             params, m, v, grads, counter, np.float64(lr), np.float64(beta1),
-            np.float64(beta2), f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2), f(eps),
+            np.float64(beta2), np.float64(lr_decay), np.int32(steps_per_epoch),
+            np.int32(decay_start), f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2), f(eps),
             f(weight_decay), np.int64(n)), work=lambda: _even(n, -(-n // grid)))
 
     # -----------------------------------------------------------------------------------------

@@ -133,28 +133,34 @@ def scatter_backward(dE, dpre1, batch, scale):
     np.add.at(dE, batch.cols, w[:, None] * dpre1[batch.entry_rows])
 
 
-def sparse_output_forward(yhat, a, V, c, batch, s, m_off):
-    """yhat (nnz,) = s * tanh(V[col] . a[row] + c[col]) + m_off at each entry of the batch."""
+def sparse_output_forward(yhat, a, V, c, batch, s, m_off, identity=False):
+    """yhat (nnz,) = s * tanh(V[col] . a[row] + c[col]) + m_off at each entry of the batch
+    (identity: V[col] . a[row] + c[col] + m_off)."""
     cols = batch.cols
     out = np.einsum("pk,pk->p", V[cols], a[batch.entry_rows]) + c[cols]
-    yhat[:] = s * np.tanh(out) + m_off
+    yhat[:] = out + m_off if identity else s * np.tanh(out) + m_off
 
 
-def sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s, m_off):
+def sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s, m_off,
+                           identity=False, row_norm=1.0):
     """The explicit output layer at the batch's entries, forward and backward in one.
 
-    row_loss[b] = sum over the row's entries of w/|K_b| * (yhat - x)^2, with w = alpha for
-    dropped inputs and beta for kept ones, |K_b| = the row's number of entries, yhat = s *
-    tanh(V[col] . a[row] + c[col]) + m_off. g (nnz,) = d(sum_b row_weight[b] row_loss[b]) /
-    d out at each entry; da (B, K) = its gradient wrt a (written); dV, dc accumulate theirs.
+    row_loss[b] = sum over the row's entries of w/|K_b|^row_norm * (yhat - x)^2, with w = alpha
+    for dropped inputs and beta for kept ones, |K_b| = the row's number of entries, yhat = s *
+    tanh(out) + m_off (identity: out + m_off), out = V[col] . a[row] + c[col]. g (nnz,) =
+    d(sum_b row_weight[b] row_loss[b]) / d out at each entry; da (B, K) = its gradient wrt a
+    (written); dV, dc accumulate theirs.
     """
     rows, cols = batch.entry_rows, batch.cols
     n_obs = np.diff(batch.indptr)                                   # (B,)
-    t = np.tanh(np.einsum("pk,pk->p", V[cols], a[rows]) + c[cols])  # tanh(out), kept
-    err = s * t + m_off - batch.vals
-    w = np.where(batch.keep.astype(bool), beta, alpha) / n_obs[rows]      # (nnz,)
+    out = np.einsum("pk,pk->p", V[cols], a[rows]) + c[cols]
+    t = np.tanh(out)                                                # tanh(out), kept
+    err = (out + m_off if identity else s * t + m_off) - batch.vals
+    w = (np.where(batch.keep.astype(bool), beta, alpha)
+         / n_obs[rows] ** row_norm)                                 # (nnz,)
     row_loss[:] = np.bincount(rows, w * err * err, minlength=len(row_loss))
-    g[:] = batch.row_weight[rows] * w * 2.0 * err * s * (1.0 - t * t)
+    slope = 1.0 if identity else s * (1.0 - t * t)                  # d yhat / d out
+    g[:] = batch.row_weight[rows] * w * 2.0 * err * slope
     da[:] = 0
     np.add.at(da, rows, g[:, None] * V[cols])
     np.add.at(dV, cols, g[:, None] * a[rows])
@@ -181,11 +187,14 @@ def reweighted_error(dout, row_loss, z, c, batch, weights, kept_only=False):
     dout[:] = batch.row_weight[:, None] * 2.0 * w * err * (1.0 - yhat * yhat)
 
 
-def adam(params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay):
+def adam(params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay, lr_decay=1.0,
+         steps_per_epoch=0, decay_start=0):
     """One Adam step (Kingma & Ba, Alg. 1) on the flat buffers, L2 added to the gradient; the
     step count t = counter[0] + 1 is read from `counter` and written back, and the gradient is
-    zeroed for the next step."""
+    zeroed for the next step. With steps_per_epoch, step t's learning rate is lr *
+    lr_decay^((t-1-decay_start) // steps_per_epoch): the epoch's."""
     step = int(counter[0]) + 1
+    lr = decayed(lr, lr_decay, steps_per_epoch, decay_start, step)
     g = grads + weight_decay * params
     m[:] = beta1 * m + (1 - beta1) * g
     v[:] = beta2 * v + (1 - beta2) * g * g
@@ -194,6 +203,15 @@ def adam(params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay):
     params -= lr * m_hat / (np.sqrt(v_hat) + eps)
     grads[:] = 0
     counter[0] = step
+
+
+def decayed(lr: float, lr_decay: float, steps_per_epoch: int, decay_start: int,
+            step: int) -> float:
+    """Step `step`'s learning rate: lr times lr_decay per epoch of steps_per_epoch steps
+    after the first decay_start (kernels/adam.cu: the same, in double)."""
+    if not steps_per_epoch:
+        return lr
+    return lr * lr_decay ** ((step - 1 - decay_start) // steps_per_epoch)
 
 
 # ---------------------------------------------------------------------------------------------
