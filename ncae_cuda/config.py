@@ -8,6 +8,12 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:                   # Python 3.10
+    import tomli as tomllib
 
 from .pretrain import VARIANTS
 
@@ -135,6 +141,38 @@ class Config:
 
 
 DEFAULTS = Config()
+# What a recipe leaves to the command line, so one recipe runs on any data, fold and seed.
+NOT_IN_A_RECIPE = ("seed", "dataset", "data_dir", "split", "split_seed", "test_ratio",
+                   "valid_ratio", "data_ratio")
+
+
+def read_recipe(path: Path) -> dict:
+    """The settings of a recipe: a TOML file of Config's names and values, e.g.
+    `hidden = [300, 300]` (recipes/). ValueError names an unknown or misplaced key, a value of
+    the wrong kind, or a file that is not TOML."""
+    try:
+        with open(path, "rb") as f:
+            values = tomllib.load(f)
+    except OSError as e:
+        raise ValueError(f"cannot read it ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"not TOML: {e}") from None
+    names = {f.name for f in fields(Config)}
+    for key in values:
+        if key in NOT_IN_A_RECIPE:
+            raise ValueError(f"{key}: a recipe holds the model's settings, not the data, split "
+                             "or seed; give them on the command line")
+        if key not in names:
+            raise ValueError(f"{key}: no such setting (settings: "
+                             f"{', '.join(sorted(names - set(NOT_IN_A_RECIPE)))})")
+    recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    try:
+        replace(DEFAULTS, **recipe).resolved()
+    except SettingError as e:
+        hint = ("" if "feedback" in recipe or "implicit" not in e.reason else
+                " (a recipe for implicit feedback says feedback = \"implicit\")")
+        raise ValueError(f"{e.setting}: {e.reason}{hint}") from None
+    return recipe
 
 
 def _widths(name: str, value) -> tuple[int, ...]:

@@ -4,12 +4,16 @@
         --out runs/exp -- --split u1 --weight-decay 3e-3
     python -m ncae_cuda.experiments factors --dataset ml-100k --data-dir ../shared/data --repeats 3
 
+    python -m ncae_cuda.experiments recipes --recipes recipes/ml-100k-explicit*.toml \
+        --dataset ml-100k --data-dir ../shared/data --repeats 3 -- --split u1
+
 Experiments: configurations (Table 4), pretraining (Fig. 5), augmentation (Fig. 6), factors,
-topm, robustness (Table 6), clusters (Table 3); `--help` describes each. Every cell trains
-NCAE through python -m ncae_cuda.train, once per seed (--repeats: seeds 0..R-1, mean and
-standard deviation), with the trainer's defaults; flags after `--` go to every run, e.g. the
-settings chosen on validation, and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of
-one implicit variant (each variant's own chosen settings). Under --out: NAME.md, NAME.csv, NAME.png where the paper has a
+topm, robustness (Table 6), clusters (Table 3), and recipes (the README's result tables, from
+recipes/*.toml); `--help` describes each. Every cell trains NCAE through python -m
+ncae_cuda.train, once per seed (--repeats: seeds 0..R-1, mean and standard deviation), with the
+trainer's defaults; flags after `--` go to every run, e.g. the settings chosen on validation,
+and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of one implicit variant (each
+variant's own chosen settings). Under --out: NAME.md, NAME.csv, NAME.png where the paper has a
 figure, and runs/ with each run's log and metrics.json.
 """
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import train
-from .config import VARIANT_SETTINGS
+from .config import VARIANT_SETTINGS, read_recipe
 from .metrics import format_table
 from .pretrain import VARIANTS
 
@@ -255,6 +259,22 @@ def clusters(r: Runner):
     return rows, None
 
 
+def recipes(r: Runner):
+    """The test figures of each recipe (--recipes), on the data, split and seeds given, and its
+    seconds per epoch (the median epoch of each run, the mean over seeds); implicit: and POP's.
+    The README's result tables are these."""
+    rows = []
+    for path in r.args.recipes:
+        results = r.train(Path(path).stem, ["--config", path])
+        keys = [k for k in results[0]["test"] if k == "rmse" or "@" in k]
+        row = {"recipe": path, **{key: stat(results, _test(key)) for key in keys}}
+        rows.append({**row, "s/epoch": stat(results, lambda x: x["seconds_per_epoch"])})
+    if "pop" in results[0]:
+        rows.append({"recipe": "POP", **{key: stat(results, _pop(key)) for key in keys},
+                     "s/epoch": ""})
+    return rows, None
+
+
 def _cutoff(r: Runner) -> int:
     """The M the implicit tables report: the trainer's last cutoff (100 by default)."""
     return int((r.extra[r.extra.index("--cutoffs") + 1] if "--cutoffs" in r.extra
@@ -276,7 +296,7 @@ def _lines(rows: list[dict], x: str, suffix: str, log_x: bool = False):
 
 
 EXPERIMENTS = {f.__name__: f for f in (configurations, pretraining, augmentation, factors, topm,
-                                       robustness, clusters)}
+                                       robustness, clusters, recipes)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,6 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="augmentation: eps of the per-epoch curve with augmentation")
     p.add_argument("--ms", default="50,100,150,200,250", help="topm: the cutoffs M")
     p.add_argument("--ratios", default="0.4,0.6,0.8", help="robustness: training ratios D")
+    p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE",
+                   help="recipes: the recipe files to run (recipes/*.toml)")
     return p
 
 
@@ -355,6 +377,17 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             parser.error(f"--{name.replace('_', '-')}: expected comma-separated numbers, got "
                          f"{getattr(args, name)!r}")
+    if args.name == "recipes" and not args.recipes:
+        parser.error("recipes: name the recipe files, e.g. --recipes recipes/ml-100k-*.toml")
+    feedback = set()
+    for path in args.recipes:
+        try:
+            feedback.add(read_recipe(Path(path)).get("feedback"))
+        except ValueError as e:
+            parser.error(f"--recipes {path}: {e}")
+    if len(feedback) > 1:
+        parser.error("--recipes: one table scores one kind of feedback: give explicit and "
+                     "implicit recipes to separate runs")
     for given in args.variant_flags:
         name, _, flags = given.partition("=")
         if name not in VARIANT_SETTINGS or not flags:

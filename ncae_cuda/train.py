@@ -4,6 +4,7 @@
     python -m ncae_cuda.train --dataset ml-100k --split u1         # data: --data-dir or
     python -m ncae_cuda.train --dataset ml-100k --feedback implicit   # $NCAE_CUDA_DATA
     python -m ncae_cuda.train --dataset ratings.csv    # a file: user,item[,rating[,timestamp]]
+    python -m ncae_cuda.train --config recipes/ml-100k-explicit.toml --dataset ml-100k --split u1
     python -m ncae_cuda.train --out runs/a --resume    # continue an interrupted run
 
 Protocol (docs/design.md): train on the training part and score the validation part after
@@ -19,7 +20,8 @@ run's settings; a run never writes into another run's folder), checkpoint-select
 checkpoint-refit.npz after every epoch of each phase (what --resume continues from), model.npz
 (ncae_cuda.NCAE.load reads it; so does python -m ncae_cuda.recommend) and metrics.json at the
 end. The CLI is a thin layer over ncae_cuda.NCAE: the flags of the model are its settings
-(ncae_cuda.config.Config), generated from them.
+(ncae_cuda.config.Config), generated from them. --config reads them from a recipe (a TOML file
+of the same names, recipes/); a flag on the command line overrides the recipe.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import datasets, metrics, splits
-from .config import Config, SettingError
+from .config import Config, SettingError, read_recipe
 from .data import DataError, Interactions
 from .estimator import NCAE, OutOfMemory
 from .modelfile import atomic_write
@@ -45,8 +47,9 @@ from .rundir import RunDirectory
 FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings, implicit for "
                              "HetRec data and files without a rating column"}
 # The flags that steer a run but not its result: left out of the run's identity (run.json).
+# (A recipe's settings are recorded one by one, not its file's name.)
 NOT_THE_RESULT = ("out", "resume", "overwrite", "data_dir", "cache_dir", "curves",
-                  "cuda_graphs")
+                  "cuda_graphs", "config")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m ncae_cuda.train", description=__doc__.split("\n\n")[0],
         epilog="Data sets: " + ", ".join(datasets.names()) + ". Defaults follow the paper "
                "where it states them.")
+    p.add_argument("--config", type=Path, metavar="RECIPE",
+                   help="read the model's settings from this TOML file (recipes/ has the ones "
+                        "behind the README's results); flags given here override it")
     g = p.add_argument_group("data")
     g.add_argument("--dataset", default=datasets.DEFAULT,
                    help="a named data set (see below), or a CSV/TSV file of user,item[,rating"
@@ -341,9 +347,22 @@ def report(model: NCAE, result: dict) -> None:
           + metrics.format_table(test["clusters"]))
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The flags, over the recipe's settings where --config names one."""
+    args = parser.parse_args(argv)
+    if args.config is not None:
+        try:
+            recipe = read_recipe(args.config)
+        except ValueError as e:
+            parser.error(f"--config {args.config}: {e}")
+        parser.set_defaults(**recipe)
+        args = parser.parse_args(argv)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     resolve_defaults(parser, args)
     try:
         run(args)
