@@ -17,6 +17,9 @@ kept in `Interactions.n_duplicates_merged`:
     largest timestamp; among equal timestamps, or where there are none, the later line;
   - tag assignments (HetRec `*-timestamps.dat`) are many records of one interaction by design:
     the pair is one interaction at its earliest timestamp (the earlier line on ties).
+
+`with_times` dates the pairs of one file by another's (Last.fm's plays by their tag times);
+a pair the other file has no time for gets NO_TIME, earlier than any time.
 """
 from __future__ import annotations
 
@@ -40,7 +43,8 @@ class Interactions:
     users: np.ndarray               # (nnz,) int32 user index in [0, n_users)
     items: np.ndarray               # (nnz,) int32 item index in [0, n_items)
     ratings: np.ndarray | None      # (nnz,) float32; None for implicit-only data
-    timestamps: np.ndarray | None   # (nnz,) int64 seconds; None when the source has none
+    timestamps: np.ndarray | None   # (nnz,) int64 seconds (NO_TIME: unknown); None when the
+                                    # source has none
     user_ids: np.ndarray            # (n_users,) source ids, int64 or str
     item_ids: np.ndarray            # (n_items,) source ids, int64 or str
     rating_scale: tuple[float, float] | None = None  # (r_min, r_max) for explicit data
@@ -107,6 +111,32 @@ class Interactions:
                             "reached to_csr; readers must merge duplicates first")
         m.sort_indices()
         return m
+
+
+NO_TIME = np.iinfo(np.int64).min     # the timestamp of an interaction of unknown time
+
+
+def with_times(data: Interactions, times: Interactions) -> Interactions:
+    """`data` with each (user, item) pair dated by the same pair in `times` (matched by source
+    ids; `times` has one entry per pair, as the tag readers give), NO_TIME where `times` has
+    none. Pairs of `times` that `data` lacks are ignored."""
+    users = _positions(data.user_ids, times.user_ids[times.users])        # (times.nnz,)
+    items = _positions(data.item_ids, times.item_ids[times.items])
+    known = (users >= 0) & (items >= 0)
+    keys = data.users.astype(np.int64) * data.n_items + data.items        # (nnz,) unique
+    order = np.argsort(keys)
+    wanted = users[known] * data.n_items + items[known]
+    at = np.minimum(np.searchsorted(keys[order], wanted), len(keys) - 1)
+    found = keys[order][at] == wanted
+    stamps = np.full(data.nnz, NO_TIME, np.int64)
+    stamps[order[at[found]]] = times.timestamps[known][found]
+    return replace(data, timestamps=stamps)
+
+
+def _positions(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(len(values),) int64 index of each value in the sorted `ids`, -1 where absent."""
+    at = np.minimum(np.searchsorted(ids, values), len(ids) - 1)
+    return np.where(ids[at] == values, at, -1).astype(np.int64)
 
 
 def index_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from .data import (DataError, Interactions, read_delicious, read_lastfm_artists,
-                   read_movielens_100k, read_movielens_csv, read_movielens_dat, read_table,
-                   table_columns)
+                   read_lastfm_tag_timestamps, read_movielens_100k, read_movielens_csv,
+                   read_movielens_dat, read_table, table_columns, with_times)
 
 DEFAULT = "synthetic"
 DATA_ENV = "NCAE_CUDA_DATA"          # where extracted copies of the published data sets are
@@ -65,10 +65,17 @@ class Published:
     feedback: str                   # default: "explicit" (ratings) or "implicit"
     interactions: int               # what the published file holds, duplicates merged
     splits: tuple[str, ...] = ()    # split files shipped as <split>.base / <split>.test
+    # A file beside `file` that dates its interactions, and its reader (data.with_times pairs
+    # them up); where it is missing the interactions stay undated, with a NoTimesWarning.
+    times: tuple[str, Callable[[Path], Interactions]] | None = None
 
 
 class CatalogueWarning(UserWarning):
     """A data file holds another number of interactions than its data set's catalogue entry."""
+
+
+class NoTimesWarning(UserWarning):
+    """A data set's file of interaction times is missing: leave-one-out holds out at random."""
 
 
 @dataclass(frozen=True)
@@ -133,10 +140,11 @@ _REGISTRY = [
         "explicit", 20_000_263),
     Published(
         "lastfm-2k", "HetRec 2011 Last.fm: 92,834 user-artist plays, 1,892 users, "
-                     "17,632 artists (no timestamps)",
+                     "17,632 artists, dated by their earliest tag where tagged",
         Archive(f"{_GROUPLENS}/hetrec2011/hetrec2011-lastfm-2k.zip",
                 "md5:296d61afe4e8632b173fc2dd3be20ce2"),
-        "hetrec2011-lastfm-2k", "user_artists.dat", read_lastfm_artists, "implicit", 92_834),
+        "hetrec2011-lastfm-2k", "user_artists.dat", read_lastfm_artists, "implicit", 92_834,
+        times=("user_taggedartists-timestamps.dat", read_lastfm_tag_timestamps)),
     Published(
         "delicious-2k", "HetRec 2011 Delicious: 104,799 user-bookmark pairs with tag times, "
                         "1,867 users, 69,226 URLs",
@@ -181,7 +189,18 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
         warnings.warn(f"{path} holds {data.nnz:,} interactions where {entry.name}'s catalogue "
                       f"lists {entry.interactions:,}: another release, or a damaged copy?",
                       CatalogueWarning, stacklevel=2)
-    return data
+    return _dated(entry, data, path) if entry.times else data
+
+
+def _dated(entry: Published, data: Interactions, path: Path) -> Interactions:
+    """`data` dated by the file of times beside `path`, or undated with a NoTimesWarning."""
+    file, read = entry.times
+    if not (path.parent / file).is_file():
+        warnings.warn(f"{entry.name}: no {file} beside {path}, so its interactions have no "
+                      "times and leave-one-out holds out a random one per user",
+                      NoTimesWarning, stacklevel=3)
+        return data
+    return with_times(data, read(path.parent / file))
 
 
 def is_file(name: str) -> bool:

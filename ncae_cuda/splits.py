@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .data import DataError, Interactions
+from .data import NO_TIME, DataError, Interactions
 
 # Part labels: one int8 per entry says where it goes.
 TRAIN, VALID, TEST = 0, 1, 2
@@ -84,8 +84,9 @@ def leave_one_out(data: Interactions, seed: int = 0) -> Split:
     """Per user: the latest interaction is the test item, one random other the validation item.
 
     Ties between equal latest timestamps are broken at random; without timestamps the test item
-    is a random interaction. Users with 2 interactions get a test item only; users with 1 stay
-    in train and are not evaluated.
+    is a random interaction, and so it is for a user whose interactions are all undated
+    (data.NO_TIME, earlier than any time). Users with 2 interactions get a test item only;
+    users with 1 stay in train and are not evaluated.
     """
     rng = np.random.default_rng(seed)
     counts = np.bincount(data.users, minlength=data.n_users)   # (n_users,) int64
@@ -106,6 +107,11 @@ def leave_one_out(data: Interactions, seed: int = 0) -> Split:
              "validation item = a random other interaction"]
     if data.timestamps is None:
         notes.append("no timestamps: leave-one-out holds out a random interaction per user")
+    elif (data.timestamps == NO_TIME).any():
+        undated = int(np.count_nonzero((latest == NO_TIME) & (counts >= 2)))
+        notes.append(f"{np.count_nonzero(data.timestamps == NO_TIME)} interactions have no "
+                     f"time and count as earlier than any dated one; {undated} users have "
+                     "none dated, and a random test item")
     for n, fact in ((2, "have a test item but no validation item"),
                     (1, "stay in train and are not evaluated")):
         n_users = int(np.count_nonzero(counts == n))

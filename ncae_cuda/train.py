@@ -211,7 +211,8 @@ def recorded(args) -> dict:
 def prepare(args, device: str) -> tuple[Interactions, splits.Split]:
     """Load and split the data, and say what will be trained on what."""
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", datasets.CatalogueWarning)
+        for kind in (datasets.CatalogueWarning, datasets.NoTimesWarning):
+            warnings.simplefilter("always", kind)
         data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir)
     for warning in caught:
         print(f"warning: {warning.message}")

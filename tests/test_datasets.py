@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from ncae_cuda import datasets
-from ncae_cuda.data import DataError, read_movielens_100k
+from ncae_cuda.data import NO_TIME, DataError, read_movielens_100k
 from ncae_cuda.datasets import (DATA_ENV, DATASETS, PRESETS, Archive, UnverifiedArchiveWarning,
                                 load, main, split_files, synthetic)
+from ncae_cuda.splits import leave_one_out
 
 U_DATA = "1\t10\t4\t100\n2\t10\t3\t200\n2\t11\t5\t300\n"
 
@@ -325,3 +326,64 @@ def test_real_ml100k_describe(shared_data, capsys):
     out = capsys.readouterr().out
     assert "users         943" in out and "items         1,682" in out
     assert "interactions  100,000" in out and "sparsity      93.70%" in out
+
+
+# ---- Last.fm dated by its tag times --------------------------------------------------------------
+
+LASTFM_PLAYS = ("userID\tartistID\tweight\n"
+                "2\t51\t100\n2\t52\t90\n2\t53\t80\n2\t54\t70\n"      # user 2: 53 tagged last
+                "3\t51\t5\n3\t55\t4\n3\t56\t0\n"                       # 3: 56 not played
+                "4\t52\t9\n4\t53\t8\n4\t54\t7\n")                      # 4: nothing tagged
+# userID artistID tagID timestamp (ms): several tags of one pair (the earliest dates it), a tag
+# of an artist the user never played (ignored), a tagged user who played nothing (ignored)
+LASTFM_TAGS = ("userID\tartistID\ttagID\ttimestamp\n"
+               "2\t51\t1\t5000000\n2\t52\t7\t3000000\n2\t52\t8\t9000000\n2\t53\t1\t8000000\n"
+               "2\t53\t2\t4000000\n2\t53\t3\t6000000\n"
+               "3\t51\t1\t1000000\n3\t56\t1\t9900000\n3\t55\t4\t2000000\n"
+               "9\t51\t1\t7000000\n")
+
+
+def lastfm_folder(tmp_path, tags=True):
+    folder = tmp_path / "hetrec2011-lastfm-2k"
+    folder.mkdir()
+    (folder / "user_artists.dat").write_text(LASTFM_PLAYS)
+    if tags:
+        (folder / "user_taggedartists-timestamps.dat").write_text(LASTFM_TAGS)
+    return folder
+
+
+def dated(data) -> dict:
+    """{(user id, artist id): timestamp} of the loaded interactions."""
+    return {(int(data.user_ids[u]), int(data.item_ids[i])): int(t)
+            for u, i, t in zip(data.users, data.items, data.timestamps)}
+
+
+def test_lastfm_plays_are_dated_by_their_earliest_tag(tmp_path):
+    with pytest.warns(datasets.CatalogueWarning):
+        data = load("lastfm-2k", data_dir=lastfm_folder(tmp_path))
+    assert dated(data) == {(2, 51): 5000, (2, 52): 3000, (2, 53): 4000, (2, 54): NO_TIME,
+                           (3, 51): 1000, (3, 55): 2000,
+                           (4, 52): NO_TIME, (4, 53): NO_TIME, (4, 54): NO_TIME}
+
+
+def test_lastfm_leave_one_out_holds_out_the_latest_tagged_artist(tmp_path):
+    with pytest.warns(datasets.CatalogueWarning):
+        data = load("lastfm-2k", data_dir=lastfm_folder(tmp_path))
+    held = {}
+    for seed in range(20):
+        split = leave_one_out(data, seed=seed)
+        test = split.test
+        for u, i in zip(test.users, test.items):
+            held.setdefault(int(data.user_ids[u]), set()).add(int(data.item_ids[i]))
+    assert held[2] == {51} and held[3] == {55}               # by tag time, whatever the seed
+    assert held[4] == {52, 53, 54}                           # none dated: at random
+    assert any("4 interactions have no time" in note and "1 users have none dated" in note
+               for note in split.notes)
+
+
+def test_lastfm_without_its_tag_file_holds_out_at_random_and_says_so(tmp_path):
+    with pytest.warns(datasets.NoTimesWarning, match="no user_taggedartists-timestamps.dat "
+                                                     "beside .* holds out a random one"):
+        data = load("lastfm-2k", data_dir=lastfm_folder(tmp_path, tags=False))
+    assert data.timestamps is None
+    assert any("random interaction per user" in note for note in leave_one_out(data).notes)
