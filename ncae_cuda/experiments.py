@@ -317,9 +317,11 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
         for key, value in rows[0].items():
             header += [f"{key} mean", f"{key} std"] if isinstance(value, tuple) else [key]
         writer.writerow(header)
-        for row in rows:
-            writer.writerow([x for v in row.values()
-                             for x in (v if isinstance(v, tuple) else (v,))])
+        paired = [isinstance(value, tuple) for value in rows[0].values()]
+        for row in rows:                       # a blank under a (mean, std) column fills both
+            writer.writerow([x for v, pair in zip(row.values(), paired)
+                             for x in (v if isinstance(v, tuple) else (v, "") if pair
+                                       else (v,))])
     if figures:
         import matplotlib
         matplotlib.use("Agg")

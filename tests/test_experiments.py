@@ -1,5 +1,6 @@
 """Every experiment end to end in --quick form on synthetic data: its table, CSV and figure."""
 import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,12 +8,17 @@ import pytest
 from ncae_cuda import experiments
 
 FIGURES = {"pretraining", "augmentation", "factors", "topm"}
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+# what an experiment needs beside the shared flags
+OWN_FLAGS = {"recipes": ["--recipes", str(RECIPES / "ml-100k-implicit-ncae.toml"),
+                         str(RECIPES / "ml-100k-implicit-ncae-minus.toml")]}
 
 
 @pytest.mark.parametrize("name", list(experiments.EXPERIMENTS))
 def test_experiment_runs_and_writes_its_outputs(tmp_path, name):
     code = experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--repeats", "2",
-                             "--out", str(tmp_path), "--", "--batch-size", "16"])
+                             *OWN_FLAGS.get(name, []), "--out", str(tmp_path), "--",
+                             "--batch-size", "16"])
     assert code == 0
     table = (tmp_path / f"{name}.md").read_text()
     assert table.startswith(f"# {name}") and "±" in table or name == "pretraining"
