@@ -4,12 +4,7 @@
 // nothing here may include a host or standard-library header.
 #pragma once
 
-// Passed by ncae_cuda/ops/gpu.py as -D options from ncae_cuda/ops/common.py's DEVICE_NUMBERS
-// (the emulator compiles with the same), so Python and CUDA cannot launch differently.
-#if !defined(BLOCK) || !defined(WARP) || !defined(LANE_FLOATS) || !defined(UNROLL) \
-    || !defined(MAX_TOPK)
-#error "compile with the -D options of ncae_cuda.ops.common.DEVICE_NUMBERS"
-#endif
+#include "device_numbers.cuh"
 static_assert(LANE_FLOATS == 4, "a lane owns one float4 of a K-vector");
 #define SLAB (WARP * LANE_FLOATS)      // the share of a K-vector one warp owns
 #define FULL_MASK 0xffffffffu

@@ -8,6 +8,8 @@ depend on batching or backend. kernels/common.cuh holds the device twin of `mix6
 """
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -18,15 +20,14 @@ MIX1 = 0xBF58476D1CE4E5B9
 MIX2 = 0x94D049BB133111EB
 KEEP_BITS = 24                # a float32 holds 24 bits exactly: the threshold is an exact q
 
-# The numbers the CUDA kernels are compiled with (as -D options, by ops/gpu.py and the emulator
-# alike) and the launchers size their launches by: the one place they are written.
-DEVICE_NUMBERS = {
-    "BLOCK": 256,         # threads a block, for the kernels whose block size is fixed
-    "WARP": 32,
-    "LANE_FLOATS": 4,     # floats of a K-vector a lane owns: one float4
-    "UNROLL": 4,          # entries whose rows are loaded together before any is added
-    "MAX_TOPK": 1024,     # topk's largest M: the chosen M stay in shared memory
-}
+# The CUDA sources: the package data in an installed wheel, or kernels/ beside the package in
+# a checkout.
+_PACKAGE = Path(__file__).resolve().parent.parent
+KERNEL_DIR = next(d for d in (_PACKAGE / "kernels", _PACKAGE.parent / "kernels") if d.is_dir())
+# The numbers the kernels are compiled with and the launchers size their launches by, read from
+# the header that the kernels include (BLOCK, WARP, LANE_FLOATS, UNROLL, MAX_TOPK).
+DEVICE_NUMBERS = {name: int(value) for name, value in re.findall(
+    r"^#define (\w+) (\d+)", (KERNEL_DIR / "device_numbers.cuh").read_text(), re.M)}
 SLAB = DEVICE_NUMBERS["WARP"] * DEVICE_NUMBERS["LANE_FLOATS"]    # a warp's share of a K-vector
 MAX_WIDTH = 1024 // DEVICE_NUMBERS["WARP"] * SLAB    # widest K: a block of 1024 threads, a
                                                       # warp per slab

@@ -53,7 +53,7 @@ def build(directory: Path, source: str | None = None) -> ctypes.CDLL:
         cpp = directory / "kernels_emulated.cpp"
         cpp.write_text(source)
         subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
-                        "-include", str(HERE / "emu.h"), f"-I{gpu.KERNEL_DIR}", *gpu.DEFINES,
+                        "-include", str(HERE / "emu.h"), f"-I{gpu.KERNEL_DIR}",
                         "-x", "c++", str(cpp), "-o", str(library)],
                        check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(library))

@@ -1,8 +1,9 @@
 """CUDA backend: the ops of ops/reference.py as the hand-written kernels of kernels/*.cu.
 
 The kernels are one CUDA C source compiled at run time by CuPy's NVRTC (each file behind a
-#line directive, so a compile error names the .cu file and line) with the -D options of
-ops/common.py's DEVICE_NUMBERS, one module per device, each kernel looked up once. `KernelOps`
+#line directive, so a compile error names the .cu file and line), the numbers it shares with
+Python in kernels/device_numbers.cuh (ops/common.py's DEVICE_NUMBERS), one module per device,
+each kernel looked up once. `KernelOps`
 holds the launchers: the same names, argument order and semantics as ops/cpu.py, over a
 device binding: `CupyDevice` on a GPU (`backend()`), or the CPU emulator (ops/emulator.py).
 
@@ -25,7 +26,7 @@ import numpy as np
 from ..memory import pack_plan
 from ..plan import EpochPlan, window_sizes
 from . import ledger
-from .common import (DEVICE_NUMBERS, MAX_WIDTH, Batch, Windows, dropout_stream,
+from .common import (DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows, dropout_stream,
                      dropout_threshold, pieces_stride, slabs)
 
 # Whether fine-tuning replays each training step from a CUDA graph captured once (KernelOps.
@@ -37,14 +38,10 @@ WARP = DEVICE_NUMBERS["WARP"]
 MAX_TOPK = DEVICE_NUMBERS["MAX_TOPK"]
 MAX_GRID = 65_535 * 8       # grid-stride kernels (adam, bias_tanh): enough blocks for any GPU
 
-# The package data in an installed wheel, or kernels/ beside the package in a checkout.
-_PACKAGE = Path(__file__).resolve().parent.parent
-KERNEL_DIR = next(d for d in (_PACKAGE / "kernels", _PACKAGE.parent / "kernels") if d.is_dir())
 KERNEL_FILES = ("dropout_keep.cu", "cut_batch.cu", "gather_forward.cu", "scatter_backward.cu",
                 "sparse_output.cu", "reweighted_error.cu", "dense.cu", "step_loss.cu", "adam.cu",
                 "rank_heldout.cu", "topk.cu")
-DEFINES = tuple(f"-D{name}={value}" for name, value in DEVICE_NUMBERS.items())
-COMPILE_OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}", *DEFINES)
+COMPILE_OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
 
 
 def module_source() -> str:
