@@ -51,8 +51,13 @@ class Objective:
     def rating(self, out, xp=np):
         """Explicit: the predicted rating from the logits `out`."""
         if self.identity:
-            return xp.clip(out + self.m_off, *self.scale)
+            return self.clipped(out + self.m_off, xp)
         return self.s * xp.tanh(out) + self.m_off
+
+    def clipped(self, yhat, xp=np):
+        """Explicit outputs as predicted: the identity output's clipped to the rating scale (the
+        scaled tanh's are inside it already)."""
+        return xp.clip(yhat, *self.scale) if self.identity else yhat
 
 
 def tanh_layer_backward(dW, db, da_out, a_out, a_in, W, input_grad: bool = True):
@@ -172,4 +177,4 @@ class Network(Parameters):
         yhat = xp.empty(len(query.cols), self.params.dtype)
         self.ops.sparse_output_forward(yhat, a, self.p["V"], self.p["c"], query, obj.s,
                                        obj.m_off, obj.identity)
-        return xp.clip(yhat, *obj.scale) if obj.identity else yhat
+        return obj.clipped(yhat, xp)
