@@ -25,7 +25,7 @@ import numpy as np
 
 from ..memory import pack_plan
 from ..plan import EpochPlan, window_sizes
-from . import ledger
+from . import cublas, ledger
 from .common import (DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows, dropout_stream,
                      dropout_threshold, pieces_stride, slabs)
 
@@ -364,17 +364,18 @@ def _module(device_id: int):
 
 
 class CupyDevice:
-    """The GPU: kernels on a stream of the backend's own, cuBLAS for the products, pinned host
-    memory for the plan's one copy an epoch; copies and syncs reported to a counting ledger,
-    allocations through CuPy's allocator hook."""
+    """The GPU: kernels, products (cuBLAS) and copies on the current stream, so that work
+    issued through this backend and CuPy's own work around it keep their order wherever they
+    run; session() makes a stream of the backend's own current (a captured step needs a stream
+    other than the legacy default one). Pinned host memory for the plan's one copy an epoch;
+    copies and syncs reported to a counting ledger, allocations through CuPy's allocator hook."""
 
     def __init__(self):
         import cupy
-        from cupy_backends.cuda.libs import cublas
-        self.xp, self._cublas = cupy, cublas
+        self.xp = cupy
         self.device_id = cupy.cuda.runtime.getDevice()
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._one, self._zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+        self._blas = _blas_handle(self.device_id)
 
     @contextmanager
     def session(self):
@@ -395,23 +396,24 @@ class CupyDevice:
     def gemm(self, out, a, b, trans_a, trans_b, accumulate):
         # Row-major out (M, N) = op(a) (M, K) @ op(b) (K, N) is column-major out^T = op(b)^T
         # op(a)^T: cuBLAS gets b first; a row-major (r, c) array is a column-major (c, r) one.
-        cublas, handle = self._cublas, self.xp.cuda.device.get_cublas_handle()
         M, N = out.shape
         K = a.shape[0] if trans_a else a.shape[1]
-        cublas.sgemm(handle, cublas.CUBLAS_OP_T if trans_b else cublas.CUBLAS_OP_N,
-                     cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N, N, M, K,
-                     self._one.ctypes.data, b.data.ptr, b.shape[1], a.data.ptr, a.shape[1],
-                     (self._one if accumulate else self._zero).ctypes.data, out.data.ptr, N)
+        self._blas.sgemm(self.xp.cuda.get_current_stream().ptr,
+                         cublas.OP_T if trans_b else cublas.OP_N,
+                         cublas.OP_T if trans_a else cublas.OP_N, N, M, K,
+                         b.data.ptr, b.shape[1], a.data.ptr, a.shape[1], out.data.ptr, N,
+                         accumulate)
 
     def capture(self, fn):
-        self.stream.begin_capture()
-        try:
-            fn()
-        finally:
-            graph = self.stream.end_capture()
+        with self.stream:                   # current, inside a session or not
+            self.stream.begin_capture()
+            try:
+                fn()
+            finally:
+                graph = self.stream.end_capture()
 
         def replay() -> None:
-            graph.launch(self.stream)
+            graph.launch()                  # on the current stream
         # what the graph holds, cuBLAS's own kernels too: its node definitions in CUDA's DOT
         replay.dot = graph.debug_dot_str()
         replay.nodes = {"nodes": len(set(re.findall(r'"(\w+_node_\d+)"\s*\[', replay.dot)))}
@@ -424,7 +426,7 @@ class CupyDevice:
 
     def upload(self, target, source: np.ndarray) -> None:
         ledger.copy()
-        target.data.copy_from_host_async(source.ctypes.data, source.nbytes, self.stream)
+        target.data.copy_from_host_async(source.ctypes.data, source.nbytes)
 
     def to_device(self, a):
         ledger.copy()
@@ -433,7 +435,14 @@ class CupyDevice:
     def to_host(self, a) -> np.ndarray:
         ledger.copy()
         ledger.sync()
-        return a.get(stream=self.stream)
+        return a.get()                      # waits for the current stream's work before it
+
+
+@functools.lru_cache(maxsize=None)
+def _blas_handle(device_id: int) -> cublas.Handle:
+    import cupy
+    with cupy.cuda.Device(device_id):
+        return cublas.Handle()
 
 
 def backend() -> KernelOps:

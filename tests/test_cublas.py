@@ -1,0 +1,58 @@
+"""The GPU backend's products: cuBLAS through ops/cublas.py, launched eagerly and captured into a
+CUDA graph (CuPy's own binding refuses a capturing stream), against float64 numpy."""
+import itertools
+
+import numpy as np
+import pytest
+
+from ncae_cuda import ops
+from ncae_cuda.ops import cublas, reference
+
+
+def _libcublas_found() -> bool:
+    try:
+        cublas.library()
+    except Exception:           # no cuda.pathfinder, or it finds no libcublas
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _libcublas_found(), reason="no libcublas (pip install 'ncae-cuda[cuda13]')")
+def test_the_binding_reaches_cublas():
+    """Where there is no GPU, cuBLAS itself answers (the library, its symbols and the status
+    names are right); where there is one, a handle is made."""
+    if ops.HAS_CUDA:
+        assert cublas.Handle().handle.value
+    else:
+        with pytest.raises(RuntimeError, match=r"cublasCreate failed: CUBLAS_STATUS_\w+ \(\d+\)"):
+            cublas.Handle()
+
+
+CASES = list(itertools.product([False, True], [False, True], [False, True]))
+
+
+def _operands(rng, trans_a, trans_b, M=37, N=29, K=53):
+    a = rng.normal(size=(K, M) if trans_a else (M, K)).astype(np.float32)
+    b = rng.normal(size=(N, K) if trans_b else (K, N)).astype(np.float32)
+    out = rng.normal(size=(M, N)).astype(np.float32)
+    expect = out.astype(np.float64)
+    return a, b, out, expect
+
+
+@pytest.mark.parametrize("trans_a, trans_b, accumulate", CASES)
+def test_gemm_eager_and_replayed_from_a_graph(gpu, trans_a, trans_b, accumulate):
+    rng = np.random.default_rng(7)
+    a, b, out, expect = _operands(rng, trans_a, trans_b)
+    reference.gemm(expect, a.astype(np.float64), b.astype(np.float64), trans_a, trans_b,
+                   accumulate)
+    with gpu.session():
+        d_a, d_b = gpu.to_device(a), gpu.to_device(b)
+        eager = gpu.to_device(out)
+        gpu.gemm(eager, d_a, d_b, trans_a, trans_b, accumulate)
+        np.testing.assert_allclose(gpu.to_host(eager), expect, rtol=1e-5, atol=1e-4)
+
+        replayed = gpu.to_device(out)
+        replay = gpu.capture(lambda: gpu.gemm(replayed, d_a, d_b, trans_a, trans_b, accumulate))
+        np.testing.assert_array_equal(gpu.to_host(replayed), out)    # captured, not run
+        replay()
+        np.testing.assert_allclose(gpu.to_host(replayed), expect, rtol=1e-5, atol=1e-4)
