@@ -8,13 +8,17 @@ CUDA graph: --cuda-graphs on).
 
 Writes epoch_time.json and epoch_time.md under --out: device names, commit, date, and per case
 the seconds of each training epoch and their median after the first (which holds start-up: the
-GPU's kernel compilation and warm-up). The runs' own outputs (checkpoints of up to a few GB)
-go to a temporary folder.
+GPU's kernel compilation and warm-up), beside the epoch's floor on that device
+(bench/floors.py: the case's work over the copy bandwidth and matrix-product rate measured there
+first) and the multiple of it. The runs' own outputs (checkpoints of up to a few GB) go to a
+temporary folder.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import io
 import json
 import os
 import platform
@@ -24,7 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from ncae_cuda import train
+
+from bench.floors import Ceilings, epoch_work, measure_ceilings
 
 CASES = {
     "ml10m": ("synthetic-ml10m: explicit, item-based, hidden 500,500",
@@ -52,6 +60,29 @@ def device_name(device: str) -> str:
     return f"{model}, {os.cpu_count()} cores"
 
 
+def ceilings(device: str) -> Ceilings:
+    """The device's copy bandwidth and matrix-product rate, measured on it."""
+    if device.startswith("gpu"):
+        import cupy
+        return measure_ceilings(cupy, device_name(device))
+    return measure_ceilings(np, device_name(device))
+
+
+def floor_seconds(flags: list[str], on: Ceilings) -> float:
+    """The floor of one training epoch of the case: bench/floors.py's count over the training
+    matrix the trainer builds from these flags (implicit augmentation's extra rows left out,
+    which keeps it a lower bound), at the measured ceilings."""
+    parser = train.build_parser()
+    args = train.parse(parser, [*flags, "--out", os.devnull])
+    train.resolve_defaults(parser, args)
+    with contextlib.redirect_stdout(io.StringIO()):
+        _, split = train.prepare(args, "")
+    m = split.train.to_csr(args.based, implicit=args.feedback == "implicit")
+    work = epoch_work(m, np.flatnonzero(np.diff(m.indptr)), args.batch_size, args.hidden,
+                      args.feedback)
+    return work.floor(on)
+
+
 def commit() -> str:
     if os.environ.get("COMMIT"):
         return os.environ["COMMIT"]
@@ -75,29 +106,38 @@ def main(argv=None) -> int:
     devices = args.devices.split(",")
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "devices": {d: device_name(d) for d in devices}, "cases": {}}
+    measured = {d: ceilings(d) for d in devices}
+    result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9}
+                          for d, c in measured.items()}
     runs = Path(tempfile.mkdtemp(prefix="ncae-epoch-time-"))
     for case, (title, flags) in CASES.items():
         title = f"quick (synthetic-tiny) in place of {title}" if args.quick else title
+        flags = [*flags, *(QUICK if args.quick else [])]
         for device in devices:
             epochs = args.cpu_epochs if device == "cpu" else args.epochs
             run_dir = runs / f"{case}-{device}"
-            code = train.main([*flags, *(QUICK if args.quick else []), *DEVICE_FLAGS[device],
-                               "--epochs", str(epochs), "--out", str(run_dir)])
+            code = train.main([*flags, *DEVICE_FLAGS[device], "--epochs", str(epochs),
+                               "--out", str(run_dir)])
             if code:
                 return code
             history = json.loads((run_dir / "metrics.json").read_text())["history"]
             seconds = [h["seconds"] for h in history if h["phase"] == "select"]
+            median = statistics.median(seconds[1:] or seconds)
+            floor = floor_seconds(flags, measured[device])
             result["cases"].setdefault(case, {"title": title})[device] = {
-                "seconds": seconds,
-                "median_after_first": statistics.median(seconds[1:] or seconds)}
+                "seconds": seconds, "median_after_first": median, "floor": floor,
+                "x_floor": median / floor}
     (args.out / "epoch_time.json").write_text(json.dumps(result, indent=2))
     lines = [f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
-    lines += ["", "| case | " + " | ".join(f"{d} s/epoch" for d in devices) + " |",
-              "|---|" + "---:|" * len(devices)]
+    lines += [f"- {d} ceilings: copy {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
+              f"{c['gflop_s']:.0f} GFLOP/s" for d, c in result["ceilings"].items()]
+    lines += ["", "s/epoch (x the floor on that device)", "",
+              "| case | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]
     for case in result["cases"].values():
-        lines.append(f"| {case['title']} | "
-                     + " | ".join(f"{case[d]['median_after_first']:.4f}" for d in devices) + " |")
+        lines.append(f"| {case['title']} | " + " | ".join(
+            f"{case[d]['median_after_first']:.4f} ({case[d]['x_floor']:.1f}x)"
+            for d in devices) + " |")
     (args.out / "epoch_time.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -100,14 +100,17 @@ def epoch_time_tables() -> list[str]:
     parts = []
     for path, r in _load("epoch_time.json"):
         devices = list(r["devices"])
-        parts += [f"Seconds per epoch through the trainer (median after the first): "
-                  + "; ".join(f"{d}: {name}" for d, name in r["devices"].items())
+        parts += [f"Seconds per epoch through the trainer (median after the first), and in "
+                  "brackets the multiple of the epoch's floor on that device: "
+                  + "; ".join(f"{d}: {name} (copy {r['ceilings'][d]['bandwidth_gb_s']:.0f} GB/s"
+                              f", float32 product {r['ceilings'][d]['gflop_s']:.0f} GFLOP/s "
+                              "measured)" for d, name in r["devices"].items())
                   + f", commit {r['commit']}, {r['date']} ({_link(path)}).", "",
                   "| case | " + " | ".join(f"{d} s/epoch" for d in devices) + " |",
                   "|---|" + "---:|" * len(devices)]
         parts += [f"| {case['title']} | " + " | ".join(
-            f"{case[d]['median_after_first']:.3g}" for d in devices) + " |"
-            for case in r["cases"].values()]
+            f"{case[d]['median_after_first']:.3g} ({case[d]['x_floor']:.1f}x)"
+            for d in devices) + " |" for case in r["cases"].values()]
         parts.append("")
     return parts
 

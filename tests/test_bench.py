@@ -57,7 +57,11 @@ def test_epoch_time_quick(tmp_path, device):
     assert epoch_time.main(["--devices", device, "--quick", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "epoch_time.json").read_text())
     assert set(result["cases"]) == {"ml10m", "lastfm", "delicious"}
-    assert all(case[device]["median_after_first"] > 0 for case in result["cases"].values())
+    for case in result["cases"].values():
+        timed = case[device]
+        assert timed["median_after_first"] > 0 and timed["floor"] > 0
+        assert timed["x_floor"] == pytest.approx(timed["median_after_first"] / timed["floor"])
+    assert result["ceilings"][device]["bandwidth_gb_s"] > 0
 
 
 def test_launches_quick(tmp_path):
