@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import io
 import json
 import os
@@ -60,12 +61,14 @@ def device_name(device: str) -> str:
     return f"{model}, {os.cpu_count()} cores"
 
 
-def ceilings(device: str) -> Ceilings:
-    """The device's copy bandwidth and matrix-product rate, measured on it."""
+@functools.cache
+def ceilings(device: str, repeats: int = 5) -> Ceilings:
+    """The device's copy bandwidth and float32 product rate, measured on it (seconds to
+    measure: cached for repeated runs)."""
     if device.startswith("gpu"):
         import cupy
-        return measure_ceilings(cupy, device_name(device))
-    return measure_ceilings(np, device_name(device))
+        return measure_ceilings(cupy, device_name(device), repeats)
+    return measure_ceilings(np, device_name(device), repeats)
 
 
 def floor_seconds(flags: list[str], on: Ceilings) -> float:
@@ -106,7 +109,7 @@ def main(argv=None) -> int:
     devices = args.devices.split(",")
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "devices": {d: device_name(d) for d in devices}, "cases": {}}
-    measured = {d: ceilings(d) for d in devices}
+    measured = {d: ceilings(d, 1 if args.quick else 5) for d in devices}
     result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9}
                           for d, c in measured.items()}
     runs = Path(tempfile.mkdtemp(prefix="ncae-epoch-time-"))

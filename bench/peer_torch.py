@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import functools
 import json
 import math
 import os
@@ -41,8 +40,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.epoch_time import commit, device_name
-from bench.floors import epoch_work, measure_ceilings
+from bench.epoch_time import ceilings, commit, device_name
+from bench.floors import epoch_work
 from ncae_cuda import datasets, metrics, train
 from ncae_cuda.augment import column_weights
 from ncae_cuda.data import Interactions
@@ -299,15 +298,6 @@ def ranking(exp, ops, model: TorchNCAE, csr: DeviceCSR, all_rows: np.ndarray) ->
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-@functools.cache
-def ceilings(device: str, repeats: int):
-    """The device's bandwidth and FLOP rate (seconds to measure: cached for repeated runs)."""
-    if device == "gpu":
-        import cupy
-        return measure_ceilings(cupy, device_name(device), repeats)
-    return measure_ceilings(np, device_name(device), repeats)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ README states no figure that a results file does not hold.
     python -m bench.report --check    # exit 1 when README.md differs from what results give
 
 Reads bench/results/*/: scalability.json (bench.scalability), peer_torch.json
-(bench.peer_torch), kernels.json (pytest bench/ --benchmark-json) and epoch_time.json
-(bench.epoch_time, run by bench/gpu_check.sh).
+(bench.peer_torch), kernels.json (pytest bench/ --benchmark-json), kernel_peers.json
+(bench.kernel_peers) and epoch_time.json (bench.epoch_time), each run by bench/gpu_check.sh on
+a GPU.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from bench import kernel_peers
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -96,6 +99,15 @@ def kernel_tables() -> list[str]:
     return parts
 
 
+def kernel_peer_tables() -> list[str]:
+    parts = []
+    for path, r in _load("kernel_peers.json"):
+        parts += [f"Kernels beside what a user would otherwise call (bench.kernel_peers), the "
+                  f"first training step of each shape: {r['device']}, commit {r['commit']}, "
+                  f"{r['date']} ({_link(path)}).", "", *kernel_peers.table(r), ""]
+    return parts
+
+
 def epoch_time_tables() -> list[str]:
     parts = []
     for path, r in _load("epoch_time.json"):
@@ -116,7 +128,8 @@ def epoch_time_tables() -> list[str]:
 
 
 def section() -> str:
-    body = scalability_tables() + peer_table() + kernel_tables() + epoch_time_tables()
+    body = (scalability_tables() + peer_table() + kernel_tables() + kernel_peer_tables()
+            + epoch_time_tables())
     if not body:
         body = ["No benchmark results are committed yet.", ""]
     return "\n".join([BEGIN, "", *body, END])

@@ -1,12 +1,13 @@
 """The benchmarks' arithmetic and their quick forms: floors from counted work, and the
 scalability and epoch-time runs end to end on small data."""
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bench import epoch_time, launches, recommend_time, scalability
+from bench import epoch_time, kernel_peers, launches, recommend_time, scalability
 from bench.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.layout import NCAELayout
 
@@ -62,6 +63,29 @@ def test_epoch_time_quick(tmp_path, device):
         assert timed["median_after_first"] > 0 and timed["floor"] > 0
         assert timed["x_floor"] == pytest.approx(timed["median_after_first"] / timed["floor"])
     assert result["ceilings"][device]["bandwidth_gb_s"] > 0
+
+
+def test_kernel_peers_quick(tmp_path):
+    assert kernel_peers.main(["--device", "cpu", "--quick", "--shapes", "lastfm", "--repeats",
+                              "2", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "kernel_peers.json").read_text())
+    ops_ = [row["op"] for row in result["shapes"]["lastfm"]]
+    expected = ["gather_forward", "sparse_output_forward", "scatter_backward", "adam"]
+    assert ops_ == (expected if result["torch"] == "installed" else expected[:2])
+    for row in result["shapes"]["lastfm"]:
+        assert row["gb_per_s"] == pytest.approx(row["bytes"] / row["seconds"] / 1e9)
+        assert row["peer_over_ours"] == pytest.approx(row["peer_seconds"] / row["seconds"])
+    assert "| lastfm | gather_forward |" in (tmp_path / "kernel_peers.md").read_text()
+
+
+def test_kernel_peers_refuse_a_peer_that_computes_something_else(monkeypatch, tmp_path):
+    def off_by_one(step):
+        pair = kernel_peers.gather_forward(step)
+        return dataclasses.replace(pair, theirs=lambda: pair.theirs() + 1)
+    monkeypatch.setattr(kernel_peers, "PAIRS", (off_by_one,))
+    with pytest.raises(AssertionError, match="gather_forward .*relative error"):
+        kernel_peers.main(["--device", "cpu", "--quick", "--shapes", "lastfm", "--repeats", "1",
+                           "--out", str(tmp_path)])
 
 
 def test_launches_quick(tmp_path):
