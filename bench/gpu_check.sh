@@ -1,50 +1,107 @@
 #!/usr/bin/env bash
-# Everything a lent GPU machine is for, in one call: the device's facts, the whole test suite
-# (the GPU cases run instead of skipping), the launch ledger with the real counts, the kernel
-# versions kept in dev/cuda timed side by side, the epoch benchmark (CPU, GPU launching each
-# kernel, GPU replaying CUDA graphs) and the time to recommend for every user, each logged under
-# the folder given. Runs from the repository as it
-# is (PYTHONPATH), installing nothing: the machine's image has CuPy, Numba, SciPy, tqdm,
-# threadpoolctl and pytest.
+# Everything a lent GPU machine is for, in phases that each fit one call of the device tool (10
+# minutes) and come back whole: the tool returns at most 8 files from $OUT, so each phase packs
+# its logs and results into $OUT/<phase>.tar.gz and prints its summary last.
 #
-#     COMMIT=$(git rev-parse --short HEAD) bench/gpu_check.sh "$OUT"
+#     bench/gpu_check.sh tests   "$OUT"  # the device's facts; the GPU test cases, then the suite
+#     bench/gpu_check.sh epochs  "$OUT"  # seconds per epoch beside floors, CPU and torch peer
+#     bench/gpu_check.sh kernels "$OUT"  # launch ledger, kernel versions, kernels beside the
+#                                        # libraries' (kernel_peers), time to recommend
+#     bench/gpu_check.sh profile "$OUT"  # ncu over two steps at the ML-10M and Last.fm shapes
+#     bench/gpu_check.sh scale   "$OUT"  # the K x D table (the paper's Table 7) on the GPU
+#
+# The time limits of a phase's steps add up to at most 9 minutes.
+# COMMIT names the commit measured (the device gets the working tree, not .git). Runs from the
+# repository as it is (PYTHONPATH), installing nothing: the machine's image has CuPy, Numba,
+# torch, SciPy, pytest (with xdist) and ncu. Each step has a time limit of its own, so one that
+# hangs leaves the others their time.
 set -uo pipefail
-out=${1:?usage: bench/gpu_check.sh OUTPUT_FOLDER}
-mkdir -p "$out"
+usage="usage: bench/gpu_check.sh tests|epochs|kernels|profile|scale OUTPUT_FOLDER"
+phase=${1:?$usage}
+out=${2:?$usage}
 cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COMMIT=${COMMIT:-unknown}
 python=${PYTHON:-python3}
+work=$(mktemp -d)/$phase
+mkdir -p "$work" "$out"
+failed=()
+
+step() {      # step NAME SECONDS COMMAND...: logged to NAME.log; a failure is named at the end
+    local name=$1 seconds=$2
+    shift 2
+    timeout "$seconds" "$@" > "$work/$name.log" 2>&1 || failed+=("$name (exit $?)")
+}
 
 {
-    echo "commit ${COMMIT:-unknown}, $(date -u +%F)"
+    echo "commit $COMMIT, $(date -u +%F), phase $phase"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    $python -c "import sys, cupy, numba, numpy; print('python', sys.version.split()[0], \
-'cupy', cupy.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__)"
-} 2>&1 | tee "$out/device.txt"
+    $python -c "import sys, cupy, numba, numpy, torch; print('python', sys.version.split()[0], \
+'cupy', cupy.__version__, 'cuda runtime', cupy.cuda.runtime.runtimeGetVersion(), \
+'numba', numba.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__)"
+} > "$work/device.txt" 2>&1
 
-$python -m pytest -q -rs -p no:cacheprovider --junitxml="$out/tests.xml" 2>&1 \
-    | tee "$out/tests.log" | tail -25
-tests=${PIPESTATUS[0]}
+case $phase in
+tests)
+    # the real GPU's cases first (the emulated ones run in CI), then the whole suite beside them
+    step gpu-tests 240 $python -m pytest -q -rs -p no:cacheprovider --junitxml="$work/gpu-tests.xml" \
+        -k "(gpu and not emulated) or cublas or nvrtc or nvcc"
+    step all-tests 300 $python -m pytest -q -rs -p no:cacheprovider -n 8 \
+        --junitxml="$work/all-tests.xml"
+    summary=$(tail -3 "$work/gpu-tests.log"; tail -3 "$work/all-tests.log") ;;
+epochs)
+    step epoch-time 270 $python -m bench.epoch_time --devices gpu,gpu-graphs,cpu \
+        --out "$work/epoch-time"
+    step peer-ml10m 120 $python -m bench.peer_torch --device gpu --dataset synthetic-ml10m \
+        --feedback explicit --based item --hidden 500,500 --epochs 3 --out "$work/peer-ml10m"
+    for shape in lastfm delicious; do
+        step "peer-$shape" 60 $python -m bench.peer_torch --device gpu \
+            --dataset "synthetic-$shape" --feedback implicit --based user --hidden 128 \
+            --epochs 4 --out "$work/peer-$shape"
+    done
+    summary=$(cat "$work"/epoch-time/*.md; grep -h "torch / ncae_cuda" "$work"/peer-*/*.md) ;;
+kernels)
+    step launches 60 $python -m bench.launches --device gpu --out "$work/launches"
+    for op in gather_forward scatter_backward; do               # the kernel versions
+        for shape in ml10m lastfm; do
+            step "versions-$op-$shape" 40 $python -m dev.cuda.run $op --shape $shape
+        done
+    done
+    mkdir -p "$work/kernels"                                    # every op, checked and timed
+    step microbenchmarks 90 $python -m pytest bench/ -q -p no:cacheprovider --benchmark-only \
+        -k gpu --benchmark-json="$work/kernels/kernels.json"
+    step kernel-peers 150 $python -m bench.kernel_peers --device gpu --out "$work/kernel-peers"
+    step recommend 60 $python -m bench.recommend_time --dataset synthetic-lastfm \
+        --devices gpu,cpu --out "$work/recommend"
+    summary=$(cat "$work"/kernel-peers/*.md "$work"/launches/*.md; tail -q -n 3 "$work"/versions-*.log) ;;
+scale)
+    step scalability 540 $python -m bench.scalability --device gpu --out "$work/scalability"
+    summary=$(cat "$work"/scalability/scalability.md 2>/dev/null | head -20) ;;
+profile)
+    # every kernel of two steps after the first epoch's start (cuBLAS's too), clocks as found
+    for shape in ml10m lastfm; do
+        case $shape in
+        ml10m) flags="--dataset synthetic-ml10m --feedback explicit --based item --hidden 500,500
+                      --valid-ratio 0" ;;
+        lastfm) flags="--dataset synthetic-lastfm --feedback implicit --based user --hidden 128
+                       --patience 0 --no-refit" ;;
+        esac
+        step "ncu-$shape" 240 ncu --clock-control none --launch-skip 200 --launch-count 40 \
+            --section SpeedOfLight --section Occupancy --section LaunchStats \
+            --section WarpStateStats --section MemoryWorkloadAnalysis \
+            -f -o "$work/ncu-$shape" $python -m ncae_cuda.train $flags --device gpu --epochs 1 \
+            --out "$(mktemp -d)/run"
+        ncu --import "$work/ncu-$shape.ncu-rep" --page details > "$work/ncu-$shape-details.txt"
+        ncu --import "$work/ncu-$shape.ncu-rep" --page raw --csv > "$work/ncu-$shape.csv"
+        $python -m bench.ncu_summary "$work/ncu-$shape.csv" > "$work/ncu-$shape.md"
+    done
+    summary=$(cat "$work"/ncu-*.md) ;;
+*)
+    echo "$usage" >&2
+    exit 2 ;;
+esac
 
-$python -m bench.launches --device gpu --out "$out/launches" > "$out/launches.log" 2>&1
-launches=$?
-tail -6 "$out/launches.log"
-
-for op in gather_forward scatter_backward; do             # the kernel versions, side by side
-    for shape in ml10m lastfm; do $python -m dev.cuda.run $op --shape $shape; done
-done > "$out/versions.log" 2>&1
-versions=$?
-cat "$out/versions.log"
-
-$python -m bench.epoch_time --devices gpu,gpu-graphs,cpu --out "$out/bench" > "$out/bench.log" 2>&1
-bench=$?
-tail -8 "$out/bench.log"
-cp "$out/bench/epoch_time.json" "$out/bench/epoch_time.md" "$out" 2>/dev/null
-
-$python -m bench.recommend_time --dataset synthetic-lastfm --devices gpu,cpu \
-    --out "$out/recommend" > "$out/recommend.log" 2>&1
-recommend=$?
-tail -4 "$out/recommend.log"
-echo "tests exit $tests, ledger exit $launches, versions exit $versions, benchmark exit $bench," \
-     "recommend exit $recommend"
-exit $(( tests || launches || versions || bench || recommend ))
+tar -czf "$out/$phase.tar.gz" -C "$(dirname "$work")" "$phase"
+cat "$work/device.txt"
+echo "$summary"
+echo "phase $phase: ${#failed[@]} failed${failed:+: ${failed[*]}}; everything is in $out/$phase.tar.gz"
+exit $(( ${#failed[@]} > 0 ))
