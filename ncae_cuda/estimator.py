@@ -34,7 +34,7 @@ from .model import Network, Objective
 from .ops import get_backend
 from .ops.common import CSR
 from .plan import Planner, Schedule
-from .session import Checkpoint, Session, fingerprint
+from .session import CHECKPOINT_EVERY, Checkpoint, Session, fingerprint
 
 
 class OutOfMemory(RuntimeError):
@@ -68,7 +68,8 @@ class NCAE:
     # training
 
     def fit(self, X, validation=None, epochs: int | None = None, callback=None,
-            checkpoint=None, resume: bool = False, verbose: bool = True) -> NCAE:
+            checkpoint=None, resume: bool = False, checkpoint_every: float = CHECKPOINT_EVERY,
+            verbose: bool = True) -> NCAE:
         """Train on X: a users x items scipy.sparse matrix or an Interactions (ncae_cuda.datasets,
         ncae_cuda.splits). Returns the model.
 
@@ -79,9 +80,13 @@ class NCAE:
         callback(model, record): after every epoch, with the epoch's record (loss, seconds,
             validation figures) before it is logged; what it adds to the record is kept in
             model.history.
-        checkpoint: a file written after every epoch; resume=True continues the fit saved
-            there instead of starting over. It must be this fit's: the same settings, epochs,
-            data and backend; another's is refused, naming what differs.
+        checkpoint: a file to save the fit in (after pre-training, at the end of an epoch
+            once checkpoint_every seconds have passed since the last save, and after the last
+            epoch); resume=True continues the fit saved there instead of starting over, and ends
+            exactly where an uninterrupted fit does. It must be this fit's: the same settings,
+            epochs, data and backend; another's is refused, naming what differs.
+        checkpoint_every: seconds between checkpoints, the most training a kill can cost
+            (0: after every epoch).
         verbose: print one line per epoch.
         """
         c = self.config
@@ -93,6 +98,10 @@ class NCAE:
         if not isinstance(epochs, numbers.Integral) or epochs < 0:
             raise ValueError(f"epochs must be an integer >= 0 (0: pre-training only); got "
                              f"{epochs!r}")
+        if isinstance(checkpoint_every, bool) or not (isinstance(checkpoint_every, numbers.Real)
+                                                      and checkpoint_every >= 0):
+            raise ValueError(f"checkpoint_every must be a number of seconds >= 0 (0: after every "
+                             f"epoch); got {checkpoint_every!r}")
         self._adopt(data)
         with self.ops.session():
             try:
@@ -111,7 +120,7 @@ class NCAE:
                     score=None if valid is None else self.evaluator(valid),
                     on_epoch=None if callback is None else lambda record: callback(self, record),
                     checkpoint=None if checkpoint is None else Checkpoint(checkpoint, identity),
-                    verbose=verbose)
+                    checkpoint_every=checkpoint_every, verbose=verbose)
                 progress = session.run(int(epochs), resume)
             except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
                 raise OutOfMemory(self._out_of_memory(e)) from None

@@ -1,6 +1,8 @@
 """A fit's training session: pre-training (if asked), then the epochs, each scored on validation
-(early stopping keeps the best epoch's parameters), with a checkpoint after every epoch, so a
-fit killed at any point continues where it was and ends exactly where an uninterrupted one does.
+(early stopping keeps the best epoch's parameters), with a checkpoint at the end of an epoch once
+`checkpoint_every` seconds have passed since the last (and always after pre-training and the last
+epoch), so a fit killed at any point continues from its last checkpoint and ends exactly where
+an uninterrupted one does.
 
 The facade (estimator.NCAE) hands a Session the network, its training matrix and batch planner,
 and a scorer of the validation data; the session knows nothing of users, items or ids.
@@ -25,9 +27,16 @@ from .plan import Planner
 from .pretrain import Stage, pretrain
 
 
+# Seconds between a fit's checkpoints: what a kill can cost at most. A checkpoint copies the
+# parameters, Adam's moments and the best epoch's parameters to the host and syncs them to disk
+# (about 1 GB at the ML-10M shape, hidden 500,500): after every epoch, that took longer than the
+# epochs themselves.
+CHECKPOINT_EVERY = 60.0
+
+
 @dataclass
 class Progress:
-    """Where a fit stands: saved after every epoch, so a killed fit continues where it was."""
+    """Where a fit stands: saved with each checkpoint, so a killed fit continues from there."""
     epoch: int = 0                    # epochs finished
     pretrained: bool = False          # pre-training (if any) is done
     stopped_early: bool = False       # validation stopped improving for `patience` epochs
@@ -117,6 +126,7 @@ class Session:
     score: Callable[[], dict] | None = None          # the validation figures, or no validation
     on_epoch: Callable[[dict], None] | None = None   # sees (and may add to) each epoch's record
     checkpoint: Checkpoint | None = None
+    checkpoint_every: float = CHECKPOINT_EVERY    # seconds (0: after every epoch)
     verbose: bool = True
 
     def run(self, epochs: int, resume: bool = False) -> Progress:
@@ -127,10 +137,14 @@ class Session:
         if resume and self.checkpoint is not None and self.checkpoint.path.exists():
             progress, best = self.checkpoint.load(net)
         metric, higher = self.selection
+        saved = time.monotonic()
 
-        def save() -> None:
-            if self.checkpoint is not None:
+        def save(always: bool = True) -> None:
+            nonlocal saved
+            due = always or time.monotonic() - saved >= self.checkpoint_every
+            if self.checkpoint is not None and due:
                 self.checkpoint.save(net, progress, best)
+                saved = time.monotonic()
 
         def end_of_epoch(record: dict) -> None:
             nonlocal best
@@ -183,7 +197,7 @@ class Session:
             progress.epoch = epoch
             progress.stopped_early = (self.score is not None and self.patience > 0
                                       and progress.bad_epochs >= self.patience)
-            save()
+            save(always=epoch == epochs or progress.stopped_early)
         if best is not None:
             net.params[...] = best
         return progress

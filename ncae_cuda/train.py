@@ -17,7 +17,8 @@ not interacted with, next to the POP baseline.
 
 Each run has its own folder, --out (default runs/<data set>-<date>-<time>): run.json (the
 run's settings; a run never writes into another run's folder), checkpoint-select.npz and
-checkpoint-refit.npz after every epoch of each phase (what --resume continues from), model.npz
+checkpoint-refit.npz (what --resume continues from, saved at the end of an epoch once
+--checkpoint-every seconds have passed), model.npz
 (ncae_cuda.NCAE.load reads it; so does python -m ncae_cuda.recommend) and metrics.json at the
 end. The CLI is a thin layer over ncae_cuda.NCAE: the flags of the model are its settings
 (ncae_cuda.config.Config), generated from them. --config reads them from a recipe (a TOML file
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import resource
 import statistics
 import sys
@@ -42,6 +44,7 @@ from .estimator import NCAE, OutOfMemory
 from .modelfile import atomic_write
 from .ops import BackendUnavailable
 from .rundir import RunDirectory
+from .session import CHECKPOINT_EVERY
 
 # Model settings whose CLI default comes from the data: (help of the default).
 FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings, implicit for "
@@ -49,7 +52,7 @@ FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings,
 # The flags that steer a run but not its result: left out of the run's identity (run.json).
 # (A recipe's settings are recorded one by one, not its file's name.)
 NOT_THE_RESULT = ("out", "resume", "overwrite", "data_dir", "cache_dir", "curves",
-                  "cuda_graphs", "config")
+                  "cuda_graphs", "config", "checkpoint_every")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,6 +71,16 @@ def _float_pair(text: str) -> tuple[float, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected LOW,HIGH, got {text!r}")
     return low, high
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return seconds
 
 
 def _flag(name: str) -> str:
@@ -147,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue the run in --out where it stopped")
     g.add_argument("--overwrite", action="store_true",
                    help="start over in an --out that holds another run's files, removing them")
+    g.add_argument("--checkpoint-every", type=_seconds, default=CHECKPOINT_EVERY,
+                   metavar="SECONDS",
+                   help="save the run's checkpoint at the end of an epoch once this many seconds "
+                        "have passed since the last (and after pre-training and the last epoch): "
+                        "the most training a kill costs (default: %(default)g; 0: every epoch)")
     return p
 
 
@@ -304,14 +322,16 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
                                                      if has_valid else ""))
     model.fit(split.train, validation=held_back, epochs=args.epochs,
               callback=logged("select", split.train),
-              checkpoint=args.out / "checkpoint-select.npz", resume=args.resume)
+              checkpoint=args.out / "checkpoint-select.npz", resume=args.resume,
+              checkpoint_every=args.checkpoint_every)
     history, best_epoch = list(model.history), model.best_epoch
     if has_valid and args.refit:
         print(f"refit: best validation epoch {best_epoch}: retraining on training + "
               f"validation for {best_epoch} epochs")
         model = NCAE(device=model.ops, **model_settings(args))
         model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
-                  checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume)
+                  checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume,
+                  checkpoint_every=args.checkpoint_every)
         history += model.history
 
     result = {"test": model.evaluate(split.test, exclude=held_back, per_user=True)}

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE, loop, modelfile, ops
+from ncae_cuda import NCAE, loop, modelfile, ops, session
 from ncae_cuda.data import DataError, UnknownIds, from_matrix
 from ncae_cuda.model import Network
 from ncae_cuda.ops import cpu
@@ -471,7 +471,7 @@ def test_nan_loss_leaves_the_last_good_epoch_in_the_checkpoint(tmp_path, monkeyp
     path = tmp_path / "checkpoint.npz"
     nan_after(monkeypatch, STEPS)                           # epoch 1 good, epoch 2 NaN
     with pytest.raises(FloatingPointError, match=rf"step 1 of {STEPS} in epoch 2"):
-        new_model().fit(X, epochs=3, checkpoint=path, verbose=False)
+        new_model().fit(X, epochs=3, checkpoint=path, checkpoint_every=0, verbose=False)
     monkeypatch.undo()
 
     once = new_model().fit(X, epochs=1, checkpoint=tmp_path / "once.npz", verbose=False)
@@ -535,7 +535,7 @@ def test_resume_after_interrupt_equals_uninterrupted(tmp_path, monkeypatch, feed
     monkeypatch.setattr(loop, "run_epoch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         new_model(**settings).fit(train, validation=valid, epochs=epochs, checkpoint=path,
-                                  verbose=False)
+                                  checkpoint_every=0, verbose=False)
     monkeypatch.undo()
     resumed = new_model(**settings).fit(train, validation=valid, epochs=epochs, checkpoint=path,
                                         resume=True, verbose=False)
@@ -548,6 +548,47 @@ def test_resume_after_interrupt_equals_uninterrupted(tmp_path, monkeypatch, feed
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
     if validated:
         assert [r["valid"] for r in resumed.history] == [r["valid"] for r in whole.history]
+
+
+def test_checkpoints_follow_the_clock_and_resume_from_the_last(tmp_path, monkeypatch):
+    """Each epoch "takes" 10 s on a fake clock; with checkpoint_every=25 the checkpoint is saved
+    before and after pre-training (epoch 0), at epoch 3 (30 s on) and at the last, epoch 6. A
+    fit interrupted in epoch 6 resumes from epoch 3 and ends where an uninterrupted one does."""
+    X, path, now = matrix(), tmp_path / "checkpoint.npz", [0.0]
+    monkeypatch.setattr(session.time, "monotonic", lambda: now[0])
+    saved = []
+    real_save = session.Checkpoint.save
+    monkeypatch.setattr(session.Checkpoint, "save", lambda self, net, progress, best: (
+        saved.append(progress.epoch), real_save(self, net, progress, best)))
+
+    def ten_seconds(model, record):
+        now[0] += 10
+    whole = new_model().fit(X, epochs=6, checkpoint=tmp_path / "whole.npz", checkpoint_every=25,
+                            callback=ten_seconds, verbose=False)
+    assert saved == [0, 0, 3, 6]
+
+    real_epoch, calls = loop.run_epoch, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        return real_epoch(*args, **kwargs)
+    monkeypatch.setattr(loop, "run_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        new_model().fit(X, epochs=6, checkpoint=path, checkpoint_every=25, callback=ten_seconds,
+                        verbose=False)
+    monkeypatch.setattr(loop, "run_epoch", real_epoch)
+    assert modelfile.read(path, "checkpoint")[0]["progress"]["epoch"] == 3
+    resumed = new_model().fit(X, epochs=6, checkpoint=path, resume=True, verbose=False)
+    np.testing.assert_array_equal(params(resumed), params(whole))
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
+
+
+@pytest.mark.parametrize("every", [-1, float("nan"), "60", True])
+def test_checkpoint_every_must_be_seconds(every):
+    with pytest.raises(ValueError, match="checkpoint_every must be a number of seconds >= 0"):
+        new_model().fit(matrix(), epochs=1, checkpoint_every=every, verbose=False)
 
 
 def test_learning_rate_decays_by_fine_tuning_epoch(monkeypatch):

@@ -69,7 +69,8 @@ PRETRAIN = ["--pretrain", "S+U+S", "--pretrain-epochs", "2"]
     (PRETRAIN, ("epoch 1", 2)),           # refit's first epoch
 ])
 def test_resume_equals_uninterrupted(tmp_path, monkeypatch, feedback, pretraining, stop_at):
-    flags = ["--feedback", feedback, "--epochs", "4", "--patience", "0", *pretraining]
+    flags = ["--feedback", feedback, "--epochs", "4", "--patience", "0", "--checkpoint-every",
+             "0", *pretraining]
     whole = run(tmp_path, *flags, name="whole")[1]
 
     real_epoch, seen = loop.run_epoch, []
@@ -227,7 +228,7 @@ sys.exit(train.main(sys.argv[1:]))
 
 @pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
 def test_process_killed_mid_epoch_resumes_to_the_same_parameters(tmp_path, signal_name):
-    flags = ["--epochs", "4", "--patience", "0"]
+    flags = ["--epochs", "4", "--patience", "0", "--checkpoint-every", "0"]
     whole = run(tmp_path, *flags, name="whole")[1]
 
     out, paused = tmp_path / "killed", tmp_path / "paused"
