@@ -17,8 +17,9 @@ reports to a ledger (ops/ledger.py) when one is counting: its blocks' work, from
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +45,13 @@ KERNEL_FILES = ("dropout_keep.cu", "cut_batch.cu", "gather_forward.cu", "scatter
 COMPILE_OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
 
 
-def module_source() -> str:
-    """All kernels as one translation unit; #line keeps errors pointing at the .cu files."""
-    return "".join(f'#line 1 "{KERNEL_DIR / name}"\n{(KERNEL_DIR / name).read_text()}\n'
-                   for name in KERNEL_FILES)
+def module_source(paths=tuple(KERNEL_DIR / name for name in KERNEL_FILES)) -> str:
+    """The .cu files as one translation unit; #line keeps errors pointing at them. The first
+    line is a digest of the headers they include: CuPy's cache of compiled modules is keyed by
+    this text alone, and would hand back kernels built with an older header."""
+    headers = "".join(p.read_text() for p in sorted(KERNEL_DIR.glob("*.cuh")))
+    return (f"// headers {hashlib.sha256(headers.encode()).hexdigest()}\n"
+            + "".join(f'#line 1 "{path}"\n{Path(path).read_text()}\n' for path in paths))
 
 
 def _blocks(n: int, per_block: int = BLOCK) -> int:
@@ -113,6 +117,7 @@ class KernelOps:
 
     name = "gpu"
     max_topk = MAX_TOPK       # topk's largest M; callers rank on the host beyond it
+    max_width = MAX_WIDTH     # the widest first and last hidden layers the kernels take
     windowed = True           # the step memory holds the windows' scratch
 
     def __init__(self, device):
@@ -364,18 +369,20 @@ def _module(device_id: int):
 
 
 class CupyDevice:
-    """The GPU: kernels, products (cuBLAS) and copies on the current stream, so that work
-    issued through this backend and CuPy's own work around it keep their order wherever they
-    run; session() makes a stream of the backend's own current (a captured step needs a stream
-    other than the legacy default one). Pinned host memory for the plan's one copy an epoch;
-    copies and syncs reported to a counting ledger, allocations through CuPy's allocator hook."""
+    """The GPU: kernels, products (cuBLAS) and copies on the current stream. session() makes a
+    stream of the backend's own current (a captured step needs one other than the legacy
+    default stream); it is a blocking stream, so its work and the work on the legacy default
+    stream outside a session (a model loaded, then recommending; a fit, then saved) wait for
+    each other. Pinned host memory for the plan's one copy an epoch; copies and syncs reported
+    to a counting ledger, allocations through CuPy's allocator hook."""
 
     def __init__(self):
         import cupy
         self.xp = cupy
         self.device_id = cupy.cuda.runtime.getDevice()
-        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.stream = cupy.cuda.Stream(non_blocking=False)
         self._blas = _blas_handle(self.device_id)
+        self._sessions = 0        # entered and not left: an evaluation inside a fit nests
 
     @contextmanager
     def session(self):
@@ -387,8 +394,17 @@ class CupyDevice:
             def malloc_preprocess(self, **kwargs):
                 ledger.allocation()
 
-        with cupy.cuda.Device(self.device_id), self.stream, Allocations():
-            yield
+        with ExitStack() as entered:
+            if self._sessions == 0:
+                entered.enter_context(cupy.cuda.Device(self.device_id))
+                entered.enter_context(self.stream)
+            if Allocations.name not in cupy.cuda.memory_hook.get_memory_hooks():
+                entered.enter_context(Allocations())     # CuPy refuses a second of one name
+            self._sessions += 1
+            try:
+                yield
+            finally:
+                self._sessions -= 1
 
     def launch(self, kernel, grid, block, args):
         _function(self.device_id, kernel)((grid,), (block,), args)
@@ -409,8 +425,11 @@ class CupyDevice:
             self.stream.begin_capture()
             try:
                 fn()
-            finally:
-                graph = self.stream.end_capture()
+            except BaseException:
+                with suppress(Exception):   # the capture's own failure would hide fn's error
+                    self.stream.end_capture()
+                raise
+            graph = self.stream.end_capture()
 
         def replay() -> None:
             graph.launch()                  # on the current stream
