@@ -18,6 +18,7 @@ import numpy as np
 
 from .layout import AdamConfig, NCAELayout, Parameters
 from .memory import StepMemory
+from .ops import BackendUnavailable
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class Network(Parameters):
                  col_weights: np.ndarray | None = None, dtype=np.float32):
         if objective.feedback == "implicit" and col_weights is None:
             raise ValueError("implicit feedback needs the per-column weights c_j")
+        widest = getattr(ops, "max_width", None)          # the GPU kernels' (ops/common.py)
+        ends = (layout.hidden[0], layout.hidden[-1])      # what the sparse layers work in
+        if widest is not None and max(ends) > widest:
+            raise BackendUnavailable(
+                f"hidden {','.join(map(str, layout.hidden))}: the {ops.name} backend takes a first "
+                f"and last hidden layer up to {widest} wide (--hidden, hidden=); the cpu backend "
+                "takes any")
         super().__init__(layout, ops, params, dtype)
         self.objective = objective
         self.col_weights = None if col_weights is None else ops.to_device(col_weights.astype(dtype))

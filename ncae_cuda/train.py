@@ -290,7 +290,7 @@ def run(args) -> dict:
         with model.ops.session():
             data, split = prepare(args, model.ops.name)
         summary = train_and_test(args, model, data, split)
-    except DataError:
+    except (DataError, BackendUnavailable):
         folder.abandon()
         raise
     folder.finish()

@@ -20,10 +20,15 @@ from pathlib import Path
 import pytest
 
 from ncae_cuda.ops import gpu
+from ncae_cuda.ops.common import MAX_WINDOW_THREADS
 
 NVCC = shutil.which("nvcc")
 ARCHS = ("sm_80", "sm_90")
 SOURCES = sorted(gpu.KERNEL_DIR.glob("*.cu"))
+# the kernels over K-vectors, launched with a warp per slab of K: up to MAX_WINDOW_THREADS
+WINDOW_KERNELS = {"gather_forward_kernel", "scatter_backward_kernel",
+                  "sparse_output_forward_kernel", "sparse_output_rows_kernel",
+                  "sparse_output_cols_kernel"}
 DEV_SOURCES = sorted((Path(__file__).resolve().parents[1] / "dev" / "cuda").glob("*.cu"))
 
 
@@ -47,18 +52,24 @@ def test_kernels_compile_with_nvcc(capsys):
     assert not failed, "\n".join(failed)
     # ptxas -v, per kernel: "Compiling entry function 'k'", "N bytes stack frame, N bytes spill
     # stores, N bytes spill loads", "Used N registers, ..."
-    report = []
+    report, too_many = [], []
     for (source, arch), result in zip(jobs, results):
         for kernel, frame, usage in re.findall(
                 r"Compiling entry function '(\w+)'.*?\n\s*(\d+ bytes stack frame.*?)\n"
                 r".*?Used (\d+ registers[^\n]*)", result.stderr, re.S):
             report.append(f"{arch} {source.name:20} {kernel:36} {usage} | {frame}")
+            # a block's registers (allocated 8 a thread at a time) must fit an SM's 64K
+            threads = MAX_WINDOW_THREADS if kernel in WINDOW_KERNELS else gpu.BLOCK
+            registers = -(-int(usage.split()[0]) // 8) * 8
+            if registers * threads > 65536:
+                too_many.append(f"{arch} {kernel}: {registers} x {threads} threads")
     with capsys.disabled():
         print("\nnvcc resource report (arch, file, kernel, registers ... | stack and spills)")
         print("\n".join(report))
     assert len(report) == len(ARCHS) * sum(s.read_text().count("__global__")
                                            for s in SOURCES + DEV_SOURCES)
     assert not any(re.search(r"[1-9]\d* bytes spill", line) for line in report)
+    assert not too_many, f"blocks that cannot launch: {too_many}"
 
 
 def _find_nvrtc() -> str | None:

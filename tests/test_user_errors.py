@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE, datasets, experiments, loop, modelfile, recommend, train
+from ncae_cuda import (NCAE, datasets, estimator, experiments, loop, modelfile, ops, recommend,
+                       train)
 from ncae_cuda.data import DataError, read_movielens_100k, read_table
 from ncae_cuda.estimator import OutOfMemory
+from ncae_cuda.ops import BackendUnavailable
 from ncae_cuda.rundir import RunDirectory
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8", "--batch-size", "16", "--device", "cpu"]
@@ -294,3 +296,16 @@ def test_a_file_as_the_data_set(tmp_path, capsys):
     assert f"{path}: columns user, item, rating; ratings 1 to 5 (read off the file" in out
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]["rmse"] > 0
     modelfile.read(tmp_path / "run" / "model.npz", "model")
+
+
+def test_a_layer_wider_than_the_gpu_kernels_take_is_refused(tmp_path, capsys, gpu_cli):
+    gpu_cli("gpu-emulated")
+    widest = ops.gpu.MAX_WIDTH
+    argv = [*TINY[:-2], "--device", "gpu", "--hidden", f"8,{widest + 1}", "--out",
+            str(tmp_path / "wide")]
+    refused(train.main, argv, capsys, f"takes a first and last hidden layer up to {widest} wide")
+    assert not (tmp_path / "wide" / "run.json").exists()            # the same command can rerun
+    with pytest.raises(BackendUnavailable, match=f"hidden {widest + 1},8: the gpu backend"):
+        NCAE(device=estimator.get_backend("gpu"), hidden=(widest + 1, 8)).fit(
+            sp.random(20, 30, density=0.3, format="csr", random_state=0), epochs=1,
+            verbose=False)

@@ -29,8 +29,11 @@ KERNEL_DIR = next(d for d in (_PACKAGE / "kernels", _PACKAGE.parent / "kernels")
 DEVICE_NUMBERS = {name: int(value) for name, value in re.findall(
     r"^#define (\w+) (\d+)", (KERNEL_DIR / "device_numbers.cuh").read_text(), re.M)}
 SLAB = DEVICE_NUMBERS["WARP"] * DEVICE_NUMBERS["LANE_FLOATS"]    # a warp's share of a K-vector
-MAX_WIDTH = 1024 // DEVICE_NUMBERS["WARP"] * SLAB    # widest K: a block of 1024 threads, a
-                                                      # warp per slab
+# The widest K of the kernels over K-vectors (a warp per slab): blocks of at most 512 threads.
+# They use up to 107 registers a thread (ptxas, sm_90), so 1024 threads would ask for 110K of
+# an SM's 64K registers and fail to launch; tests/test_kernels_compile.py checks the bound.
+MAX_WINDOW_THREADS = 512
+MAX_WIDTH = MAX_WINDOW_THREADS // DEVICE_NUMBERS["WARP"] * SLAB
 
 
 def slabs(K: int) -> int:
