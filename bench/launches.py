@@ -74,7 +74,8 @@ def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple,
             net.prepare(planner.geometry)
             adam = AdamConfig(weight_decay=1e-3)
             step = lambda b, s: net.train_step(b, s, adam)      # noqa: E731
-            run_epoch(step, net.memory, csr, planner.plan(1), "ledger")
+            # a graph is asked for: this epoch runs the step uncaptured, the next captures it
+            run_epoch(step, net.memory, csr, planner.plan(1), "ledger", graph=True)
         run_epoch(step, net.memory, csr, planner.plan(2), "graph", graph=True)
     graph = net.memory.graph
     return {**ledger.summary(), "graph_nodes_per_step": graph.nodes, "graph_dot": graph.dot}

@@ -24,8 +24,10 @@ def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: 
     row. Inside the epoch the host waits for the device once: for the losses, at the end.
 
     graph: replay a step captured as a CUDA graph instead of launching each step's kernels
-    (where the backend can capture). It is captured in the second epoch run in `memory` (the
-    first compiles and loads the kernels) and kept there: `step` must be the same every epoch.
+    (where the backend can capture). It is captured in the second epoch asked to replay, after
+    one that ran the same step uncaptured (which compiled and loaded its kernels and let cuBLAS
+    make its plans: none of that may happen while capturing), and kept in `memory`: `step` must
+    be the same in every epoch that asks for a graph.
     """
     ops = memory.ops
 
@@ -34,12 +36,12 @@ def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: 
         ops.step_loss(memory.losses, memory.step, step(batch, plan.scale), batch.row_weight)
 
     ops.load_plan(memory, plan)
-    if graph and memory.graph is None and memory.epochs > 0:
+    if graph and memory.graph is None and memory.warm:
         memory.graph = ops.capture(lambda: take(0))
     replay = memory.graph if graph else None
     for s in tqdm(range(plan.steps), desc=label, leave=False, disable=None, unit="batch"):
         replay() if replay else take(s)
-    memory.epochs += 1
+    memory.warm |= graph
     losses = ops.to_host(memory.losses[:plan.steps]).astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(losses))
     if len(bad):

@@ -91,7 +91,7 @@ class StepMemory:
         self.das = [v[f"da{layer}"] for layer in range(1, len(layout.hidden) + 1)]
         self.windows = (Windows(geometry.window, geometry.column_window, v["pieces"],
                                 v["arrivals"], geometry.max_entries) if windowed else None)
-        self.epochs = 0           # epochs run in this memory (loop.run_epoch)
+        self.warm = False         # a graph-replayed step has run uncaptured (loop.run_epoch)
         self.graph = None         # its step, captured for replay (loop.run_epoch)
 
     def __getattr__(self, name):
