@@ -12,6 +12,7 @@ events), beside the GB/s of the op's minimum traffic (bench/floors.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 from pathlib import Path
@@ -99,15 +100,16 @@ def main(argv=None) -> int:
                    default="gpu" if ops.HAS_CUDA else "emulated")
     args = p.parse_args(argv)
     path = HERE / f"{args.op}.cu"
-    source = f'#line 1 "{path}"\n{path.read_text()}\n'       # errors name the .cu file
+    source = gpu.module_source([path])
     dataset, feedback, based, hidden = SHAPES[args.shape]
     if args.device == "gpu":
         import cupy
         backend = ops.get_backend("gpu")
         module = cupy.RawModule(code=source, options=gpu.COMPILE_OPTIONS)
+        function = functools.cache(module.get_function)     # looked up once, not per launch
 
         def launch1(kernel, grid, block, args_):
-            module.get_function(kernel)((grid,), (block,), args_)
+            function(kernel)((grid,), (block,), args_)
     else:                        # small data: the emulator runs a thread per CUDA thread
         dataset, hidden = "synthetic-tiny", (12,)
         backend = emulated_backend()
