@@ -49,7 +49,8 @@ tests)
         --junitxml="$work/all-tests.xml"
     summary=$(tail -3 "$work/gpu-tests.log"; tail -3 "$work/all-tests.log") ;;
 epochs)
-    step epoch-time 270 $python -m bench.epoch_time --devices gpu,gpu-graphs,cpu \
+    # 4 GPU epochs: the first runs the step uncaptured, the second captures it (gpu-graphs)
+    step epoch-time 270 $python -m bench.epoch_time --devices gpu,gpu-graphs,cpu --epochs 4 \
         --out "$work/epoch-time"
     step peer-ml10m 120 $python -m bench.peer_torch --device gpu --dataset synthetic-ml10m \
         --feedback explicit --based item --hidden 500,500 --epochs 3 --out "$work/peer-ml10m"
