@@ -33,7 +33,7 @@ import numpy as np
 
 from ncae_cuda import train
 
-from bench.floors import Ceilings, epoch_work, measure_ceilings
+from bench.floors import Ceilings, Work, epoch_work, measure_ceilings
 
 CASES = {
     "ml10m": ("synthetic-ml10m: explicit, item-based, hidden 500,500",
@@ -71,19 +71,18 @@ def ceilings(device: str, repeats: int = 5) -> Ceilings:
     return measure_ceilings(np, device_name(device), repeats)
 
 
-def floor_seconds(flags: list[str], on: Ceilings) -> float:
-    """The floor of one training epoch of the case: bench/floors.py's count over the training
+def epoch_work_of(flags: list[str]) -> Work:
+    """The work of one training epoch of the case (bench/floors.py's count) over the training
     matrix the trainer builds from these flags (implicit augmentation's extra rows left out,
-    which keeps it a lower bound), at the measured ceilings."""
+    which keeps the floor a lower bound)."""
     parser = train.build_parser()
     args = train.parse(parser, [*flags, "--out", os.devnull])
     train.resolve_defaults(parser, args)
     with contextlib.redirect_stdout(io.StringIO()):
         _, split = train.prepare(args, "")
     m = split.train.to_csr(args.based, implicit=args.feedback == "implicit")
-    work = epoch_work(m, np.flatnonzero(np.diff(m.indptr)), args.batch_size, args.hidden,
+    return epoch_work(m, np.flatnonzero(np.diff(m.indptr)), args.batch_size, args.hidden,
                       args.feedback)
-    return work.floor(on)
 
 
 def commit() -> str:
@@ -116,6 +115,7 @@ def main(argv=None) -> int:
     for case, (title, flags) in CASES.items():
         title = f"quick (synthetic-tiny) in place of {title}" if args.quick else title
         flags = [*flags, *(QUICK if args.quick else [])]
+        work = epoch_work_of(flags)                     # counted once, floored per device
         for device in devices:
             epochs = args.cpu_epochs if device == "cpu" else args.epochs
             run_dir = runs / f"{case}-{device}"
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
             history = json.loads((run_dir / "metrics.json").read_text())["history"]
             seconds = [h["seconds"] for h in history if h["phase"] == "select"]
             median = statistics.median(seconds[1:] or seconds)
-            floor = floor_seconds(flags, measured[device])
+            floor = work.floor(measured[device])
             result["cases"].setdefault(case, {"title": title})[device] = {
                 "seconds": seconds, "median_after_first": median, "floor": floor,
                 "x_floor": median / floor}
