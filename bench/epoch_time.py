@@ -9,8 +9,8 @@ CUDA graph: --cuda-graphs on).
 Writes epoch_time.json and epoch_time.md under --out: device names, commit, date, and per case
 the seconds of each training epoch and their median after the first (which holds start-up: the
 GPU's kernel compilation and warm-up), beside the epoch's floor on that device
-(bench/floors.py: the case's work over the copy bandwidth and matrix-product rate measured there
-first) and the multiple of it. The runs' own outputs (checkpoints of up to a few GB) go to a
+(bench/floors.py: the case's work over the memory bandwidth and matrix-product rate measured
+there first) and the multiple of it. The runs' own outputs (checkpoints of up to a few GB) go to a
 temporary folder.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ def device_name(device: str) -> str:
 
 @functools.cache
 def ceilings(device: str, repeats: int = 5) -> Ceilings:
-    """The device's copy bandwidth and float32 product rate, measured on it (seconds to
+    """The device's memory bandwidth and float32 product rate, measured on it (seconds to
     measure: cached for repeated runs)."""
     if device.startswith("gpu"):
         import cupy
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     (args.out / "epoch_time.json").write_text(json.dumps(result, indent=2))
     lines = [f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
-    lines += [f"- {d} ceilings: copy {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
+    lines += [f"- {d} ceilings: memory {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
               f"{c['gflop_s']:.0f} GFLOP/s" for d, c in result["ceilings"].items()]
     lines += ["", "s/epoch (x the floor on that device)", "",
               "| case | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]

@@ -114,7 +114,7 @@ def epoch_time_tables() -> list[str]:
         devices = list(r["devices"])
         parts += [f"Seconds per epoch through the trainer (median after the first), and in "
                   "brackets the multiple of the epoch's floor on that device: "
-                  + "; ".join(f"{d}: {name} (copy {r['ceilings'][d]['bandwidth_gb_s']:.0f} GB/s"
+                  + "; ".join(f"{d}: {name} (memory {r['ceilings'][d]['bandwidth_gb_s']:.0f} GB/s"
                               f", float32 product {r['ceilings'][d]['gflop_s']:.0f} GFLOP/s "
                               "measured)" for d, name in r["devices"].items())
                   + f", commit {r['commit']}, {r['date']} ({_link(path)}).", "",
