@@ -49,8 +49,8 @@ def measure_ceilings(xp, device: str, repeats: int = 5) -> Ceilings:
     lines it writes (write-allocate), which a copy's count leaves out, so on the CPU the update
     is the faster (2 cores of this project's AMD EPYC VM: 25 GB/s copying, 50 GB/s updating in
     place); a GPU writes whole lines, so the two should be close there (not yet measured). On
-    the CPU both run on every core
-    (Numba), as the training's memory-bound loops do: numpy's are one thread and read low."""
+    the CPU both run on every core (Numba), as the training's memory-bound loops do: numpy's
+    are one thread and read low."""
     synchronize = getattr(getattr(xp, "cuda", None), "Device", None)
     sync = (lambda: synchronize().synchronize()) if synchronize else (lambda: None)
 
