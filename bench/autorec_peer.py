@@ -182,21 +182,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="ml-100k")
     p.add_argument("--data-dir", type=Path)
     p.add_argument("--split", default="u1", help="as ncae_cuda.train: u1..ub or random "
-                                                 "(default: u1)")
-    p.add_argument("--test-ratio", type=float, default=0.1, help="random split (default: 0.1)")
+                                                 "(default: %(default)s)")
+    p.add_argument("--test-ratio", type=float, default=0.1,
+                   help="random split (default: %(default)g)")
     p.add_argument("--valid-ratio", type=float, default=0.1,
-                   help="validation share, as ncae_cuda.train (default: 0.1)")
-    p.add_argument("--split-seed", type=int, default=0, help="(default: 0)")
-    p.add_argument("--hidden", type=int, default=500, help="K (default: 500, the paper's)")
+                   help="validation share, as ncae_cuda.train (default: %(default)g)")
+    p.add_argument("--split-seed", type=int, default=0, help="(default: %(default)s)")
+    p.add_argument("--hidden", type=int, default=500, help="K (default: %(default)s, the paper's)")
     p.add_argument("--lambdas", default="100,200,300,400,500",
                    help="L2 strengths, chosen on validation (default: 100..500; a wider screen, "
                         "1..300, chose 200-300 on u1)")
     p.add_argument("--maxiter", type=int, default=300, help="most L-BFGS iterations "
-                                                            "(default: 300)")
+                                                            "(default: %(default)s)")
     p.add_argument("--every", type=int, default=25,
                    help="score validation every this many iterations: the iteration count is "
-                        "chosen on validation with lambda (0: maxiter only; default: 25)")
-    p.add_argument("--seeds", default="0", help="initialization seeds, e.g. 0,1,2 (default: 0)")
+                        "chosen on validation with lambda (0: maxiter only; default: %(default)s)")
+    p.add_argument("--seeds", default="0",
+                   help="initialization seeds, e.g. 0,1,2 (default: %(default)s)")
     p.add_argument("--no-refit", dest="refit", action="store_false",
                    help="score test with the chosen validation model instead of retraining "
                         "on training + validation")

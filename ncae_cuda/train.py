@@ -130,16 +130,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "for implicit feedback)")
     g.add_argument("--test-ratio", type=float, default=0.1,
                    help="random split: the share of all entries held out for test (default: "
-                        "0.1)")
+                        "%(default)g)")
     g.add_argument("--valid-ratio", type=float, default=0.1,
                    help="the share held out for validation: of all entries (random split) or "
                         "of the training file (u1..ub); 0 = no validation, train --epochs "
-                        "(default: 0.1)")
+                        "(default: %(default)g)")
     g.add_argument("--data-ratio", type=float, default=1.0,
                    help="the paper's D: keep this share of each row's training entries "
-                        "(default: 1)")
+                        "(default: %(default)g)")
     g.add_argument("--split-seed", type=int, default=0,
-                   help="seed of the split and the D-sample (default: 0)")
+                   help="seed of the split and the D-sample (default: %(default)s)")
     add_settings(p)
     g = p.add_argument_group("run")
     g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
