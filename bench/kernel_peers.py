@@ -94,7 +94,7 @@ class Pair:
     ours: Callable[[], object]
     result: Callable[[], object]
     theirs: Callable[[], object]          # returns its output
-    expect: tuple                         # the reference's outputs, float64
+    expect: np.ndarray                    # the reference's output, float64
     counts: dict                          # bench.floors.op_work's sizes
 
 
@@ -113,7 +113,7 @@ def gather_forward(step: Step) -> Pair:
     a1, (d_E, d_b1), X = xp.empty((B, K), np.float32), step.on(E, b1), step.csr()
     return Pair("gather_forward", "CSR x dense (SpMM), + b1, tanh",
                 lambda: step.backend.gather_forward(a1, step.batch, d_E, d_b1, SCALE),
-                lambda: a1, lambda: xp.tanh(X @ d_E + d_b1), (expect,), _sizes(step))
+                lambda: a1, lambda: xp.tanh(X @ d_E + d_b1), expect, _sizes(step))
 
 
 def sparse_output_forward(step: Step) -> Pair:
@@ -131,7 +131,7 @@ def sparse_output_forward(step: Step) -> Pair:
                                                            M_OFF),
                 lambda: yhat,
                 lambda: S * xp.tanh((d_a[rows] * d_V[cols]).sum(1) + d_c[cols]) + M_OFF,
-                (expect,), _sizes(step))
+                expect, _sizes(step))
 
 
 def scatter_backward(step: Step) -> Pair:
@@ -151,7 +151,7 @@ def scatter_backward(step: Step) -> Pair:
                 lambda: step.backend.scatter_backward(dE, d_dpre1, step.batch, SCALE),
                 lambda: dE,
                 lambda: torch.autograd.grad(bags, weight, grad, retain_graph=True)[0],
-                (expect,), _sizes(step))
+                expect, _sizes(step))
 
 
 def adam(step: Step) -> Pair:
@@ -173,7 +173,7 @@ def adam(step: Step) -> Pair:
         return param.detach()
     return Pair("adam", "torch.optim.Adam(fused=True)",
                 lambda: step.backend.adam(*state, counter, *ADAM.values()),
-                lambda: state[0], theirs, (expect[0],), dict(P=P))
+                lambda: state[0], theirs, expect[0], dict(P=P))
 
 
 PAIRS = (gather_forward, sparse_output_forward, scatter_backward, adam)
@@ -195,8 +195,8 @@ def _close(name: str, got, want: np.ndarray) -> None:
 
 def measure(pair: Pair, seconds: Callable, bandwidth: float) -> dict:
     pair.ours()
-    _close(f"{pair.op} (ours)", pair.result(), pair.expect[0])
-    _close(f"{pair.op} ({pair.peer})", pair.theirs(), pair.expect[0])
+    _close(f"{pair.op} (ours)", pair.result(), pair.expect)
+    _close(f"{pair.op} ({pair.peer})", pair.theirs(), pair.expect)
     work = op_work(pair.op, **pair.counts)
     ours, theirs = seconds(pair.ours), seconds(pair.theirs)
     return {"op": pair.op, "peer": pair.peer, "bytes": work.bytes, "seconds": ours,
