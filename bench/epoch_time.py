@@ -9,7 +9,7 @@ CUDA graph: --cuda-graphs on).
 Writes epoch_time.json and epoch_time.md under --out: device names, commit, date, and per case
 the seconds of each training epoch and their median after the first (which holds start-up: the
 GPU's kernel compilation and warm-up), beside the epoch's floor on that device
-(bench/floors.py: the case's work over the memory bandwidth and matrix-product rate measured
+(ncae_cuda/floors.py: the case's work over the memory bandwidth and matrix-product rate measured
 there first) and the multiple of it. The runs' own outputs (checkpoints of up to a few GB) go to a
 temporary folder.
 """
@@ -22,7 +22,6 @@ import functools
 import io
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from ncae_cuda import train
+from ncae_cuda.check import device_facts
 
-from bench.floors import Ceilings, Work, epoch_work, measure_ceilings
+from ncae_cuda.floors import Ceilings, Work, epoch_work, measure_ceilings
 
 CASES = {
     "ml10m": ("synthetic-ml10m: explicit, item-based, hidden 500,500",
@@ -53,12 +53,9 @@ QUICK = ["--dataset", "synthetic-tiny", "--hidden", "16"]
 
 def device_name(device: str) -> str:
     if device.startswith("gpu"):
-        import cupy
-        name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["name"]
-        return name.decode() + (", CUDA graphs" if device == "gpu-graphs" else "")
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                  if line.startswith("model name")), platform.processor())
-    return f"{model}, {os.cpu_count()} cores"
+        return device_facts("gpu")["name"] + (", CUDA graphs" if device == "gpu-graphs" else "")
+    facts = device_facts("cpu")
+    return f"{facts['name']}, {facts['cores']} cores"
 
 
 def ceilings(device: str, repeats: int = 5) -> Ceilings:
@@ -76,7 +73,7 @@ def _measured(device: str, repeats: int) -> Ceilings:
 
 
 def epoch_work_of(flags: list[str]) -> Work:
-    """The work of one training epoch of the case (bench/floors.py's count) over the training
+    """The work of one training epoch of the case (ncae_cuda/floors.py's count) over the training
     matrix the trainer builds from these flags (implicit augmentation's extra rows left out,
     which keeps the floor a lower bound)."""
     parser = train.build_parser()

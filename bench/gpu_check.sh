@@ -3,7 +3,7 @@
 # minutes) and come back whole: the tool returns at most 8 files from $OUT, so each phase packs
 # its logs and results into $OUT/<phase>.tar.gz and prints its summary last.
 #
-#     bench/gpu_check.sh tests   "$OUT"  # the device's facts; the GPU test cases, then the suite
+#     bench/gpu_check.sh tests   "$OUT"  # ncae_cuda.check; the GPU test cases, then the suite
 #     bench/gpu_check.sh epochs  "$OUT"  # seconds per epoch beside floors, CPU and torch peer
 #     bench/gpu_check.sh kernels "$OUT"  # launch ledger, kernel versions, kernels beside the
 #                                        # libraries' (kernel_peers), time to recommend
@@ -42,12 +42,14 @@ step() {      # step NAME SECONDS COMMAND...: logged to NAME.log; a failure is n
 
 case $phase in
 tests)
-    # the real GPU's cases first (the emulated ones run in CI), then the whole suite beside them
+    # the package's own check of the device first (what a user runs), then the real GPU's test
+    # cases (the emulated ones run in CI), then the whole suite beside them
+    step check 120 $python -m ncae_cuda.check --device gpu --json "$work/check.json"
     step gpu-tests 240 $python -m pytest -q -rs -p no:cacheprovider --junitxml="$work/gpu-tests.xml" \
         -k "(gpu and not emulated) or cublas or nvrtc or nvcc"
     step all-tests 300 $python -m pytest -q -rs -p no:cacheprovider -n 8 \
         --junitxml="$work/all-tests.xml"
-    summary=$(tail -3 "$work/gpu-tests.log"; tail -3 "$work/all-tests.log") ;;
+    summary=$(cat "$work/check.log"; tail -3 "$work/gpu-tests.log"; tail -3 "$work/all-tests.log") ;;
 epochs)
     # 4 GPU epochs: the first runs the step uncaptured, the second captures it (gpu-graphs)
     step epoch-time 270 $python -m bench.epoch_time --devices gpu,gpu-graphs,cpu --epochs 4 \

@@ -1,6 +1,6 @@
 """Each hand-written kernel next to what a user would otherwise call for the same op, on the first
 training step of each benchmark shape's synthetic data, with its achieved GB/s against the memory
-bandwidth measured on the same device (bench/floors.py: on a GPU, its copy rate).
+bandwidth measured on the same device (ncae_cuda/floors.py: on a GPU, its copy rate).
 
     python -m bench.kernel_peers --device gpu --out bench/results/DATE-DEVICE-kernel-peers
     python -m bench.kernel_peers --device cpu --quick --out /tmp/kp     # a smoke test
@@ -38,7 +38,7 @@ from ncae_cuda.layout import NCAELayout
 from ncae_cuda.ops import reference as ref
 
 from bench.epoch_time import ceilings, commit
-from bench.floors import op_work
+from ncae_cuda.floors import op_work
 from bench.launches import SHAPES
 from bench.timing import cpu_seconds, gpu_seconds
 from dev.cuda.run import first_step
@@ -95,7 +95,7 @@ class Pair:
     result: Callable[[], object]
     theirs: Callable[[], object]          # returns its output
     expect: np.ndarray                    # the reference's output, float64
-    counts: dict                          # bench.floors.op_work's sizes
+    counts: dict                          # ncae_cuda.floors.op_work's sizes
 
 
 def _sizes(step: Step) -> dict:

@@ -20,7 +20,7 @@ Writes peer_torch.json and peer_torch.md under --out: device, commit, date, the 
 and per model the seconds of every training epoch (evaluation excluded), their median over
 epochs 2..E (the first holds start-up: Numba's cache loading, CUDA compilation, allocation), the
 test figures after E epochs, the torch / ncae_cuda ratio of the medians, and both times as
-multiples of the epoch's floor from bench.floors.
+multiples of the epoch's floor from ncae_cuda.floors.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from bench.epoch_time import ceilings, commit, device_name
-from bench.floors import epoch_work
+from ncae_cuda.floors import epoch_work
 from ncae_cuda import datasets, metrics, train
 from ncae_cuda.augment import column_weights
 from ncae_cuda.data import Interactions
@@ -352,7 +352,7 @@ def write_report(result: dict, out: Path) -> str:
         f"- **ncae_cuda flags:** `python -m ncae_cuda.train {' '.join(c['trainer_argv'])}`",
         f"- **floor of one epoch:** {floor['seconds']:.4g} s ({floor['bytes'] / 1e9:.3g} GB at "
         f"{floor['bandwidth'] / 1e9:.3g} GB/s, {floor['flops'] / 1e9:.3g} GFLOP at "
-        f"{floor['flop_rate'] / 1e9:.3g} GFLOP/s; bench.floors)",
+        f"{floor['flop_rate'] / 1e9:.3g} GFLOP/s; ncae_cuda.floors)",
         f"- **torch / ncae_cuda:** {result['ratio_torch_over_ncae']:.2f}x the seconds per epoch "
         "(medians of epochs 2..E; evaluation not timed)",
         f"- **test figures {'agree' if result['agreement']['agree'] else 'DIFFER'}:** "

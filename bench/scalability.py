@@ -8,7 +8,7 @@ Two tables. The paper's Table 7: K in --ks by the training ratio D in --ratios (
 entries subsampled to D). And growth: at K = --growth-k, the rows, the columns or the
 interactions cut to a share of the whole, to show how cost follows each. Every cell times
 --epochs epochs of the library's own training loop and reports the last, beside the floor
-counted by bench/floors.py and the time as a multiple of it. Writes scalability.json, .md,
+counted by ncae_cuda/floors.py and the time as a multiple of it. Writes scalability.json, .md,
 .csv and .png under --out, with the device, commit and date.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ncae_cuda.plan import Planner, Schedule
 from ncae_cuda.splits import subsample
 
 from bench.epoch_time import commit, device_name
-from bench.floors import epoch_work, measure_ceilings
+from ncae_cuda.floors import epoch_work, measure_ceilings
 
 BATCH = 128
 
@@ -141,7 +141,7 @@ def markdown(result: dict, ks: list[int], ratios: list[float]) -> str:
              f"- ceilings measured: {result['ceilings']['bandwidth_gb_s']:.1f} GB/s (copy, "
              f"read + write), {result['ceilings']['gflop_s']:.0f} GFLOP/s (float32 matmul)",
              f"- each cell: the last of {result['epochs_per_cell']} epochs; in brackets the "
-             "multiple of the epoch's floor (bench/floors.py)", "",
+             "multiple of the epoch's floor (ncae_cuda/floors.py)", "",
              "| K | " + " | ".join(f"D = {d:.0%}" for d in ratios) + " |",
              "|---:|" + "---:|" * len(ratios)]
     lines += [f"| {k} | " + " | ".join(at(k, d) for d in ratios) + " |" for k in ks]

@@ -25,7 +25,7 @@ from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import Batch, CSR
 from ncae_cuda.plan import Planner, Schedule
 
-from bench.floors import op_work
+from ncae_cuda.floors import op_work
 from bench.timing import gpu_seconds
 
 

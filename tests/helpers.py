@@ -3,12 +3,12 @@ comparison shared by the test files."""
 import numpy as np
 import scipy.sparse as sp
 
+from ncae_cuda.check import TOLERANCE as F32_RTOL, long_row_matrix  # noqa: F401 (for tests)
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops.common import Batch, CSR
 from ncae_cuda.plan import Planner, Schedule
 
-F32_RTOL = 2e-5   # float32 against float64: a few ulps of accumulated rounding
 
 
 def random_matrix(rng, n_rows, n_cols, density=0.15, empty_share=0.2) -> sp.csr_matrix:
@@ -27,16 +27,6 @@ def random_rows(rng, n_rows, n_cols, n_batch) -> tuple[sp.csr_matrix, np.ndarray
     int32."""
     m = random_matrix(rng, n_rows, n_cols)
     return m, rng.choice(n_rows, n_batch, replace=False).astype(np.int32)
-
-
-def long_row_matrix(rng, n_cols=60_000, long=50_000, short=60) -> sp.csr_matrix:
-    """One row of `long` entries among `short` rows of 1..20, and a few empty rows."""
-    lengths = np.concatenate([[long], rng.integers(1, 21, short), [0, 0]])
-    rng.shuffle(lengths)
-    cols = [np.sort(rng.choice(n_cols, n, replace=False)) for n in lengths]
-    return sp.csr_matrix((rng.integers(1, 6, lengths.sum()).astype(np.float32),
-                          np.concatenate(cols), np.concatenate([[0], np.cumsum(lengths)])),
-                         shape=(len(lengths), n_cols))
 
 
 def one_step(backend, m, rows, batch_size, hidden, feedback="explicit", q=0.5, seed=0,

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from bench import epoch_time, kernel_peers, launches, recommend_time, scalability
-from bench.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
+from ncae_cuda.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.layout import NCAELayout
 
 

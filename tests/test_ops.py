@@ -25,7 +25,7 @@ from helpers import (assert_close, cut_first, host, host_batch, long_row_matrix,
 SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 200, 33, 64, 64),
           (30, 20, 1, 20, 32), (60, 40, 260, 40, 48)]
 IDS = ["16", "N7-K5", "N31-K13-padded", "K33", "K1", "K260"]
-LONG_ROW = "50k-row"          # one 50,000-entry row among 60 short ones and 2 empty, K = 6
+LONG_ROW = "50k-row"          # one 50,000-entry row among 60 short ones and 3 empty, K = 6
 STEPS = SHAPES + [LONG_ROW]   # the training steps' ops run on these
 STEP_IDS = IDS + [LONG_ROW]
 
@@ -34,7 +34,7 @@ def case(shape, seed, backend, feedback="explicit"):
     """(rng, m, batch on the backend, the same batch on the host, K, B) of a random step."""
     rng = np.random.default_rng(seed)
     if shape == LONG_ROW:
-        m = long_row_matrix(rng)
+        m = long_row_matrix(rng, 60_000, 50_000, 60)
         rows, K, B = np.arange(m.shape[0], dtype=np.int32), 6, m.shape[0] + 3
     else:
         n_rows, N, K, n_batch, B = shape

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from bench import peer_torch                                      # noqa: E402
-from bench.floors import Ceilings                                 # noqa: E402
+from ncae_cuda.floors import Ceilings                                 # noqa: E402
 from ncae_cuda.layout import AdamConfig, NCAELayout               # noqa: E402
 from ncae_cuda.model import Network, Objective                    # noqa: E402
 from ncae_cuda.ops import reference as ref                        # noqa: E402

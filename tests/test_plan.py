@@ -49,7 +49,7 @@ def test_plans_are_seeded_by_epoch():
 
 
 def test_geometry_holds_every_step():
-    m = long_row_matrix(np.random.default_rng(1), n_cols=5000, long=4000)
+    m = long_row_matrix(np.random.default_rng(1), 5000, 4000, 60)
     planner, rows = planner_of(m, 8)
     g = planner.geometry
     for epoch in range(5):

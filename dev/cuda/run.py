@@ -7,7 +7,7 @@ synthetic data (the first step of an epoch, uneven rows and all), then timed on 
 
 Version 1 of each op is the first draft, kept in dev/cuda/<op>.cu; the last is the kernel in
 use, launched by ncae_cuda/ops/gpu.py. Times are medians of 20 launches after warm-up (CUDA
-events), beside the GB/s of the op's minimum traffic (bench/floors.py).
+events), beside the GB/s of the op's minimum traffic (ncae_cuda/floors.py).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ncae_cuda.ops.common import Batch, CSR
 from ncae_cuda.ops.emulator import EmulatedDevice, build, emulated_backend
 from ncae_cuda.plan import Planner, Schedule
 
-from bench.floors import op_work
+from ncae_cuda.floors import op_work
 from bench.launches import SHAPES
 from bench.timing import gpu_seconds
 
