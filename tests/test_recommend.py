@@ -50,7 +50,7 @@ def test_all_users_to_a_file_with_candidates_and_seen(saved, tmp_path, capsys):
 def test_users_with_fewer_candidates_get_fewer_lines(saved, capsys):
     model, path = saved
     user = model.user_ids[0]
-    n_items, seen = len(model.item_ids), model._seen[0].nnz
+    n_items, seen = len(model.item_ids), model.data.seen[0].nnz
     assert recommend.main([str(path), "--users", str(user), "-n", str(n_items)]) == 0
     assert len(rows_of(capsys.readouterr().out)) == n_items - seen
 

@@ -1,0 +1,216 @@
+"""What a model derives from the data it is fit on, built once per fit (or read back from a model
+file) and held in one place: the id maps and the rating scale, the fit interactions (users x
+items), and, as the network sees them (rows x columns), the training matrix with augmentation's
+extra rows, the implicit loss's column weights and the evaluator's matrices, each copied to the
+device once, when first asked for.
+
+    data = FitData.of(interactions, config, ops)      # checks the data against the settings
+    csr = data.training()                             # what the network trains on
+    held = data.held_out(validation, "validation")    # other data, of the same ids
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import metrics
+from .augment import column_weights, sparse_row_copies
+from .config import Config
+from .data import DataError, Interactions, check_values, from_matrix, lookup_ids
+from .ops.common import CSR
+
+
+class FitData:
+    """The data side of a fitted model (see the module's docstring)."""
+
+    def __init__(self, config: Config, ops, user_ids: np.ndarray, item_ids: np.ndarray,
+                 seen: sp.csr_matrix, rating_scale: tuple[float, float] | None):
+        self.config, self.ops = config, ops
+        self.user_ids, self.item_ids = user_ids, item_ids     # (n_users,), (n_items,) source ids
+        self.seen = seen                      # (n_users, n_items) the fit interactions (implicit:
+                                              # ones), users encoded from them, seen items
+                                              # filtered by them
+        self.rating_scale = rating_scale      # explicit: (r_min, r_max)
+        self._matrix = None                   # the network's view of `seen`, made on first use
+        self._device = {}                     # device copies, made on first use
+
+    @classmethod
+    def of(cls, data: Interactions, config: Config, ops) -> FitData:
+        """The fit data of `data` (of as_interactions()), checked against the settings: ratings
+        for explicit feedback, on a rating scale that holds them."""
+        rating_scale = None
+        if not config.implicit:
+            if data.ratings is None:
+                raise DataError(f"{data.name} has no ratings: use feedback='implicit'")
+            declared = config.rating_scale or data.rating_scale
+            zeros = int((data.ratings == 0).sum())
+            if zeros and (declared is None or declared[0] > 0):
+                raise DataError(f"{data.name}: {zeros} stored zeros: a sparse matrix stores only "
+                                "the ratings there are, so a stored 0 would be taken for a "
+                                "rating of 0. Remove them (X.eliminate_zeros()), or give a "
+                                "rating_scale that starts at 0")
+            scale = declared or (float(data.ratings.min()), float(data.ratings.max()))
+            if not scale[0] < scale[1]:
+                raise DataError(f"{data.name}: every rating is {scale[0]}: give rating_scale")
+            outside = (data.ratings < scale[0]) | (data.ratings > scale[1])
+            if outside.any():
+                raise DataError(f"{data.name}: {int(outside.sum())} ratings outside the rating "
+                                f"scale {scale}")
+            rating_scale = tuple(float(r) for r in scale)
+        return cls(config, ops, _storable(data.user_ids), _storable(data.item_ids),
+                   data.to_csr("user", implicit=config.implicit), rating_scale)
+
+    @classmethod
+    def from_arrays(cls, config: Config, ops, arrays: dict,
+                    rating_scale: tuple[float, float] | None) -> FitData:
+        """The fit data a model file holds (arrays()); ValueError where they do not fit."""
+        user_ids, item_ids = arrays["user_ids"], arrays["item_ids"]
+        seen = sp.csr_matrix((arrays["seen_data"], arrays["seen_indices"],
+                              arrays["seen_indptr"]), shape=(len(user_ids), len(item_ids)))
+        seen.check_format(full_check=True)        # indices in range, pointers in order
+        if not np.isfinite(seen.data).all():
+            raise ValueError("seen_data hold NaN or infinite values")
+        return cls(config, ops, user_ids, item_ids, seen, rating_scale)
+
+    def arrays(self) -> dict:
+        """What a model file keeps of the fit data."""
+        return {"user_ids": self.user_ids, "item_ids": self.item_ids,
+                "seen_indptr": self.seen.indptr, "seen_indices": self.seen.indices,
+                "seen_data": self.seen.data}
+
+    # -----------------------------------------------------------------------------------------
+    # the network's view: rows x columns
+
+    @property
+    def n_cols(self) -> int:
+        """The network's columns: items (user-based) or users (item-based)."""
+        return len(self.item_ids if self.config.based == "user" else self.user_ids)
+
+    def matrix(self) -> sp.csr_matrix:
+        """The fit interactions as the network's rows x columns."""
+        if self._matrix is None:
+            self._matrix = self.seen if self.config.based == "user" else self.seen.T.tocsr()
+        return self._matrix
+
+    def inputs(self) -> CSR:
+        """The network's rows as it encodes them (without dropout), on the device."""
+        return self._on_device("inputs", self.matrix)
+
+    def training(self, verbose: bool = False) -> CSR:
+        """The rows the network trains on: the fit data's, then (implicit, augment_eps > 0)
+        augmentation's sparser copies of the sparse ones."""
+        c = self.config
+        m = self.matrix()
+        if c.implicit and c.augment_eps > 0:
+            extra = sparse_row_copies(m, c.augment_eps, c.augment_p)
+            if verbose:
+                print(f"note: augmentation: {extra.shape[0]} extra training rows (rows with "
+                      f"|R|/N < {c.augment_eps:g}, {c.augment_p:g} of their most popular "
+                      "items dropped)")
+            m = sp.vstack([m, extra], format="csr")
+        return CSR.from_scipy(self.ops, m)
+
+    def column_weights(self) -> np.ndarray | None:
+        """(n_cols,) float32 implicit weights c_j of the unobserved entries; None (explicit)."""
+        c = self.config
+        if not c.implicit:
+            return None
+        return column_weights(self.matrix().indices, self.n_cols, c.weighting, c.c0, c.omega,
+                              c.uniform_c)
+
+    # -----------------------------------------------------------------------------------------
+    # users x items: the evaluator's and recommend's view
+
+    def seen_items(self) -> CSR:
+        """The items each user has in the fit data (users x items), on the device."""
+        return self._on_device("seen", lambda: self.seen)
+
+    @property
+    def user_counts(self) -> np.ndarray:
+        """(n_users,) each user's number of fit interactions."""
+        return np.diff(self.seen.indptr)
+
+    def popularity(self) -> np.ndarray:
+        """(n_items,) the POP baseline's scores: each item's fit interactions."""
+        return metrics.popularity_scores(self.seen)
+
+    def excluded(self, held: Interactions, exclude=None) -> CSR:
+        """The items no held-out item is ranked against (users x items, on the device): the
+        fit data's and `exclude`'s; DataError where a held-out item is one of them."""
+        seen = self.seen if exclude is None else _union(
+            self.seen, self.held_out(exclude, "exclude").to_csr("user"))
+        clash = np.asarray(seen[held.users, held.items]).ravel() != 0
+        if clash.any():
+            raise DataError(f"{int(clash.sum())} held-out interactions are also in the fit "
+                            "data or in exclude: a held-out item must be a candidate")
+        return CSR.from_scipy(self.ops, _binary(seen))
+
+    def held_out(self, X, name: str) -> Interactions:
+        """X (a users x items scipy matrix or an Interactions) as Interactions of the fit data's
+        users and items: a matrix is indexed by them, an Interactions must carry the same id
+        maps."""
+        data = as_interactions(X, name, empty_ok=True)
+        if (data.n_users, data.n_items) != (len(self.user_ids), len(self.item_ids)):
+            raise DataError(f"{name} is {data.n_users} users x {data.n_items} items; the model's "
+                            f"data is {len(self.user_ids)} x {len(self.item_ids)}")
+        if isinstance(X, Interactions):
+            if not (np.array_equal(data.user_ids, self.user_ids)
+                    and np.array_equal(data.item_ids, self.item_ids)):
+                raise DataError(f"{name} has other user or item ids than the model's data "
+                                "(parts of one data set share its id maps)")
+            return data
+        return Interactions(data.users, data.items, data.ratings, None, self.user_ids,
+                            self.item_ids, name=name)
+
+    def candidates(self, n: int, items) -> tuple[int, object]:
+        """(n capped at the number of candidate items, device (n_items,) bool mask of the
+        candidates `items` (ids), or None for every item)."""
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"n must be an integer >= 1; got {n!r}")
+        if items is None:
+            return min(int(n), len(self.item_ids)), None
+        mask = np.zeros(len(self.item_ids), bool)
+        mask[lookup_ids(self.item_ids, items, "item")] = True
+        return min(int(n), int(mask.sum())), self.ops.to_device(mask)
+
+    def item_ids_of(self, idx: np.ndarray) -> np.ndarray:
+        """Item ids of column indices; padding (-1) as -1 (integer ids) or "" (text ids)."""
+        ids = self.item_ids[np.maximum(idx, 0)]
+        ids[idx < 0] = "" if ids.dtype.kind == "U" else -1
+        return ids
+
+    def _on_device(self, key: str, matrix) -> CSR:
+        if key not in self._device:
+            self._device[key] = CSR.from_scipy(self.ops, matrix())
+        return self._device[key]
+
+
+def as_interactions(X, name: str, empty_ok: bool = False) -> Interactions:
+    """X, a users x items scipy.sparse matrix or an Interactions, as Interactions whose values
+    are checked (no NaN, infinite or negative ones)."""
+    if isinstance(X, Interactions):
+        if X.ratings is not None:             # from_matrix checks a matrix's values
+            check_values(name, X.ratings, X.users, X.items)
+        data = X
+    else:
+        data = from_matrix(X, name)
+    if data.nnz == 0 and not empty_ok:
+        raise DataError(f"{name} has no interactions")
+    return data
+
+
+def _binary(m: sp.csr_matrix) -> sp.csr_matrix:
+    m = m.tocsr(copy=True)
+    m.data[:] = 1
+    return m
+
+
+def _union(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
+    return _binary(_binary(a) + _binary(b))
+
+
+def _storable(ids: np.ndarray) -> np.ndarray:
+    """Ids as an array numpy saves without pickle: numbers, or text."""
+    return ids.astype(str) if ids.dtype == object else ids
