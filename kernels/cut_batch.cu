@@ -4,6 +4,9 @@
 // Everything that changes from step to step comes from device memory: the step to cut
 // (plan[0], advanced by step_loss), the dropout threshold (plan[1]) and stream (plan[2..3]),
 // so the launch is the same for every step and can be replayed from a CUDA graph.
+// The training CSR may be a column shard's part of the training matrix (ncae_cuda/shard.py):
+// an entry's dropout is drawn by its id in the whole matrix (its row's first id, src_first,
+// plus its place in the row), and a row's entry count is the whole row's (src_entries).
 // Work split: a grid-stride loop, one entry per thread; an entry finds its row by a binary
 // search of the batch's row pointers (B+1 values, cached).
 #include "common.cuh"
@@ -16,6 +19,7 @@ extern "C" __global__ void cut_batch_kernel(
         int* __restrict__ entry_rows,           // (nnz,) out
         int* __restrict__ col_order,            // (nnz,) out, unless epoch_col_order is null
         float* __restrict__ row_weight,         // (B,) out
+        int* __restrict__ row_entries,          // (B,) out
         const int* __restrict__ plan,           // (4,) step, threshold, stream (u64)
         const int* __restrict__ order,          // (n_rows,) the rows in epoch order
         const int* __restrict__ batch_indptr,   // (steps, B+1) each step's row pointers
@@ -24,6 +28,8 @@ extern "C" __global__ void cut_batch_kernel(
         const int* __restrict__ src_indptr,     // the training CSR
         const int* __restrict__ src_indices,
         const float* __restrict__ src_data,
+        const int* __restrict__ src_first,      // (rows,) each row's first entry's id ...
+        const int* __restrict__ src_entries,    // (rows,) ... and entries, in the whole matrix
         int n_rows, int B) {
     int s = plan[0];
     u32 threshold = (u32)plan[1];
@@ -33,7 +39,10 @@ extern "C" __global__ void cut_batch_kernel(
     int thread = blockIdx.x * blockDim.x + threadIdx.x, threads = gridDim.x * blockDim.x;
     for (int b = thread; b <= B; b += threads) {
         indptr[b] = bi[b];
-        if (b < B) row_weight[b] = b < n ? 1.0f / n : 0.0f;
+        if (b < B) {
+            row_weight[b] = b < n ? 1.0f / n : 0.0f;
+            row_entries[b] = b < n ? src_entries[order[first + b]] : 0;
+        }
     }
     for (int t = thread; t < nnz; t += threads) {
         int lo = 0, hi = B;                     // bi[lo] <= t < bi[hi]
@@ -46,7 +55,7 @@ extern "C" __global__ void cut_batch_kernel(
         int e = src_indptr[r] + t - bi[lo];
         cols[t] = src_indices[e];
         vals[t] = src_data[e];
-        keep[t] = dropout_kept(stream, e, threshold);
+        keep[t] = dropout_kept(stream, src_first[r] + t - bi[lo], threshold);
         entry_rows[t] = lo;
         if (epoch_col_order) col_order[t] = epoch_col_order[col_offsets[s] + t];
     }

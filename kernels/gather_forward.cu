@@ -1,9 +1,10 @@
 // gather_forward: a1 (B, K) = tanh(b1 + sum over the row's entries of keep * scale * val *
 // E[col]), the input layer of the autoencoder with tanh fused. E (N, K) is row-major, so each
-// entry's embedding row is one contiguous read.
+// entry's embedding row is one contiguous read. Without b1 (null) a1 is the sum alone: a column
+// shard's part of the pre-activation, which the shards add up before the bias and tanh.
 // Work split: window reduction over the batch's entries in row order (common.cuh): a block per
 // window of C entries, its warps the slabs of K, UNROLL entries' E rows loaded together
-// (common.cuh: add_rows). A row with no entries (padding) gets tanh(b1).
+// (common.cuh: add_rows). A row with no entries (padding) gets tanh(b1) (or 0).
 #include "common.cuh"
 
 extern "C" __global__ void gather_forward_kernel(
@@ -15,14 +16,18 @@ extern "C" __global__ void gather_forward_kernel(
         const u8* __restrict__ keep,            // (nnz,)
         const int* __restrict__ entry_rows,     // (nnz,)
         const float* __restrict__ E,            // (N, K)
-        const float* __restrict__ b1,           // (K,)
+        const float* __restrict__ b1,           // (K,), or null: the sum alone
         float scale, int B, int K, int C) {
     Lanes l = lanes_of(K);
     Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
     auto finish = [&](int b, const Acc& acc) {
         float y[LANE_FLOATS];
-        lanes_load(y, b1, l);
-        for (int i = 0; i < LANE_FLOATS; i++) y[i] = tanhf(y[i] + acc.x[i]);
+        if (b1 != nullptr) {
+            lanes_load(y, b1, l);
+            for (int i = 0; i < LANE_FLOATS; i++) y[i] = tanhf(y[i] + acc.x[i]);
+        } else {
+            for (int i = 0; i < LANE_FLOATS; i++) y[i] = acc.x[i];
+        }
         lanes_store(a1 + (size_t)b * K, y, l);
     };
     auto add = [&](Acc& acc, int, int s0, int s1) {

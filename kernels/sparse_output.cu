@@ -3,7 +3,8 @@
 //   forward:  yhat_p = s * tanh(out_p) + m_off, out_p = V[col_p] . a[row_p] + c[col_p]
 //             (identity: yhat_p = out_p + m_off)
 //   backward: row_loss[b] = sum over the row's entries of w_p/|K_b|^row_norm (yhat_p - x_p)^2,
-//             w_p = alpha (input dropped) or beta (kept), |K_b| = the row's entry count;
+//             w_p = alpha (input dropped) or beta (kept), |K_b| = the row's entry count in the
+//             whole training matrix (row_entries: a column shard holds part of the row);
 //             g_p = row_weight[b] * d row_loss[b] / d out_p   (tanh kept, not rebuilt from yhat);
 //             da[b] = sum_p g_p V[col_p];  dV[col_p] += g_p a[b];  dc[col_p] += g_p.
 // The backward recomputes the forward, so each V row is read once a step: the rows kernel takes
@@ -100,6 +101,7 @@ extern "C" __global__ void sparse_output_rows_kernel(
         const u8* __restrict__ keep,            // (nnz,)
         const int* __restrict__ entry_rows,     // (nnz,)
         const float* __restrict__ row_weight,   // (B,)
+        const int* __restrict__ row_entries,    // (B,) |K_b|
         float alpha, float beta, float s, float m_off, int identity,
         float row_norm,                         // a row's errors weigh 1/|K_b|^row_norm
         int B, int K, int C) {
@@ -110,7 +112,7 @@ extern "C" __global__ void sparse_output_rows_kernel(
         if (threadIdx.x == 0) row_loss[b] = acc.s;
     };
     auto add = [&](Acc& acc, int b, int s0, int s1) {
-        float rw = row_weight[b], n_obs = (float)(indptr[b + 1] - indptr[b]);
+        float rw = row_weight[b], n_obs = (float)row_entries[b];
         if (row_norm != 1.0f) n_obs = powf(n_obs, row_norm);     // the paper's 1/|K_b|: exact
         row_dots(b, s0, s1, a, V, cols, K, l, [&](int t, const int* col,
                                                  const float (*v)[LANE_FLOATS],

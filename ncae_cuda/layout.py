@@ -7,7 +7,8 @@ input side first, so the parameters of the upper part of a network are a tail of
 greedy pre-training trains exactly such a tail.
 
 NCAE's names follow docs/design.md: E (N, K1) input embedding, b1 (K1,); W2 (K2, K1), b2 (K2,) ...
-for each further hidden layer; V (N, K_last) output embedding, c (N,).
+for each further hidden layer; V (N, K_last) output embedding, c (N,). A column shard's layout
+(ncae_cuda/shard.py) holds the rows of E, V and c of its columns, and all of the rest.
 """
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .shard import Columns
+
 ALIGN = 4
+SHARDED = ("E", "V", "c")       # NCAE's views with a row per column: a column shard holds its rows
 
 
 class Layout:
@@ -41,18 +45,25 @@ class Layout:
         flat = np.zeros(self.size, np.float32)
         for key, view in self.views(flat).items():
             if view.ndim == 2:
-                # (fan_out, fan_in) for W; E and V map width N to or from K: N and K either way
-                bound = math.sqrt(6.0 / (view.shape[0] + view.shape[1]))
-                view[:] = rng.uniform(-bound, bound, size=view.shape)
+                self._draw(rng, key, view)
         return flat
+
+    def _draw(self, rng: np.random.Generator, key: str, view: np.ndarray) -> None:
+        # (fan_out, fan_in) for W; E and V map width N to or from K: N and K either way
+        bound = math.sqrt(6.0 / (view.shape[0] + view.shape[1]))
+        view[:] = rng.uniform(-bound, bound, size=view.shape)
 
 
 class NCAELayout(Layout):
-    """E, b1, then W_l, b_l for each further hidden layer, then V, c."""
+    """E, b1, then W_l, b_l for each further hidden layer, then V, c: of all n_cols columns, or
+    of a column shard's (`columns`, of which n_cols is the count)."""
 
-    def __init__(self, n_cols: int, hidden: tuple[int, ...]):
+    def __init__(self, n_cols: int, hidden: tuple[int, ...], columns: Columns | None = None):
         if n_cols < 1 or not hidden or min(hidden) < 1:
             raise ValueError(f"need n_cols >= 1 and hidden widths >= 1, got {n_cols}, {hidden}")
+        self.columns = columns or Columns(0, n_cols, n_cols)
+        if self.columns.n != n_cols:
+            raise ValueError(f"{n_cols} columns cannot be the shard {self.columns}")
         self.n_cols, self.hidden = n_cols, tuple(hidden)
         shapes = {"E": (n_cols, hidden[0]), "b1": (hidden[0],)}
         for layer in range(2, len(hidden) + 1):
@@ -66,6 +77,19 @@ class NCAELayout(Layout):
     def n_layers(self) -> int:
         """Number of hidden layers."""
         return len(self.hidden)
+
+    def _draw(self, rng: np.random.Generator, key: str, view: np.ndarray) -> None:
+        """A shard draws the rows of its columns from the whole matrix's stream: the draws of
+        the rows before them skipped, those after them too, so that every shard's parameters
+        are the one-process model's (one 64-bit draw a value: numpy's uniform)."""
+        if key not in SHARDED or self.columns.whole:
+            return super()._draw(rng, key, view)
+        lo, hi, total = self.columns
+        K = view.shape[1]
+        bound = math.sqrt(6.0 / (total + K))
+        rng.bit_generator.advance(lo * K)
+        view[:] = rng.uniform(-bound, bound, size=view.shape)
+        rng.bit_generator.advance((total - hi) * K)
 
 
 @dataclass(frozen=True)

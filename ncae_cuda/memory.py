@@ -58,7 +58,7 @@ def step_spec(layout: NCAELayout, feedback: str, g: Geometry, dtype, windowed: b
     spec.update({                                 # the batch, cut into place by cut_batch
         "indptr": ((B + 1,), i32), "cols": ((cap,), i32), "vals": ((cap,), f32),
         "keep": ((cap,), np.uint8), "entry_rows": ((cap,), i32), "batch_col_order": ((cap,), i32),
-        "row_weight": ((B,), f32)})
+        "row_weight": ((B,), f32), "row_entries": ((B,), i32)})
     for layer, K in enumerate(layout.hidden, 1):  # each hidden layer's output and its gradient
         spec[f"a{layer}"] = ((B, K), dtype)
         spec[f"da{layer}"] = ((B, K), dtype)      # dL/da, turned into dL/d(pre-activation)
@@ -105,7 +105,8 @@ class StepMemory:
         v = self.views
         return Batch(v["indptr"], v["cols"][:entries], v["vals"][:entries],
                      v["keep"][:entries], v["entry_rows"][:entries],
-                     v["batch_col_order"][:entries], v["row_weight"], self.windows)
+                     v["batch_col_order"][:entries], v["row_weight"], v["row_entries"],
+                     self.windows)
 
     def describe(self) -> str:
         """One line a buffer: name, shape, dtype, MiB."""

@@ -241,7 +241,7 @@ def test_sparse_output_backward_hand_case():
     da, dV, dc, loss, g = np.zeros((1, 1)), np.zeros((2, 1)), np.zeros(2), np.zeros(1), np.zeros(2)
     batch = ref.Batch(np.array([0, 2]), np.array([0, 1]), np.array([4.0, 2.0]),
                       np.array([0, 1], np.uint8), np.array([0, 0]), np.array([0, 1]),
-                      np.array([1.0]))
+                      np.array([1.0]), np.array([2]))
     ref.sparse_output_backward(da, dV, dc, loss, g, np.array([[0.5]]), np.array([[0.0], [0.0]]),
                                np.zeros(2), batch, 1.0, 0.5, 2.0, 3.0)
     np.testing.assert_allclose(loss, [1.0 / 2 * (3 - 4) ** 2 + 0.5 / 2 * (3 - 2) ** 2])
@@ -258,7 +258,8 @@ def test_sparse_output_backward_identity_hand_case():
     # d yhat / d out = 1, so g = 2 err / sqrt(3)
     da, dV, dc, loss, g = np.zeros((1, 2)), np.zeros((3, 2)), np.zeros(3), np.zeros(1), np.zeros(3)
     batch = ref.Batch(np.array([0, 3]), np.array([0, 1, 2]), np.array([5.0, 2.0, 3.0]),
-                      np.ones(3, np.uint8), np.zeros(3, int), np.arange(3), np.array([1.0]))
+                      np.ones(3, np.uint8), np.zeros(3, int), np.arange(3), np.array([1.0]),
+                      np.array([3]))
     ref.sparse_output_backward(da, dV, dc, loss, g, np.array([[0.5, -1.0]]), np.zeros((3, 2)),
                                np.array([1.0, -1.0, 0.5]), batch, 0.0, 1.0, 2.0, 3.0,
                                identity=True, row_norm=0.5)

@@ -92,24 +92,39 @@ class Batch(NamedTuple):
     col_order: object   # (nnz,) int32 the entries grouped by column, columns ascending: the
                         # order the scatters sum in (training batches only; else None)
     row_weight: object  # (B,) float32 1/n for the n real rows, 0 for padding
+    row_entries: object = None        # (B,) int32 each row's entries in the whole training
+                                      # matrix (of which a column shard's batch holds a part)
     windows: Windows | None = None    # the GPU kernels' windows; None on the CPU backends
 
 
 class CSR(NamedTuple):
     """A rows x cols sparse matrix in the arrays of one backend, as the cuts read it, and its
-    host copy: the host plans batches from it without asking the device."""
+    host copy: the host plans batches from it without asking the device. It may be a column
+    shard's part of a larger matrix (ncae_cuda/shard.py): then each row's first entry's id and
+    its number of entries are the whole matrix's, which input dropout and the explicit loss
+    go by."""
     indptr: object          # (rows+1,) int32
     indices: object         # (nnz,) int32 column of each entry, ascending within a row
     data: object            # (nnz,) float32
+    first_entry: object     # (rows,) int32 the id of each row's first entry in the whole matrix
+    row_entries: object     # (rows,) int32 each row's entries in the whole matrix
     host_indptr: np.ndarray # (rows+1,) int32
     host_indices: np.ndarray
     shape: tuple
 
     @classmethod
-    def from_scipy(cls, backend, m) -> CSR:
+    def from_scipy(cls, backend, m, first_entry: np.ndarray | None = None,
+                   row_entries: np.ndarray | None = None) -> CSR:
+        """m as the backend's CSR: the whole matrix, or with first_entry and row_entries (the
+        whole matrix's, (rows,)), a part of one."""
         if m.nnz >= 2**31:
             raise ValueError(f"{m.nnz} entries: int32 entry ids hold at most 2^31 - 1")
         m.sort_indices()
         indptr, indices = m.indptr.astype(np.int32), m.indices.astype(np.int32)
+        if first_entry is None:
+            first_entry, row_entries = indptr[:-1], np.diff(indptr)
         return cls(backend.to_device(indptr), backend.to_device(indices),
-                   backend.to_device(m.data.astype(np.float32)), indptr, indices, m.shape)
+                   backend.to_device(m.data.astype(np.float32)),
+                   backend.to_device(np.asarray(first_entry, np.int32)),
+                   backend.to_device(np.asarray(row_entries, np.int32)), indptr, indices,
+                   m.shape)

@@ -50,14 +50,23 @@ def session():
 # batching
 
 @_jit
-def _cut(cols, vals, keep, entry_rows, indptr, indices, data, rows, batch_indptr, stream,
-         threshold):
+def _cut(cols, vals, keep, entry_rows, row_entries, indptr, indices, data, first_entry,
+         src_entries, rows, batch_indptr, stream, threshold):
     for b in range(rows.shape[0]):
-        src = indptr[rows[b]]
+        r = rows[b]
+        row_entries[b] = src_entries[r]
         for p in range(batch_indptr[b], batch_indptr[b + 1]):
-            e = src + p - batch_indptr[b]
+            within = p - batch_indptr[b]
+            e = indptr[r] + within
             cols[p], vals[p], entry_rows[p] = indices[e], data[e], b
-            keep[p] = _kept(stream, e, threshold)
+            keep[p] = _kept(stream, first_entry[r] + within, threshold)
+
+
+def _cut_from(csr, batch, rows, stream, threshold):
+    """The entries of `rows` of the CSR into the batch's arrays (see ops/reference.py)."""
+    _cut(batch.cols, batch.vals, batch.keep, batch.entry_rows, batch.row_entries, csr.indptr,
+         csr.indices, csr.data, csr.first_entry, csr.row_entries, rows, batch.indptr, stream,
+         threshold)
 
 
 def cut_batch(memory, csr, plan, step):
@@ -68,9 +77,9 @@ def cut_batch(memory, csr, plan, step):
     batch = memory.batch(plan.entries(step))
     batch.indptr[:] = v["batch_indptr"][step]
     header = v["header"]
-    _cut(batch.cols, batch.vals, batch.keep, batch.entry_rows, csr.indptr, csr.indices,
-         csr.data, v["order"][step * B:step * B + n], batch.indptr,
-         header[2:4].view(np.uint64)[0], np.uint64(header[1]))
+    batch.row_entries[n:] = 0
+    _cut_from(csr, batch, v["order"][step * B:step * B + n], header[2:4].view(np.uint64)[0],
+              np.uint64(header[1]))
     start = v["col_offsets"][step]
     batch.col_order[:] = v["col_order"][start:start + len(batch.cols)]
     batch.row_weight[:] = 0
@@ -83,12 +92,12 @@ def cut_rows(csr, rows):
     indptr = np.zeros(len(rows) + 1, np.int32)
     np.cumsum(csr.indptr[rows + 1] - csr.indptr[rows], out=indptr[1:])
     nnz = int(indptr[-1])
-    cols, entry_rows = np.empty(nnz, np.int32), np.empty(nnz, np.int32)
-    vals, keep = np.empty(nnz, np.float32), np.empty(nnz, np.uint8)
-    _cut(cols, vals, keep, entry_rows, csr.indptr, csr.indices, csr.data, rows, indptr,
-         np.uint64(0), np.uint64(0))
-    return Batch(indptr, cols, vals, keep, entry_rows, None,
-                 np.full(len(rows), 1.0 / max(len(rows), 1), np.float32))
+    batch = Batch(indptr, np.empty(nnz, np.int32), np.empty(nnz, np.float32),
+                  np.empty(nnz, np.uint8), np.empty(nnz, np.int32), None,
+                  np.full(len(rows), 1.0 / max(len(rows), 1), np.float32),
+                  np.empty(len(rows), np.int32))
+    _cut_from(csr, batch, rows, np.uint64(0), np.uint64(0))
+    return batch
 
 
 @_jit
@@ -132,10 +141,10 @@ def dropout_keep(keep, entry_ids, seed, epoch, q):
 # input layer: gather forward, scatter backward
 
 @_pjit
-def _gather_forward(a1, indptr, cols, vals, keep, E, b1, scale):
+def _gather_forward(a1, indptr, cols, vals, keep, E, b1, activate, scale):
     B, K = a1.shape
     for b in prange(B):
-        acc = b1.copy()                                         # (K,)
+        acc = b1.copy() if activate else np.zeros(K, a1.dtype)  # (K,)
         for p in range(indptr[b], indptr[b + 1]):
             if keep[p]:
                 w = vals[p] * scale
@@ -143,12 +152,13 @@ def _gather_forward(a1, indptr, cols, vals, keep, E, b1, scale):
                 for k in range(K):
                     acc[k] += w * e[k]
         for k in range(K):
-            a1[b, k] = np.tanh(acc[k])
+            a1[b, k] = np.tanh(acc[k]) if activate else acc[k]
 
 
 def gather_forward(a1, batch, E, b1, scale):
-    _gather_forward(a1, batch.indptr, batch.cols, batch.vals, batch.keep, E, b1,
-                    np.float32(scale))
+    activate = b1 is not None                   # None: a column shard's part of the sum
+    _gather_forward(a1, batch.indptr, batch.cols, batch.vals, batch.keep, E,
+                    b1 if activate else np.zeros(0, a1.dtype), activate, np.float32(scale))
 
 
 @_pjit
@@ -193,11 +203,11 @@ def sparse_output_forward(yhat, a, V, c, batch, s, m_off, identity=False):
 
 @_pjit
 def _sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, indptr, cols, vals, keep,
-                            row_weight, alpha, beta, s, m_off, identity, row_norm,
+                            row_weight, row_entries, alpha, beta, s, m_off, identity, row_norm,
                             entry_rows, col_order, starts):
     K = a.shape[1]
     for b in prange(a.shape[0]):                                # rows: forward, loss, g, da
-        n_obs = np.float32(indptr[b + 1] - indptr[b])
+        n_obs = np.float32(row_entries[b])
         if row_norm != _F1:                                     # the paper's 1/|R| is exact
             n_obs = n_obs ** row_norm
         loss = 0.0
@@ -231,7 +241,8 @@ def sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta,
                            identity=False, row_norm=1.0):
     f = np.float32
     _sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch.indptr, batch.cols,
-                            batch.vals, batch.keep, batch.row_weight, f(alpha), f(beta), f(s),
+                            batch.vals, batch.keep, batch.row_weight, batch.row_entries,
+                            f(alpha), f(beta), f(s),
                             f(m_off), identity, f(row_norm), batch.entry_rows, batch.col_order,
                             _column_runs(batch.cols, batch.col_order))
 

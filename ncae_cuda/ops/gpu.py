@@ -197,7 +197,7 @@ class KernelOps:
         batch = Batch(xp.empty(n + 1, np.int32), xp.empty(nnz, np.int32),
                       xp.empty(nnz, np.float32), xp.empty(nnz, np.uint8),
                       xp.empty(nnz, np.int32), None, xp.empty(n, np.float32),
-                      Windows(*sizes, None, None, nnz))
+                      xp.empty(n, np.int32), Windows(*sizes, None, None, nnz))
         d = [self.to_device(x) for x in (plan.header, plan.order, plan.batch_indptr,
                                          plan.col_offsets)]
         self._cut(batch, *d, None, csr, n, n)
@@ -218,8 +218,9 @@ class KernelOps:
         nnz = self._entries(batch)
         self._launch("cut_batch_kernel", _blocks(max(nnz, B + 1)), BLOCK, (
             batch.indptr, batch.cols, batch.vals, batch.keep, batch.entry_rows,
-            batch.col_order, batch.row_weight, header, order, batch_indptr, col_offsets,
-            epoch_col_order, csr.indptr, csr.indices, csr.data, np.int32(n_rows), np.int32(B)),
+            batch.col_order, batch.row_weight, batch.row_entries, header, order, batch_indptr,
+            col_offsets, epoch_col_order, csr.indptr, csr.indices, csr.data, csr.first_entry,
+            csr.row_entries, np.int32(n_rows), np.int32(B)),
             work=lambda: _even(max(nnz, B + 1), BLOCK))
 
     def step_loss(self, losses, step, row_loss, row_weight) -> None:
@@ -254,7 +255,7 @@ class KernelOps:
                                               self._host(batch.col_order), C))
 
     def gather_forward(self, a1, batch, E, b1, scale):
-        _check(np.float32, a1, E, b1)
+        _check(np.float32, a1, E, *(() if b1 is None else (b1,)))
         self._rows_launch("gather_forward_kernel", batch, a1.shape[1], (
             a1, *self._scratch(batch, a1.shape[1]), batch.indptr, batch.cols, batch.vals, batch.keep,
             batch.entry_rows, E, b1, np.float32(scale)))
@@ -282,7 +283,8 @@ class KernelOps:
         f, w, K = np.float32, batch.windows, a.shape[1]
         self._rows_launch("sparse_output_rows_kernel", batch, K, (
             da, row_loss, g, w.pieces, w.arrivals, a, V, c, batch.indptr, batch.cols,
-            batch.vals, batch.keep, batch.entry_rows, batch.row_weight, f(alpha), f(beta),
+            batch.vals, batch.keep, batch.entry_rows, batch.row_weight, batch.row_entries,
+            f(alpha), f(beta),
             f(s), f(m_off), np.int32(identity), f(row_norm)))
         self._columns_launch("sparse_output_cols_kernel", batch, K, (
             dV, dc, w.pieces, w.arrivals, g, a, batch.indptr, batch.cols, batch.entry_rows,

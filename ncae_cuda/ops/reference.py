@@ -51,14 +51,17 @@ def load_plan(memory, plan) -> None:
     pack_plan(plan, memory.plan_bytes)
 
 
-def _cut(indptr, indices, data, rows, batch_indptr, stream, threshold):
-    """The entries of `rows` (n,) of a CSR at positions batch_indptr (B+1,), their keep flags."""
-    starts = indptr[rows]
+def _cut(csr, rows, batch_indptr, stream, threshold):
+    """The entries of `rows` (n,) of a CSR at positions batch_indptr (B+1,), their keep flags
+    (drawn by each entry's id in the whole matrix)."""
     entry_rows = _entry_rows(batch_indptr).astype(np.int32)                 # (nnz,)
-    ids = (starts[entry_rows] + np.arange(batch_indptr[-1]) - batch_indptr[entry_rows])
-    keep = np.empty(len(ids), np.uint8)
-    _keep_flags(keep, ids.astype(np.int32), stream, threshold)
-    return indices[ids].astype(np.int32), data[ids].astype(np.float32), keep, entry_rows
+    within = np.arange(batch_indptr[-1]) - batch_indptr[entry_rows]         # place in the row
+    at = csr.indptr[rows][entry_rows] + within
+    keep = np.empty(len(at), np.uint8)
+    _keep_flags(keep, (csr.first_entry[rows][entry_rows] + within).astype(np.int32), stream,
+                threshold)
+    return (csr.indices[at].astype(np.int32), csr.data[at].astype(np.float32), keep,
+            entry_rows)
 
 
 def cut_batch(memory, csr, plan, step: int) -> Batch:
@@ -72,8 +75,7 @@ def cut_batch(memory, csr, plan, step: int) -> Batch:
     rows = v["order"][step * B:step * B + n]
     header = v["header"]
     stream = int(header[2:4].view(np.uint64)[0])
-    cols, vals, keep, entry_rows = _cut(csr.indptr, csr.indices, csr.data, rows, bi, stream,
-                                        int(header[1]))
+    cols, vals, keep, entry_rows = _cut(csr, rows, bi, stream, int(header[1]))
     nnz = len(cols)
     batch = memory.batch(nnz)
     batch.indptr[:] = bi
@@ -82,6 +84,8 @@ def cut_batch(memory, csr, plan, step: int) -> Batch:
     batch.col_order[:] = v["col_order"][start:start + nnz]
     batch.row_weight[:] = 0
     batch.row_weight[:n] = 1.0 / n
+    batch.row_entries[:] = 0
+    batch.row_entries[:n] = csr.row_entries[rows]
     return batch
 
 
@@ -90,9 +94,10 @@ def cut_rows(csr, rows) -> Batch:
     rows = np.asarray(rows, np.int32)
     indptr = np.zeros(len(rows) + 1, np.int32)
     np.cumsum(csr.indptr[rows + 1] - csr.indptr[rows], out=indptr[1:])
-    cols, vals, keep, entry_rows = _cut(csr.indptr, csr.indices, csr.data, rows, indptr, 0, 0)
+    cols, vals, keep, entry_rows = _cut(csr, rows, indptr, 0, 0)
     return Batch(indptr, cols, vals, keep, entry_rows, None,
-                 np.full(len(rows), 1.0 / max(len(rows), 1), np.float32))
+                 np.full(len(rows), 1.0 / max(len(rows), 1), np.float32),
+                 csr.row_entries[rows].astype(np.int32))
 
 
 def capture(fn):
@@ -120,11 +125,12 @@ def dropout_keep(keep, entry_ids, seed, epoch, q):
 
 
 def gather_forward(a1, batch, E, b1, scale):
-    """a1 (B, K1) = tanh(b1 + sum over the row's kept entries of scale * val * E[col])."""
+    """a1 (B, K1) = tanh(b1 + sum over the row's kept entries of scale * val * E[col]); with
+    b1 None, the sum alone (a column shard's part of the pre-activation)."""
     pre = np.zeros(a1.shape, np.result_type(a1, E))
     w = batch.vals * batch.keep * scale                             # (nnz,)
     np.add.at(pre, batch.entry_rows, w[:, None] * E[batch.cols])
-    a1[:] = np.tanh(pre + b1)
+    a1[:] = pre if b1 is None else np.tanh(pre + b1)
 
 
 def scatter_backward(dE, dpre1, batch, scale):
@@ -146,13 +152,14 @@ def sparse_output_backward(da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta,
     """The explicit output layer at the batch's entries, forward and backward in one.
 
     row_loss[b] = sum over the row's entries of w/|K_b|^row_norm * (yhat - x)^2, with w = alpha
-    for dropped inputs and beta for kept ones, |K_b| = the row's number of entries, yhat = s *
+    for dropped inputs and beta for kept ones, |K_b| = the row's number of entries in the whole
+    training matrix (batch.row_entries: a column shard's batch holds part of it), yhat = s *
     tanh(out) + m_off (identity: out + m_off), out = V[col] . a[row] + c[col]. g (nnz,) =
     d(sum_b row_weight[b] row_loss[b]) / d out at each entry; da (B, K) = its gradient wrt a
     (written); dV, dc accumulate theirs.
     """
     rows, cols = batch.entry_rows, batch.cols
-    n_obs = np.diff(batch.indptr)                                   # (B,)
+    n_obs = batch.row_entries.astype(np.float64)                    # (B,)
     out = np.einsum("pk,pk->p", V[cols], a[rows]) + c[cols]
     t = np.tanh(out)                                                # tanh(out), kept
     err = (out + m_off if identity else s * t + m_off) - batch.vals
