@@ -4,6 +4,7 @@
     python -m bench.launches --out /tmp/l --shapes lastfm          # one shape
     python -m bench.launches --out DIR --device gpu                # the real counts, on a GPU
     python -m bench.launches --out /tmp/l --quick                  # tiny data: a smoke test
+    python -m bench.launches --out DIR --shapes ml10m --ranks 1,4,8   # and column shards
 
 Each shape is synthetic data of that shape trained as the paper trains it (ML-10M: explicit,
 item-based, hidden 500,500; Last.fm and Delicious: implicit, user-based, hidden 128, popularity
@@ -18,6 +19,14 @@ operations), allocations_per_step (after the epoch's first step), transfers_per_
 syncs_per_epoch (after the first step, the closing read of the losses included) and
 work_balance (the largest busiest-block-over-mean-block ratio of any kernel launch), and
 graph_nodes_per_step (the captured step's operations).
+
+--ranks R1,R2,... adds what each rank of a column-sharded fit (ncae_cuda/shard.py) holds and
+shares, planned from the columns' training entries, nothing allocated: its columns and their
+entries, the bytes of its parameters and their state (parameters, gradients, Adam's m and v,
+the best epoch's copy) and the bytes it contributes to a step's collectives
+(ncae_cuda.distributed.step_bytes, which the ledger counts in a sharded fit). Shapes: ML-10M
+(item-based: its 69,878 users are the columns, hidden 500,500) and a catalogue of 10M columns
+whose entry counts follow a Zipf law (hidden 500,500).
 """
 from __future__ import annotations
 
@@ -31,6 +40,7 @@ import numpy as np
 
 from ncae_cuda import datasets, ops
 from ncae_cuda.augment import column_weights
+from ncae_cuda.distributed import step_bytes
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
 from ncae_cuda.model import Network, Objective
@@ -38,6 +48,7 @@ from ncae_cuda.ops.common import CSR
 from ncae_cuda.plan import Planner, Schedule
 from ncae_cuda.ops.emulator import emulated_backend
 from ncae_cuda.ops.ledger import Ledger
+from ncae_cuda.shard import Columns, split_columns
 
 from bench.epoch_time import commit, device_name
 
@@ -81,6 +92,50 @@ def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple,
     return {**ledger.summary(), "graph_nodes_per_step": graph.nodes, "graph_dot": graph.dot}
 
 
+STATE_COPIES = 5      # floats a parameter: itself, its gradient, Adam's m and v, the best copy
+CATALOGUE = 10_000_000
+
+
+def shard_counts(name: str, quick: bool) -> tuple[np.ndarray, tuple]:
+    """(each column's training entries, hidden widths) of a sharded shape."""
+    if name == "ml10m":
+        dataset, _, based, hidden = SHAPES["ml10m"]
+        data = datasets.load("synthetic-tiny" if quick else dataset)
+        columns = data.users if based == "item" else data.items
+        return np.bincount(columns, minlength=data.n_users if based == "item" else data.n_items
+                           ), hidden
+    n = 10_000 if quick else CATALOGUE          # a Zipf catalogue: a few columns hold most
+    return np.random.default_rng(0).zipf(1.2, n).clip(max=10**6), (500, 500)
+
+
+def shard_plan(counts: np.ndarray, hidden: tuple, ranks: int,
+               batch_size: int = BATCH) -> list[dict]:
+    """Per rank of `ranks`: what it holds and shares (see the module's docstring)."""
+    bounds = split_columns(counts, ranks)
+    plan = []
+    for r in range(ranks):
+        columns = Columns(int(bounds[r]), int(bounds[r + 1]), len(counts))
+        size = NCAELayout(columns.n, hidden, columns).size
+        plan.append({"rank": r, "columns": columns.n,
+                     "entries": int(counts[columns.lo:columns.hi].sum()), "parameters": size,
+                     "state_bytes": STATE_COPIES * 4 * size,
+                     "collective_bytes_per_step": step_bytes(batch_size, hidden)})
+    return plan
+
+
+def shard_markdown(shards: dict) -> str:
+    lines = ["| shape | ranks | rank | columns | entries | parameters | parameters and state "
+             "GiB | collective bytes a step |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for shape, by_ranks in shards.items():
+        for ranks, plan in by_ranks.items():
+            for p in plan:
+                lines.append(f"| {shape} | {ranks} | {p['rank']} | {p['columns']:,} | "
+                             f"{p['entries']:,} | {p['parameters']:,} | "
+                             f"{p['state_bytes'] / 2**30:.2f} | "
+                             f"{p['collective_bytes_per_step']:,} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(result: dict) -> str:
     lines = [f"commit {result['commit']}, {result['date']}, {result['device']}", "",
              "| shape | ops per step | allocations per step | transfers per epoch | "
@@ -105,11 +160,19 @@ def main(argv=None) -> int:
                    help="emulated: no GPU needed, the kernels counted; gpu: every kernel runs")
     p.add_argument("--quick", action="store_true",
                    help="synthetic-tiny, in batches of 16, trained as each shape is")
+    p.add_argument("--ranks", metavar="R1,R2,...",
+                   help="also plan column-sharded fits of these numbers of processes")
     args = p.parse_args(argv)
     names = args.shapes.split(",")
     unknown = set(names) - set(SHAPES)
     if unknown:
         p.error(f"unknown shapes: {', '.join(sorted(unknown))}")
+    try:
+        ranks = [int(r) for r in args.ranks.split(",")] if args.ranks else []
+        if any(r < 1 for r in ranks):
+            raise ValueError
+    except ValueError:
+        p.error(f"--ranks: comma-separated numbers of processes >= 1; got {args.ranks!r}")
     if args.device == "gpu":
         backend, device = ops.get_backend("gpu"), device_name("gpu")
     else:
@@ -129,8 +192,13 @@ def main(argv=None) -> int:
         if dot:
             (args.out / f"graph-{name}.dot").write_text(dot)
         result["shapes"][name] = figures
+    if ranks:
+        result["shards"] = {}
+        for shape in ("ml10m", "10m-columns"):
+            counts, hidden = shard_counts(shape, args.quick)
+            result["shards"][shape] = {r: shard_plan(counts, hidden, r) for r in ranks}
     (args.out / "launches.json").write_text(json.dumps(result, indent=2) + "\n")
-    table = markdown(result)
+    table = markdown(result) + ("\n" + shard_markdown(result["shards"]) if ranks else "")
     (args.out / "launches.md").write_text(table)
     print(table)
     return 0

@@ -8,7 +8,10 @@
     model = NCAE.load("model.npz", device="cpu")
 
 The data is users x items: users are who `recommend` ranks for, items what it ranks. `based`
-chooses which of the two the autoencoder encodes (its rows); the other are its columns. Ids are
+chooses which of the two the autoencoder encodes (its rows); the other are its columns.
+shard='columns' trains one model across the processes of a torch.distributed group, each
+holding a share of the columns (ncae_cuda/shard.py); every method is then called by every
+process alike, and rank 0 writes what is saved. Ids are
 the data set's own (Interactions.user_ids / item_ids) or, for a scipy matrix, its row and
 column numbers. A saved model holds its settings, id maps, parameters and the interactions it
 was fit on (users are encoded from them, and seen items filtered by them), so it recommends
@@ -27,13 +30,13 @@ from .data import DataError, Interactions, from_matrix, lookup_ids
 from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
                        ranking_report, rating_report, row_codes, top_m)
 from .fitdata import FitData, as_interactions
-from .layout import AdamConfig, NCAELayout
-from .loop import trainable_rows
+from .layout import SHARDED, AdamConfig, NCAELayout
 from .model import Network, Objective
 from .ops import get_backend
-from .ops.common import CSR
 from .plan import Planner, Schedule
-from .session import CHECKPOINT_EVERY, Checkpoint, Session, fingerprint
+from .session import CHECKPOINT_EVERY, Checkpoint, Session, ShardCheckpoint, fingerprint
+
+SHARDS = (None, "columns")      # one process; the columns shared out among a process group's
 
 
 class OutOfMemory(RuntimeError):
@@ -43,16 +46,29 @@ class OutOfMemory(RuntimeError):
 class NCAE:
     """The Neural Collaborative Autoencoder recommender. Settings: see ncae_cuda.config.Config
     (the same names and defaults as the flags of python -m ncae_cuda.train); device is 'auto'
-    (the GPU when there is one), 'cpu', 'gpu', or an ops backend (ncae_cuda.ops.get_backend)."""
+    (the GPU when there is one), 'cpu', 'gpu', or an ops backend (ncae_cuda.ops.get_backend);
+    shard is None (one process) or 'columns' (a share of the columns in each process of an
+    initialised torch.distributed group: see the module's docstring)."""
 
-    def __init__(self, device="auto", **settings):
+    def __init__(self, device="auto", shard: str | None = None, **settings):
         self.config = Config(**settings).resolved()
-        self.device = device
+        if shard not in SHARDS:
+            raise ValueError(f"shard must be None or 'columns'; got {shard!r}")
+        self.device, self.shard = device, shard
         self.ops = get_backend(device) if isinstance(device, str) else device
         self.data = None                              # FitData: what the fit derived from its
                                                       # data (ncae_cuda.fitdata)
         self.history, self.best_epoch = [], 0
         self._net = None
+        self._comm = None                             # a sharded model's collectives
+        if shard == "columns":
+            from .distributed import Collectives
+            self._comm = Collectives(self.ops)
+
+    @property
+    def leader(self) -> bool:
+        """Whether this process speaks and writes for the model: rank 0 of a sharded one."""
+        return self._comm is None or self._comm.rank == 0
 
     def __repr__(self) -> str:
         defaults = asdict(Config(feedback=self.config.feedback).resolved())
@@ -85,9 +101,11 @@ class NCAE:
             (0: after every epoch).
         verbose: print one line per epoch.
         """
-        c = self.config
+        c, comm = self.config, self._comm
         fit = as_interactions(X, "X")
         data = FitData.of(fit, c, self.ops)
+        if comm is not None:
+            data.shard(comm.rank, comm.world)
         valid = None if validation is None else data.held_out(validation, "validation")
         epochs = c.epochs if epochs is None else epochs
         if not isinstance(epochs, numbers.Integral) or epochs < 0:
@@ -97,24 +115,28 @@ class NCAE:
                                                       and checkpoint_every >= 0):
             raise ValueError(f"checkpoint_every must be a number of seconds >= 0 (0: after every "
                              f"epoch); got {checkpoint_every!r}")
-        self.data = data
+        self.data, verbose = data, verbose and self.leader
         with self.ops.session():
             try:
                 self._net = self._new_network()
-                csr = data.training(verbose)
-                planner = Planner(csr, trainable_rows(csr),
-                                  Schedule(c.seed, c.batch_size, c.dropout))
+                csr, rows = data.training(verbose)
+                planner = Planner(csr, rows, Schedule(c.seed, c.batch_size, c.dropout))
                 self._net.prepare(planner.geometry)
                 identity = {"settings": {**c.as_dict(), "epochs": int(epochs)},
                             "data": fingerprint(*_entries(fit), *_entries(valid)),
                             "backend": self.ops.name}
+                if comm is not None:
+                    identity["shard"] = {"processes": comm.world, "rank": comm.rank,
+                                         "columns": list(data.columns[:2])}
                 session = Session(
                     self._net, csr, planner, AdamConfig(c.lr, weight_decay=c.weight_decay,
                                                          lr_decay=c.lr_decay),
                     c.pretrain, c.pretrain_epochs, c.patience, self.selection_metric,
                     score=None if valid is None else self.evaluator(valid),
                     on_epoch=None if callback is None else lambda record: callback(self, record),
-                    checkpoint=None if checkpoint is None else Checkpoint(checkpoint, identity),
+                    checkpoint=None if checkpoint is None else (
+                        Checkpoint(checkpoint, identity) if comm is None
+                        else ShardCheckpoint(checkpoint, identity, comm)),
                     checkpoint_every=checkpoint_every, verbose=verbose)
                 progress = session.run(int(epochs), resume)
             except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
@@ -129,9 +151,11 @@ class NCAE:
                                                                                       False)
 
     def _new_network(self) -> Network:
-        layout = NCAELayout(self.data.n_cols, self.config.hidden)
+        columns = self.data.columns
+        layout = NCAELayout(columns.n, self.config.hidden, columns)
         params = layout.xavier_init(np.random.default_rng(self.config.seed))
-        return Network(layout, self.ops, self._objective(), params, self.data.column_weights())
+        return Network(layout, self.ops, self._objective(), params, self.data.column_weights(),
+                       comm=self._comm)
 
     def _objective(self) -> Objective:
         c = self.config
@@ -181,7 +205,8 @@ class NCAE:
                 with ops.session():
                     scorer = self._user_scorer() if pop is None else constant_scorer(ops, pop)
                     return ranking_report(ops, scorer, exclude_csr, held.users, held.items,
-                                          c.cutoffs, counts if per_user else None)
+                                          c.cutoffs, counts if per_user else None,
+                                          data.item_columns, self._comm)
             return score
         if held.ratings is None:
             raise DataError("held-out data for an explicit model needs ratings")
@@ -228,7 +253,8 @@ class NCAE:
         n, candidates = self.data.candidates(n, items)
         excluded = excluded_entries(self.ops, self.data.seen_items()) if filter_seen else None
         with self.ops.session():
-            idx, vals = top_m(self.ops, self._user_scorer(), u, n, excluded, candidates)
+            idx, vals = top_m(self.ops, self._user_scorer(), u, n, excluded, candidates,
+                              self.data.item_columns, self._comm)
         return self._item_results(idx, vals, ratings=not self.config.implicit)
 
     def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None
@@ -247,12 +273,13 @@ class NCAE:
         if new.n_items != len(self.item_ids):
             raise DataError(f"X_new has {new.n_items} columns; the model has "
                             f"{len(self.item_ids)} items (column j is item_ids[j])")
-        csr = CSR.from_scipy(self.ops, new.to_csr("user", implicit=self.config.implicit))
+        csr = self.data.part(new.to_csr("user", implicit=self.config.implicit))
         n, candidates = self.data.candidates(n, items)
         excluded = excluded_entries(self.ops, csr) if filter_seen else None
         with self.ops.session():
             idx, vals = top_m(self.ops, model_scorer(self._net, csr, "user"),
-                              np.arange(new.n_users), n, excluded, candidates)
+                              np.arange(new.n_users), n, excluded, candidates,
+                              self.data.item_columns, self._comm)
         return self._item_results(idx, vals, ratings=not self.config.implicit)
 
     def similar_items(self, items, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
@@ -261,22 +288,29 @@ class NCAE:
         embedding: the rows of V in a user-based model; in an item-based one (whose V rows are
         users) by their code, the last hidden layer of the item's row."""
         self._check_fitted()
-        xp, ops = self.ops.xp, self.ops
+        xp, ops, held = self.ops.xp, self.ops, self.data.item_columns
         idx = lookup_ids(self.item_ids, items, "item")
         with ops.session():
             emb = (self._net.p["V"] if self.config.based == "user"
-                   else row_codes(self._net, self.data.inputs()))                # (n_items, K)
+                   else row_codes(self._net, self.data.inputs()))          # (items held, K)
             norms = xp.sqrt((emb * emb).sum(axis=1, keepdims=True))
             unit = emb / xp.maximum(norms, xp.float32(1e-30))
 
             def similarity(chunk: np.ndarray):
-                return unit[ops.to_device(chunk)] @ unit.T                      # (B, n_items)
+                if held.whole:
+                    return unit[ops.to_device(chunk)] @ unit.T                  # (B, n_items)
+                query = xp.zeros((len(chunk), unit.shape[1]), unit.dtype)      # from its owner
+                mine = np.flatnonzero(held.owns(chunk))
+                query[ops.to_device(mine)] = unit[ops.to_device(chunk[mine] - held.lo)]
+                self._comm.sum(query, "query items")
+                return query @ unit.T                                           # (B, items held)
 
             def itself(chunk: np.ndarray) -> tuple:
-                return (ops.to_device(np.arange(len(chunk) + 1, dtype=np.int32)),
-                        ops.to_device(chunk))
+                mine = held.owns(chunk)
+                indptr = np.concatenate([[0], np.cumsum(mine)]).astype(np.int32)
+                return ops.to_device(indptr), ops.to_device(chunk[mine] - held.lo)
             m = min(self.data.candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
-            found, sims = top_m(ops, similarity, idx, m, itself)
+            found, sims = top_m(ops, similarity, idx, m, itself, None, held, self._comm)
         return self._item_results(found, sims, ratings=False)
 
     def _item_results(self, idx: np.ndarray, vals: np.ndarray, ratings: bool):
@@ -299,10 +333,36 @@ class NCAE:
         meta = {"ncae_cuda": __version__, "config": self.config.as_dict(),
                 "rating_scale": self.rating_scale and list(self.rating_scale),
                 "history": self.history, "best_epoch": self.best_epoch, "steps": net.steps}
-        arrays = {"params": self.ops.to_host(net.params), **self.data.arrays()}
+        arrays = {"params": self._whole_params(), **self.data.arrays()}
         if net.col_weights is not None:
-            arrays["col_weights"] = self.ops.to_host(net.col_weights)
-        modelfile.write(path, "model", meta, arrays)
+            arrays["col_weights"] = self._all_columns(net.col_weights)
+        if self.leader:
+            modelfile.write(path, "model", meta, arrays)
+
+    def _whole_params(self) -> np.ndarray:
+        """(parameters,) the network's parameters as one process holds them, on the host: a
+        shard's columns gathered with every other rank's."""
+        net = self._net
+        if self._comm is None:
+            return self.ops.to_host(net.params)
+        layout = NCAELayout(self.data.n_cols, self.config.hidden)
+        params = np.zeros(layout.size, np.float32)
+        for key, view in layout.views(params).items():
+            view[...] = (self._all_columns(net.p[key]) if key in SHARDED
+                         else self.ops.to_host(net.p[key]))
+        return params
+
+    def _all_columns(self, rows) -> np.ndarray:
+        """(n_cols, ...) on the host: a per-column device array of a shard's columns gathered
+        with every other rank's (each padded to the widest share for the gather)."""
+        comm, bounds = self._comm, self.data.bounds
+        if comm is None:
+            return self.ops.to_host(rows)
+        widths = np.diff(bounds)
+        padded = self.ops.xp.zeros((int(widths.max()), *rows.shape[1:]), rows.dtype)
+        padded[:len(rows)] = rows
+        every = self.ops.to_host(comm.gather(padded, "columns"))        # (ranks, widest, ...)
+        return np.concatenate([every[r, :widths[r]] for r in range(comm.world)])
 
     @classmethod
     def load(cls, path, device: str = "auto") -> NCAE:

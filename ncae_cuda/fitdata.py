@@ -5,8 +5,14 @@ extra rows, the implicit loss's column weights and the evaluator's matrices, eac
 device once, when first asked for.
 
     data = FitData.of(interactions, config, ops)      # checks the data against the settings
-    csr = data.training()                             # what the network trains on
+    data.shard(rank, world)                           # a column shard's process: its columns
+    csr, rows = data.training()                       # what the network trains on
     held = data.held_out(validation, "validation")    # other data, of the same ids
+
+A column shard (ncae_cuda/shard.py) reads the whole data, as every rank does, and keeps its
+columns: of the training and input matrices, of the column weights and, where the columns are
+items (a user-based model), of what ranks and recommends items. Its columns are balanced by the
+training matrix's entries.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from .augment import column_weights, sparse_row_copies
 from .config import Config
 from .data import DataError, Interactions, check_values, from_matrix, lookup_ids
 from .ops.common import CSR
+from .shard import Columns, column_part, split_columns
 
 
 class FitData:
@@ -33,7 +40,10 @@ class FitData:
                                               # ones), users encoded from them, seen items
                                               # filtered by them
         self.rating_scale = rating_scale      # explicit: (r_min, r_max)
+        self.columns = Columns(0, self.n_cols, self.n_cols)   # the network's columns held here
+        self.bounds = np.array([0, self.n_cols])            # ... and every rank's: (ranks+1,)
         self._matrix = None                   # the network's view of `seen`, made on first use
+        self._training = None                 # ... and what it trains on, made on first use
         self._device = {}                     # device copies, made on first use
 
     @classmethod
@@ -88,44 +98,84 @@ class FitData:
         """The network's columns: items (user-based) or users (item-based)."""
         return len(self.item_ids if self.config.based == "user" else self.user_ids)
 
+    def shard(self, rank: int, world: int) -> Columns:
+        """Hold only rank `rank` of `world`'s share of the network's columns, balanced by the
+        training matrix's entries (DataError: fewer columns than ranks); returns it."""
+        m = self._training_matrix()
+        try:
+            self.bounds = split_columns(np.bincount(m.indices, minlength=m.shape[1]), world)
+        except ValueError as e:
+            kind = "items" if self.config.based == "user" else "users"
+            raise DataError(f"the network's columns (the {kind}): {e}") from None
+        self.columns = Columns(int(self.bounds[rank]), int(self.bounds[rank + 1]), self.n_cols)
+        self._device = {}
+        return self.columns
+
     def matrix(self) -> sp.csr_matrix:
-        """The fit interactions as the network's rows x columns."""
+        """The fit interactions as the network's rows x columns (all of them)."""
         if self._matrix is None:
             self._matrix = self.seen if self.config.based == "user" else self.seen.T.tocsr()
         return self._matrix
 
     def inputs(self) -> CSR:
         """The network's rows as it encodes them (without dropout), on the device."""
-        return self._on_device("inputs", self.matrix)
+        if "inputs" not in self._device:
+            self._device["inputs"] = self.part(self.matrix())
+        return self._device["inputs"]
 
-    def training(self, verbose: bool = False) -> CSR:
-        """The rows the network trains on: the fit data's, then (implicit, augment_eps > 0)
-        augmentation's sparser copies of the sparse ones."""
-        c = self.config
-        m = self.matrix()
-        if c.implicit and c.augment_eps > 0:
-            extra = sparse_row_copies(m, c.augment_eps, c.augment_p)
-            if verbose:
-                print(f"note: augmentation: {extra.shape[0]} extra training rows (rows with "
-                      f"|R|/N < {c.augment_eps:g}, {c.augment_p:g} of their most popular "
-                      "items dropped)")
-            m = sp.vstack([m, extra], format="csr")
-        return CSR.from_scipy(self.ops, m)
+    def training(self, verbose: bool = False) -> tuple[CSR, np.ndarray]:
+        """(the rows the network trains on, on the device; those of them with an entry):
+        the fit data's, then (implicit, augment_eps > 0) augmentation's sparser copies of the
+        sparse ones."""
+        m = self._training_matrix()
+        c, extra = self.config, m.shape[0] - self.matrix().shape[0]
+        if verbose and c.implicit and c.augment_eps > 0:
+            print(f"note: augmentation: {extra} extra training rows (rows with |R|/N < "
+                  f"{c.augment_eps:g}, {c.augment_p:g} of their most popular items dropped)")
+        return self.part(m), np.flatnonzero(np.diff(m.indptr) > 0)
+
+    def _training_matrix(self) -> sp.csr_matrix:
+        if self._training is None:
+            c, m = self.config, self.matrix()
+            if c.implicit and c.augment_eps > 0:
+                m = sp.vstack([m, sparse_row_copies(m, c.augment_eps, c.augment_p)],
+                              format="csr")
+            self._training = m
+        return self._training
 
     def column_weights(self) -> np.ndarray | None:
-        """(n_cols,) float32 implicit weights c_j of the unobserved entries; None (explicit)."""
+        """(columns held,) float32 implicit weights c_j of the unobserved entries, those of all
+        columns normalised over all of them; None (explicit)."""
         c = self.config
         if not c.implicit:
             return None
-        return column_weights(self.matrix().indices, self.n_cols, c.weighting, c.c0, c.omega,
-                              c.uniform_c)
+        weights = column_weights(self.matrix().indices, self.n_cols, c.weighting, c.c0,
+                                 c.omega, c.uniform_c)
+        return weights[self.columns.lo:self.columns.hi]
+
+    def part(self, m: sp.csr_matrix, columns: Columns | None = None) -> CSR:
+        """The columns held here (the network's, or `columns`) of m, on the device."""
+        columns = columns or self.columns
+        if columns.whole:
+            return CSR.from_scipy(self.ops, m)
+        return CSR.from_scipy(self.ops, *column_part(m, columns))
 
     # -----------------------------------------------------------------------------------------
     # users x items: the evaluator's and recommend's view
 
+    @property
+    def item_columns(self) -> Columns:
+        """The items this process scores, ranks and recommends: a user-based shard's columns
+        (its network's columns are the items), or all of them."""
+        n = len(self.item_ids)
+        return self.columns if self.config.based == "user" else Columns(0, n, n)
+
     def seen_items(self) -> CSR:
-        """The items each user has in the fit data (users x items), on the device."""
-        return self._on_device("seen", lambda: self.seen)
+        """The items each user has in the fit data (users x the items held here), on the
+        device."""
+        if "seen" not in self._device:
+            self._device["seen"] = self.part(self.seen, self.item_columns)
+        return self._device["seen"]
 
     @property
     def user_counts(self) -> np.ndarray:
@@ -133,19 +183,21 @@ class FitData:
         return np.diff(self.seen.indptr)
 
     def popularity(self) -> np.ndarray:
-        """(n_items,) the POP baseline's scores: each item's fit interactions."""
-        return metrics.popularity_scores(self.seen)
+        """(items held,) the POP baseline's scores: each item's fit interactions."""
+        lo, hi, _ = self.item_columns
+        return metrics.popularity_scores(self.seen)[lo:hi]
 
     def excluded(self, held: Interactions, exclude=None) -> CSR:
-        """The items no held-out item is ranked against (users x items, on the device): the
-        fit data's and `exclude`'s; DataError where a held-out item is one of them."""
+        """The items no held-out item is ranked against (users x the items held here, on the
+        device): the fit data's and `exclude`'s; DataError where a held-out item is one of
+        them."""
         seen = self.seen if exclude is None else _union(
             self.seen, self.held_out(exclude, "exclude").to_csr("user"))
         clash = np.asarray(seen[held.users, held.items]).ravel() != 0
         if clash.any():
             raise DataError(f"{int(clash.sum())} held-out interactions are also in the fit "
                             "data or in exclude: a held-out item must be a candidate")
-        return CSR.from_scipy(self.ops, _binary(seen))
+        return self.part(_binary(seen), self.item_columns)
 
     def held_out(self, X, name: str) -> Interactions:
         """X (a users x items scipy matrix or an Interactions) as Interactions of the fit data's
@@ -173,18 +225,14 @@ class FitData:
             return min(int(n), len(self.item_ids)), None
         mask = np.zeros(len(self.item_ids), bool)
         mask[lookup_ids(self.item_ids, items, "item")] = True
-        return min(int(n), int(mask.sum())), self.ops.to_device(mask)
+        lo, hi, _ = self.item_columns
+        return min(int(n), int(mask.sum())), self.ops.to_device(mask[lo:hi])
 
     def item_ids_of(self, idx: np.ndarray) -> np.ndarray:
         """Item ids of column indices; padding (-1) as -1 (integer ids) or "" (text ids)."""
         ids = self.item_ids[np.maximum(idx, 0)]
         ids[idx < 0] = "" if ids.dtype.kind == "U" else -1
         return ids
-
-    def _on_device(self, key: str, matrix) -> CSR:
-        if key not in self._device:
-            self._device[key] = CSR.from_scipy(self.ops, matrix())
-        return self._device[key]
 
 
 def as_interactions(X, name: str, empty_ok: bool = False) -> Interactions:

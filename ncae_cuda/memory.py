@@ -49,9 +49,12 @@ def plan_spec_of(plan) -> dict:
     return {name: (getattr(plan, name).shape, np.int32) for name in PLAN_FIELDS}
 
 
-def step_spec(layout: NCAELayout, feedback: str, g: Geometry, dtype, windowed: bool) -> dict:
-    """{name: (shape, dtype)} of every buffer of a step, in the order they are laid out."""
-    B, cap, N = g.batch_size, g.max_entries, layout.n_cols
+def step_spec(layout: NCAELayout, feedback: str, g: Geometry, dtype, windowed: bool,
+              sharded: bool = False) -> dict:
+    """{name: (shape, dtype)} of every buffer of a step, in the order they are laid out. A
+    column shard's step (sharded) keeps the last hidden layer's gradient and the row losses,
+    which the ranks add up in one collective, side by side in one buffer: `exchange`."""
+    B, cap, N, top = g.batch_size, g.max_entries, layout.n_cols, layout.n_layers
     i32, f32 = np.int32, np.float32
     spec = dict(plan_spec(g))                     # the epoch's plan: first, one copy an epoch
     spec["losses"] = ((g.steps,), f32)            # the epoch's loss of each step
@@ -61,13 +64,17 @@ def step_spec(layout: NCAELayout, feedback: str, g: Geometry, dtype, windowed: b
         "row_weight": ((B,), f32), "row_entries": ((B,), i32)})
     for layer, K in enumerate(layout.hidden, 1):  # each hidden layer's output and its gradient
         spec[f"a{layer}"] = ((B, K), dtype)
-        spec[f"da{layer}"] = ((B, K), dtype)      # dL/da, turned into dL/d(pre-activation)
+        if not (sharded and layer == top):
+            spec[f"da{layer}"] = ((B, K), dtype)  # dL/da, turned into dL/d(pre-activation)
     if feedback == "explicit":
         spec["g"] = ((cap,), dtype)               # d loss / d out at each entry
     else:
         spec["z"] = ((B, N), dtype)               # a V^T: the logits before the bias
         spec["dout"] = ((B, N), dtype)
-    spec["row_loss"] = ((B,), dtype)
+    if sharded:                                   # da{top} (B, K_top), then row_loss (B,)
+        spec["exchange"] = ((B * (layout.hidden[-1] + 1),), dtype)
+    else:
+        spec["row_loss"] = ((B,), dtype)
     if windowed:                                  # what windows sharing a row or a run leave
         spec["pieces"] = ((2 * g.max_windows, pieces_stride(max(layout.hidden))), f32)
         spec["arrivals"] = ((g.max_windows,), i32)
@@ -78,13 +85,17 @@ class StepMemory:
     """The buffers of a fit's training steps on one backend (see the module's docstring)."""
 
     def __init__(self, ops, layout: NCAELayout, feedback: str, geometry: Geometry,
-                 dtype=np.float32):
+                 dtype=np.float32, sharded: bool = False):
         self.ops, self.geometry = ops, geometry
         windowed = getattr(ops, "windowed", False)
-        self.spec = step_spec(layout, feedback, geometry, dtype, windowed)
+        self.spec = step_spec(layout, feedback, geometry, dtype, windowed, sharded)
         self.buffer = ops.xp.zeros(size_of(self.spec), np.uint8)
         self.views = carve(self.buffer, self.spec)
         v = self.views
+        if sharded:
+            B, K = geometry.batch_size, layout.hidden[-1]
+            v[f"da{layout.n_layers}"] = v["exchange"][:B * K].reshape(B, K)
+            v["row_loss"] = v["exchange"][B * K:]
         self.plan_bytes = self.buffer[:size_of(plan_spec(geometry))]    # what load_plan fills
         self.step = v["header"][:1]               # the step being taken, on the device
         self.acts = [v[f"a{layer}"] for layer in range(1, len(layout.hidden) + 1)]

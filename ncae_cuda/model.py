@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import AdamConfig, NCAELayout, Parameters
+from .layout import SHARDED, AdamConfig, NCAELayout, Parameters
 from .memory import StepMemory
 from .ops import BackendUnavailable
 
@@ -75,7 +75,7 @@ class Network(Parameters):
     training step runs in the buffers of `memory` (prepare()): it allocates nothing."""
 
     def __init__(self, layout: NCAELayout, ops, objective: Objective, params: np.ndarray,
-                 col_weights: np.ndarray | None = None, dtype=np.float32):
+                 col_weights: np.ndarray | None = None, dtype=np.float32, comm=None):
         if objective.feedback == "implicit" and col_weights is None:
             raise ValueError("implicit feedback needs the per-column weights c_j")
         widest = getattr(ops, "max_width", None)          # the GPU kernels' (ops/common.py)
@@ -89,20 +89,40 @@ class Network(Parameters):
         self.objective = objective
         self.col_weights = None if col_weights is None else ops.to_device(col_weights.astype(dtype))
         self.memory = None
+        # A column shard's network (layout.columns, ncae_cuda/shard.py) adds up its partial sums
+        # with the other ranks' (ncae_cuda/distributed.Collectives); None: the whole network.
+        self.comm = comm
 
     def prepare(self, geometry) -> StepMemory:
         """Allocate the buffers of this fit's training steps (see memory.py)."""
         self.memory = StepMemory(self.ops, self.layout, self.objective.feedback, geometry,
-                                 self.params.dtype)
+                                 self.params.dtype, sharded=self.comm is not None)
         return self.memory
+
+    def l2_penalty(self, weight_decay: float) -> float:
+        """lambda/2 * ||params||^2 of the whole network: a shard adds the other ranks' columns
+        to its own, and its copy of the replicated layers."""
+        if self.comm is None:
+            return super().l2_penalty(weight_decay)
+        squares = [float(self.p[k].ravel() @ self.p[k].ravel()) for k in SHARDED]
+        everything = float(self.params @ self.params)
+        columns = float(self.comm.sum_host(np.array([sum(squares)]))[0])
+        return 0.5 * weight_decay * (everything - sum(squares) + columns)
 
     # -----------------------------------------------------------------------------------------
     # forward / backward of the hidden layers
 
     def hidden_forward(self, batch, scale: float, acts: list) -> list:
-        """Fill acts[l-1] (B, K_l) with hidden layer l's output for l = 1..len(acts)."""
+        """Fill acts[l-1] (B, K_l) with hidden layer l's output for l = 1..len(acts). A shard
+        gathers its columns' part of layer 1's pre-activation, the ranks add theirs up, and
+        every rank goes on with the same a1."""
         ops, p = self.ops, self.p
-        ops.gather_forward(acts[0], batch, p["E"], p["b1"], scale)
+        if self.comm is None:
+            ops.gather_forward(acts[0], batch, p["E"], p["b1"], scale)
+        else:
+            ops.gather_forward(acts[0], batch, p["E"], None, scale)
+            self.comm.sum(acts[0], "a1")
+            ops.bias_tanh(acts[0], p["b1"])
         for layer in range(2, len(acts) + 1):
             ops.gemm(acts[layer - 1], acts[layer - 2], p[f"W{layer}"], trans_b=True)
             ops.bias_tanh(acts[layer - 1], p[f"b{layer}"])
@@ -130,7 +150,9 @@ class Network(Parameters):
         """Accumulate d(batch loss)/d(params) into the grads; returns row_loss (B,).
 
         Batch loss = sum_b row_weight[b] * row_loss[b], the mean over the batch's real rows.
-        Hidden layers below `lowest` get no gradient (lowest = n_layers + 1: only V and c).
+        Hidden layers below `lowest` get no gradient (lowest = n_layers + 1: only V and c). A
+        shard's output layer gives its columns' parts of dL/da_last and of the row losses; the
+        ranks add them up (one collective) before the backward through the hidden layers.
         """
         ops, p, d, obj, mem = self.ops, self.p, self.d, self.objective, self.memory
         acts = self.hidden_forward(batch, scale, mem.acts)
@@ -149,6 +171,8 @@ class Network(Parameters):
             ops.gemm(d["V"], dout, a, trans_a=True, accumulate=True)
             ops.bias_backward(d["c"], dout)
             ops.gemm(da, dout, p["V"])
+        if self.comm is not None:
+            self.comm.sum(mem.exchange, "da, row loss")
         self.hidden_backward(acts, mem.das, batch, scale, lowest)
         return mem.row_loss
 

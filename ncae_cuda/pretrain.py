@@ -54,6 +54,7 @@ class Stage:
     planner: Planner
     adam: AdamConfig
     epochs: int
+    verbose: bool = True              # print one line per epoch
 
     def train(self, step, memory: StepMemory, key: int, label: str) -> list[float]:
         """`epochs` epochs of step(batch, scale) -> row_loss in `memory`; returns their
@@ -62,7 +63,8 @@ class Stage:
         for epoch in range(1, self.epochs + 1):
             plan = self.planner.plan(key * EPOCH_KEYS + epoch)
             losses.append(loop.run_epoch(step, memory, self.csr, plan, f"{label} {epoch}"))
-            print(f"pretrain {label} epoch {epoch:3d} | loss {losses[-1]:.4f}", flush=True)
+            if self.verbose:
+                print(f"pretrain {label} epoch {epoch:3d} | loss {losses[-1]:.4f}", flush=True)
         return losses
 
 
@@ -83,14 +85,14 @@ def pretrain(net: Network, stage: Stage, variant: str) -> dict[str, list[float]]
 
 def _temporary_network(net: Network, stage: Stage, depth: int, objective) -> Network:
     """A network of net's first `depth` hidden layers (copied) and a fresh output layer."""
-    layout = NCAELayout(net.layout.n_cols, net.layout.hidden[:depth])
+    layout = NCAELayout(net.layout.n_cols, net.layout.hidden[:depth], net.layout.columns)
     params = layout.xavier_init(np.random.default_rng([stage.planner.schedule.seed, depth]))
     trained = net.layout.views(net.ops.to_host(net.params))
     for key, view in layout.views(params).items():
         if key not in ("V", "c"):
             view[:] = trained[key]
     weights = None if net.col_weights is None else net.ops.to_host(net.col_weights)
-    temp = Network(layout, net.ops, objective, params, weights)
+    temp = Network(layout, net.ops, objective, params, weights, comm=net.comm)
     temp.prepare(stage.planner.geometry)
     return temp
 

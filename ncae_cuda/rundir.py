@@ -10,6 +10,8 @@ with another's.
   ends, however it ends.
 - A folder that is a file, cannot be created or is not writable is refused before any data is
   loaded.
+- A sharded run's rank 0 takes the folder; the other ranks join it (on a machine of their own,
+  a folder of the same path), each writing its checkpoint files there.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from .session import differences
 MANIFEST = "run.json"
 LOCK = ".lock"
 FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", "model.npz", "metrics.json")
+SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (session.ShardCheckpoint)
 
 
 class RunDirectory:
@@ -36,10 +39,8 @@ class RunDirectory:
     def open(self, resume: bool = False, overwrite: bool = False) -> None:
         """Take the folder for this run (see the module's docstring); DataError says why not."""
         here = f"--out {self.path}"
-        if self.path.exists() and not self.path.is_dir():
-            raise DataError(f"{here}: a file, not a folder: choose another --out")
+        self.join()
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
             self._lock = open(self.path / LOCK, "a+")
         except OSError as e:
             raise DataError(f"{here}: cannot write there ({e.strerror or e})") from None
@@ -65,7 +66,7 @@ class RunDirectory:
                 raise DataError(f"--resume: {self.path} holds another run ({'; '.join(changed)})"
                                 ": resume with its settings, or choose another --out")
         else:
-            present = [name for name in FILES if (self.path / name).exists()]
+            present = self._files()
             if present and not overwrite:
                 state = "finished" if manifest and manifest.get("finished") else "unfinished"
                 raise DataError(f"{here} holds another run's files ({', '.join(present)}; "
@@ -75,6 +76,19 @@ class RunDirectory:
                 (self.path / name).unlink()
         self._write(finished=False)
 
+    def join(self) -> None:
+        """The folder made where it is not, and refused (DataError) where it is a file or
+        cannot be written: what every process of a run needs of it."""
+        here = f"--out {self.path}"
+        if self.path.exists() and not self.path.is_dir():
+            raise DataError(f"{here}: a file, not a folder: choose another --out")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DataError(f"{here}: cannot write there ({e.strerror or e})") from None
+        if not os.access(self.path, os.W_OK):
+            raise DataError(f"{here}: cannot write there (permission denied)")
+
     def finish(self) -> None:
         """Mark the run finished in its manifest."""
         self._write(finished=True)
@@ -82,8 +96,13 @@ class RunDirectory:
     def abandon(self) -> None:
         """A run that failed before it saved anything leaves no manifest behind, so the same
         command can run again as a fresh run."""
-        if not any((self.path / name).exists() for name in FILES[1:]):
+        if self._files() == [MANIFEST]:
             (self.path / MANIFEST).unlink(missing_ok=True)
+
+    def _files(self) -> list[str]:
+        """The run's files in the folder: its manifest, checkpoints, model and metrics."""
+        return ([name for name in FILES if (self.path / name).exists()]
+                + sorted(p.name for p in self.path.glob(SHARD_FILES)))
 
     def _manifest(self) -> dict | None:
         path = self.path / MANIFEST

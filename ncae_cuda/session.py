@@ -63,28 +63,117 @@ class Checkpoint:
     validation data, the backend). A checkpoint of another identity is refused, naming what
     differs: a stale file is never taken for this fit's."""
 
+    kind = "checkpoint"
+    processes = None          # a sharded fit's number of processes; None: one, unsharded
+
     def __init__(self, path: str | Path, identity: dict):
         self.path, self.identity = Path(path), identity
 
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def due(self, due: bool) -> bool:
+        """Whether to save now, given this process's view of it."""
+        return due
+
     def save(self, net: Network, progress: Progress, best) -> None:
-        meta = {"identity": self.identity, "steps": net.steps, "progress": asdict(progress)}
-        arrays = {"state": net.ops.to_host(net.state[[0, 2, 3]])}      # params, m, v
-        if best is not None:
-            arrays["best"] = net.ops.to_host(best)
-        modelfile.write(self.path, "checkpoint", meta, arrays)
+        self._write(self.path, {}, net, progress, best)
 
     def load(self, net: Network) -> tuple[Progress, object]:
         """Restore `net` from the file; returns (Progress, best parameters (device) or None)."""
-        meta, arrays = modelfile.read(self.path, "checkpoint")
-        changed = differences(meta.get("identity", {}), modelfile.json_ready(self.identity))
-        if changed:
-            raise DataError(f"{self.path}: the checkpoint is of another fit ({'; '.join(changed)})"
-                            ": resume with what made it, or start over")
+        return self._read(self.path, net)
+
+    def _write(self, path: Path, meta: dict, net: Network, progress: Progress, best) -> None:
+        meta = {"identity": self.identity, "processes": self.processes, "steps": net.steps,
+                "progress": asdict(progress), **meta}
+        arrays = {"state": net.ops.to_host(net.state[[0, 2, 3]])}      # params, m, v
+        if best is not None:
+            arrays["best"] = net.ops.to_host(best)
+        modelfile.write(path, self.kind, meta, arrays)
+
+    def _read(self, path: Path, net: Network) -> tuple[Progress, object]:
+        meta, arrays = modelfile.read(path, self.kind)
+        self._check(path, meta, self.identity)
         if arrays["state"].shape != (3, net.layout.size):
-            raise DataError(f"{self.path}: a damaged checkpoint (state {arrays['state'].shape})")
+            raise DataError(f"{path}: a damaged checkpoint (state {arrays['state'].shape})")
         net.restore(*arrays["state"], meta["steps"])
         best = arrays.get("best")
         return Progress(**meta["progress"]), None if best is None else net.ops.to_device(best)
+
+    def _check(self, path: Path, meta: dict, identity: dict) -> None:
+        """DataError where the file's fit is not this one: other settings, data or backend, or
+        another number of processes."""
+        saved = meta.get("processes")
+        if saved != self.processes:
+            def ran(n):
+                return "in one process" if n is None else f"sharded over {n} processes"
+            raise DataError(f"{path}: the checkpoint of a fit {ran(saved)}; this one runs "
+                            f"{ran(self.processes)}: resume it as it ran, or start over")
+        changed = differences(meta.get("identity", {}), modelfile.json_ready(identity))
+        if changed:
+            raise DataError(f"{path}: the checkpoint is of another fit ({'; '.join(changed)})"
+                            ": resume with what made it, or start over")
+
+
+class ShardCheckpoint(Checkpoint):
+    """A column-sharded fit's checkpoint: each rank writes its own file beside `path` (its
+    columns, its copy of the replicated layers, Adam's state, the best epoch's parameters), and
+    once every rank has, rank 0 names that generation in the manifest at `path`; only then are
+    the older files removed. A fit killed while its ranks were writing resumes from the last
+    generation they all finished, and only with the same processes, split and settings (the
+    identity names them). Every rank's run folder is --out (shared, or the same path on each
+    machine, holding that rank's files)."""
+
+    kind = "checkpoint-shard"
+
+    def __init__(self, path: str | Path, identity: dict, comm):
+        super().__init__(path, identity)
+        self.comm, self.generation = comm, 0
+        self.processes = comm.world
+        # what the manifest holds: the fit's identity but this rank's part of it
+        self.common = {k: v for k, v in identity.items() if k != "shard"}
+
+    def _file(self, generation: int) -> Path:
+        c = self.comm
+        return self.path.with_name(f"{self.path.stem}.rank{c.rank}-of-{c.world}"
+                                   f".g{generation}{self.path.suffix}")
+
+    def exists(self) -> bool:
+        """Rank 0's answer (its folder holds the manifest), the same on every rank."""
+        return bool(self._from_rank0(int(self.comm.rank == 0 and self.path.exists())))
+
+    def due(self, due: bool) -> bool:
+        """Rank 0's decision, so every rank saves the same epochs."""
+        return bool(self._from_rank0(int(due)))
+
+    def save(self, net: Network, progress: Progress, best) -> None:
+        generation, together = self.generation + 1, self.comm.together
+        together(lambda: self._write(self._file(generation), {"generation": generation}, net,
+                                     progress, best), "writing their checkpoint")
+        together(lambda: self.comm.rank == 0 and modelfile.write(self.path, "checkpoint", {
+            "identity": self.common, "processes": self.processes, "generation": generation},
+            {}), "writing the checkpoint's manifest")
+        for old in self.path.parent.glob(self._file(0).name.replace(".g0", ".g*")):
+            if old != self._file(generation):
+                old.unlink(missing_ok=True)
+        self.generation = generation
+
+    def load(self, net: Network) -> tuple[Progress, object]:
+        generation = self.comm.together(lambda: self.comm.rank == 0 and self._generation(),
+                                        "reading the checkpoint's manifest")
+        self.generation = self._from_rank0(int(generation))
+        return self.comm.together(lambda: self._read(self._file(self.generation), net),
+                                  "reading their checkpoint")
+
+    def _generation(self) -> int:
+        """The generation the manifest names, where it is this fit's (rank 0)."""
+        meta, _ = modelfile.read(self.path, "checkpoint")
+        self._check(self.path, meta, self.common)
+        return int(meta["generation"])
+
+    def _from_rank0(self, value: int) -> int:
+        mine = np.array([value if self.comm.rank == 0 else 0], np.int64)
+        return int(self.comm.sum_host(mine)[0])
 
 
 def differences(saved: dict, now: dict, prefix: str = "") -> list[str]:
@@ -134,15 +223,17 @@ class Session:
         there is one; the network ends with the best validation epoch's parameters."""
         net, ops = self.net, self.net.ops
         progress, best = Progress(), None
-        if resume and self.checkpoint is not None and self.checkpoint.path.exists():
+        if resume and self.checkpoint is not None and self.checkpoint.exists():
             progress, best = self.checkpoint.load(net)
         metric, higher = self.selection
         saved = time.monotonic()
 
         def save(always: bool = True) -> None:
             nonlocal saved
-            due = always or time.monotonic() - saved >= self.checkpoint_every
-            if self.checkpoint is not None and due:
+            if self.checkpoint is None:
+                return
+            due = self.checkpoint.due(always or time.monotonic() - saved >= self.checkpoint_every)
+            if due:
                 self.checkpoint.save(net, progress, best)
                 saved = time.monotonic()
 
@@ -176,7 +267,8 @@ class Session:
             save()                                   # a resumed fit re-runs pre-training
             if self.pretrain != "BP":
                 start = time.perf_counter()
-                stage = Stage(self.csr, self.planner, self.adam, self.pretrain_epochs)
+                stage = Stage(self.csr, self.planner, self.adam, self.pretrain_epochs,
+                              self.verbose)
                 losses = pretrain(net, stage, self.pretrain)
                 end_of_epoch({"epoch": 0, "pretrain": losses,
                               "seconds": time.perf_counter() - start})
@@ -188,12 +280,15 @@ class Session:
             start = time.perf_counter()
             if epoch < epochs:
                 self.planner.prefetch(epoch + 1)
+            shared = net.comm.bytes if net.comm else 0
+            plan = self.planner.plan(epoch)
             loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
-                                  net.memory, self.csr, self.planner.plan(epoch),
-                                  f"epoch {epoch}", graph=getattr(ops, "graphs", False))
-            end_of_epoch({"epoch": epoch, "loss": loss,
-                          "l2": net.l2_penalty(self.adam.weight_decay),
-                          "seconds": time.perf_counter() - start})
+                                  net.memory, self.csr, plan, f"epoch {epoch}",
+                                  graph=getattr(ops, "graphs", False))
+            record = {"epoch": epoch, "loss": loss, "seconds": time.perf_counter() - start}
+            if net.comm:                  # what a step of a sharded fit shared, this rank's part
+                record["collective_bytes"] = (net.comm.bytes - shared) / plan.steps
+            end_of_epoch({**record, "l2": net.l2_penalty(self.adam.weight_decay)})
             progress.epoch = epoch
             progress.stopped_early = (self.score is not None and self.patience > 0
                                       and progress.bad_epochs >= self.patience)

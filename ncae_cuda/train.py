@@ -6,6 +6,7 @@
     python -m ncae_cuda.train --dataset ratings.csv    # a file: user,item[,rating[,timestamp]]
     python -m ncae_cuda.train --config recipes/ml-100k-explicit.toml --dataset ml-100k --split u1
     python -m ncae_cuda.train --out runs/a --resume    # continue an interrupted run
+    torchrun --nproc-per-node 2 -m ncae_cuda.train --shard columns ...  # one model, 2 processes
 
 Protocol (docs/design.md): train on the training part and score the validation part after
 every epoch, keeping the best epoch (early stopping after --patience epochs without
@@ -23,14 +24,22 @@ checkpoint-refit.npz (what --resume continues from, saved at the end of an epoch
 end. The CLI is a thin layer over ncae_cuda.NCAE: the flags of the model are its settings
 (ncae_cuda.config.Config), generated from them. --config reads them from a recipe (a TOML file
 of the same names, recipes/); a flag on the command line overrides the recipe.
+
+--shard columns trains one model across the processes of a torch.distributed job (torchrun;
+pip install -e ".[distributed]"), each holding a share of the columns (ncae_cuda/shard.py):
+rank 0 prints and writes the run's files, each rank its checkpoint files beside them (--out
+shared by the machines, or the same path on each); --resume needs as many processes.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
+import os
 import resource
+import signal
 import statistics
 import sys
 import warnings
@@ -40,9 +49,9 @@ from pathlib import Path
 from . import datasets, metrics, splits
 from .config import Config, SettingError, read_recipe
 from .data import DataError, Interactions
-from .estimator import NCAE, OutOfMemory
+from .estimator import NCAE, SHARDS, OutOfMemory
 from .modelfile import atomic_write
-from .ops import BackendUnavailable
+from .ops import HAS_CUDA, BackendUnavailable
 from .rundir import RunDirectory
 from .session import CHECKPOINT_EVERY
 
@@ -143,7 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(p)
     g = p.add_argument_group("run")
     g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
-                   help="auto: the GPU when there is one (default: auto)")
+                   help="auto: the GPU when there is one (default: %(default)s)")
+    g.add_argument("--shard", choices=[str(s).lower() for s in SHARDS], default="none",
+                   help="columns: one model across the processes of a torch.distributed job "
+                        "(launched by torchrun --nproc-per-node R -m ncae_cuda.train ...), each "
+                        "holding a share of the columns; on GPUs over NCCL, on CPUs over gloo "
+                        "(default: %(default)s: one process)")
     g.add_argument("--cuda-graphs", choices=("on", "off"),
                    help="GPU: replay each training step from a CUDA graph captured once, instead "
                         "of launching its kernels one by one (default: off, until a GPU "
@@ -276,25 +290,50 @@ def make_split(args, data: Interactions) -> splits.Split:
 # ---------------------------------------------------------------------------------------------
 # the protocol: select the epoch on validation, refit, test once
 
+def new_model(args, ops=None) -> NCAE:
+    """The model of the run's settings, on its device (or backend) and shard."""
+    return NCAE(device=ops or args.device, shard=None if args.shard == "none" else args.shard,
+                **model_settings(args))
+
+
 def run(args) -> dict:
-    model = NCAE(device=args.device, **model_settings(args))
+    if args.shard == "columns":
+        from . import distributed
+        distributed.start("gpu" if args.device == "gpu" or args.device == "auto" and HAS_CUDA
+                          else "cpu")
+    model = new_model(args)
     if args.cuda_graphs is not None:
         if model.ops.name != "gpu":
             raise BackendUnavailable(f"--cuda-graphs is for the GPU backend; this run is on the "
                                      f"{model.ops.name} backend")
+        if args.shard != "none" and args.cuda_graphs == "on":
+            raise BackendUnavailable("--cuda-graphs on: a sharded step is not captured yet")
         model.ops.graphs = args.cuda_graphs == "on"
-    folder = RunDirectory(args.out, {"settings": recorded(args), "backend": model.ops.name})
-    folder.open(resume=args.resume, overwrite=args.overwrite)   # before the data is read
-    print(f"run folder: {args.out}" + (" (resumed)" if args.resume else ""))
-    try:
-        with model.ops.session():
-            data, split = prepare(args, model.ops.name)
-        summary = train_and_test(args, model, data, split)
-    except (DataError, BackendUnavailable):
-        folder.abandon()
-        raise
-    folder.finish()
-    print(f"wrote {args.out / 'model.npz'} and {args.out / 'metrics.json'}")
+    comm = model._comm
+    run_id = {"settings": recorded(args), "backend": model.ops.name}
+    if comm is not None:
+        run_id["processes"] = comm.world
+    folder = RunDirectory(args.out, run_id)
+    with contextlib.ExitStack() as stack:
+        if not model.leader:                # the other ranks work in step, silently
+            stack.enter_context(contextlib.redirect_stdout(open(os.devnull, "w")))
+        # before the data is read: rank 0 takes the folder, the others find it (their own, on
+        # a machine of their own)
+        take = (lambda: folder.open(resume=args.resume, overwrite=args.overwrite)) \
+            if model.leader else folder.join
+        comm.together(take, "opening the run folder") if comm else take()
+        print(f"run folder: {args.out}" + (" (resumed)" if args.resume else ""))
+        try:
+            with model.ops.session():
+                data, split = prepare(args, model.ops.name)
+            summary = train_and_test(args, model, data, split)
+        except (DataError, BackendUnavailable):
+            if model.leader:
+                folder.abandon()
+            raise
+        if model.leader:
+            folder.finish()
+        print(f"wrote {args.out / 'model.npz'} and {args.out / 'metrics.json'}")
     return summary
 
 
@@ -328,7 +367,7 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
     if has_valid and args.refit:
         print(f"refit: best validation epoch {best_epoch}: retraining on training + "
               f"validation for {best_epoch} epochs")
-        model = NCAE(device=model.ops, **model_settings(args))
+        model = new_model(args, model.ops)
         model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
                   checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume,
                   checkpoint_every=args.checkpoint_every)
@@ -350,8 +389,13 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
         "seconds_first_epoch": trained[0] if trained else None,
         "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **result}
-    text = json.dumps(summary, indent=2, default=float).encode()
-    atomic_write(args.out / "metrics.json", lambda f: f.write(text))
+    if model._comm is not None:
+        comm = model._comm
+        summary["shard"] = {"processes": comm.world, "columns": model.data.bounds.tolist(),
+                            "collective_bytes_per_step": history[-1].get("collective_bytes")}
+    if model.leader:
+        text = json.dumps(summary, indent=2, default=float).encode()
+        atomic_write(args.out / "metrics.json", lambda f: f.write(text))
     return summary
 
 
@@ -385,15 +429,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     resolve_defaults(parser, args)
+    from .distributed import ShardLost
+    if args.shard != "none":      # the launcher ends the job when one of its processes stops
+        signal.signal(signal.SIGTERM, _stopped)
     try:
         run(args)
-    except (DataError, BackendUnavailable, FloatingPointError, OutOfMemory) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (DataError, BackendUnavailable, FloatingPointError, OutOfMemory, ShardLost) as e:
+        rank = os.environ.get("RANK") if args.shard != "none" else None
+        print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted: continue with --resume --out {args.out}", file=sys.stderr)
         return 130
     return 0
+
+
+def _stopped(signum, frame):
+    from .distributed import ShardLost
+    raise ShardLost("stopped by the launcher (SIGTERM): a process of the job has stopped, or "
+                    "the job was cancelled")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The README's quick start is what CI runs (its set-up and its test command are in .ci/run),
 and every other command it shows runs as written, where it needs no downloaded data."""
+import importlib.util
 import os
 import re
 import shlex
@@ -26,6 +27,14 @@ def test_quick_start_is_two_commands_that_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert install_and_train[:-len(TRAIN)] in ci
     assert any(line.split("#")[0].strip() == test for line in ci)
+
+
+def test_the_extras_the_readme_installs_are_what_ci_installs():
+    """All but the GPU's (CuPy): CI has no GPU."""
+    installs = [c for c in readme_commands()
+                if c.startswith(".venv/bin/pip install") and "cuda" not in c]
+    ci = [line.split("#")[0].strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert installs and all(command in ci for command in installs), installs
 
 
 def test_performance_section_is_generated_from_the_results_files():
@@ -62,13 +71,25 @@ def readme_commands() -> list[str]:
     return commands
 
 
+TORCHRUN = ".venv/bin/torchrun"      # a sharded job: where the [distributed] extra is installed
+
+
 def runs_here(command: str) -> bool:
     """A README command this test runs: not one that needs downloaded data, a GPU, or that
     installs or tests the package (the quick start's own, which CI runs)."""
     words = command.split()
-    return (command.startswith(".venv/bin/python -m ncae_cuda.")
+    sharded = command.startswith(TORCHRUN) and importlib.util.find_spec("torch") is not None
+    return ((command.startswith(".venv/bin/python -m ncae_cuda.") or sharded)
             and not any(name in words for name in PUBLISHED)
             and "gpu" not in words)
+
+
+def argv_of(command: str) -> list[str]:
+    """The command run by this test's Python (the README's .venv/bin/ is CI's)."""
+    words = shlex.split(command)
+    if words[0] == TORCHRUN:
+        return [sys.executable, "-m", "torch.distributed.run", *words[1:]]
+    return [sys.executable, *words[1:]]
 
 
 def test_every_readme_command_without_downloaded_data_runs_as_written(tmp_path):
@@ -82,7 +103,7 @@ def test_every_readme_command_without_downloaded_data_runs_as_written(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(datasets.DATA_ENV, None)
     for command in commands:
-        argv = [sys.executable, *shlex.split(command)[1:]]
-        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+        done = subprocess.run(argv_of(command), cwd=tmp_path, env=env, capture_output=True,
+                              text=True)
         assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
     assert (tmp_path / "runs" / "demo" / "top100.csv").stat().st_size > 0

@@ -1,7 +1,8 @@
 """The launch ledger: what each training step asks of the device, counted.
 
 Per step: device operations (custom kernels, BLAS calls and array-library operations alike),
-allocations, copies between host and device, and synchronisations; and for every custom kernel
+allocations, copies between host and device, synchronisations, and the collectives of a
+column-sharded fit with the bytes this rank contributes to each; and for every custom kernel
 launch the work of its busiest block over the mean block's (entries x K, from the launch's own
 arguments), the measure of how evenly a launch keeps the SMs busy. A step begins at each
 `cut_batch`: everything from one to the next, and after the last one the epoch's closing read
@@ -32,6 +33,7 @@ class Counts:
     copies: int = 0                                # host -> device and device -> host
     syncs: int = 0
     balance: list = field(default_factory=list)    # (kernel, busiest block / mean block)
+    collectives: list = field(default_factory=list)  # (name, bytes this rank contributes)
 
 
 class Ledger:
@@ -53,6 +55,11 @@ class Ledger:
         self.op(name)
         if mean > 0:
             self.now.balance.append((name, float(busiest / mean)))
+
+    def collective(self, name: str, nbytes: int) -> None:
+        """A collective across the ranks of a sharded fit (an operation of the device's too)."""
+        self.op(f"all-gather {name}")
+        self.now.collectives.append((name, int(nbytes)))
 
     def allocation(self) -> None:
         self.now.allocations += 1
@@ -80,6 +87,7 @@ class Ledger:
         if not steps:
             raise ValueError("no step was recorded (a step begins at cut_batch)")
         ops = [len(s.ops) for s in steps]
+        typical = steps[-1] if len(steps) == 1 else steps[1]       # past the first step's set-up
         by_kernel = {}
         for name, ratio in (b for s in steps for b in s.balance):
             by_kernel[name] = max(ratio, by_kernel.get(name, 0.0))
@@ -88,7 +96,7 @@ class Ledger:
             "steps": len(steps),
             "ops_per_step": max(ops),
             "ops_per_step_min": min(ops),
-            "ops_of_a_step": _tally(steps[-1].ops if len(steps) == 1 else steps[1].ops),
+            "ops_of_a_step": _tally(typical.ops),
             "allocations_per_step": max((s.allocations for s in later), default=0),
             "allocations_first_step": self.steps[0].allocations + steps[0].allocations,
             "transfers_per_epoch": sum(s.copies for s in later),
@@ -96,6 +104,8 @@ class Ledger:
             "work_balance": worst[1] if worst else 1.0,
             "least_balanced_kernel": worst[0] if worst else None,
             "work_balance_by_kernel": {k: round(v, 2) for k, v in sorted(by_kernel.items())},
+            "collectives_per_step": len(typical.collectives),
+            "collective_bytes_per_step": sum(b for _, b in typical.collectives),
         }
 
 
@@ -143,6 +153,11 @@ def kernel(name: str, busiest: float, mean: float) -> None:
 def allocation() -> None:
     if _ACTIVE is not None:
         _ACTIVE.allocation()
+
+
+def collective(name: str, nbytes: int) -> None:
+    if _ACTIVE is not None:
+        _ACTIVE.collective(name, nbytes)
 
 
 def copy() -> None:

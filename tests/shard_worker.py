@@ -1,0 +1,76 @@
+"""A process of a sharded fit through the API, for tests/test_distributed.py: run by torchrun, it
+fits NCAE(shard="columns") on the emulated GPU backend (the real kernels) and writes, from each
+rank, what the test compares with one process.
+
+    torchrun --standalone --nproc-per-node 3 tests/shard_worker.py CASE EMULATOR_DIR OUT_DIR
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch.distributed as dist
+
+from ncae_cuda import NCAE, datasets, splits
+from ncae_cuda.ops.emulator import emulated_backend
+from ncae_cuda.ops.ledger import Ledger
+from ncae_cuda.plan import Planner, Schedule
+
+
+def skewed() -> sp.csr_matrix:
+    """30 users x 66 items: 6 items everyone has, 60 that only users 0-2 have. Split by entries
+    among 3 ranks, the last holds only the 60, so in most batches of 4 users it has no entry."""
+    dense = np.ones((30, 6), np.float32)
+    rare = np.zeros((30, 60), np.float32)
+    rare[:3] = 1
+    return sp.csr_matrix(np.hstack([dense, rare]))
+
+
+CASES = {   # name: (data, split, settings)
+    "explicit": ("synthetic-tiny", "random", dict(feedback="explicit", hidden=(12, 7),
+                                                  epochs=3, batch_size=16, patience=0)),
+    "implicit": ("synthetic-tiny", "loo", dict(feedback="implicit", hidden=(9,), epochs=3,
+                                               batch_size=16, augment_eps=0.2, patience=0)),
+    "skewed": (None, None, dict(feedback="implicit", hidden=(5,), epochs=2, batch_size=4,
+                                variant="NCAE", patience=0)),
+}
+
+
+def main(case: str, emulator: str, out: str) -> None:
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    name, kind, settings = CASES[case]
+    backend = emulated_backend(Path(emulator))
+    if name is None:
+        train, valid, test = skewed(), None, None
+    else:
+        data = datasets.load(name)
+        split = (splits.leave_one_out(data) if kind == "loo"
+                 else splits.random_split(data, 0.1, 0.1))
+        train, valid, test = split.train, split.valid, split.test
+    model = NCAE(device=backend, shard="columns", **settings)
+    ledger = Ledger()
+    with ledger.recording():
+        model.fit(train, validation=valid, verbose=False)
+    result = {"losses": [h["loss"] for h in model.history],
+              "columns": list(model.data.columns[:2]),
+              "least_entries": least_entries(model),
+              "collective_bytes_per_step": ledger.summary()["collective_bytes_per_step"]}
+    if test is not None:
+        result["test"] = model.evaluate(test, exclude=valid)
+    model.save(Path(out) / "model.npz")
+    (Path(out) / f"rank{rank}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+def least_entries(model) -> int:
+    """The fewest entries this rank holds in any batch of the first epoch."""
+    csr, rows = model.data.training()
+    c = model.config
+    plan = Planner(csr, rows, Schedule(c.seed, c.batch_size, c.dropout)).plan(1)
+    return int(min(plan.entries(s) for s in range(plan.steps)))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,211 @@
+"""One model across processes (--shard columns, ncae_cuda/distributed.py), with real processes:
+torchrun starts 2 or 3 ranks that talk over gloo, on the CPU backend (the CLI) and on the
+emulated GPU backend (the real kernels, through the API: tests/shard_worker.py). A sharded fit
+agrees with one process to float rounding, reruns bit for bit, resumes after a rank is killed,
+splits columns unevenly (a rank with no entry in a batch), refuses what it cannot do, and
+shares the bytes its formula says."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch.distributed", reason="the [distributed] extra (PyTorch) is not "
+                                                 "installed")
+
+from ncae_cuda import NCAE, datasets, splits, train            # noqa: E402
+from ncae_cuda.modelfile import read                             # noqa: E402
+from ncae_cuda.ops.emulator import CXX, build                    # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+TINY = ["--dataset", "synthetic-tiny", "--device", "cpu", "--patience", "0"]
+CASES = {   # a CLI run's flags: the paper's three ways to train, sharded
+    "explicit, 2 layers": [*TINY, "--hidden", "12,7", "--epochs", "4"],
+    "NCAE+, augmented": [*TINY, "--feedback", "implicit", "--hidden", "9", "--epochs", "4",
+                         "--augment-eps", "0.2"],
+    "S+U+S pre-training": [*TINY, "--hidden", "10,6", "--epochs", "2", "--pretrain", "S+U+S",
+                           "--pretrain-epochs", "2"],
+}
+
+
+def torchrun(ranks: int, *args, wait: bool = True, **kwargs):
+    """`ranks` processes of one job on this machine, on a free port."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc-per-node={ranks}", *map(str, args)]
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent), "OMP_NUM_THREADS": "1"}
+    if not wait:
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600,
+                          **kwargs)
+
+
+def sharded_train(ranks: int, flags: list, out: Path, *extra) -> subprocess.CompletedProcess:
+    done = torchrun(ranks, "-m", "ncae_cuda.train", "--shard", "columns", *flags, "--out", out,
+                    *extra)
+    return done
+
+
+def metrics(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text())
+
+
+def params(out: Path) -> np.ndarray:
+    return read(out / "model.npz", "model")[1]["params"]
+
+
+def assert_agree(sharded: dict, one: dict) -> None:
+    """Per-epoch losses and the test figures of two runs, to float rounding."""
+    np.testing.assert_allclose([h["loss"] for h in sharded["history"] if "loss" in h],
+                               [h["loss"] for h in one["history"] if "loss" in h], rtol=2e-5)
+    for key, value in one["test"].items():
+        if isinstance(value, float):
+            np.testing.assert_allclose(sharded["test"][key], value, rtol=1e-4, err_msg=key)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_sharded_run_agrees_with_one_process(case, tmp_path):
+    flags = CASES[case]
+    done = sharded_train(2, flags, tmp_path / "sharded")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert train.main([*flags, "--out", str(tmp_path / "one")]) == 0
+    sharded, one = metrics(tmp_path / "sharded"), metrics(tmp_path / "one")
+    assert_agree(sharded, one)
+    np.testing.assert_allclose(params(tmp_path / "sharded"), params(tmp_path / "one"),
+                               atol=1e-4)          # the gathered model: the one-process format
+    assert sharded["shard"]["processes"] == 2 and len(sharded["shard"]["columns"]) == 3
+    hidden = [int(k) for k in flags[flags.index("--hidden") + 1].split(",")]
+    formula = 4 * 128 * (hidden[0] + hidden[-1] + 1)        # B (K1 + K_L + 1) floats a step
+    assert sharded["shard"]["collective_bytes_per_step"] == formula
+    # rank 0 speaks for the run: one log, not two
+    assert done.stdout.count("select: training on the training part") == 1
+
+
+def test_a_sharded_rerun_is_bit_identical_and_its_model_serves_in_one_process(tmp_path):
+    flags = CASES["NCAE+, augmented"]
+    for run in ("a", "b"):
+        done = sharded_train(2, flags, tmp_path / run)
+        assert done.returncode == 0, done.stderr[-3000:]
+    np.testing.assert_array_equal(params(tmp_path / "a"), params(tmp_path / "b"))
+    model = NCAE.load(tmp_path / "a" / "model.npz", device="cpu")
+    data = datasets.load("synthetic-tiny")
+    split = splits.leave_one_out(data)
+    fold = split.fold_validation()
+    figures = model.evaluate(split.test, exclude=split.valid)
+    assert figures["ndcg@100"] == pytest.approx(metrics(tmp_path / "a")["test"]["ndcg@100"])
+    items, _ = model.recommend(data.user_ids[:2], n=5)
+    assert items.shape == (2, 5) and fold.train.nnz > 0
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    if CXX is None:
+        pytest.skip("no g++")
+    folder = tmp_path_factory.mktemp("emulator")
+    build(folder)                       # once, before the ranks load it
+    return folder
+
+
+@pytest.mark.parametrize("case", ["explicit", "implicit", "skewed"])
+def test_three_ranks_on_the_emulated_gpu_agree_with_one_process(case, emulator, tmp_path):
+    done = torchrun(3, HERE / "shard_worker.py", case, emulator, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3)]
+    sys.path.insert(0, str(HERE))
+    import shard_worker
+    from ncae_cuda.ops.emulator import emulated_backend
+    name, kind, settings = shard_worker.CASES[case]
+    if name is None:
+        train_part, valid, test = shard_worker.skewed(), None, None
+    else:
+        data = datasets.load(name)
+        split = (splits.leave_one_out(data) if kind == "loo"
+                 else splits.random_split(data, 0.1, 0.1))
+        train_part, valid, test = split.train, split.valid, split.test
+    one = NCAE(device=emulated_backend(emulator), **settings).fit(train_part, validation=valid,
+                                                                  verbose=False)
+    for r in ranks:                     # every rank has the same figures, to the bit
+        assert r["losses"] == ranks[0]["losses"] and r.get("test") == ranks[0].get("test")
+    np.testing.assert_allclose(ranks[0]["losses"], [h["loss"] for h in one.history], rtol=2e-5)
+    if test is not None:
+        expect = one.evaluate(test, exclude=valid)
+        for key, value in expect.items():
+            np.testing.assert_allclose(ranks[0]["test"][key], value, rtol=1e-4, err_msg=key)
+    np.testing.assert_allclose(params(tmp_path), one.ops.to_host(one._net.params), atol=1e-4)
+    columns = [tuple(r["columns"]) for r in ranks]        # contiguous, every column once
+    assert columns[0][0] == 0 and all(a[1] == b[0] for a, b in zip(columns, columns[1:]))
+    assert columns[-1][1] == one.data.n_cols
+    hidden = settings["hidden"]
+    formula = 4 * settings["batch_size"] * (hidden[0] + hidden[-1] + 1)
+    assert all(r["collective_bytes_per_step"] == formula for r in ranks)
+    if case == "skewed":
+        assert ranks[-1]["least_entries"] == 0           # a batch with none of its entries
+
+
+def _pid_of_rank(parent: int, rank: int) -> int | None:
+    """The process of torchrun `parent` whose RANK is `rank`, once it runs."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit():
+                continue
+            stat = (proc / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) != parent:
+                continue
+            if f"RANK={rank}\0".encode() in (proc / "environ").read_bytes().replace(
+                    b"LOCAL_RANK", b"L"):
+                return int(proc.name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def test_a_killed_rank_ends_the_job_and_resume_ends_where_an_uninterrupted_run_does(tmp_path):
+    flags = ["--dataset", "synthetic", "--device", "cpu", "--hidden", "64", "--epochs", "12",
+             "--patience", "0", "--valid-ratio", "0", "--checkpoint-every", "0"]
+    whole = sharded_train(2, flags, tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    job = torchrun(2, "-m", "ncae_cuda.train", "--shard", "columns", *flags, "--out",
+                   tmp_path / "cut", wait=False)
+    manifest = tmp_path / "cut" / "checkpoint-select.npz"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:          # past a few epochs' checkpoints
+        if manifest.exists() and read(manifest, "checkpoint")[0]["generation"] >= 4:
+            break
+        time.sleep(0.05)
+    victim = _pid_of_rank(job.pid, 1)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)
+    _, stderr = job.communicate(timeout=300)
+    assert job.returncode != 0                        # and the other rank says why it ended
+    assert ("error (rank 0): another process of the sharded fit stopped" in stderr
+            or "error (rank 0): stopped by the launcher (SIGTERM)" in stderr), stderr[-2000:]
+    assert not (tmp_path / "cut" / "model.npz").exists()
+    resumed = sharded_train(2, flags, tmp_path / "cut", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    np.testing.assert_array_equal(params(tmp_path / "cut"), params(tmp_path / "whole"))
+
+
+def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(tmp_path):
+    two_items = tmp_path / "two.csv"                  # 2 items: too few for 3 ranks
+    two_items.write_text("user,item\n" + "".join(f"{u},{i}\n" for u in range(9)
+                                                  for i in range(2) if (u + i) % 3))
+    done = sharded_train(3, ["--dataset", two_items, "--feedback", "implicit", "--device",
+                             "cpu", "--epochs", "1"], tmp_path / "few")
+    assert done.returncode != 0 and "ncae_cuda/" not in done.stderr     # no traceback of ours
+    for rank in range(3):                # (torchrun prints its own when a process fails)
+        assert (f"error (rank {rank}): the network's columns (the items): 2 columns cannot be "
+                "shared among 3 processes") in done.stderr
+    flags = [*TINY, "--hidden", "8", "--epochs", "1"]
+    assert sharded_train(2, flags, tmp_path / "r").returncode == 0
+    three = sharded_train(3, flags, tmp_path / "r", "--resume")          # other processes
+    assert three.returncode != 0 and "processes: 2 -> 3" in three.stderr
+    assert train.main([*flags, "--out", str(tmp_path / "r"), "--resume"]) == 2
+    alone = subprocess.run([sys.executable, "-m", "ncae_cuda.train", "--shard", "columns",
+                            *flags, "--out", str(tmp_path / "x")], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    assert alone.returncode == 2 and "launch it with torchrun" in alone.stderr
