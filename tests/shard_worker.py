@@ -27,6 +27,7 @@ def skewed() -> sp.csr_matrix:
     return sp.csr_matrix(np.hstack([dense, rare]))
 
 
+USERS, ITEMS = [0, 3, 17, 29], [1, 5, 44]          # positions in the model's id maps
 CASES = {   # name: (data, split, settings)
     "explicit": ("synthetic-tiny", "random", dict(feedback="explicit", hidden=(12, 7),
                                                   epochs=3, batch_size=16, patience=0)),
@@ -59,6 +60,10 @@ def main(case: str, emulator: str, out: str) -> None:
               "collective_bytes_per_step": ledger.summary()["collective_bytes_per_step"]}
     if test is not None:
         result["test"] = model.evaluate(test, exclude=valid)
+    if settings["feedback"] == "implicit":          # what a user asks of it, merged over ranks
+        users, items = model.user_ids[USERS], model.item_ids[ITEMS]
+        result["recommend"] = [x.tolist() for x in model.recommend(users, n=7)]
+        result["similar"] = [x.tolist() for x in model.similar_items(items, n=4)]
     model.save(Path(out) / "model.npz")
     (Path(out) / f"rank{rank}.json").write_text(json.dumps(result))
     dist.destroy_process_group()

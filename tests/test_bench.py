@@ -101,6 +101,29 @@ def test_launches_quick(tmp_path):
     assert "| lastfm |" in (tmp_path / "launches.md").read_text()
 
 
+def test_launches_plans_column_shards(tmp_path):
+    assert launches.main(["--quick", "--shapes", "lastfm", "--ranks", "1,3",
+                          "--out", str(tmp_path)]) == 0
+    shards = json.loads((tmp_path / "launches.json").read_text())["shards"]
+    for shape, columns in {"ml10m": 60, "10m-columns": 10_000}.items():
+        one, three = shards[shape]["1"], shards[shape]["3"]
+        assert one[0]["columns"] == columns == sum(p["columns"] for p in three)
+        assert one[0]["entries"] == sum(p["entries"] for p in three)
+        # the dense layers are every rank's, each column's rows of E, V and c one rank's; the
+        # views of the flat buffer start at multiples of 4 floats
+        def floats(n):
+            return -(-n // 4) * 4
+        for plan in (*one, *three):
+            n = plan["columns"]
+            assert plan["parameters"] == (floats(n * 500) + floats(500) + floats(500 * 500)
+                                          + floats(500) + floats(n * 500) + floats(n))
+            assert plan["state_bytes"] == 5 * 4 * plan["parameters"]
+            assert plan["collective_bytes_per_step"] == 4 * 128 * (500 + 500 + 1)
+    assert "| 10m-columns | 3 | 2 |" in (tmp_path / "launches.md").read_text()
+    with pytest.raises(SystemExit):
+        launches.main(["--quick", "--ranks", "0", "--out", str(tmp_path)])
+
+
 def test_recommend_time_quick(tmp_path):
     assert recommend_time.main(["--dataset", "synthetic-tiny", "--quick", "--out",
                                 str(tmp_path)]) == 0

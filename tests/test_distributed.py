@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("torch.distributed", reason="the [distributed] extra (PyTorch) is not "
                                                  "installed")
 
-from ncae_cuda import NCAE, datasets, splits, train            # noqa: E402
+from ncae_cuda import NCAE, datasets, ops, splits, train       # noqa: E402
 from ncae_cuda.modelfile import read                             # noqa: E402
 from ncae_cuda.ops.emulator import CXX, build                    # noqa: E402
 
@@ -145,6 +145,23 @@ def test_three_ranks_on_the_emulated_gpu_agree_with_one_process(case, emulator, 
     assert all(r["collective_bytes_per_step"] == formula for r in ranks)
     if case == "skewed":
         assert ranks[-1]["least_entries"] == 0           # a batch with none of its entries
+    if "recommend" in ranks[0]:                          # every rank's top M, merged
+        users = one.user_ids[shard_worker.USERS]
+        items = one.item_ids[shard_worker.ITEMS]
+        for got, expect in ((ranks[0]["recommend"], one.recommend(users, n=7)),
+                            (ranks[0]["similar"], one.similar_items(items, n=4))):
+            np.testing.assert_array_equal(got[0], expect[0])
+            np.testing.assert_allclose(got[1], expect[1], rtol=1e-4)
+
+
+@pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)
+def test_one_nccl_rank_on_the_gpu_agrees_with_one_gpu_process(tmp_path):
+    flags = ["--dataset", "synthetic", "--device", "gpu", "--hidden", "128", "--epochs", "3",
+             "--patience", "0"]
+    done = sharded_train(1, flags, tmp_path / "nccl")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert train.main([*flags, "--out", str(tmp_path / "one")]) == 0
+    assert_agree(metrics(tmp_path / "nccl"), metrics(tmp_path / "one"))
 
 
 def _pid_of_rank(parent: int, rank: int) -> int | None:
