@@ -8,6 +8,7 @@ from ncae_cuda import ops
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
 from ncae_cuda.model import Network, Objective
+from ncae_cuda.ops import gpu
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.ledger import DeviceNumpy, Ledger, paused, step_begins
 from ncae_cuda.plan import Planner, Schedule
@@ -54,6 +55,37 @@ def test_summary_reads_the_steps_after_the_first():
     assert f["allocations_per_step"] == 0 and f["allocations_first_step"] == 1
     assert f["transfers_per_epoch"] == 2 and f["syncs_per_epoch"] == 1
     assert f["work_balance"] == pytest.approx(1.6) and f["least_balanced_kernel"] == "gather"
+
+
+def test_summary_reads_slack_and_tail_per_kernel():
+    ledger = Ledger()
+    with ledger.recording():
+        for step in range(2):
+            step_begins()
+            ledger.kernel("windows", 1, 1, slack=0.5 + step, tail=40 - step, by_entries=True)
+            ledger.kernel("dense", 1, 1, slack=0.1, tail=60)      # not sized by entries
+            ledger.kernel("adam", 1, 1)                            # not weighed
+    f = ledger.summary()
+    assert f["parallel_slack"] == 0.5 and f["least_parallel_kernel"] == "windows"
+    assert f["parallel_slack_by_kernel"] == {"windows": 0.5}
+    assert f["serial_tail"] == 60 and f["longest_tail_kernel"] == "dense"
+    assert f["serial_tail_by_kernel"] == {"dense": 60, "windows": 40}
+
+
+def test_row_windows_are_weighed_by_hand():
+    # rows of 10, 1, 0 and 5 entries in windows of 4: row 0 spans windows 0-2 (3 pieces), row
+    # 3 windows 2-3 (2 pieces); window 2 may add both rows' pieces, a read each
+    busiest, mean, tail = gpu._row_windows_work(np.array([0, 10, 11, 11, 16]), 4)
+    assert busiest == 4 + 3 + 2 and mean == (16 + 3 + 2) / 4
+    assert tail == 4 + gpu.ENTRIES_PER_READ * (3 + 2)
+
+
+def test_adam_is_weighed_with_its_corrections():
+    # 1000 elements on 2 blocks of 256 threads: 500 a block, two a thread; the step count, the
+    # corrections and the elements, one read each
+    busiest, mean, tail = gpu._adam_work(1000, 2)
+    assert busiest == mean == 500
+    assert tail == gpu.ENTRIES_PER_READ * (1 + gpu.CORRECTIONS_READS + 2)
 
 
 def test_no_step_is_an_error():

@@ -35,6 +35,9 @@ SLAB = DEVICE_NUMBERS["WARP"] * DEVICE_NUMBERS["LANE_FLOATS"]    # a warp's shar
 # tests/test_kernels_compile.py checks every kernel against the bound.
 MAX_WINDOW_THREADS = 512
 MAX_WIDTH = MAX_WINDOW_THREADS // DEVICE_NUMBERS["WARP"] * SLAB
+# The SM count that work is dealt out for, and weighed against, where there is no device to ask
+# (the emulator, a ledger without a GPU): an H100 SXM's. The GPU backend asks its device.
+DEFAULT_SMS = 132
 
 
 def slabs(K: int) -> int:

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from . import gpu, ledger, reference
+from .common import DEFAULT_SMS
 from .ledger import DeviceNumpy
 
 HERE = Path(__file__).resolve().parent
@@ -61,7 +62,10 @@ def build(directory: Path, source: str | None = None) -> ctypes.CDLL:
 
 class EmulatedDevice:
     """The device binding of gpu.KernelOps on the CPU: kernels run (or are only counted) by the
-    compiled library, memory is ledger.DeviceArray, products are numpy's."""
+    compiled library, memory is ledger.DeviceArray, products are numpy's. It stands for a GPU
+    of common.DEFAULT_SMS SMs."""
+
+    sms = DEFAULT_SMS
 
     def __init__(self, library: ctypes.CDLL, runs: Callable[[str], bool]):
         self.library, self.runs, self.xp = library, runs, DeviceNumpy()

@@ -27,8 +27,8 @@ import numpy as np
 from ..memory import pack_plan
 from ..plan import EpochPlan, window_sizes
 from . import cublas, ledger
-from .common import (DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows, dropout_stream,
-                     dropout_threshold, pieces_stride, slabs)
+from .common import (DEFAULT_SMS, DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows,
+                     dropout_stream, dropout_threshold, pieces_stride, slabs)
 
 # Whether fine-tuning replays each training step from a CUDA graph captured once (KernelOps.
 # graphs; python -m ncae_cuda.train --cuda-graphs). Off until a GPU measurement shows it pays.
@@ -72,16 +72,39 @@ def _check_width(K: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the ledger's weighing of launches: (busiest block's work, mean block's work)
+# the ledger's weighing of launches: (busiest block's work, mean block's work, serial tail)
+#
+# The serial tail is the longest chain of dependent global reads one block makes, in entries: a
+# window reads UNROLL entries' indices, then their rows, so one read of a chain counts as
+# UNROLL / 2 entries. A thread's element of an elementwise kernel counts as a read (a bound:
+# the compiler may overlap a thread's elements).
+ENTRIES_PER_READ = DEVICE_NUMBERS["UNROLL"] / 2
+# Adam's bias corrections in double (two pow, a division, a square root, a reciprocal): about
+# 4,500 cycles a block in a cycle-level simulation of an A100 (issue 24), taken here as the
+# latency of some 8 global reads (an estimate).
+CORRECTIONS_READS = 8
 
-def _even(n: int, per_block: int) -> tuple[float, float]:
+
+def _reads(n: float) -> float:
+    return n * ENTRIES_PER_READ
+
+
+def _even(n: int, per_block: int, threads: int = BLOCK) -> tuple[float, float, float]:
+    """n elements, per_block a block, one a thread at a time."""
     blocks = _blocks(n, per_block)
-    return float(min(n, per_block)), n / blocks
+    return float(min(n, per_block)), n / blocks, _reads(-(-min(n, per_block) // threads))
 
 
-def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float]:
+def _windows_even(nnz: int, C: int) -> tuple[float, float, float]:
+    """Windows of C entries that share no sums: a block walks its window's entries."""
+    busiest, mean, _ = _even(nnz, C)
+    return busiest, mean, busiest
+
+
+def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float, float]:
     """Windows over entries in row order: each window's entries, and on top, for a row that
-    several windows share, the pieces one of them adds up (any of them may: a bound)."""
+    several windows share, the pieces one of them adds up (any of them may: a bound), one read
+    a piece."""
     nnz = int(indptr[-1])
     windows = _blocks(nnz, C)
     work = np.full(windows, float(C))
@@ -89,16 +112,18 @@ def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float]:
     starts, ends = indptr[:-1].astype(np.int64), indptr[1:].astype(np.int64)
     w0, w1 = starts // C, (ends - 1) // C
     fixup = 0
-    bound = work.copy()
+    bound, tail = work.copy(), work.copy()
     for a, b in zip(w0[(ends > starts) & (w1 > w0)], w1[(ends > starts) & (w1 > w0)]):
         bound[a:b + 1] += b - a + 1
+        tail[a:b + 1] += _reads(b - a + 1)
         fixup += b - a + 1
-    return float(bound.max()), (work.sum() + fixup) / windows
+    return float(bound.max()), (work.sum() + fixup) / windows, float(tail.max())
 
 
-def _column_windows_work(cols: np.ndarray, col_order: np.ndarray, C: int) -> tuple[float, float]:
+def _column_windows_work(cols: np.ndarray, col_order: np.ndarray,
+                         C: int) -> tuple[float, float, float]:
     """Windows over entries in column order: a column's run crossing a window's start leaves
-    two pieces (C >= B), added up by one of its two windows."""
+    two pieces (C >= B), added up by one of its two windows, one read each."""
     nnz = len(col_order)
     windows = _blocks(nnz, C)
     work = np.full(windows, float(C))
@@ -106,10 +131,37 @@ def _column_windows_work(cols: np.ndarray, col_order: np.ndarray, C: int) -> tup
     ordered = cols[col_order]
     starts = np.arange(1, windows) * C
     crossing = starts[ordered[starts - 1] == ordered[starts]] // C      # windows entered
-    bound = work.copy()
-    bound[crossing] += 2
-    bound[crossing - 1] += 2
-    return float(bound.max()), (work.sum() + 2 * len(crossing)) / windows
+    bound, tail = work.copy(), work.copy()
+    for w in (crossing, crossing - 1):
+        bound[w] += 2
+        tail[w] += _reads(2)
+    return float(bound.max()), (work.sum() + 2 * len(crossing)) / windows, float(tail.max())
+
+
+def _cut_work(n: int) -> tuple[float, float, float]:
+    """cut_batch, an entry a thread: the step and the batch's entry count, then the entry's
+    row, that row's start in the CSR and the entry there (the binary search over the B+1 row
+    pointers reads cached values, not counted)."""
+    return (*_even(n, BLOCK)[:2], _reads(5))
+
+
+def _dense_rows_work(N: int, lengths: np.ndarray) -> tuple[float, float, float]:
+    """A block a row of N columns, threads striding over them, then over the row's entries
+    (their columns, then their values)."""
+    tail = -(-N // BLOCK) + 2 * -(-int(lengths.max(initial=0)) // BLOCK)
+    return N + float(lengths.max(initial=0)), N + float(lengths.mean()), _reads(tail)
+
+
+def _bias_backward_work(B: int, K: int) -> tuple[float, float, float]:
+    """A block a WARP columns, each of its warps striding over the rows."""
+    return (*_even(K, WARP)[:2], _reads(-(-B // (BLOCK // WARP))))
+
+
+def _adam_work(n: int, grid: int) -> tuple[float, float, float]:
+    """Every block reads the step count, computes the bias corrections (thread 0, before a
+    barrier), then its threads stride over the elements."""
+    busiest, mean, elements = _even(n, -(-n // grid))
+    return busiest, mean, _reads(1 + CORRECTIONS_READS) + elements
 
 
 class KernelOps:
@@ -122,6 +174,7 @@ class KernelOps:
 
     def __init__(self, device):
         self.device, self.xp = device, device.xp
+        self.sms = device.sms             # the SMs that launches are weighed against
         self.graphs = GRAPHS
         self._capturing = False   # launches sized for the largest batch, not this one
 
@@ -160,13 +213,15 @@ class KernelOps:
     def session(self):
         return self.device.session()
 
-    def _launch(self, kernel: str, grid: int, block: int, args: tuple, work=None) -> None:
+    def _launch(self, kernel: str, grid: int, block: int, args: tuple, work=None,
+                by_entries: bool = False) -> None:
         """Launch `kernel` on `grid` blocks of `block` threads; work() -> (busiest block's
-        work, mean block's), asked only when a ledger is counting (even by default)."""
+        work, mean block's, serial tail), asked only when a ledger is counting (by default
+        even, a read a thread); by_entries: the grid is sized by the batch's entries."""
         if ledger.counting():
             with ledger.paused():
-                busiest, mean = work() if work else (1.0, 1.0)
-            ledger.kernel(kernel, busiest, mean)
+                busiest, mean, tail = work() if work else (1.0, 1.0, _reads(1))
+            ledger.kernel(kernel, busiest, mean, grid / self.sms, tail, by_entries)
         self.device.launch(kernel, grid, block, args)
 
     def _host(self, a) -> np.ndarray:
@@ -220,7 +275,7 @@ class KernelOps:
             batch.indptr, batch.cols, batch.vals, batch.keep, batch.entry_rows,
             batch.col_order, batch.row_weight, header, order, batch_indptr, col_offsets,
             epoch_col_order, csr.indptr, csr.indices, csr.data, np.int32(n_rows), np.int32(B)),
-            work=lambda: _even(max(nnz, B + 1), BLOCK))
+            work=lambda: _cut_work(max(nnz, B + 1)), by_entries=True)
 
     def step_loss(self, losses, step, row_loss, row_weight) -> None:
         _check(np.float32, losses, row_loss, row_weight)
@@ -234,7 +289,8 @@ class KernelOps:
         nnz = len(entry_ids)
         self._launch("dropout_keep_kernel", _blocks(nnz), BLOCK, (
             keep, entry_ids, np.uint64(dropout_stream(seed, epoch)),
-            np.uint32(dropout_threshold(q)), np.int32(nnz)), work=lambda: _even(nnz, BLOCK))
+            np.uint32(dropout_threshold(q)), np.int32(nnz)), work=lambda: _even(nnz, BLOCK),
+            by_entries=True)
 
     def _rows_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
         """A window kernel over the batch's entries in row order."""
@@ -242,7 +298,7 @@ class KernelOps:
         C, nnz = batch.windows.rows, self._entries(batch)
         self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
             np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
-            work=lambda: _row_windows_work(self._host(batch.indptr), C))
+            work=lambda: _row_windows_work(self._host(batch.indptr), C), by_entries=True)
 
     def _columns_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
         """A window kernel over the batch's entries in column order."""
@@ -251,7 +307,8 @@ class KernelOps:
         self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
             np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
             work=lambda: _column_windows_work(self._host(batch.cols),
-                                              self._host(batch.col_order), C))
+                                              self._host(batch.col_order), C),
+            by_entries=True)
 
     def gather_forward(self, a1, batch, E, b1, scale):
         _check(np.float32, a1, E, b1)
@@ -274,7 +331,7 @@ class KernelOps:
             yhat, a, V, c, batch.indptr, batch.cols, batch.entry_rows, np.float32(s),
             np.float32(m_off), np.int32(identity), np.int32(a.shape[0]), np.int32(K),
             np.int32(C)),
-            work=lambda: _even(nnz, C))
+            work=lambda: _windows_even(nnz, C), by_entries=True)
 
     def sparse_output_backward(self, da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s,
                                m_off, identity=False, row_norm=1.0):
@@ -294,8 +351,7 @@ class KernelOps:
         self._launch("reweighted_error_kernel", B, BLOCK, (
             dout, row_loss, z, c, batch.indptr, batch.cols, batch.keep if kept_only else None,
             weights, batch.row_weight, np.int32(N)),
-            work=lambda: (N + np.diff(self._host(batch.indptr)).max(),
-                          N + len(batch.cols) / B))
+            work=lambda: _dense_rows_work(N, np.diff(self._host(batch.indptr))))
 
     def adam(self, params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay,
              lr_decay=1.0, steps_per_epoch=0, decay_start=0):
@@ -307,7 +363,7 @@ class KernelOps:
             params, m, v, grads, counter, np.float64(lr), np.float64(beta1),
             np.float64(beta2), np.float64(lr_decay), np.int32(steps_per_epoch),
             np.int32(decay_start), f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2), f(eps),
-            f(weight_decay), np.int64(n)), work=lambda: _even(n, -(-n // grid)))
+            f(weight_decay), np.int64(n)), work=lambda: _adam_work(n, grid))
 
     # -----------------------------------------------------------------------------------------
     # the dense layers
@@ -330,7 +386,7 @@ class KernelOps:
         B, K = dpre.shape
         self._launch("bias_backward_kernel", _blocks(K, WARP), BLOCK,
                      (db, dpre, da, a, np.int32(B), np.int32(K)),
-                     work=lambda: _even(K, WARP))
+                     work=lambda: _bias_backward_work(B, K))
 
     # -----------------------------------------------------------------------------------------
     # evaluation
@@ -380,6 +436,7 @@ class CupyDevice:
         import cupy
         self.xp = cupy
         self.device_id = cupy.cuda.runtime.getDevice()
+        self.sms = cupy.cuda.Device(self.device_id).attributes["MultiProcessorCount"]
         self.stream = cupy.cuda.Stream(non_blocking=False)
         self._blas = _blas_handle(self.device_id)
         self._sessions = 0        # entered and not left: an evaluation inside a fit nests
