@@ -74,10 +74,12 @@ def test_summary_reads_slack_and_tail_per_kernel():
 
 def test_row_windows_are_weighed_by_hand():
     # rows of 10, 1, 0 and 5 entries in windows of 4: row 0 spans windows 0-2 (3 pieces), row
-    # 3 windows 2-3 (2 pieces); window 2 may add both rows' pieces, a read each
+    # 3 windows 2-3 (2 pieces); window 2 may add both rows' pieces, in a read each (UNROLL = 4)
     busiest, mean, tail = gpu._row_windows_work(np.array([0, 10, 11, 11, 16]), 4)
     assert busiest == 4 + 3 + 2 and mean == (16 + 3 + 2) / 4
-    assert tail == 4 + gpu.ENTRIES_PER_READ * (3 + 2)
+    assert tail == 4 + gpu.ENTRIES_PER_READ * 2
+    # a row of 9 entries in windows of 1: 9 pieces, in three reads of up to 4
+    assert gpu._row_windows_work(np.array([0, 9]), 1)[2] == 1 + gpu.ENTRIES_PER_READ * 3
 
 
 def test_adam_is_weighed_with_its_corrections():

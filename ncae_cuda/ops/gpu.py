@@ -36,6 +36,7 @@ GRAPHS = False
 
 BLOCK = DEVICE_NUMBERS["BLOCK"]
 WARP = DEVICE_NUMBERS["WARP"]
+UNROLL = DEVICE_NUMBERS["UNROLL"]
 MAX_TOPK = DEVICE_NUMBERS["MAX_TOPK"]
 MAX_GRID = 65_535 * 8       # grid-stride kernels (adam, bias_tanh): enough blocks for any GPU
 
@@ -78,7 +79,7 @@ def _check_width(K: int) -> None:
 # window reads UNROLL entries' indices, then their rows, so one read of a chain counts as
 # UNROLL / 2 entries. A thread's element of an elementwise kernel counts as a read (a bound:
 # the compiler may overlap a thread's elements).
-ENTRIES_PER_READ = DEVICE_NUMBERS["UNROLL"] / 2
+ENTRIES_PER_READ = UNROLL / 2
 # Adam's bias corrections in double (two pow, a division, a square root, a reciprocal): about
 # 4,500 cycles a block in a cycle-level simulation of an A100 (issue 24), taken here as the
 # latency of some 8 global reads (an estimate).
@@ -103,8 +104,8 @@ def _windows_even(nnz: int, C: int) -> tuple[float, float, float]:
 
 def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float, float]:
     """Windows over entries in row order: each window's entries, and on top, for a row that
-    several windows share, the pieces one of them adds up (any of them may: a bound), one read
-    a piece."""
+    several windows share, the pieces one of them adds up (any of them may: a bound), UNROLL
+    pieces a read."""
     nnz = int(indptr[-1])
     windows = _blocks(nnz, C)
     work = np.full(windows, float(C))
@@ -115,7 +116,7 @@ def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float, float]:
     bound, tail = work.copy(), work.copy()
     for a, b in zip(w0[(ends > starts) & (w1 > w0)], w1[(ends > starts) & (w1 > w0)]):
         bound[a:b + 1] += b - a + 1
-        tail[a:b + 1] += _reads(b - a + 1)
+        tail[a:b + 1] += _reads(-(-(b - a + 1) // UNROLL))
         fixup += b - a + 1
     return float(bound.max()), (work.sum() + fixup) / windows, float(tail.max())
 
@@ -123,7 +124,7 @@ def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float, float]:
 def _column_windows_work(cols: np.ndarray, col_order: np.ndarray,
                          C: int) -> tuple[float, float, float]:
     """Windows over entries in column order: a column's run crossing a window's start leaves
-    two pieces (C >= B), added up by one of its two windows, one read each."""
+    two pieces (C >= B), added up by one of its two windows in one read."""
     nnz = len(col_order)
     windows = _blocks(nnz, C)
     work = np.full(windows, float(C))
@@ -134,7 +135,7 @@ def _column_windows_work(cols: np.ndarray, col_order: np.ndarray,
     bound, tail = work.copy(), work.copy()
     for w in (crossing, crossing - 1):
         bound[w] += 2
-        tail[w] += _reads(2)
+        tail[w] += _reads(1)
     return float(bound.max()), (work.sum() + 2 * len(crossing)) / windows, float(tail.max())
 
 
