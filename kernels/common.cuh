@@ -259,19 +259,26 @@ __device__ void reduce_rows(int w, const Windows& win, const int* __restrict__ i
 }
 
 // Window w of the batch's entries in column order (position t is entry col_order[t]): the
-// column runs it touches. A column has at most one entry a row, so a run holds at most B
-// entries: with C >= B it spans at most two windows, the one before or after this one.
+// column runs it touches. A run may span several windows; the windows its first and last runs
+// share with this one are found by probing window edges, a lane a window: lane k reads the last
+// entry of window w-1-k and the first of window w+1+k, and the columns are ascending, so the
+// windows sharing the run are the lanes that match, up to the first that does not. A column
+// has at most one entry a row, so a run holds at most B entries: the host keeps
+// C >= B / (WARP - 1), and a run shares at most WARP - 1 windows on either side.
 template <class Add, class Finish>
 __device__ void reduce_columns(int w, const Windows& win, const int* __restrict__ col_order,
                                const int* __restrict__ cols, Lanes l, Add add, Finish finish) {
     int t0 = w * win.C, t1 = min(t0 + win.C, win.nnz);
     auto col = [&](int t) { return cols[col_order[t]]; };
-    bool from_before = t0 > 0 && col(t0 - 1) == col(t0);
-    bool goes_on = t1 < win.nnz && col(t1) == col(t1 - 1);
+    int lane = threadIdx.x % WARP;
+    int before = t0 - 1 - lane * win.C, after = t1 + lane * win.C;
+    bool back = before >= 0 && col(before) == col(t0);
+    bool on = after < win.nnz && col(after) == col(t1 - 1);
+    int w0 = w - (__ffs(~__ballot_sync(FULL_MASK, back)) - 1);    // the first run's first window
+    int w1 = w + (__ffs(~__ballot_sync(FULL_MASK, on)) - 1);      // the last run's last window
     walk_segments(t0, t1, col, [&](int j, int s0, int s1, bool first, bool last) {
         Acc acc = acc_zero();
         add(acc, j, s0, s1);
-        hand_in(acc, j, w, first && from_before ? w - 1 : w, last && goes_on ? w + 1 : w,
-                win, l, finish);
+        hand_in(acc, j, w, first ? w0 : w, last ? w1 : w, win, l, finish);
     });
 }

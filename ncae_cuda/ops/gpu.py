@@ -102,41 +102,37 @@ def _windows_even(nnz: int, C: int) -> tuple[float, float, float]:
     return busiest, mean, busiest
 
 
-def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float, float]:
-    """Windows over entries in row order: each window's entries, and on top, for a row that
-    several windows share, the pieces one of them adds up (any of them may: a bound), UNROLL
-    pieces a read."""
-    nnz = int(indptr[-1])
+def _windows_work(starts: np.ndarray, ends: np.ndarray, nnz: int,
+                  C: int) -> tuple[float, float, float]:
+    """Windows of C entries over segments [starts, ends) of entries: each window's entries,
+    and on top, for a segment that several windows share, its pieces, which one of them adds
+    up (any of them may: a bound), UNROLL a read."""
     windows = _blocks(nnz, C)
     work = np.full(windows, float(C))
     work[-1] = nnz - C * (windows - 1)
-    starts, ends = indptr[:-1].astype(np.int64), indptr[1:].astype(np.int64)
+    starts, ends = starts.astype(np.int64), ends.astype(np.int64)
     w0, w1 = starts // C, (ends - 1) // C
+    shared = (ends > starts) & (w1 > w0)
     fixup = 0
     bound, tail = work.copy(), work.copy()
-    for a, b in zip(w0[(ends > starts) & (w1 > w0)], w1[(ends > starts) & (w1 > w0)]):
+    for a, b in zip(w0[shared], w1[shared]):
         bound[a:b + 1] += b - a + 1
         tail[a:b + 1] += _reads(-(-(b - a + 1) // UNROLL))
         fixup += b - a + 1
     return float(bound.max()), (work.sum() + fixup) / windows, float(tail.max())
 
 
+def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float, float]:
+    """Windows over entries in row order: the segments are the rows."""
+    return _windows_work(indptr[:-1], indptr[1:], int(indptr[-1]), C)
+
+
 def _column_windows_work(cols: np.ndarray, col_order: np.ndarray,
                          C: int) -> tuple[float, float, float]:
-    """Windows over entries in column order: a column's run crossing a window's start leaves
-    two pieces (C >= B), added up by one of its two windows in one read."""
-    nnz = len(col_order)
-    windows = _blocks(nnz, C)
-    work = np.full(windows, float(C))
-    work[-1] = nnz - C * (windows - 1)
+    """Windows over entries in column order: the segments are the columns' runs."""
     ordered = cols[col_order]
-    starts = np.arange(1, windows) * C
-    crossing = starts[ordered[starts - 1] == ordered[starts]] // C      # windows entered
-    bound, tail = work.copy(), work.copy()
-    for w in (crossing, crossing - 1):
-        bound[w] += 2
-        tail[w] += _reads(1)
-    return float(bound.max()), (work.sum() + 2 * len(crossing)) / windows, float(tail.max())
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    return _windows_work(starts, np.r_[starts[1:], len(ordered)], len(ordered), C)
 
 
 def _cut_work(n: int) -> tuple[float, float, float]:
