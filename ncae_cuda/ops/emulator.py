@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -49,7 +49,8 @@ def build(directory: Path, source: str | None = None) -> ctypes.CDLL:
     library under `directory`."""
     source = source or gpu.module_source()
     source += "\n" + _wrappers(source) + "\n"
-    library = directory / f"kernels-{hashlib.sha1(source.encode()).hexdigest()[:12]}.so"
+    digest = hashlib.sha1((source + (HERE / "emu.h").read_text()).encode()).hexdigest()
+    library = directory / f"kernels-{digest[:12]}.so"
     if not library.exists():
         cpp = directory / "kernels_emulated.cpp"
         cpp.write_text(source)
@@ -73,6 +74,16 @@ class EmulatedDevice:
 
     def session(self):
         return nullcontext()
+
+    @contextmanager
+    def descending(self):
+        """Launches inside the block run their blocks from the highest to the lowest: the
+        first window of a shared sum is then the last to arrive and adds the pieces."""
+        self.library.emu_set_descending(1)
+        try:
+            yield
+        finally:
+            self.library.emu_set_descending(0)
 
     def capture(self, fn):
         """Stream capture, emulated: fn's launches and products are recorded, not run (an
