@@ -154,8 +154,9 @@ __device__ __forceinline__ void add_rows(Acc& acc, int s0, int s1, const float* 
 // count, as in CUDA's threadFenceReduction sample) adds the pieces up in window order and
 // finishes it. Sums therefore never depend on timing: results are bit-identical run to run.
 // It reads the pieces UNROLL at a time, all in flight together, as a window reads its entries'
-// rows. The host picks C >= sqrt(longest row), so no segment has more pieces than a window
-// entries, and the block that adds them does at most twice a window's work.
+// rows. The host picks each batch's C (ncae_cuda/plan.py: window_sizes) so that every SM gets
+// a window where it can, and no segment has more than C pieces: adding two segments' pieces
+// then takes no more reads than the window's own entries.
 
 struct Windows {
     int C;              // entries a window

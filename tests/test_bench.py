@@ -96,7 +96,7 @@ def test_launches_quick(tmp_path):
         assert f["ops_per_step"] == f["ops_per_step_min"] <= 20
         assert (f["allocations_per_step"], f["transfers_per_epoch"], f["syncs_per_epoch"]) == (
             0, 1, 1)
-        assert 1 <= f["work_balance"] <= 2
+        assert 1 <= f["work_balance"] <= 3          # see test_ledger.py
         assert f["graph_nodes_per_step"]["nodes"] == f["ops_per_step"]
         # every launch over the batch's entries weighed for its slack ...
         by_entries = {"cut_batch_kernel", "gather_forward_kernel", "scatter_backward_kernel"}

@@ -1,6 +1,6 @@
 """The ledger counts what emulated device memory is asked to do (hand-counted cases), and the
 trainer's steps on the GPU backends allocate, copy and wait for nothing, launch the same few
-operations every step and keep every block about as busy as the mean."""
+operations every step and keep every block within a few times as busy as the mean."""
 import numpy as np
 import pytest
 
@@ -125,7 +125,9 @@ def test_a_step_allocates_copies_and_waits_for_nothing(gpu, feedback, hidden):
             assert f["ops_per_step"] == f["ops_per_step_min"] <= 20, f["ops_of_a_step"]
             assert f["allocations_per_step"] == 0 and f["allocations_first_step"] == 0
             assert f["transfers_per_epoch"] == 1 and f["syncs_per_epoch"] == 1   # the losses
-            assert f["work_balance"] <= 2, f["work_balance_by_kernel"]
+            # a window's block may add two shared segments' pieces, up to a window's entries
+            # each (plan.window_sizes): three windows' work at most
+            assert f["work_balance"] <= 3, f["work_balance_by_kernel"]
             # one hidden layer: cut, gather, the output layer (2 kernels explicit; 3 products,
             # the error and dc implicit), db1, the scatter, Adam, the loss; then 5 a layer
             one_layer = 8 if feedback == "explicit" else 11

@@ -2,11 +2,12 @@
 
 Each backend cuts its own batch from the same epoch plan (the GPU's into its step memory, with
 its windows), and the reference computes from a host copy of it. Shapes include empty rows,
-padding rows, K = 1, K not a multiple of 4, K over two slabs, N < 32, and one row of 50,000
-entries among short ones (its sums shared by some 200 windows on the GPU); backward ops are run
-twice and must agree bit for bit (on the emulator, the second time with the blocks in the other
-order). The reference itself is checked against hand-computed cases here and against finite
-differences in test_model.py, so agreement with it is agreement with the math.
+padding rows, K = 1, K not a multiple of 4, K over two slabs, N < 32, one row of 50,000
+entries among short ones (its sums shared by some 225 windows on the GPU), and 128 rows over
+the same 6 columns (each column's run shared by some 10 windows); the training steps' ops are
+run twice and must agree bit for bit (on the emulator, the second time with the blocks in the
+other order). The reference itself is checked against hand-computed cases here and against
+finite differences in test_model.py, so agreement with it is agreement with the math.
 """
 from contextlib import nullcontext
 
@@ -28,16 +29,27 @@ SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 2
           (30, 20, 1, 20, 32), (60, 40, 260, 40, 48)]
 IDS = ["16", "N7-K5", "N31-K13-padded", "K33", "K1", "K260"]
 LONG_ROW = "50k-row"          # one 50,000-entry row among 60 short ones and 2 empty, K = 6
-STEPS = SHAPES + [LONG_ROW]   # the training steps' ops run on these
-STEP_IDS = IDS + [LONG_ROW]
+LONG_RUNS = "long-runs"       # 128 rows over the same 6 columns, some entries and a row empty,
+                              # K = 7: runs of some 115 entries in windows of 12 over columns
+STEPS = SHAPES + [LONG_ROW, LONG_RUNS]   # the training steps' ops run on these
+STEP_IDS = IDS + [LONG_ROW, LONG_RUNS]
+
+
+def long_runs_matrix(rng) -> sp.csr_matrix:
+    ratings = rng.integers(1, 6, (128, 6)) * (rng.random((128, 6)) >= 0.1)
+    ratings[5] = 0
+    m = sp.csr_matrix(ratings.astype(np.float32))
+    m.eliminate_zeros()
+    return m
 
 
 def case(shape, seed, backend, feedback="explicit"):
     """(rng, m, batch on the backend, the same batch on the host, K, B) of a random step."""
     rng = np.random.default_rng(seed)
-    if shape == LONG_ROW:
-        m = long_row_matrix(rng)
-        rows, K, B = np.arange(m.shape[0], dtype=np.int32), 6, m.shape[0] + 3
+    if shape in (LONG_ROW, LONG_RUNS):
+        m = long_row_matrix(rng) if shape == LONG_ROW else long_runs_matrix(rng)
+        rows, K = np.arange(m.shape[0], dtype=np.int32), 6 if shape == LONG_ROW else 7
+        B = m.shape[0] + 3 if shape == LONG_ROW else m.shape[0]
     else:
         n_rows, N, K, n_batch, B = shape
         m, rows = random_rows(rng, n_rows, N, n_batch)
@@ -73,8 +85,8 @@ def test_cut_batch_hand_case():
     # rows 2 and 0 of [[., 5, .], [1, ., .], [4, ., 2]] in a batch of 3, nothing dropped
     m = sp.csr_matrix((np.float32([5, 1, 4, 2]), [1, 0, 0, 2], [0, 1, 2, 4]), shape=(3, 3))
     plan = EpochPlan(np.zeros(4, np.int32), np.int32([2, 0]), np.int32([[0, 2, 3, 3]]),
-                     np.int32([0, 3]), np.int32([0, 2, 1]), 1.0)
-    memory = StepMemory(ref, NCAELayout(3, (2,)), "explicit", Geometry(3, 2, 3, 3, 32, 32))
+                     np.int32([[2, 3]]), np.int32([0, 3]), np.int32([0, 2, 1]), 1.0)
+    memory = StepMemory(ref, NCAELayout(3, (2,)), "explicit", Geometry(3, 2, 3, 3))
     b = cut_first(ref, memory, CSR.from_scipy(ref, m), plan)
     np.testing.assert_array_equal(b.indptr, [0, 2, 3, 3])
     np.testing.assert_array_equal(b.cols, [0, 2, 1])

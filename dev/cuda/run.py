@@ -6,8 +6,10 @@ synthetic data (the first step of an epoch, uneven rows and all), then timed on 
     python -m dev.cuda.run scatter_backward --device emulated  # no GPU: check only (small data)
 
 Version 1 of each op is the first draft, kept in dev/cuda/<op>.cu; the last is the kernel in
-use, launched by ncae_cuda/ops/gpu.py. Times are medians of 20 launches after warm-up (CUDA
-events), beside the GB/s of the op's minimum traffic (bench/floors.py).
+use, launched by ncae_cuda/ops/gpu.py. The window kernels' version 2 is the kernel in use on
+the windows of the first rule (first_window_sizes), against the plan's (plan.window_sizes). Times
+are medians of 20 launches after warm-up (CUDA events), beside the GB/s of the op's minimum
+traffic (bench/floors.py).
 """
 from __future__ import annotations
 
@@ -23,9 +25,9 @@ from ncae_cuda import datasets, ops
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import gpu, reference as ref
-from ncae_cuda.ops.common import Batch, CSR
+from ncae_cuda.ops.common import Batch, CSR, pieces_stride
 from ncae_cuda.ops.emulator import EmulatedDevice, build, emulated_backend
-from ncae_cuda.plan import Planner, Schedule
+from ncae_cuda.plan import MIN_WINDOW, Planner, Schedule
 
 from bench.floors import op_work
 from bench.launches import SHAPES
@@ -49,7 +51,27 @@ def first_step(backend, data, based: str, feedback: str, K: int):
     return m.shape[1], batch, host
 
 
-def versions(op: str, backend, launch1):
+def first_window_sizes(longest_row: int, batch_size: int) -> tuple[int, int]:
+    """The windows of the window kernels' version 2 (until issue 24), over rows and over
+    columns: over rows the smallest power of two C >= MIN_WINDOW that cuts the longest row
+    into at most C/2 pieces (C about sqrt(2 x longest row)); over columns C >= B as well."""
+    rows = MIN_WINDOW
+    while 2 * (-(-longest_row // rows) + 1) > rows:
+        rows *= 2
+    return rows, max(rows, batch_size)
+
+
+def in_first_windows(backend, batch: Batch, host: Batch, K: int) -> Batch:
+    """The batch dealt out in the windows of first_window_sizes, with scratch for them."""
+    sizes = first_window_sizes(int(np.diff(host.indptr).max()), len(host.row_weight))
+    most = -(-len(host.cols) // min(sizes))
+    return batch._replace(windows=batch.windows._replace(
+        rows=sizes[0], columns=sizes[1], sizes=backend.to_device(np.int32(sizes)),
+        pieces=backend.xp.zeros((2 * most, pieces_stride(K)), np.float32),
+        arrivals=backend.xp.zeros(most, np.int32), most=most))
+
+
+def versions(op: str, backend, launch1, first_windows: Batch):
     """[(name, run(out, *inputs))] of the op's versions on the backend."""
     B = gpu.BLOCK
     if op == "gather_forward":
@@ -58,7 +80,9 @@ def versions(op: str, backend, launch1):
                 a1, batch.indptr, batch.cols, batch.vals, batch.keep, E, b1, np.float32(2.0),
                 np.int32(a1.shape[1])))
         return [("1: a block a row", first),
-                ("2: windows (in use)", lambda a1, batch, host, E, b1:
+                ("2: windows of the first rule", lambda a1, batch, host, E, b1:
+                 backend.gather_forward(a1, first_windows, E, b1, 2.0)),
+                ("3: windows of the plan (in use)", lambda a1, batch, host, E, b1:
                  backend.gather_forward(a1, batch, E, b1, 2.0))]
 
     def first(dE, batch, host, dpre1, run_ptr, run_cols):
@@ -66,7 +90,9 @@ def versions(op: str, backend, launch1):
             dE, dpre1, batch.vals, batch.keep, batch.entry_rows, batch.col_order, run_ptr,
             run_cols, np.float32(2.0), np.int32(dE.shape[1])))
     return [("1: a block a column's run", first),
-            ("2: windows (in use)", lambda dE, batch, host, dpre1, *_:
+            ("2: windows of the first rule", lambda dE, batch, host, dpre1, *_:
+             backend.scatter_backward(dE, dpre1, first_windows, 2.0)),
+            ("3: windows of the plan (in use)", lambda dE, batch, host, dpre1, *_:
              backend.scatter_backward(dE, dpre1, batch, 2.0))]
 
 
@@ -123,13 +149,16 @@ def main(argv=None) -> int:
         work = op_work(args.op, B=len(host.row_weight), K=K, nnz=len(cols),
                        U=len(np.unique(cols)))
         lengths = np.diff(host.indptr)
+        first_windows = in_first_windows(backend, batch, host, K)
         print(f"{args.op} on {dataset} ({args.shape} model, K={K}): {len(cols)} entries, rows "
-              f"of {lengths.mean():.0f} on average and {lengths.max()} at most")
-        for name, run in versions(args.op, backend, launch1):
+              f"of {lengths.mean():.0f} on average and {lengths.max()} at most; windows over "
+              f"rows, columns: first rule {first_windows.windows[:2]}, plan's "
+              f"{batch.windows[:2]} for {backend.sms} SMs")
+        for name, run in versions(args.op, backend, launch1, first_windows):
             out[...] = 0
             run(out, batch, host, *device_inputs)
             error = np.abs(np.asarray(backend.to_host(out), np.float64) - expect).max()
-            line = f"  {name:28} max error {error:.2e}"
+            line = f"  {name:34} max error {error:.2e}"
             if args.device == "gpu":
                 seconds = gpu_seconds(lambda: run(out, batch, host, *device_inputs))
                 line += f" | {seconds * 1e6:9.1f} us | {work.bytes / seconds / 1e9:7.1f} GB/s"

@@ -75,13 +75,16 @@ def dropout_threshold(q: float) -> int:
 class Windows(NamedTuple):
     """How the GPU kernels deal a batch's entries out to blocks, in windows of equal length
     (kernels/common.cuh), and the scratch where windows that share a row or a column's run
-    leave their partial sums."""
-    rows: int           # entries a window over the entries in row order: >= sqrt(longest row)
-    columns: int        # ... in column order: >= B, so a column's run spans two windows at most
-    pieces: object      # (2 * windows, stride) float32
-    arrivals: object    # (windows,) int32, zero between launches
-    capacity: int       # entries of the largest batch the buffers hold: a CUDA graph's launches
-                        # are sized for it, since it replays every step's
+    leave their partial sums. The host chooses a batch's sizes (plan.window_sizes); the kernels
+    read them from device memory, so a captured step replays every batch's."""
+    rows: int           # entries a window over the entries in row order, this batch's
+    columns: int        # ... in column order
+    sizes: object       # (2,) int32 rows and columns, on the device (cut there from the plan)
+    pieces: object      # (2 * most, stride) float32
+    arrivals: object    # (most,) int32, zero between launches
+    capacity: int       # entries of the largest batch the buffers hold
+    most: int           # windows of any batch at most: a CUDA graph's launches have as many
+                        # blocks, since it replays every step's
 
 
 class Batch(NamedTuple):
@@ -107,6 +110,8 @@ class CSR(NamedTuple):
     host_indptr: np.ndarray # (rows+1,) int32
     host_indices: np.ndarray
     shape: tuple
+    sms: int                # the SMs of its device, which the host deals GPU work out for
+                            # (plan.py); DEFAULT_SMS on a backend without
 
     @classmethod
     def from_scipy(cls, backend, m) -> CSR:
@@ -115,4 +120,5 @@ class CSR(NamedTuple):
         m.sort_indices()
         indptr, indices = m.indptr.astype(np.int32), m.indices.astype(np.int32)
         return cls(backend.to_device(indptr), backend.to_device(indices),
-                   backend.to_device(m.data.astype(np.float32)), indptr, indices, m.shape)
+                   backend.to_device(m.data.astype(np.float32)), indptr, indices, m.shape,
+                   getattr(backend, "sms", DEFAULT_SMS))

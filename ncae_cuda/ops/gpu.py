@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..memory import pack_plan
-from ..plan import EpochPlan, window_sizes
+from ..plan import EpochPlan
 from . import cublas, ledger
 from .common import (DEFAULT_SMS, DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows,
                      dropout_stream, dropout_threshold, pieces_stride, slabs)
@@ -237,21 +237,22 @@ class KernelOps:
     def cut_batch(self, memory, csr, plan: EpochPlan, step: int) -> Batch:
         ledger.step_begins()
         v, B = memory.views, plan.batch_size
-        batch = memory.batch(plan.entries(step))
-        self._cut(batch, v["header"], v["order"], v["batch_indptr"], v["col_offsets"],
-                  v["col_order"], csr, len(plan.order), B)
+        batch = memory.batch(plan.entries(step), plan.windows[step])
+        self._cut(batch, v["header"], v["order"], v["batch_indptr"], v["windows"],
+                  v["col_offsets"], v["col_order"], csr, len(plan.order), B)
         return batch
 
     def cut_rows(self, csr, rows) -> Batch:
-        plan = EpochPlan.of_rows(csr.host_indptr, rows)
+        plan = EpochPlan.of_rows(csr.host_indptr, rows, csr.sms)
         xp, n, nnz = self.xp, len(plan.order), plan.entries(0)
-        sizes = window_sizes(int(np.diff(plan.batch_indptr[0]).max(initial=0)), n)
+        rows_C, columns_C = (int(C) for C in plan.windows[0])
         batch = Batch(xp.empty(n + 1, np.int32), xp.empty(nnz, np.int32),
                       xp.empty(nnz, np.float32), xp.empty(nnz, np.uint8),
                       xp.empty(nnz, np.int32), None, xp.empty(n, np.float32),
-                      Windows(*sizes, None, None, nnz))
+                      Windows(rows_C, columns_C, xp.empty(2, np.int32), None, None, nnz,
+                              _blocks(nnz, min(rows_C, columns_C))))
         d = [self.to_device(x) for x in (plan.header, plan.order, plan.batch_indptr,
-                                         plan.col_offsets)]
+                                         plan.windows, plan.col_offsets)]
         self._cut(batch, *d, None, csr, n, n)
         return batch
 
@@ -261,17 +262,17 @@ class KernelOps:
         w = batch.windows
         if w.pieces is not None:
             return w.pieces, w.arrivals
-        windows = _blocks(len(batch.cols), w.rows)
-        return (self.xp.zeros((2 * windows, pieces_stride(K)), np.float32),
-                self.xp.zeros(windows, np.int32))
+        return (self.xp.zeros((2 * w.most, pieces_stride(K)), np.float32),
+                self.xp.zeros(w.most, np.int32))
 
-    def _cut(self, batch, header, order, batch_indptr, col_offsets, epoch_col_order, csr,
-             n_rows, B):
+    def _cut(self, batch, header, order, batch_indptr, windows, col_offsets, epoch_col_order,
+             csr, n_rows, B):
         nnz = self._entries(batch)
         self._launch("cut_batch_kernel", _blocks(max(nnz, B + 1)), BLOCK, (
             batch.indptr, batch.cols, batch.vals, batch.keep, batch.entry_rows,
-            batch.col_order, batch.row_weight, header, order, batch_indptr, col_offsets,
-            epoch_col_order, csr.indptr, csr.indices, csr.data, np.int32(n_rows), np.int32(B)),
+            batch.col_order, batch.row_weight, batch.windows.sizes, header, order,
+            batch_indptr, windows, col_offsets, epoch_col_order, csr.indptr, csr.indices,
+            csr.data, np.int32(n_rows), np.int32(B)),
             work=lambda: _cut_work(max(nnz, B + 1)), by_entries=True)
 
     def step_loss(self, losses, step, row_loss, row_weight) -> None:
@@ -289,58 +290,57 @@ class KernelOps:
             np.uint32(dropout_threshold(q)), np.int32(nnz)), work=lambda: _even(nnz, BLOCK),
             by_entries=True)
 
-    def _rows_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
-        """A window kernel over the batch's entries in row order."""
+    def _windows_launch(self, kernel: str, batch: Batch, K: int, args: tuple,
+                        columns: bool = False, shared: bool = True) -> None:
+        """A window kernel over the batch's entries in row order (or in column order): a block
+        a window (as many as any batch has, while a step is captured), then the sizes B, K
+        and the window's, on the device. shared: windows that share a segment leave pieces."""
         _check_width(K)
-        C, nnz = batch.windows.rows, self._entries(batch)
-        self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
-            np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
-            work=lambda: _row_windows_work(self._host(batch.indptr), C), by_entries=True)
+        w = batch.windows
+        C, nnz = w.columns if columns else w.rows, len(batch.cols)
 
-    def _columns_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
-        """A window kernel over the batch's entries in column order."""
-        _check_width(K)
-        C, nnz = batch.windows.columns, self._entries(batch)
-        self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
-            np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
-            work=lambda: _column_windows_work(self._host(batch.cols),
-                                              self._host(batch.col_order), C),
-            by_entries=True)
+        def work():
+            if not shared:
+                return _windows_even(nnz, C)
+            if columns:
+                return _column_windows_work(self._host(batch.cols), self._host(batch.col_order),
+                                            C)
+            return _row_windows_work(self._host(batch.indptr), C)
+        self._launch(kernel, w.most if self._capturing else _blocks(nnz, C), WARP * slabs(K),
+                     args + (np.int32(len(batch.row_weight)), np.int32(K),
+                             w.sizes[1:] if columns else w.sizes[:1]),
+                     work=work, by_entries=True)
 
     def gather_forward(self, a1, batch, E, b1, scale):
         _check(np.float32, a1, E, b1)
-        self._rows_launch("gather_forward_kernel", batch, a1.shape[1], (
+        self._windows_launch("gather_forward_kernel", batch, a1.shape[1], (
             a1, *self._scratch(batch, a1.shape[1]), batch.indptr, batch.cols, batch.vals, batch.keep,
             batch.entry_rows, E, b1, np.float32(scale)))
 
     def scatter_backward(self, dE, dpre1, batch, scale):
         _check(np.float32, dE, dpre1)
         w = batch.windows
-        self._columns_launch("scatter_backward_kernel", batch, dE.shape[1], (
+        self._windows_launch("scatter_backward_kernel", batch, dE.shape[1], (
             dE, w.pieces, w.arrivals, dpre1, batch.indptr, batch.cols, batch.vals, batch.keep,
-            batch.entry_rows, batch.col_order, np.float32(scale)))
+            batch.entry_rows, batch.col_order, np.float32(scale)), columns=True)
 
     def sparse_output_forward(self, yhat, a, V, c, batch, s, m_off, identity=False):
         _check(np.float32, yhat, a, V, c)
-        K, C, nnz = a.shape[1], batch.windows.rows, self._entries(batch)
-        _check_width(K)
-        self._launch("sparse_output_forward_kernel", _blocks(nnz, C), WARP * slabs(K), (
+        self._windows_launch("sparse_output_forward_kernel", batch, a.shape[1], (
             yhat, a, V, c, batch.indptr, batch.cols, batch.entry_rows, np.float32(s),
-            np.float32(m_off), np.int32(identity), np.int32(a.shape[0]), np.int32(K),
-            np.int32(C)),
-            work=lambda: _windows_even(nnz, C), by_entries=True)
+            np.float32(m_off), np.int32(identity)), shared=False)
 
     def sparse_output_backward(self, da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s,
                                m_off, identity=False, row_norm=1.0):
         _check(np.float32, da, dV, dc, row_loss, g, a, V, c)
         f, w, K = np.float32, batch.windows, a.shape[1]
-        self._rows_launch("sparse_output_rows_kernel", batch, K, (
+        self._windows_launch("sparse_output_rows_kernel", batch, K, (
             da, row_loss, g, w.pieces, w.arrivals, a, V, c, batch.indptr, batch.cols,
             batch.vals, batch.keep, batch.entry_rows, batch.row_weight, f(alpha), f(beta),
             f(s), f(m_off), np.int32(identity), f(row_norm)))
-        self._columns_launch("sparse_output_cols_kernel", batch, K, (
+        self._windows_launch("sparse_output_cols_kernel", batch, K, (
             dV, dc, w.pieces, w.arrivals, g, a, batch.indptr, batch.cols, batch.entry_rows,
-            batch.col_order))
+            batch.col_order), columns=True)
 
     def reweighted_error(self, dout, row_loss, z, c, batch, weights, kept_only=False):
         _check(np.float32, dout, row_loss, z, c, weights)
