@@ -28,15 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .ops.common import (CSR, DEFAULT_SMS, DEVICE_NUMBERS, MAX_WINDOW_THREADS,
+from .ops.common import (CSR, DEFAULT_SMS, DEVICE_NUMBERS, MAX_WINDOW_THREADS, THREADS_PER_SM,
                          dropout_stream, dropout_threshold)
 
 # Entries a window at least, unless fewer leave an SM without a window: pieces of sums stay few.
 MIN_WINDOW = 32
 # Windows a batch is dealt into at most, per SM: one wave of the widest window kernel's blocks
-# (MAX_WINDOW_THREADS threads) in an SM's 2048 threads (sm_80, sm_90). More would not run at
-# once and only add pieces; the windows' scratch is sized by it.
-WINDOWS_PER_SM = 2048 // MAX_WINDOW_THREADS
+# (MAX_WINDOW_THREADS threads). More would not run at once and only add pieces; the windows'
+# scratch is sized by it.
+WINDOWS_PER_SM = THREADS_PER_SM // MAX_WINDOW_THREADS
 
 
 @dataclass(frozen=True)

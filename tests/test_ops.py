@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import CSR, dropout_threshold
+from ncae_cuda.ops.common import CSR, adam_state, dropout_threshold
 from ncae_cuda.plan import EpochPlan, Geometry
 
 from helpers import (assert_close, cut_first, host, host_batch, long_row_matrix, one_step,
@@ -396,12 +396,69 @@ def test_adam(backend, n, schedule):
     counter = np.array([6, 0])
     ref.adam(*expect, g.astype(np.float64), counter, 1e-2, 0.9, 0.999, 1e-8, 0.1, *schedule)
     got = [backend.to_device(t.copy()) for t in (p0, m0, v0, g)]
-    d_counter = backend.to_device(np.array([6, 0], np.int32))
+    d_counter = backend.to_device(adam_state(6))
     backend.adam(*got, d_counter, 1e-2, 0.9, 0.999, 1e-8, 0.1, *schedule)
     for actual, e in zip(got, expect):
         assert_close(host(backend, actual), e)
     assert not host(backend, got[3]).any()                   # the gradient is zeroed
-    np.testing.assert_array_equal(backend.to_host(d_counter), [7, 0])
+    np.testing.assert_array_equal(backend.to_host(d_counter)[:2], [7, 0])
+
+
+# Steps 1-7 of one state, each with its gradient, under schedules that change: constant; then
+# decayed from step 3 in epochs of 2 steps; then a new learning rate, as a stage would.
+STEPS_OF_SCHEDULES = [(1e-2, 1.0, 0, 0)] * 2 + [(1e-2, 0.5, 2, 2)] * 3 + [(5e-3, 0.5, 2, 2)] * 2
+
+
+def test_adam_steps_follow_their_schedules(backend):
+    rng = np.random.default_rng(10)
+    n = 3000                                                 # 12 blocks on the GPU
+    p0 = rng.normal(0, 1, n).astype(np.float32)
+    expect = [p0.astype(np.float64), np.zeros(n), np.zeros(n)]
+    got = [backend.to_device(p0.copy())] + [backend.xp.zeros(n, np.float32) for _ in range(2)]
+    counter, d_counter = np.zeros(1), backend.to_device(adam_state())
+    for lr, *schedule in STEPS_OF_SCHEDULES:
+        g = rng.normal(0, 1, n).astype(np.float32)
+        ref.adam(*expect, g.astype(np.float64), counter, lr, 0.9, 0.999, 1e-8, 0.1, *schedule)
+        backend.adam(*got, backend.to_device(g), d_counter, lr, 0.9, 0.999, 1e-8, 0.1,
+                     *schedule)
+        for actual, e in zip(got, expect):
+            assert_close(host(backend, actual), e)
+    assert backend.to_host(d_counter)[0] == len(STEPS_OF_SCHEDULES)
+
+
+def test_adam_uses_the_corrections_filed_a_step_ahead(gpu):
+    # Step 6 from a state that step 5 left (its corrections filed a step ahead) and from a
+    # fresh state of 5 steps (computed by every thread): the same numbers, bit for bit. With
+    # the filed lr_t set to 0 (the word after the filed step, kernels/adam.cu: Corrections),
+    # step 6 leaves the parameters where they were: it used what was filed.
+    rng = np.random.default_rng(11)
+    n = 2000
+    start = [rng.normal(0, s, n).astype(np.float32) for s in (1.0, 0.1, 0.01, 1.0)]
+    start[2] = np.abs(start[2])                              # v >= 0
+    ahead = gpu.to_device(adam_state(4))
+    gpu.adam(*(gpu.to_device(t.copy()) for t in start), ahead, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+    results = []
+    for state in (ahead, gpu.to_device(adam_state(5))):
+        got = [gpu.to_device(t.copy()) for t in start]
+        gpu.adam(*got, state, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+        results.append([host(gpu, t) for t in got])
+    for filed, computed in zip(*results):
+        np.testing.assert_array_equal(filed, computed)
+    words = gpu.to_host(ahead)                               # now 6 steps, 7's filed
+    filed_step = np.flatnonzero(words[1:] == 7) + 1
+    assert len(filed_step) == 1
+    words[filed_step + 1] = 0                                # lr_t = 0.0f
+    words[0] = 6
+    got = [gpu.to_device(t.copy()) for t in start]
+    gpu.adam(*got, gpu.to_device(words), 1e-2, 0.9, 0.999, 1e-8, 0.1)
+    np.testing.assert_array_equal(host(gpu, got[0]), start[0])
+    assert not np.array_equal(host(gpu, got[1]), start[1])  # the moments moved
+
+
+def test_adam_refuses_a_short_state(gpu):
+    with pytest.raises(ValueError, match="Adam's state"):
+        gpu.adam(*(gpu.xp.zeros(4, np.float32) for _ in range(4)),
+                 gpu.to_device(np.zeros(2, np.int32)), 1e-2, 0.9, 0.999, 1e-8, 0.1)
 
 
 def test_adam_first_step_is_a_signed_lr_step():

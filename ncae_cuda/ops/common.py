@@ -38,6 +38,16 @@ MAX_WIDTH = MAX_WINDOW_THREADS // DEVICE_NUMBERS["WARP"] * SLAB
 # The SM count that work is dealt out for, and weighed against, where there is no device to ask
 # (the emulator, a ledger without a GPU): an H100 SXM's. The GPU backend asks its device.
 DEFAULT_SMS = 132
+THREADS_PER_SM = 2048         # threads an SM holds at once (sm_80, sm_90)
+
+
+def adam_state(steps: int = 0) -> np.ndarray:
+    """Adam's state as it starts on a device: `steps` steps taken, the rest the GPU kernel's
+    (kernels/adam.cu: AdamState), zero. (ADAM_STATE_WORDS,) int32; every backend's adam reads
+    and writes the step count, [0]."""
+    state = np.zeros(DEVICE_NUMBERS["ADAM_STATE_WORDS"], np.int32)
+    state[0] = steps
+    return state
 
 
 def slabs(K: int) -> int:

@@ -28,7 +28,7 @@ from ..memory import pack_plan
 from ..plan import EpochPlan
 from . import cublas, ledger
 from .common import (DEFAULT_SMS, DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows,
-                     dropout_stream, dropout_threshold, pieces_stride, slabs)
+                     adam_state, dropout_stream, dropout_threshold, pieces_stride, slabs)
 
 # Whether fine-tuning replays each training step from a CUDA graph captured once (KernelOps.
 # graphs; python -m ncae_cuda.train --cuda-graphs). Off until a GPU measurement shows it pays.
@@ -155,8 +155,8 @@ def _bias_backward_work(B: int, K: int) -> tuple[float, float, float]:
 
 
 def _adam_work(n: int, grid: int) -> tuple[float, float, float]:
-    """Every block reads the step count, computes the bias corrections (thread 0, before a
-    barrier), then its threads stride over the elements."""
+    """Every block reads its state (the step count, the step's bias corrections), then its
+    threads stride over the elements; then block 0 computes the next step's corrections."""
     busiest, mean, elements = _even(n, -(-n // grid))
     return busiest, mean, _reads(1 + CORRECTIONS_READS) + elements
 
@@ -354,6 +354,9 @@ class KernelOps:
              lr_decay=1.0, steps_per_epoch=0, decay_start=0):
         _check(np.float32, params, m, v, grads)
         _check(np.int32, counter)
+        if counter.shape != adam_state().shape:     # the kernel writes all of its state
+            raise ValueError(f"Adam's state is {adam_state().shape} int32 (common.adam_state), "
+                             f"not {counter.shape}")
         f, n = np.float32, len(params)
         grid = min(_blocks(n), MAX_GRID)
         self._launch("adam_kernel", grid, BLOCK, (
