@@ -27,8 +27,8 @@ import numpy as np
 from ..memory import pack_plan
 from ..plan import EpochPlan
 from . import cublas, ledger
-from .common import (DEFAULT_SMS, DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows,
-                     adam_state, dropout_stream, dropout_threshold, pieces_stride, slabs)
+from .common import (DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows, adam_state,
+                     dropout_stream, dropout_threshold, pieces_stride, slabs)
 
 # Whether fine-tuning replays each training step from a CUDA graph captured once (KernelOps.
 # graphs; python -m ncae_cuda.train --cuda-graphs). Off until a GPU measurement shows it pays.
