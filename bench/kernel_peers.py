@@ -36,6 +36,7 @@ import numpy as np
 from ncae_cuda import datasets, ops
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.ops import reference as ref
+from ncae_cuda.ops.common import adam_state
 
 from bench.epoch_time import ceilings, commit
 from ncae_cuda.floors import op_work
@@ -161,7 +162,7 @@ def adam(step: Step) -> Pair:
     expect = [p0.astype(np.float64), np.zeros(P), np.zeros(P)]
     ref.adam(*expect, g.astype(np.float64), np.array([0, 0]), *ADAM.values())
     state = step.on(p0, np.zeros(P, np.float32), np.zeros(P, np.float32), g)
-    counter = step.backend.to_device(np.zeros(2, np.int32))
+    counter = step.backend.to_device(adam_state())
     param = torch.nn.Parameter(*step.tensors(p0))
     param.grad = step.tensors(g)[0]
     optimizer = torch.optim.Adam([param], lr=ADAM["lr"], betas=(ADAM["beta1"], ADAM["beta2"]),

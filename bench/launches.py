@@ -18,7 +18,10 @@ Figures per shape: ops_per_step (device operations: custom kernels, BLAS calls a
 operations), allocations_per_step (after the epoch's first step), transfers_per_epoch and
 syncs_per_epoch (after the first step, the closing read of the losses included) and
 work_balance (the largest busiest-block-over-mean-block ratio of any kernel launch), and
-graph_nodes_per_step (the captured step's operations).
+graph_nodes_per_step (the captured step's operations); parallel_slack (the fewest blocks per SM
+of any launch whose grid is sized by the batch's entries, against the SM count of the device:
+an H100's 132 where it is emulated) and serial_tail (the longest chain of dependent reads any
+block makes, in entries: ops/gpu.py weighs it), each with its kernel and per kernel.
 
 --ranks R1,R2,... adds what each rank of a column-sharded fit (ncae_cuda/shard.py) holds and
 shares, planned from the columns' training entries, nothing allocated: its columns and their
@@ -142,16 +145,37 @@ def shard_markdown(shards: dict) -> str:
 def markdown(result: dict) -> str:
     lines = [f"commit {result['commit']}, {result['date']}, {result['device']}", "",
              "| shape | ops per step | allocations per step | transfers per epoch | "
-             "syncs per epoch | work balance (kernel) | graph nodes per step |",
-             "|---|---:|---:|---:|---:|---|---:|"]
+             "syncs per epoch | work balance (kernel) | graph nodes per step | "
+             "parallel slack (kernel) | serial tail (kernel) |",
+             "|---|---:|---:|---:|---:|---|---:|---|---|"]
     for name, f in result["shapes"].items():
         count = (str(f["ops_per_step"]) if f["ops_per_step"] == f["ops_per_step_min"]
                  else f"{f['ops_per_step_min']}-{f['ops_per_step']}")
         nodes = f.get("graph_nodes_per_step", {}).get("nodes", "-")
         lines.append(f"| {name} | {count} | {f['allocations_per_step']} | "
                      f"{f['transfers_per_epoch']} | {f['syncs_per_epoch']} | "
-                     f"{f['work_balance']:.1f} ({f['least_balanced_kernel']}) | {nodes} |")
-    return "\n".join(lines) + "\n"
+                     f"{f['work_balance']:.1f} ({f['least_balanced_kernel']}) | {nodes} | "
+                     f"{f['parallel_slack']:.2f} ({f['least_parallel_kernel']}) | "
+                     f"{f['serial_tail']:.0f} ({f['longest_tail_kernel']}) |")
+    return "\n".join(lines + [""] + parallelism_by_kernel(result)) + "\n"
+
+
+def parallelism_by_kernel(result: dict) -> list:
+    """Per kernel and shape: its fewest blocks per SM (grids sized by the batch's entries) and
+    its longest serial tail, in entries."""
+    shapes = result["shapes"]
+    kernels = sorted({k for f in shapes.values() for k in f["serial_tail_by_kernel"]})
+    lines = ["| kernel | " + " | ".join(f"{name} slack | {name} tail" for name in shapes) + " |",
+             "|---|" + "---:|---:|" * len(shapes)]
+    for k in kernels:
+        cells = []
+        for f in shapes.values():
+            slack = f["parallel_slack_by_kernel"].get(k)
+            tail = f["serial_tail_by_kernel"].get(k)
+            cells += ["-" if slack is None else f"{slack:.2f}",
+                      "-" if tail is None else f"{tail:.0f}"]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv=None) -> int:

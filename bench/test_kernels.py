@@ -7,7 +7,7 @@ CPU backend and, where there is one, the GPU.
 Each case first checks its result against ops/reference.py in float64 on the same inputs, then
 times it (pytest-benchmark's rounds; on the GPU each round ends with a device synchronize, and
 CUDA events give the median kernel time after warm-up: bench/timing.py). Achieved GB/s and GFLOP/s come from
-the minimum bytes and FLOPs of bench/floors.op_work, and are stored in each benchmark's
+the minimum bytes and FLOPs of ncae_cuda/floors.op_work, and are stored in each benchmark's
 extra_info (pytest-benchmark's JSON output keeps them).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ncae_cuda import ops
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import Batch, CSR
+from ncae_cuda.ops.common import Batch, CSR, adam_state
 from ncae_cuda.plan import Planner, Schedule
 
 from ncae_cuda.floors import op_work
@@ -231,7 +231,7 @@ def test_adam(benchmark, backend, case):
     expect = [t.astype(np.float64) for t in (p0, m0, v0)]
     ref.adam(*expect, g.astype(np.float64), np.array([2, 0]), 1e-3, 0.9, 0.999, 1e-8, 1e-3)
     state = on(backend, p0, m0, v0, g)
-    counter = backend.to_device(np.array([2, 0], np.int32))
+    counter = backend.to_device(adam_state(2))
     backend.adam(*state, counter, 1e-3, 0.9, 0.999, 1e-8, 1e-3)
     for got, want in zip(state, expect):
         close(backend, got, want)

@@ -81,6 +81,11 @@ __device__ __forceinline__ void lanes_load(float* x, const float* __restrict__ r
 
 // The same through L2 only: for values another block wrote in this launch.
 __device__ __forceinline__ void lanes_load_l2(float* x, const float* row, Lanes l) {
+    if (l.vec && l.n) {
+        float4 f = __ldcg(reinterpret_cast<const float4*>(row + l.k0));
+        x[0] = f.x; x[1] = f.y; x[2] = f.z; x[3] = f.w;
+        return;
+    }
     for (int i = 0; i < LANE_FLOATS; i++) x[i] = i < l.n ? __ldcg(row + l.k0 + i * l.step) : 0.0f;
 }
 
@@ -148,8 +153,10 @@ __device__ __forceinline__ void add_rows(Acc& acc, int s0, int s1, const float* 
 // share leaves its sums in each as a piece; the last of those windows to arrive (an atomic
 // count, as in CUDA's threadFenceReduction sample) adds the pieces up in window order and
 // finishes it. Sums therefore never depend on timing: results are bit-identical run to run.
-// The host picks C >= sqrt(longest row), so no segment has more pieces than a window entries,
-// and the block that adds them does at most twice a window's work.
+// It reads the pieces UNROLL at a time, all in flight together, as a window reads its entries'
+// rows. The host picks each batch's C (ncae_cuda/plan.py: window_sizes) so that every SM gets
+// a window where it can, and no segment has more than C pieces: adding two segments' pieces
+// then takes no more reads than the window's own entries.
 
 struct Windows {
     int C;              // entries a window
@@ -165,6 +172,12 @@ __device__ __forceinline__ int pieces_stride(int K) {
     return (K + LANE_FLOATS - 1) / LANE_FLOATS * LANE_FLOATS + LANE_FLOATS;
 }
 
+// Window w's piece of a segment that begins in window w0: its last segment's slot when the
+// segment begins there, else its first's.
+__device__ __forceinline__ float* piece_of(const Windows& win, int w, int w0) {
+    return win.pieces + (size_t)(2 * w + (w == w0)) * win.stride;
+}
+
 // Hands in the sums of segment `seg`, which spans windows w0..w1, from window w. Every thread
 // of the block must call it with the same arguments (it synchronises the block); `finish(seg,
 // acc)` is called once per segment, by the block that completes it.
@@ -176,7 +189,7 @@ __device__ void hand_in(const Acc& acc, int seg, int w, int w0, int w1, const Wi
         finish(seg, acc);
         return;
     }
-    float* piece = win.pieces + (size_t)(2 * w + (w == w0)) * win.stride;
+    float* piece = piece_of(win, w, w0);
     lanes_store(piece, acc.x, l);
     if (threadIdx.x == 0) piece[win.stride - LANE_FLOATS] = acc.s;
     __threadfence();
@@ -189,12 +202,20 @@ __device__ void hand_in(const Acc& acc, int seg, int w, int w0, int w1, const Wi
     if (!last) return;
     __threadfence();
     Acc total = acc_zero();
-    for (int u = w0; u <= w1; u++) {
-        const float* p = win.pieces + (size_t)(2 * u + (u == w0)) * win.stride;
-        float x[LANE_FLOATS];
-        lanes_load_l2(x, p, l);
-        for (int i = 0; i < LANE_FLOATS; i++) total.x[i] += x[i];
-        total.s += __ldcg(p + win.stride - LANE_FLOATS);
+    for (int u0 = w0; u0 <= w1; u0 += UNROLL) {
+        float x[UNROLL][LANE_FLOATS], s[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {     // past w1: w1's again, unused (no branch)
+            const float* p = piece_of(win, min(u0 + u, w1), w0);
+            lanes_load_l2(x[u], p, l);
+            s[u] = __ldcg(p + win.stride - LANE_FLOATS);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {     // added in window order
+            if (u0 + u > w1) break;
+            for (int i = 0; i < LANE_FLOATS; i++) total.x[i] += x[u][i];
+            total.s += s[u];
+        }
     }
     finish(seg, total);
 }
@@ -239,19 +260,26 @@ __device__ void reduce_rows(int w, const Windows& win, const int* __restrict__ i
 }
 
 // Window w of the batch's entries in column order (position t is entry col_order[t]): the
-// column runs it touches. A column has at most one entry a row, so a run holds at most B
-// entries: with C >= B it spans at most two windows, the one before or after this one.
+// column runs it touches. A run may span several windows; the windows its first and last runs
+// share with this one are found by probing window edges, a lane a window: lane k reads the last
+// entry of window w-1-k and the first of window w+1+k, and the columns are ascending, so the
+// windows sharing the run are the lanes that match, up to the first that does not. A column
+// has at most one entry a row, so a run holds at most B entries: the host keeps
+// C >= B / (WARP - 1), and a run shares at most WARP - 1 windows on either side.
 template <class Add, class Finish>
 __device__ void reduce_columns(int w, const Windows& win, const int* __restrict__ col_order,
                                const int* __restrict__ cols, Lanes l, Add add, Finish finish) {
     int t0 = w * win.C, t1 = min(t0 + win.C, win.nnz);
     auto col = [&](int t) { return cols[col_order[t]]; };
-    bool from_before = t0 > 0 && col(t0 - 1) == col(t0);
-    bool goes_on = t1 < win.nnz && col(t1) == col(t1 - 1);
+    int lane = threadIdx.x % WARP;
+    int before = t0 - 1 - lane * win.C, after = t1 + lane * win.C;
+    bool back = before >= 0 && col(before) == col(t0);
+    bool on = after < win.nnz && col(after) == col(t1 - 1);
+    int w0 = w - (__ffs(~__ballot_sync(FULL_MASK, back)) - 1);    // the first run's first window
+    int w1 = w + (__ffs(~__ballot_sync(FULL_MASK, on)) - 1);      // the last run's last window
     walk_segments(t0, t1, col, [&](int j, int s0, int s1, bool first, bool last) {
         Acc acc = acc_zero();
         add(acc, j, s0, s1);
-        hand_in(acc, j, w, first && from_before ? w - 1 : w, last && goes_on ? w + 1 : w,
-                win, l, finish);
+        hand_in(acc, j, w, first ? w0 : w, last ? w1 : w, win, l, finish);
     });
 }

@@ -3,7 +3,8 @@
 // an evaluation batch, from a plan of one step without column order or dropout.
 // Everything that changes from step to step comes from device memory: the step to cut
 // (plan[0], advanced by step_loss), the dropout threshold (plan[1]) and stream (plan[2..3]),
-// so the launch is the same for every step and can be replayed from a CUDA graph.
+// so the launch is the same for every step and can be replayed from a CUDA graph. The step's
+// window sizes (ncae_cuda/plan.py: window_sizes) are cut with it, for the window kernels.
 // The training CSR may be a column shard's part of the training matrix (ncae_cuda/shard.py):
 // an entry's dropout is drawn by its id in the whole matrix (its row's first id, src_first,
 // plus its place in the row), and a row's entry count is the whole row's (src_entries).
@@ -20,9 +21,11 @@ extern "C" __global__ void cut_batch_kernel(
         int* __restrict__ col_order,            // (nnz,) out, unless epoch_col_order is null
         float* __restrict__ row_weight,         // (B,) out
         int* __restrict__ row_entries,          // (B,) out
+        int* __restrict__ window_sizes,         // (2,) out: windows over rows, over columns
         const int* __restrict__ plan,           // (4,) step, threshold, stream (u64)
         const int* __restrict__ order,          // (n_rows,) the rows in epoch order
         const int* __restrict__ batch_indptr,   // (steps, B+1) each step's row pointers
+        const int* __restrict__ windows,        // (steps, 2) each step's window sizes
         const int* __restrict__ col_offsets,    // (steps+1,) each step's start in ...
         const int* __restrict__ epoch_col_order,// (entries,) ... its entries in column order
         const int* __restrict__ src_indptr,     // the training CSR
@@ -37,6 +40,7 @@ extern "C" __global__ void cut_batch_kernel(
     const int* bi = batch_indptr + (size_t)s * (B + 1);
     int first = s * B, n = min(B, n_rows - first), nnz = bi[B];
     int thread = blockIdx.x * blockDim.x + threadIdx.x, threads = gridDim.x * blockDim.x;
+    if (thread < 2) window_sizes[thread] = windows[2 * s + thread];
     for (int b = thread; b <= B; b += threads) {
         indptr[b] = bi[b];
         if (b < B) {

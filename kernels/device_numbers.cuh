@@ -8,3 +8,4 @@
 #define LANE_FLOATS 4    // floats of a K-vector a lane owns: one float4
 #define UNROLL 4         // entries whose rows are loaded together before any is added
 #define MAX_TOPK 1024    // topk's largest M: the chosen M stay in shared memory
+#define ADAM_STATE_WORDS 32   // int32 words of Adam's state on the device (adam.cu: AdamState)

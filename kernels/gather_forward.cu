@@ -17,9 +17,11 @@ extern "C" __global__ void gather_forward_kernel(
         const int* __restrict__ entry_rows,     // (nnz,)
         const float* __restrict__ E,            // (N, K)
         const float* __restrict__ b1,           // (K,), or null: the sum alone
-        float scale, int B, int K, int C) {
+        float scale,
+        int B, int K,
+        const int* __restrict__ window) {       // (1,) entries a window: the batch's
     Lanes l = lanes_of(K);
-    Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
+    Windows win = {*window, indptr[B], pieces, pieces_stride(K), arrivals};
     auto finish = [&](int b, const Acc& acc) {
         float y[LANE_FLOATS];
         if (b1 != nullptr) {
@@ -40,6 +42,6 @@ extern "C" __global__ void gather_forward_kernel(
     };
     for (int b = blockIdx.x; b < B; b += gridDim.x)
         if (indptr[b] == indptr[b + 1]) finish(b, acc_zero());
-    for (int w = blockIdx.x; w * C < win.nnz; w += gridDim.x)
+    for (int w = blockIdx.x; w * win.C < win.nnz; w += gridDim.x)
         reduce_rows(w, win, indptr, entry_rows, l, add, finish);
 }

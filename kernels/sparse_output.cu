@@ -66,9 +66,11 @@ extern "C" __global__ void sparse_output_forward_kernel(
         const int* __restrict__ indptr,         // (B+1,)
         const int* __restrict__ cols,           // (nnz,)
         const int* __restrict__ entry_rows,     // (nnz,)
-        float s, float m_off, int identity, int B, int K, int C) {
+        float s, float m_off, int identity,
+        int B, int K,
+        const int* __restrict__ window) {       // (1,) entries a window: the batch's
     Lanes l = lanes_of(K);
-    int nnz = indptr[B];
+    int nnz = indptr[B], C = *window;
     for (int w = blockIdx.x; w * C < nnz; w += gridDim.x) {
         int t0 = w * C, t1 = min(t0 + C, nnz);
         walk_segments(t0, t1, [&](int t) { return entry_rows[t]; },
@@ -104,9 +106,10 @@ extern "C" __global__ void sparse_output_rows_kernel(
         const int* __restrict__ row_entries,    // (B,) |K_b|
         float alpha, float beta, float s, float m_off, int identity,
         float row_norm,                         // a row's errors weigh 1/|K_b|^row_norm
-        int B, int K, int C) {
+        int B, int K,
+        const int* __restrict__ window) {       // (1,) entries a window: the batch's
     Lanes l = lanes_of(K);
-    Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
+    Windows win = {*window, indptr[B], pieces, pieces_stride(K), arrivals};
     auto finish = [&](int b, const Acc& acc) {
         lanes_store(da + (size_t)b * K, acc.x, l);
         if (threadIdx.x == 0) row_loss[b] = acc.s;
@@ -133,7 +136,7 @@ extern "C" __global__ void sparse_output_rows_kernel(
     };
     for (int b = blockIdx.x; b < B; b += gridDim.x)
         if (indptr[b] == indptr[b + 1]) finish(b, acc_zero());
-    for (int w = blockIdx.x; w * C < win.nnz; w += gridDim.x)
+    for (int w = blockIdx.x; w * win.C < win.nnz; w += gridDim.x)
         reduce_rows(w, win, indptr, entry_rows, l, add, finish);
 }
 
@@ -148,9 +151,10 @@ extern "C" __global__ void sparse_output_cols_kernel(
         const int* __restrict__ cols,           // (nnz,)
         const int* __restrict__ entry_rows,     // (nnz,)
         const int* __restrict__ col_order,      // (nnz,)
-        int B, int K, int C) {
+        int B, int K,
+        const int* __restrict__ window) {       // (1,) entries a window: the batch's
     Lanes l = lanes_of(K);
-    Windows win = {C, indptr[B], pieces, pieces_stride(K), arrivals};
+    Windows win = {*window, indptr[B], pieces, pieces_stride(K), arrivals};
     auto finish = [&](int j, const Acc& acc) {
         lanes_add_to(dV + (size_t)j * K, acc.x, l);
         if (threadIdx.x == 0) dc[j] += acc.s;
@@ -163,6 +167,6 @@ extern "C" __global__ void sparse_output_cols_kernel(
             return true;
         });
     };
-    for (int w = blockIdx.x; w * C < win.nnz; w += gridDim.x)
+    for (int w = blockIdx.x; w * win.C < win.nnz; w += gridDim.x)
         reduce_columns(w, win, col_order, cols, l, add, finish);
 }

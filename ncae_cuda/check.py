@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from . import __version__, ops
 from .ops import reference as ref
+from .ops.common import adam_state
 
 TOLERANCE = 2e-5      # float32 against float64: a few ulps of accumulated rounding, relative to
                       # the largest expected value (or 1, where all are smaller)
@@ -325,13 +326,13 @@ def op_cases(backend, seed: int = 0) -> list[OpCase]:
     p0, g0, m0 = normal(n, sd=1.0), normal(n, sd=1.0), normal(n, sd=0.1)
     v0 = rng.random(n).astype(np.float32) * 0.01
     state = f64(p0, m0, v0)
-    counter = np.array([6, 0])
+    counter = adam_state(6)
     schedule = (1e-2, 0.9, 0.999, 1e-8, 0.1, 0.5, 2, 1)     # ..., λ, lr decay from step 1
     ref.adam(*state, g0.astype(np.float64), counter, *schedule)
 
     def adam():
         outs = [d(t.copy()) for t in (p0, m0, v0, g0)]
-        count = d(np.array([6, 0], np.int32))
+        count = d(adam_state(6))
         backend.adam(*outs, count, *schedule)
         return {**dict(zip(("params", "m", "v", "grads"), map(h, outs))),
                 "step": h(count)[:1]}

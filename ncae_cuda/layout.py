@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ops.common import adam_state
 from .shard import Columns
 
 ALIGN = 4
@@ -115,7 +116,7 @@ class Parameters:
         self.params, self.grads, self.m, self.v = self.state
         self.p = layout.views(self.params)
         self.d = layout.views(self.grads)
-        self.counter = ops.xp.zeros(2, np.int32)   # Adam's steps taken; its kernel's blocks done
+        self.counter = ops.to_device(adam_state())    # Adam's steps taken first (common.py)
 
     @property
     def steps(self) -> int:
@@ -137,7 +138,7 @@ class Parameters:
         self.m[...] = self.ops.to_device(m)
         self.v[...] = self.ops.to_device(v)
         self.grads.fill(0)
-        self.counter[...] = self.ops.to_device(np.array([steps, 0], np.int32))
+        self.counter[...] = self.ops.to_device(adam_state(steps))
 
     def reset_optimizer(self) -> None:
         """Zero Adam's moments and step, as for a fresh start from the current parameters."""

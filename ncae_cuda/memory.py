@@ -75,9 +75,10 @@ def step_spec(layout: NCAELayout, feedback: str, g: Geometry, dtype, windowed: b
         spec["exchange"] = ((B * (layout.hidden[-1] + 1),), dtype)
     else:
         spec["row_loss"] = ((B,), dtype)
-    if windowed:                                  # what windows sharing a row or a run leave
+    if windowed:                                  # the batch's windows, cut from the plan,
+        spec["window_sizes"] = ((2,), i32)
         spec["pieces"] = ((2 * g.max_windows, pieces_stride(max(layout.hidden))), f32)
-        spec["arrivals"] = ((g.max_windows,), i32)
+        spec["arrivals"] = ((g.max_windows,), i32)   # and what windows sharing a segment leave
     return spec
 
 
@@ -100,8 +101,9 @@ class StepMemory:
         self.step = v["header"][:1]               # the step being taken, on the device
         self.acts = [v[f"a{layer}"] for layer in range(1, len(layout.hidden) + 1)]
         self.das = [v[f"da{layer}"] for layer in range(1, len(layout.hidden) + 1)]
-        self.windows = (Windows(geometry.window, geometry.column_window, v["pieces"],
-                                v["arrivals"], geometry.max_entries) if windowed else None)
+        self.windows = (Windows(0, 0, v["window_sizes"], v["pieces"], v["arrivals"],
+                                geometry.max_entries, geometry.max_windows)
+                        if windowed else None)
         self.warm = False         # a graph-replayed step has run uncaptured (loop.run_epoch)
         self.graph = None         # its step, captured for replay (loop.run_epoch)
 
@@ -111,13 +113,14 @@ class StepMemory:
         except KeyError:
             raise AttributeError(name) from None
 
-    def batch(self, entries: int) -> Batch:
-        """The batch buffers as a Batch of `entries` entries (views: nothing is copied)."""
+    def batch(self, entries: int, windows=(0, 0)) -> Batch:
+        """The batch buffers as a Batch of `entries` entries, in windows of (rows, columns)
+        entries where the memory has windows (views: nothing is copied)."""
         v = self.views
+        w = self.windows and self.windows._replace(rows=int(windows[0]), columns=int(windows[1]))
         return Batch(v["indptr"], v["cols"][:entries], v["vals"][:entries],
                      v["keep"][:entries], v["entry_rows"][:entries],
-                     v["batch_col_order"][:entries], v["row_weight"], v["row_entries"],
-                     self.windows)
+                     v["batch_col_order"][:entries], v["row_weight"], v["row_entries"], w)
 
     def describe(self) -> str:
         """One line a buffer: name, shape, dtype, MiB."""

@@ -6,12 +6,18 @@ batch_size rows. Per step the plan holds the batch's row pointers, from the host
 indptr, and the batch's entries grouped by column: the order the scatters sum each column's
 entries in, the same on every backend, so they are deterministic without float atomics. It is
 found in one pass over a column index of the training matrix built once per fit, not by a sort
-per batch. The device gets the plan in one copy per epoch (ops.load_plan) and cuts each step's
-batch from it into the step's fixed buffers (ops.cut_batch); input dropout's keep flags are a
-hash of (seed, epoch, entry), computed there.
+per batch. It also records how the GPU kernels deal each batch's entries out to blocks: the
+sizes of its windows, chosen from its entries, its longest row and the SM count of the device
+(window_sizes). The device gets the plan in one copy per epoch (ops.load_plan) and cuts each
+step's batch from it into the step's fixed buffers (ops.cut_batch); input dropout's keep flags
+are a hash of (seed, epoch, entry), computed there.
 
     planner = Planner(csr, rows, Schedule(seed, batch_size, dropout))   # once per fit
     plan = planner.plan(epoch)                                          # once per epoch
+
+A plan is a pure function of the data, the schedule, the epoch and the SM count of the device
+the CSR is on (CSR.sms: on the GPU backend its device's, on any other common.DEFAULT_SMS, an
+H100's); only the GPU kernels' windows depend on the SM count.
 """
 from __future__ import annotations
 
@@ -22,9 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .ops.common import CSR, dropout_stream, dropout_threshold
+from .ops.common import (CSR, DEFAULT_SMS, DEVICE_NUMBERS, MAX_WINDOW_THREADS, THREADS_PER_SM,
+                         dropout_stream, dropout_threshold)
 
-MIN_WINDOW = 32       # entries a window at least: the GPU kernels' pieces of sums stay few
+# Entries a window at least, unless fewer leave an SM without a window: pieces of sums stay few.
+MIN_WINDOW = 32
+# Windows a batch is dealt into at most, per SM: one wave of the widest window kernel's blocks
+# (MAX_WINDOW_THREADS threads). More would not run at once and only add pieces; the windows'
+# scratch is sized by it.
+WINDOWS_PER_SM = THREADS_PER_SM // MAX_WINDOW_THREADS
 
 
 @dataclass(frozen=True)
@@ -47,8 +59,7 @@ class Geometry:
     max_entries: int                  # entries of the largest batch there can be: the B longest
                                       # rows'
     epoch_entries: int                # entries an epoch trains
-    window: int                       # GPU windows over entries in row order ...
-    column_window: int                # ... and in column order (see ops.common.Windows)
+    sms: int = DEFAULT_SMS            # the SMs the GPU windows are dealt out for
 
     @property
     def steps(self) -> int:
@@ -56,19 +67,40 @@ class Geometry:
 
     @property
     def max_windows(self) -> int:
-        return -(-self.max_entries // self.window)
+        """The most windows of any batch (window_sizes): what the windows' scratch holds."""
+        return max(1, min(self.max_entries, self.sms * WINDOWS_PER_SM))
 
 
-def window_sizes(longest_row: int, batch_size: int) -> tuple[int, int]:
-    """(window over rows, window over columns). The row window C is the smallest power of two
-    (at least MIN_WINDOW) whose windows cut the longest row into at most C/2 pieces of sums:
-    a window's block may add up the pieces of the two rows it shares, and so does at most
-    twice a window's work (C is about the square root of twice the longest row). The column
-    window is also >= B, so a column's run (at most one entry a row) spans two windows at most."""
-    rows = MIN_WINDOW
-    while 2 * (-(-longest_row // rows) + 1) > rows:
-        rows *= 2
-    return rows, max(rows, batch_size)
+def pieces_bound(longest):
+    """The smallest C with ceil(L / C) + 1 <= C, for each L of `longest`: windows of C
+    entries cut a segment of L entries into at most C pieces. It lies between sqrt(L) and
+    sqrt(L) + 2: C <= sqrt(L) would make ceil(L / C) >= C."""
+    L = np.asarray(longest, np.int64)
+    C = np.floor(np.sqrt(L)).astype(np.int64) + 1
+    return C + (-(-L // C) + 1 > C)
+
+
+def window_sizes(longest_row, entries, batch_size: int, sms: int) -> np.ndarray:
+    """(n, 2) int32: the windows over rows and over columns of n batches with these longest
+    rows and entries (arrays, or numbers for one batch), on a GPU of `sms` SMs.
+
+    A window of C entries is large enough that there are at most WINDOWS_PER_SM windows an SM,
+    and at least MIN_WINDOW entries unless that would leave an SM without a window (then
+    C = entries // sms). Before either, it keeps a segment's pieces of sums to C at most
+    (pieces_bound): the block that finishes a segment reads its pieces UNROLL at a time, a read
+    each, and its own C entries take two reads a UNROLL (their indices, then their rows), so
+    adding the pieces of the two segments it shares takes no longer than its window. A segment
+    is a row (the longest row) for the windows over rows, a column's run (at most batch_size
+    entries, one a row) for those over columns, which also must span at most WARP - 1 windows
+    either side of one (kernels/common.cuh: reduce_columns)."""
+    longest = np.atleast_1d(longest_row).astype(np.int64)
+    entries = np.atleast_1d(entries).astype(np.int64)
+    every_sm = np.maximum(1, entries // sms)
+    C = np.minimum(every_sm, np.maximum(MIN_WINDOW, -(-entries // (sms * WINDOWS_PER_SM))))
+    run = max(int(pieces_bound(batch_size)),
+              -(-(batch_size - 1) // (DEVICE_NUMBERS["WARP"] - 1)))
+    return np.stack([np.maximum(C, pieces_bound(longest)), np.maximum(C, run)],
+                    axis=1).astype(np.int32)
 
 
 @dataclass(frozen=True)
@@ -78,6 +110,7 @@ class EpochPlan:
                                 # dropout stream (a uint64 in two words)
     order: np.ndarray           # (rows,) int32 the rows in epoch order
     batch_indptr: np.ndarray    # (steps, B+1) int32 each step's row pointers; padding rows empty
+    windows: np.ndarray         # (steps, 2) int32 each step's GPU windows (window_sizes)
     col_offsets: np.ndarray     # (steps+1,) int32 where each step's entries start in col_order
     col_order: np.ndarray       # (entries,) int32 each step's entries, as positions in its
                                 # batch, grouped by column
@@ -99,22 +132,26 @@ class EpochPlan:
         return min(self.batch_size, len(self.order) - step * self.batch_size)
 
     @classmethod
-    def of_rows(cls, indptr: np.ndarray, rows: np.ndarray) -> EpochPlan:
-        """One step of the given rows, every entry kept, no column order: an evaluation batch."""
+    def of_rows(cls, indptr: np.ndarray, rows: np.ndarray, sms: int) -> EpochPlan:
+        """One step of the given rows, every entry kept, no column order, its windows for a
+        GPU of `sms` SMs: an evaluation batch."""
         rows = np.asarray(rows, np.int32)
+        lengths = indptr[rows + 1] - indptr[rows]
         batch_indptr = np.zeros((1, len(rows) + 1), np.int32)
-        np.cumsum(indptr[rows + 1] - indptr[rows], out=batch_indptr[0, 1:])
-        return cls(_header(0, 0), rows, batch_indptr, np.zeros(2, np.int32),
+        np.cumsum(lengths, out=batch_indptr[0, 1:])
+        windows = window_sizes(lengths.max(initial=0), batch_indptr[0, -1], len(rows), sms)
+        return cls(_header(0, 0), rows, batch_indptr, windows, np.zeros(2, np.int32),
                    np.zeros(0, np.int32), 1.0)
 
 
-PLAN_FIELDS = ("header", "order", "batch_indptr", "col_offsets", "col_order")
+PLAN_FIELDS = ("header", "order", "batch_indptr", "windows", "col_offsets", "col_order")
 
 
 def plan_spec(g: Geometry) -> dict:
     """{field: (shape, dtype)} of an epoch plan of a fit of this geometry."""
     return {"header": ((4,), np.int32), "order": ((g.rows,), np.int32),
             "batch_indptr": ((g.steps, g.batch_size + 1), np.int32),
+            "windows": ((g.steps, 2), np.int32),
             "col_offsets": ((g.steps + 1,), np.int32),
             "col_order": ((g.epoch_entries,), np.int32)}
 
@@ -127,7 +164,8 @@ def _header(threshold: int, stream: int) -> np.ndarray:
 
 
 class Planner:
-    """The plans of one fit: `rows` of the training CSR in batches by `schedule`."""
+    """The plans of one fit: `rows` of the training CSR in batches by `schedule`, their
+    windows for the SMs of the CSR's device."""
 
     def __init__(self, csr: CSR, rows: np.ndarray, schedule: Schedule):
         indptr, indices = csr.host_indptr, csr.host_indices
@@ -147,9 +185,7 @@ class Planner:
         self.geometry = Geometry(
             batch_size=B, rows=len(self.rows),
             max_entries=int(np.sort(lengths)[-B:].sum()) if len(lengths) else 0,
-            epoch_entries=int(lengths.sum()),
-            **dict(zip(("window", "column_window"),
-                       window_sizes(int(lengths.max(initial=0)), B))))
+            epoch_entries=int(lengths.sum()), sms=csr.sms)
 
     def plan(self, epoch: int) -> EpochPlan:
         """The plan of epoch `epoch` (any integer key: pre-training stages use their own); the
@@ -173,6 +209,8 @@ class Planner:
         lengths[:n] = self._lengths[order]
         batch_indptr = np.zeros((steps, B + 1), np.int32)
         np.cumsum(lengths.reshape(steps, B), axis=1, out=batch_indptr[:, 1:])
+        windows = window_sizes(lengths.reshape(steps, B).max(axis=1), batch_indptr[:, -1], B,
+                               self.geometry.sms)
         col_offsets = np.zeros(steps + 1, np.int32)
         np.cumsum(batch_indptr[:, -1], out=col_offsets[1:])
         step_of_row = np.full(len(self._indptr) - 1, -1, np.int32)      # -1: not trained
@@ -182,7 +220,7 @@ class Planner:
         col_order = _column_order(self._column_rows, self._column_offsets, step_of_row,
                                   slot_of_row, batch_indptr, col_offsets)
         return EpochPlan(_header(dropout_threshold(s.dropout), dropout_stream(s.seed, epoch)),
-                         order, batch_indptr, col_offsets, col_order, s.scale)
+                         order, batch_indptr, windows, col_offsets, col_order, s.scale)
 
 
 @functools.lru_cache(maxsize=1)

@@ -61,12 +61,6 @@ def split_columns(counts: np.ndarray, world: int) -> np.ndarray:
     return bounds
 
 
-def shard_of(counts: np.ndarray, rank: int, world: int) -> Columns:
-    """The columns rank `rank` of `world` holds, for columns with these entry counts."""
-    bounds = split_columns(counts, world)
-    return Columns(int(bounds[rank]), int(bounds[rank + 1]), len(counts))
-
-
 def column_part(m: sp.csr_matrix, columns: Columns
                 ) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
     """A shard's part of the rows x columns CSR m: (its columns, renumbered from 0; each row's

@@ -96,9 +96,18 @@ def test_launches_quick(tmp_path):
         assert f["ops_per_step"] == f["ops_per_step_min"] <= 20
         assert (f["allocations_per_step"], f["transfers_per_epoch"], f["syncs_per_epoch"]) == (
             0, 1, 1)
-        assert 1 <= f["work_balance"] <= 2
+        assert 1 <= f["work_balance"] <= 3          # see test_ledger.py
         assert f["graph_nodes_per_step"]["nodes"] == f["ops_per_step"]
-    assert "| lastfm |" in (tmp_path / "launches.md").read_text()
+        # every launch over the batch's entries weighed for its slack ...
+        by_entries = {"cut_batch_kernel", "gather_forward_kernel", "scatter_backward_kernel"}
+        assert by_entries <= set(f["parallel_slack_by_kernel"])
+        assert f["parallel_slack"] == pytest.approx(min(f["parallel_slack_by_kernel"].values()),
+                                                    abs=1e-3)
+        # ... and every kernel a serial tail, the longest reported
+        assert set(f["serial_tail_by_kernel"]) == set(f["work_balance_by_kernel"])
+        assert f["serial_tail"] == max(f["serial_tail_by_kernel"].values())
+    md = (tmp_path / "launches.md").read_text()
+    assert "| lastfm |" in md and "| gather_forward_kernel |" in md
 
 
 def test_launches_plans_column_shards(tmp_path):

@@ -12,4 +12,4 @@ from dev.cuda import run
 def test_every_version_matches_the_reference(op, capsys):
     assert run.main([op, "--device", "emulated"]) == 0
     out = capsys.readouterr().out
-    assert "1: " in out and "2: windows (in use)" in out
+    assert "1: " in out and "2: " in out and "3: " in out and "(in use)" in out

@@ -182,7 +182,7 @@ def _pid_of_rank(parent: int, rank: int) -> int | None:
 
 
 def test_a_killed_rank_ends_the_job_and_resume_ends_where_an_uninterrupted_run_does(tmp_path):
-    flags = ["--dataset", "synthetic", "--device", "cpu", "--hidden", "64", "--epochs", "12",
+    flags = ["--dataset", "synthetic", "--device", "cpu", "--hidden", "64", "--epochs", "16",
              "--patience", "0", "--valid-ratio", "0", "--checkpoint-every", "0"]
     whole = sharded_train(2, flags, tmp_path / "whole")
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -191,14 +191,14 @@ def test_a_killed_rank_ends_the_job_and_resume_ends_where_an_uninterrupted_run_d
     manifest = tmp_path / "cut" / "checkpoint-select.npz"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:          # past a few epochs' checkpoints
-        if manifest.exists() and read(manifest, "checkpoint")[0]["generation"] >= 4:
+        if manifest.exists() and read(manifest, "checkpoint")[0]["generation"] >= 3:
             break
         time.sleep(0.05)
     victim = _pid_of_rank(job.pid, 1)
-    assert victim is not None
+    assert victim is not None, "rank 1 was not found running"
     os.kill(victim, signal.SIGKILL)
     _, stderr = job.communicate(timeout=300)
-    assert job.returncode != 0                        # and the other rank says why it ended
+    assert job.returncode != 0, stderr[-2000:]        # and the other rank says why it ended
     assert ("error (rank 0): another process of the sharded fit stopped" in stderr
             or "error (rank 0): stopped by the launcher (SIGTERM)" in stderr), stderr[-2000:]
     assert not (tmp_path / "cut" / "model.npz").exists()

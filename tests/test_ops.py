@@ -2,12 +2,15 @@
 
 Each backend cuts its own batch from the same epoch plan (the GPU's into its step memory, with
 its windows), and the reference computes from a host copy of it. Shapes include empty rows,
-padding rows, K = 1, K not a multiple of 4, K over two slabs, N < 32, and one row of 50,000
-entries among short ones (its sums shared by some 200 windows on the GPU); backward ops are run
-twice and must agree bit for bit. The reference itself is checked against hand-computed cases
-here and against finite differences in test_model.py, so agreement with it is agreement with
-the math.
+padding rows, K = 1, K not a multiple of 4, K over two slabs, N < 32, one row of 50,000
+entries among short ones (its sums shared by some 225 windows on the GPU), and 128 rows over
+the same 6 columns (each column's run shared by some 10 windows); the training steps' ops are
+run twice and must agree bit for bit (on the emulator, the second time with the blocks in the
+other order). The reference itself is checked against hand-computed cases here and against
+finite differences in test_model.py, so agreement with it is agreement with the math.
 """
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -15,7 +18,7 @@ import scipy.sparse as sp
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import CSR, dropout_threshold
+from ncae_cuda.ops.common import CSR, adam_state, dropout_threshold
 from ncae_cuda.plan import EpochPlan, Geometry
 
 from helpers import (assert_close, cut_first, host, host_batch, long_row_matrix, one_step,
@@ -26,16 +29,27 @@ SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 2
           (30, 20, 1, 20, 32), (60, 40, 260, 40, 48)]
 IDS = ["16", "N7-K5", "N31-K13-padded", "K33", "K1", "K260"]
 LONG_ROW = "50k-row"          # one 50,000-entry row among 60 short ones and 3 empty, K = 6
-STEPS = SHAPES + [LONG_ROW]   # the training steps' ops run on these
-STEP_IDS = IDS + [LONG_ROW]
+LONG_RUNS = "long-runs"       # 128 rows over the same 6 columns, some entries and a row empty,
+                              # K = 7: runs of some 115 entries in windows of 12 over columns
+STEPS = SHAPES + [LONG_ROW, LONG_RUNS]   # the training steps' ops run on these
+STEP_IDS = IDS + [LONG_ROW, LONG_RUNS]
+
+
+def long_runs_matrix(rng) -> sp.csr_matrix:
+    ratings = rng.integers(1, 6, (128, 6)) * (rng.random((128, 6)) >= 0.1)
+    ratings[5] = 0
+    m = sp.csr_matrix(ratings.astype(np.float32))
+    m.eliminate_zeros()
+    return m
 
 
 def case(shape, seed, backend, feedback="explicit"):
     """(rng, m, batch on the backend, the same batch on the host, K, B) of a random step."""
     rng = np.random.default_rng(seed)
-    if shape == LONG_ROW:
-        m = long_row_matrix(rng, 60_000, 50_000, 60)
-        rows, K, B = np.arange(m.shape[0], dtype=np.int32), 6, m.shape[0] + 3
+    if shape in (LONG_ROW, LONG_RUNS):
+        m = long_row_matrix(rng, 60_000, 50_000, 60) if shape == LONG_ROW else long_runs_matrix(rng)
+        rows, K = np.arange(m.shape[0], dtype=np.int32), 6 if shape == LONG_ROW else 7
+        B = m.shape[0] + 3 if shape == LONG_ROW else m.shape[0]
     else:
         n_rows, N, K, n_batch, B = shape
         m, rows = random_rows(rng, n_rows, N, n_batch)
@@ -45,6 +59,15 @@ def case(shape, seed, backend, feedback="explicit"):
 
 def on(backend, *arrays):
     return [backend.to_device(a) for a in arrays]
+
+
+def runs(backend):
+    """Two runs that must agree bit for bit; on the emulator, the second with the blocks in the
+    other order, so that other windows are the last to arrive and add the pieces."""
+    descending = getattr(getattr(backend, "device", None), "descending", None)
+    for run in range(2):
+        with descending() if descending and run else nullcontext():
+            yield run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,8 +85,8 @@ def test_cut_batch_hand_case():
     # rows 2 and 0 of [[., 5, .], [1, ., .], [4, ., 2]] in a batch of 3, nothing dropped
     m = sp.csr_matrix((np.float32([5, 1, 4, 2]), [1, 0, 0, 2], [0, 1, 2, 4]), shape=(3, 3))
     plan = EpochPlan(np.zeros(4, np.int32), np.int32([2, 0]), np.int32([[0, 2, 3, 3]]),
-                     np.int32([0, 3]), np.int32([0, 2, 1]), 1.0)
-    memory = StepMemory(ref, NCAELayout(3, (2,)), "explicit", Geometry(3, 2, 3, 3, 32, 32))
+                     np.int32([[2, 3]]), np.int32([0, 3]), np.int32([0, 2, 1]), 1.0)
+    memory = StepMemory(ref, NCAELayout(3, (2,)), "explicit", Geometry(3, 2, 3, 3))
     b = cut_first(ref, memory, CSR.from_scipy(ref, m), plan)
     np.testing.assert_array_equal(b.indptr, [0, 2, 3, 3])
     np.testing.assert_array_equal(b.cols, [0, 2, 1])
@@ -126,13 +149,13 @@ def _gather(backend, batch, hb, rng, N, K):
     expect = np.empty((B, K))
     ref.gather_forward(expect, hb._replace(vals=hb.vals.astype(np.float64)), E.astype(np.float64),
                        b1.astype(np.float64), 2.0)
-    runs = []
-    for _ in range(2):
+    results = []
+    for _ in runs(backend):
         a1 = backend.to_device(np.full((B, K), np.nan, np.float32))
         backend.gather_forward(a1, batch, *on(backend, E, b1), 2.0)
-        runs.append(host(backend, a1))
-    assert_close(runs[0], expect)
-    np.testing.assert_array_equal(runs[0], runs[1])          # deterministic: bit-identical
+        results.append(host(backend, a1))
+    assert_close(results[0], expect)
+    np.testing.assert_array_equal(results[0], results[1])    # deterministic: bit-identical
 
 
 @pytest.mark.parametrize("shape", STEPS, ids=STEP_IDS)
@@ -168,7 +191,7 @@ def test_scatter_backward(backend, shape):
     ref.scatter_backward(dE, dpre1.astype(np.float64), hb._replace(vals=hb.vals.astype(float)),
                          0.5)
     results = []
-    for _ in range(2):
+    for _ in runs(backend):
         g_dE = backend.to_device(dE0.copy())
         backend.scatter_backward(g_dE, backend.to_device(dpre1), batch, 0.5)
         results.append(backend.to_host(g_dE))
@@ -222,7 +245,7 @@ def test_sparse_output_backward(backend, shape, identity, row_norm):
                                c.astype(np.float64), hb._replace(vals=hb.vals.astype(float)),
                                0.8, 0.3, 2.0, 3.0, identity, row_norm)
     results = []
-    for _ in range(2):
+    for _ in runs(backend):
         got = [backend.to_device(np.full((B, K), np.nan, np.float32))]
         got += [backend.to_device(t.copy()) for t in starts]
         got += [backend.to_device(np.full(n, np.nan, np.float32)) for n in (B, nnz)]
@@ -374,12 +397,69 @@ def test_adam(backend, n, schedule):
     counter = np.array([6, 0])
     ref.adam(*expect, g.astype(np.float64), counter, 1e-2, 0.9, 0.999, 1e-8, 0.1, *schedule)
     got = [backend.to_device(t.copy()) for t in (p0, m0, v0, g)]
-    d_counter = backend.to_device(np.array([6, 0], np.int32))
+    d_counter = backend.to_device(adam_state(6))
     backend.adam(*got, d_counter, 1e-2, 0.9, 0.999, 1e-8, 0.1, *schedule)
     for actual, e in zip(got, expect):
         assert_close(host(backend, actual), e)
     assert not host(backend, got[3]).any()                   # the gradient is zeroed
-    np.testing.assert_array_equal(backend.to_host(d_counter), [7, 0])
+    np.testing.assert_array_equal(backend.to_host(d_counter)[:2], [7, 0])
+
+
+# Steps 1-7 of one state, each with its gradient, under schedules that change: constant; then
+# decayed from step 3 in epochs of 2 steps; then a new learning rate, as a stage would.
+STEPS_OF_SCHEDULES = [(1e-2, 1.0, 0, 0)] * 2 + [(1e-2, 0.5, 2, 2)] * 3 + [(5e-3, 0.5, 2, 2)] * 2
+
+
+def test_adam_steps_follow_their_schedules(backend):
+    rng = np.random.default_rng(10)
+    n = 3000                                                 # 12 blocks on the GPU
+    p0 = rng.normal(0, 1, n).astype(np.float32)
+    expect = [p0.astype(np.float64), np.zeros(n), np.zeros(n)]
+    got = [backend.to_device(p0.copy())] + [backend.xp.zeros(n, np.float32) for _ in range(2)]
+    counter, d_counter = np.zeros(1), backend.to_device(adam_state())
+    for lr, *schedule in STEPS_OF_SCHEDULES:
+        g = rng.normal(0, 1, n).astype(np.float32)
+        ref.adam(*expect, g.astype(np.float64), counter, lr, 0.9, 0.999, 1e-8, 0.1, *schedule)
+        backend.adam(*got, backend.to_device(g), d_counter, lr, 0.9, 0.999, 1e-8, 0.1,
+                     *schedule)
+        for actual, e in zip(got, expect):
+            assert_close(host(backend, actual), e)
+    assert backend.to_host(d_counter)[0] == len(STEPS_OF_SCHEDULES)
+
+
+def test_adam_uses_the_corrections_filed_a_step_ahead(gpu):
+    # Step 6 from a state that step 5 left (its corrections filed a step ahead) and from a
+    # fresh state of 5 steps (computed by every thread): the same numbers, bit for bit. With
+    # the filed lr_t set to 0 (the word after the filed step, kernels/adam.cu: Corrections),
+    # step 6 leaves the parameters where they were: it used what was filed.
+    rng = np.random.default_rng(11)
+    n = 2000
+    start = [rng.normal(0, s, n).astype(np.float32) for s in (1.0, 0.1, 0.01, 1.0)]
+    start[2] = np.abs(start[2])                              # v >= 0
+    ahead = gpu.to_device(adam_state(4))
+    gpu.adam(*(gpu.to_device(t.copy()) for t in start), ahead, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+    results = []
+    for state in (ahead, gpu.to_device(adam_state(5))):
+        got = [gpu.to_device(t.copy()) for t in start]
+        gpu.adam(*got, state, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+        results.append([host(gpu, t) for t in got])
+    for filed, computed in zip(*results):
+        np.testing.assert_array_equal(filed, computed)
+    words = gpu.to_host(ahead)                               # now 6 steps, 7's filed
+    filed_step = np.flatnonzero(words[1:] == 7) + 1
+    assert len(filed_step) == 1
+    words[filed_step + 1] = 0                                # lr_t = 0.0f
+    words[0] = 6
+    got = [gpu.to_device(t.copy()) for t in start]
+    gpu.adam(*got, gpu.to_device(words), 1e-2, 0.9, 0.999, 1e-8, 0.1)
+    np.testing.assert_array_equal(host(gpu, got[0]), start[0])
+    assert not np.array_equal(host(gpu, got[1]), start[1])  # the moments moved
+
+
+def test_adam_refuses_a_short_state(gpu):
+    with pytest.raises(ValueError, match="Adam's state"):
+        gpu.adam(*(gpu.xp.zeros(4, np.float32) for _ in range(4)),
+                 gpu.to_device(np.zeros(2, np.int32)), 1e-2, 0.9, 0.999, 1e-8, 0.1)
 
 
 def test_adam_first_step_is_a_signed_lr_step():

@@ -5,7 +5,7 @@ import pytest
 
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
-from ncae_cuda.plan import Planner, Schedule, window_sizes
+from ncae_cuda.plan import WINDOWS_PER_SM, Planner, Schedule, pieces_bound, window_sizes
 
 from helpers import long_row_matrix, one_step, random_matrix
 
@@ -55,17 +55,52 @@ def test_geometry_holds_every_step():
     for epoch in range(5):
         plan = planner.plan(epoch)
         assert max(plan.entries(s) for s in range(plan.steps)) <= g.max_entries
+        for s in range(plan.steps):                 # every batch's windows fit the scratch
+            assert -(-plan.entries(s) // plan.windows[s].min()) <= g.max_windows
     assert g.epoch_entries == m.nnz and g.steps == plan.steps and g.rows == len(rows)
-    assert 2 * (-(-4000 // g.window) + 1) <= g.window and g.column_window >= 8
+    assert g.max_windows == min(g.max_entries, 132 * WINDOWS_PER_SM)
 
 
-@pytest.mark.parametrize("longest, B, expect", [(0, 128, (32, 128)), (480, 128, (32, 128)),
-                                                (481, 128, (64, 128)), (52_334, 128, (512, 512)),
-                                                (100, 16, (32, 32))])
-def test_window_sizes(longest, B, expect):
-    assert window_sizes(longest, B) == expect
-    C = expect[0]
-    assert 2 * (-(-longest // C) + 1) <= C          # two rows' pieces: a window's worth
+def test_plan_records_each_steps_windows():
+    m = long_row_matrix(np.random.default_rng(2), 5000, 3000, 60)
+    planner, _ = planner_of(m, 8)
+    plan = planner.plan(3)
+    lengths = np.diff(plan.batch_indptr, axis=1)                     # (steps, B)
+    expect = [window_sizes(lengths[s].max(), plan.entries(s), 8, 132)[0]
+              for s in range(plan.steps)]
+    np.testing.assert_array_equal(plan.windows, expect)
+    assert len(np.unique(plan.windows[:, 0])) > 1   # the batch with the long row differs
+
+
+# (longest row, entries, B, SMs): (window over rows, over columns), by hand
+@pytest.mark.parametrize("longest, entries, B, sms, expect", [
+    (0, 0, 128, 132, (1, 12)),              # nothing: runs of 128 need 12 (11 + 1 pieces)
+    (1000, 4810, 128, 108, (33, 32)),       # issue 24's skewed batch on an A100: 146 windows
+                                            # (a power of two >= sqrt(2 * 1000) gave 64: 76)
+    (52_334, 200_000, 128, 132, (379, 379)),  # plenty of entries: 4 windows an SM, no more
+    (50, 2112, 128, 132, (16, 16)),         # few entries: every SM gets a window of 16 < 32
+    (5000, 2112, 128, 132, (72, 16)),       # a long row bounds the rows' windows: 71 + 1 pieces
+    (10, 100, 4096, 132, (4, 133)),         # runs of 4096 entries span at most 31 windows
+])
+def test_window_sizes(longest, entries, B, sms, expect):
+    np.testing.assert_array_equal(window_sizes(longest, entries, B, sms), [expect])
+
+
+def test_window_sizes_keep_their_bounds():
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        B, sms = int(rng.integers(1, 5000)), int(rng.integers(1, 200))
+        longest = int(rng.integers(0, 60_000))
+        entries = longest + int(rng.integers(0, 300_000))
+        rows, columns = window_sizes(longest, entries, B, sms)[0]
+        assert -(-longest // rows) + 1 <= rows                  # a row's pieces: C at most
+        assert -(-B // columns) + 1 <= columns                  # a run's pieces: C at most
+        assert -(-(B - 1) // columns) <= 31                     # a run spans 31 windows on
+        run = max(pieces_bound(B), -(-(B - 1) // 31))           # either side at most
+        for C, least in ((rows, pieces_bound(longest)), (columns, run)):
+            assert -(-entries // C) <= max(1, sms * WINDOWS_PER_SM)     # the scratch holds
+            if C > least:                   # where the bounds allow: every SM has a window,
+                assert -(-entries // C) >= min(sms, entries)    # or every entry one
 
 
 def test_dropout_masks_do_not_depend_on_batching(backend):

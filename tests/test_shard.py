@@ -12,7 +12,7 @@ from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.plan import Planner, Schedule
-from ncae_cuda.shard import Columns, column_part, shard_of, split_columns
+from ncae_cuda.shard import Columns, column_part, split_columns
 
 from helpers import assert_close, cut_first, host, host_batch, long_row_matrix
 

@@ -6,7 +6,12 @@
 //      entries in order: the first draft. A step waits for its longest row, on one SM.
 //   2. windows of C entries, a block each, one warp per slab of K, float4 loads and UNROLL
 //      rows in flight; rows shared by windows summed from their pieces by the last window to
-//      arrive: kernels/gather_forward.cu, the one in use (gather_forward_kernel).
+//      arrive; C the smallest power of two >= sqrt(2 x longest row): kernels/gather_forward.cu
+//      on dev/cuda/run.py's first_window_sizes.
+//   3. the same kernel, C chosen from the batch's entries and the SM count as well, so that
+//      every SM gets a window, and kept >= sqrt(longest row) (ncae_cuda/plan.py:
+//      window_sizes); the pieces read UNROLL at a time: kernels/gather_forward.cu, the one in
+//      use (gather_forward_kernel).
 #include "common.cuh"
 
 extern "C" __global__ void gather_forward_kernel1(

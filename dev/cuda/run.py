@@ -4,10 +4,13 @@ synthetic data (the first step of an epoch, uneven rows and all), then timed on 
 
     python -m dev.cuda.run gather_forward --shape ml10m        # on a GPU: check, then time
     python -m dev.cuda.run scatter_backward --device emulated  # no GPU: check only (small data)
+    python -m dev.cuda.run adam --shape lastfm                 # one step over the shape's model
 
 Version 1 of each op is the first draft, kept in dev/cuda/<op>.cu; the last is the kernel in
-use, launched by ncae_cuda/ops/gpu.py. Times are medians of 20 launches after warm-up (CUDA
-events), beside the GB/s of the op's minimum traffic (ncae_cuda/floors.py).
+use, launched by ncae_cuda/ops/gpu.py. The window kernels' version 2 is the kernel in use on
+the windows of the first rule (first_window_sizes), against the plan's (plan.window_sizes). Times
+are medians of 20 launches after warm-up (CUDA events), beside the GB/s of the op's minimum
+traffic (ncae_cuda/floors.py).
 """
 from __future__ import annotations
 
@@ -23,16 +26,18 @@ from ncae_cuda import datasets, ops
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import gpu, reference as ref
-from ncae_cuda.ops.common import Batch, CSR
+from ncae_cuda.ops.common import THREADS_PER_SM, Batch, CSR, adam_state, pieces_stride
 from ncae_cuda.ops.emulator import EmulatedDevice, build, emulated_backend
-from ncae_cuda.plan import Planner, Schedule
+from ncae_cuda.plan import MIN_WINDOW, Planner, Schedule
 
 from ncae_cuda.floors import op_work
 from bench.launches import SHAPES
 from bench.timing import gpu_seconds
 
 HERE = Path(__file__).resolve().parent
-OPS = ("gather_forward", "scatter_backward")
+OPS = ("gather_forward", "scatter_backward", "adam")
+ADAM = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-3)
+ADAM_STEPS = 6                  # taken before the step that is checked
 
 
 def first_step(backend, data, based: str, feedback: str, K: int):
@@ -49,16 +54,56 @@ def first_step(backend, data, based: str, feedback: str, K: int):
     return m.shape[1], batch, host
 
 
-def versions(op: str, backend, launch1):
+def first_window_sizes(longest_row: int, batch_size: int) -> tuple[int, int]:
+    """The windows of the window kernels' version 2 (until issue 24), over rows and over
+    columns: over rows the smallest power of two C >= MIN_WINDOW that cuts the longest row
+    into at most C/2 pieces (C about sqrt(2 x longest row)); over columns C >= B as well."""
+    rows = MIN_WINDOW
+    while 2 * (-(-longest_row // rows) + 1) > rows:
+        rows *= 2
+    return rows, max(rows, batch_size)
+
+
+def in_first_windows(backend, batch: Batch, host: Batch, K: int) -> Batch:
+    """The batch dealt out in the windows of first_window_sizes, with scratch for them."""
+    sizes = first_window_sizes(int(np.diff(host.indptr).max()), len(host.row_weight))
+    most = -(-len(host.cols) // min(sizes))
+    return batch._replace(windows=batch.windows._replace(
+        rows=sizes[0], columns=sizes[1], sizes=backend.to_device(np.int32(sizes)),
+        pieces=backend.xp.zeros((2 * most, pieces_stride(K)), np.float32),
+        arrivals=backend.xp.zeros(most, np.int32), most=most))
+
+
+def versions(op: str, backend, launch1, first_windows: Batch | None):
     """[(name, run(out, *inputs))] of the op's versions on the backend."""
     B = gpu.BLOCK
+    if op == "adam":
+        a, f = ADAM, np.float32
+
+        def first(grid):
+            def run(params, batch, host, m, v, grads, counter, state):
+                n = len(params)
+                launch1("adam_kernel1", grid(n), B, (
+                    params, m, v, grads, counter, np.float64(a["lr"]), np.float64(a["beta1"]),
+                    np.float64(a["beta2"]), np.float64(1.0), np.int32(0), np.int32(0),
+                    f(a["beta1"]), f(1 - a["beta1"]), f(a["beta2"]), f(1 - a["beta2"]),
+                    f(a["eps"]), f(a["weight_decay"]), np.int64(n)))
+            return run
+        return [("1: corrections in every block", first(lambda n: -(-n // B))),
+                ("2: 1 on one wave of blocks", first(
+                    lambda n: min(-(-n // B), backend.sms * THREADS_PER_SM // B))),
+                ("3: corrections a step ahead (in use)",
+                 lambda params, batch, host, m, v, grads, counter, state:
+                 backend.adam(params, m, v, grads, state, *ADAM.values()))]
     if op == "gather_forward":
         def first(a1, batch, host, E, b1):
             launch1("gather_forward_kernel1", a1.shape[0], B, (
                 a1, batch.indptr, batch.cols, batch.vals, batch.keep, E, b1, np.float32(2.0),
                 np.int32(a1.shape[1])))
         return [("1: a block a row", first),
-                ("2: windows (in use)", lambda a1, batch, host, E, b1:
+                ("2: windows of the first rule", lambda a1, batch, host, E, b1:
+                 backend.gather_forward(a1, first_windows, E, b1, 2.0)),
+                ("3: windows of the plan (in use)", lambda a1, batch, host, E, b1:
                  backend.gather_forward(a1, batch, E, b1, 2.0))]
 
     def first(dE, batch, host, dpre1, run_ptr, run_cols):
@@ -66,30 +111,47 @@ def versions(op: str, backend, launch1):
             dE, dpre1, batch.vals, batch.keep, batch.entry_rows, batch.col_order, run_ptr,
             run_cols, np.float32(2.0), np.int32(dE.shape[1])))
     return [("1: a block a column's run", first),
-            ("2: windows (in use)", lambda dE, batch, host, dpre1, *_:
+            ("2: windows of the first rule", lambda dE, batch, host, dpre1, *_:
+             backend.scatter_backward(dE, dpre1, first_windows, 2.0)),
+            ("3: windows of the plan (in use)", lambda dE, batch, host, dpre1, *_:
              backend.scatter_backward(dE, dpre1, batch, 2.0))]
 
 
-def inputs(op: str, backend, N: int, host: Batch, K: int, rng):
-    """(output, the op's inputs on the device, the reference's output)."""
-    B = len(host.row_weight)
+def inputs(op: str, backend, N: int, host: Batch, hidden: tuple, rng):
+    """(output, the op's inputs on the device, the reference's output, reset(): the output
+    and inputs as they were, before a version runs)."""
+    B, K = len(host.row_weight), hidden[0]
     h64 = host._replace(vals=host.vals.astype(np.float64))
+    if op == "adam":                # one step of the shape's whole model, at step ADAM_STEPS + 1
+        P = NCAELayout(N, hidden).size
+        start = [rng.normal(0, s, P).astype(np.float32) for s in (1.0, 0.1, 0.01, 1.0)]
+        start[2] = np.abs(start[2])                                     # v >= 0
+        start += [np.int32([ADAM_STEPS, 0]), adam_state(ADAM_STEPS)]   # versions 1-2, 3
+        expect = [x.astype(np.float64) for x in start[:3]]
+        ref.adam(*expect, start[3].astype(np.float64), np.int32([ADAM_STEPS]), *ADAM.values())
+        device = [backend.to_device(x) for x in start]
+
+        def reset():
+            for d, x in zip(device, start):
+                d[...] = backend.to_device(x)
+        return device[0], device[1:], expect[0], reset
     if op == "gather_forward":
         E = rng.normal(0, 0.05, (N, K)).astype(np.float32)
         b1 = rng.normal(0, 0.05, K).astype(np.float32)
         expect = np.empty((B, K))
         ref.gather_forward(expect, h64, E.astype(np.float64), b1.astype(np.float64), 2.0)
-        return (backend.xp.zeros((B, K), np.float32),
-                [backend.to_device(x) for x in (E, b1)], expect)
+        out = backend.xp.zeros((B, K), np.float32)
+        return out, [backend.to_device(x) for x in (E, b1)], expect, lambda: out.fill(0)
     dpre1 = rng.normal(0, 1, (B, K)).astype(np.float32)
     expect = np.zeros((N, K))
     ref.scatter_backward(expect, dpre1.astype(np.float64), h64, 2.0)
     ordered = host.cols[host.col_order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     run_ptr = np.r_[starts, len(ordered)].astype(np.int32)
-    return (backend.xp.zeros((N, K), np.float32),
-            [backend.to_device(x) for x in (dpre1, run_ptr, ordered[starts].astype(np.int32))],
-            expect)
+    out = backend.xp.zeros((N, K), np.float32)
+    return (out, [backend.to_device(x)
+                  for x in (dpre1, run_ptr, ordered[starts].astype(np.int32))],
+            expect, lambda: out.fill(0))
 
 
 def main(argv=None) -> int:
@@ -118,18 +180,27 @@ def main(argv=None) -> int:
     with backend.session():
         N, batch, host = first_step(backend, datasets.load(dataset), based, feedback, K)
         rng = np.random.default_rng(0)
-        out, device_inputs, expect = inputs(args.op, backend, N, host, K, rng)
-        cols = host.cols
-        work = op_work(args.op, B=len(host.row_weight), K=K, nnz=len(cols),
-                       U=len(np.unique(cols)))
-        lengths = np.diff(host.indptr)
-        print(f"{args.op} on {dataset} ({args.shape} model, K={K}): {len(cols)} entries, rows "
-              f"of {lengths.mean():.0f} on average and {lengths.max()} at most")
-        for name, run in versions(args.op, backend, launch1):
-            out[...] = 0
+        out, device_inputs, expect, reset = inputs(args.op, backend, N, host, hidden, rng)
+        first_windows = None
+        if args.op == "adam":
+            work = op_work("adam", P=len(out))
+            print(f"adam on {dataset} ({args.shape} model, hidden "
+                  f"{','.join(map(str, hidden))}): {len(out)} parameters, {backend.sms} SMs")
+        else:
+            cols = host.cols
+            work = op_work(args.op, B=len(host.row_weight), K=K, nnz=len(cols),
+                           U=len(np.unique(cols)))
+            lengths = np.diff(host.indptr)
+            first_windows = in_first_windows(backend, batch, host, K)
+            print(f"{args.op} on {dataset} ({args.shape} model, K={K}): {len(cols)} entries, "
+                  f"rows of {lengths.mean():.0f} on average and {lengths.max()} at most; "
+                  f"windows over rows, columns: first rule {first_windows.windows[:2]}, plan's "
+                  f"{batch.windows[:2]} for {backend.sms} SMs")
+        for name, run in versions(args.op, backend, launch1, first_windows):
+            reset()
             run(out, batch, host, *device_inputs)
             error = np.abs(np.asarray(backend.to_host(out), np.float64) - expect).max()
-            line = f"  {name:28} max error {error:.2e}"
+            line = f"  {name:38} max error {error:.2e}"
             if args.device == "gpu":
                 seconds = gpu_seconds(lambda: run(out, batch, host, *device_inputs))
                 line += f" | {seconds * 1e6:9.1f} us | {work.bytes / seconds / 1e9:7.1f} GB/s"

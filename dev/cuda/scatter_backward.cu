@@ -7,7 +7,11 @@
 //      B entries: most blocks have almost nothing to do while a few carry B entries.
 //   2. windows of C >= B entries of col_order, a block each, one warp per slab of K; runs shared
 //      by two windows summed from their pieces by the later to arrive:
-//      kernels/scatter_backward.cu, the one in use (scatter_backward_kernel).
+//      kernels/scatter_backward.cu on dev/cuda/run.py's first_window_sizes.
+//   3. the same kernel, C chosen from the batch's entries and the SM count as well, so that
+//      every SM gets a window, and allowed below B (a run then spans up to WARP windows either
+//      side, found by probing window edges; ncae_cuda/plan.py: window_sizes): the one in use
+//      (scatter_backward_kernel).
 #include "common.cuh"
 
 extern "C" __global__ void scatter_backward_kernel1(

@@ -35,6 +35,19 @@ SLAB = DEVICE_NUMBERS["WARP"] * DEVICE_NUMBERS["LANE_FLOATS"]    # a warp's shar
 # tests/test_kernels_compile.py checks every kernel against the bound.
 MAX_WINDOW_THREADS = 512
 MAX_WIDTH = MAX_WINDOW_THREADS // DEVICE_NUMBERS["WARP"] * SLAB
+# The SM count that work is dealt out for, and weighed against, where there is no device to ask
+# (the emulator, a ledger without a GPU): an H100 SXM's. The GPU backend asks its device.
+DEFAULT_SMS = 132
+THREADS_PER_SM = 2048         # threads an SM holds at once (sm_80, sm_90)
+
+
+def adam_state(steps: int = 0) -> np.ndarray:
+    """Adam's state as it starts on a device: `steps` steps taken, the rest the GPU kernel's
+    (kernels/adam.cu: AdamState), zero. (ADAM_STATE_WORDS,) int32; every backend's adam reads
+    and writes the step count, [0]."""
+    state = np.zeros(DEVICE_NUMBERS["ADAM_STATE_WORDS"], np.int32)
+    state[0] = steps
+    return state
 
 
 def slabs(K: int) -> int:
@@ -72,13 +85,16 @@ def dropout_threshold(q: float) -> int:
 class Windows(NamedTuple):
     """How the GPU kernels deal a batch's entries out to blocks, in windows of equal length
     (kernels/common.cuh), and the scratch where windows that share a row or a column's run
-    leave their partial sums."""
-    rows: int           # entries a window over the entries in row order: >= sqrt(longest row)
-    columns: int        # ... in column order: >= B, so a column's run spans two windows at most
-    pieces: object      # (2 * windows, stride) float32
-    arrivals: object    # (windows,) int32, zero between launches
-    capacity: int       # entries of the largest batch the buffers hold: a CUDA graph's launches
-                        # are sized for it, since it replays every step's
+    leave their partial sums. The host chooses a batch's sizes (plan.window_sizes); the kernels
+    read them from device memory, so a captured step replays every batch's."""
+    rows: int           # entries a window over the entries in row order, this batch's
+    columns: int        # ... in column order
+    sizes: object       # (2,) int32 rows and columns, on the device (cut there from the plan)
+    pieces: object      # (2 * most, stride) float32
+    arrivals: object    # (most,) int32, zero between launches
+    capacity: int       # entries of the largest batch the buffers hold
+    most: int           # windows of any batch at most: a CUDA graph's launches have as many
+                        # blocks, since it replays every step's
 
 
 class Batch(NamedTuple):
@@ -111,6 +127,8 @@ class CSR(NamedTuple):
     host_indptr: np.ndarray # (rows+1,) int32
     host_indices: np.ndarray
     shape: tuple
+    sms: int                # the SMs of its device, which the host deals GPU work out for
+                            # (plan.py); DEFAULT_SMS on a backend without
 
     @classmethod
     def from_scipy(cls, backend, m, first_entry: np.ndarray | None = None,
@@ -127,4 +145,4 @@ class CSR(NamedTuple):
                    backend.to_device(m.data.astype(np.float32)),
                    backend.to_device(np.asarray(first_entry, np.int32)),
                    backend.to_device(np.asarray(row_entries, np.int32)), indptr, indices,
-                   m.shape)
+                   m.shape, getattr(backend, "sms", DEFAULT_SMS))

@@ -4,7 +4,8 @@
 // after another); a warp shuffle or ballot is an exchange through a buffer between two warp
 // barriers. It checks what the kernels compute and what the launchers pass them, not speed or
 // the GPU's memory model: a race a real GPU would show may stay hidden here, and since blocks
-// run in order, the last block to arrive at a count is always the highest.
+// run in order, the last block to arrive at a count is always the highest (or, with
+// emu_set_descending(1), the lowest: a kernel's result must not depend on which).
 #pragma once
 #include <math.h>
 
@@ -103,6 +104,10 @@ T atomicAdd(T* address, T value) {
     return std::atomic_ref<T>(*address).fetch_add(value);
 }
 
+// The order blocks run in: ascending, or descending.
+inline bool emu_descending = false;
+extern "C" void emu_set_descending(int descending) { emu_descending = descending; }
+
 // Runs `kernel` for every block of the grid, with `block` threads per block.
 inline void emu_launch(int grid, int block, const std::function<void()>& kernel) {
     gridDim.x = grid;
@@ -117,7 +122,7 @@ inline void emu_launch(int grid, int block, const std::function<void()>& kernel)
         threads.emplace_back([&, t] {
             threadIdx.x = t;
             for (int b = 0; b < grid; b++) {
-                blockIdx.x = b;
+                blockIdx.x = emu_descending ? grid - 1 - b : b;
                 kernel();
                 block_barrier.arrive_and_wait();   // the block ends for every thread together
             }

@@ -16,13 +16,14 @@ import shutil
 import subprocess
 import tempfile
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from . import gpu, ledger, reference
+from .common import DEFAULT_SMS
 from .ledger import DeviceNumpy
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +49,8 @@ def build(directory: Path, source: str | None = None) -> ctypes.CDLL:
     library under `directory`."""
     source = source or gpu.module_source()
     source += "\n" + _wrappers(source) + "\n"
-    library = directory / f"kernels-{hashlib.sha1(source.encode()).hexdigest()[:12]}.so"
+    digest = hashlib.sha1((source + (HERE / "emu.h").read_text()).encode()).hexdigest()
+    library = directory / f"kernels-{digest[:12]}.so"
     if not library.exists():
         cpp = directory / "kernels_emulated.cpp"
         cpp.write_text(source)
@@ -61,7 +63,10 @@ def build(directory: Path, source: str | None = None) -> ctypes.CDLL:
 
 class EmulatedDevice:
     """The device binding of gpu.KernelOps on the CPU: kernels run (or are only counted) by the
-    compiled library, memory is ledger.DeviceArray, products are numpy's."""
+    compiled library, memory is ledger.DeviceArray, products are numpy's. It stands for a GPU
+    of common.DEFAULT_SMS SMs."""
+
+    sms = DEFAULT_SMS
 
     def __init__(self, library: ctypes.CDLL, runs: Callable[[str], bool]):
         self.library, self.runs, self.xp = library, runs, DeviceNumpy()
@@ -69,6 +74,16 @@ class EmulatedDevice:
 
     def session(self):
         return nullcontext()
+
+    @contextmanager
+    def descending(self):
+        """Launches inside the block run their blocks from the highest to the lowest: the
+        first window of a shared sum is then the last to arrive and adds the pieces."""
+        self.library.emu_set_descending(1)
+        try:
+            yield
+        finally:
+            self.library.emu_set_descending(0)
 
     def capture(self, fn):
         """Stream capture, emulated: fn's launches and products are recorded, not run (an

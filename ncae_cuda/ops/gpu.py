@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from ..memory import pack_plan
-from ..plan import EpochPlan, window_sizes
+from ..plan import EpochPlan
 from . import cublas, ledger
-from .common import (DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows, dropout_stream,
-                     dropout_threshold, pieces_stride, slabs)
+from .common import (DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows, adam_state,
+                     dropout_stream, dropout_threshold, pieces_stride, slabs)
 
 # Whether fine-tuning replays each training step from a CUDA graph captured once (KernelOps.
 # graphs; python -m ncae_cuda.train --cuda-graphs). Off until a GPU measurement shows it pays.
@@ -36,6 +36,7 @@ GRAPHS = False
 
 BLOCK = DEVICE_NUMBERS["BLOCK"]
 WARP = DEVICE_NUMBERS["WARP"]
+UNROLL = DEVICE_NUMBERS["UNROLL"]
 MAX_TOPK = DEVICE_NUMBERS["MAX_TOPK"]
 MAX_GRID = 65_535 * 8       # grid-stride kernels (adam, bias_tanh): enough blocks for any GPU
 
@@ -72,44 +73,92 @@ def _check_width(K: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the ledger's weighing of launches: (busiest block's work, mean block's work)
+# the ledger's weighing of launches: (busiest block's work, mean block's work, serial tail)
+#
+# The serial tail is the longest chain of dependent global reads one block makes, in entries: a
+# window reads UNROLL entries' indices, then their rows, so one read of a chain counts as
+# UNROLL / 2 entries. A thread's element of an elementwise kernel counts as a read (a bound:
+# the compiler may overlap a thread's elements).
+ENTRIES_PER_READ = UNROLL / 2
+# Adam's bias corrections in double (two pow, a division, a square root, a reciprocal): about
+# 4,500 cycles a block in a cycle-level simulation of an A100 (issue 24), taken here as the
+# latency of some 8 global reads (an estimate).
+CORRECTIONS_READS = 8
 
-def _even(n: int, per_block: int) -> tuple[float, float]:
+
+def _reads(n: float) -> float:
+    return n * ENTRIES_PER_READ
+
+
+def _even(n: int, per_block: int, threads: int = BLOCK) -> tuple[float, float, float]:
+    """n elements, per_block a block, one a thread at a time."""
     blocks = _blocks(n, per_block)
-    return float(min(n, per_block)), n / blocks
+    return float(min(n, per_block)), n / blocks, _reads(-(-min(n, per_block) // threads))
 
 
-def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float]:
-    """Windows over entries in row order: each window's entries, and on top, for a row that
-    several windows share, the pieces one of them adds up (any of them may: a bound)."""
-    nnz = int(indptr[-1])
+def _windows_even(nnz: int, C: int) -> tuple[float, float, float]:
+    """Windows of C entries that share no sums: a block walks its window's entries."""
+    busiest, mean, _ = _even(nnz, C)
+    return busiest, mean, busiest
+
+
+def _windows_work(starts: np.ndarray, ends: np.ndarray, nnz: int,
+                  C: int) -> tuple[float, float, float]:
+    """Windows of C entries over segments [starts, ends) of entries: each window's entries,
+    and on top, for a segment that several windows share, its pieces, which one of them adds
+    up (any of them may: a bound), UNROLL a read."""
     windows = _blocks(nnz, C)
     work = np.full(windows, float(C))
     work[-1] = nnz - C * (windows - 1)
-    starts, ends = indptr[:-1].astype(np.int64), indptr[1:].astype(np.int64)
+    starts, ends = starts.astype(np.int64), ends.astype(np.int64)
     w0, w1 = starts // C, (ends - 1) // C
+    shared = (ends > starts) & (w1 > w0)
     fixup = 0
-    bound = work.copy()
-    for a, b in zip(w0[(ends > starts) & (w1 > w0)], w1[(ends > starts) & (w1 > w0)]):
+    bound, tail = work.copy(), work.copy()
+    for a, b in zip(w0[shared], w1[shared]):
         bound[a:b + 1] += b - a + 1
+        tail[a:b + 1] += _reads(-(-(b - a + 1) // UNROLL))
         fixup += b - a + 1
-    return float(bound.max()), (work.sum() + fixup) / windows
+    return float(bound.max()), (work.sum() + fixup) / windows, float(tail.max())
 
 
-def _column_windows_work(cols: np.ndarray, col_order: np.ndarray, C: int) -> tuple[float, float]:
-    """Windows over entries in column order: a column's run crossing a window's start leaves
-    two pieces (C >= B), added up by one of its two windows."""
-    nnz = len(col_order)
-    windows = _blocks(nnz, C)
-    work = np.full(windows, float(C))
-    work[-1] = nnz - C * (windows - 1)
+def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float, float]:
+    """Windows over entries in row order: the segments are the rows."""
+    return _windows_work(indptr[:-1], indptr[1:], int(indptr[-1]), C)
+
+
+def _column_windows_work(cols: np.ndarray, col_order: np.ndarray,
+                         C: int) -> tuple[float, float, float]:
+    """Windows over entries in column order: the segments are the columns' runs."""
     ordered = cols[col_order]
-    starts = np.arange(1, windows) * C
-    crossing = starts[ordered[starts - 1] == ordered[starts]] // C      # windows entered
-    bound = work.copy()
-    bound[crossing] += 2
-    bound[crossing - 1] += 2
-    return float(bound.max()), (work.sum() + 2 * len(crossing)) / windows
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    return _windows_work(starts, np.r_[starts[1:], len(ordered)], len(ordered), C)
+
+
+def _cut_work(n: int) -> tuple[float, float, float]:
+    """cut_batch, an entry a thread: the step and the batch's entry count, then the entry's
+    row, that row's start in the CSR and the entry there (the binary search over the B+1 row
+    pointers reads cached values, not counted)."""
+    return (*_even(n, BLOCK)[:2], _reads(5))
+
+
+def _dense_rows_work(N: int, lengths: np.ndarray) -> tuple[float, float, float]:
+    """A block a row of N columns, threads striding over them, then over the row's entries
+    (their columns, then their values)."""
+    tail = -(-N // BLOCK) + 2 * -(-int(lengths.max(initial=0)) // BLOCK)
+    return N + float(lengths.max(initial=0)), N + float(lengths.mean()), _reads(tail)
+
+
+def _bias_backward_work(B: int, K: int) -> tuple[float, float, float]:
+    """A block a WARP columns, each of its warps striding over the rows."""
+    return (*_even(K, WARP)[:2], _reads(-(-B // (BLOCK // WARP))))
+
+
+def _adam_work(n: int, grid: int) -> tuple[float, float, float]:
+    """Every block reads its state (the step count, the step's bias corrections), then its
+    threads stride over the elements; then block 0 computes the next step's corrections."""
+    busiest, mean, elements = _even(n, -(-n // grid))
+    return busiest, mean, _reads(1 + CORRECTIONS_READS) + elements
 
 
 class KernelOps:
@@ -122,6 +171,7 @@ class KernelOps:
 
     def __init__(self, device):
         self.device, self.xp = device, device.xp
+        self.sms = device.sms             # the SMs that launches are weighed against
         self.graphs = GRAPHS
         self._capturing = False   # launches sized for the largest batch, not this one
 
@@ -160,13 +210,15 @@ class KernelOps:
     def session(self):
         return self.device.session()
 
-    def _launch(self, kernel: str, grid: int, block: int, args: tuple, work=None) -> None:
+    def _launch(self, kernel: str, grid: int, block: int, args: tuple, work=None,
+                by_entries: bool = False) -> None:
         """Launch `kernel` on `grid` blocks of `block` threads; work() -> (busiest block's
-        work, mean block's), asked only when a ledger is counting (even by default)."""
+        work, mean block's, serial tail), asked only when a ledger is counting (by default
+        even, a read a thread); by_entries: the grid is sized by the batch's entries."""
         if ledger.counting():
             with ledger.paused():
-                busiest, mean = work() if work else (1.0, 1.0)
-            ledger.kernel(kernel, busiest, mean)
+                busiest, mean, tail = work() if work else (1.0, 1.0, _reads(1))
+            ledger.kernel(kernel, busiest, mean, grid / self.sms, tail, by_entries)
         self.device.launch(kernel, grid, block, args)
 
     def _host(self, a) -> np.ndarray:
@@ -185,21 +237,23 @@ class KernelOps:
     def cut_batch(self, memory, csr, plan: EpochPlan, step: int) -> Batch:
         ledger.step_begins()
         v, B = memory.views, plan.batch_size
-        batch = memory.batch(plan.entries(step))
-        self._cut(batch, v["header"], v["order"], v["batch_indptr"], v["col_offsets"],
-                  v["col_order"], csr, len(plan.order), B)
+        batch = memory.batch(plan.entries(step), plan.windows[step])
+        self._cut(batch, v["header"], v["order"], v["batch_indptr"], v["windows"],
+                  v["col_offsets"], v["col_order"], csr, len(plan.order), B)
         return batch
 
     def cut_rows(self, csr, rows) -> Batch:
-        plan = EpochPlan.of_rows(csr.host_indptr, rows)
+        plan = EpochPlan.of_rows(csr.host_indptr, rows, csr.sms)
         xp, n, nnz = self.xp, len(plan.order), plan.entries(0)
-        sizes = window_sizes(int(np.diff(plan.batch_indptr[0]).max(initial=0)), n)
+        rows_C, columns_C = (int(C) for C in plan.windows[0])
         batch = Batch(xp.empty(n + 1, np.int32), xp.empty(nnz, np.int32),
                       xp.empty(nnz, np.float32), xp.empty(nnz, np.uint8),
                       xp.empty(nnz, np.int32), None, xp.empty(n, np.float32),
-                      xp.empty(n, np.int32), Windows(*sizes, None, None, nnz))
+                      xp.empty(n, np.int32),
+                      Windows(rows_C, columns_C, xp.empty(2, np.int32), None, None, nnz,
+                              _blocks(nnz, min(rows_C, columns_C))))
         d = [self.to_device(x) for x in (plan.header, plan.order, plan.batch_indptr,
-                                         plan.col_offsets)]
+                                         plan.windows, plan.col_offsets)]
         self._cut(batch, *d, None, csr, n, n)
         return batch
 
@@ -209,19 +263,18 @@ class KernelOps:
         w = batch.windows
         if w.pieces is not None:
             return w.pieces, w.arrivals
-        windows = _blocks(len(batch.cols), w.rows)
-        return (self.xp.zeros((2 * windows, pieces_stride(K)), np.float32),
-                self.xp.zeros(windows, np.int32))
+        return (self.xp.zeros((2 * w.most, pieces_stride(K)), np.float32),
+                self.xp.zeros(w.most, np.int32))
 
-    def _cut(self, batch, header, order, batch_indptr, col_offsets, epoch_col_order, csr,
-             n_rows, B):
+    def _cut(self, batch, header, order, batch_indptr, windows, col_offsets, epoch_col_order,
+             csr, n_rows, B):
         nnz = self._entries(batch)
         self._launch("cut_batch_kernel", _blocks(max(nnz, B + 1)), BLOCK, (
             batch.indptr, batch.cols, batch.vals, batch.keep, batch.entry_rows,
-            batch.col_order, batch.row_weight, batch.row_entries, header, order, batch_indptr,
-            col_offsets, epoch_col_order, csr.indptr, csr.indices, csr.data, csr.first_entry,
-            csr.row_entries, np.int32(n_rows), np.int32(B)),
-            work=lambda: _even(max(nnz, B + 1), BLOCK))
+            batch.col_order, batch.row_weight, batch.row_entries, batch.windows.sizes, header,
+            order, batch_indptr, windows, col_offsets, epoch_col_order, csr.indptr, csr.indices,
+            csr.data, csr.first_entry, csr.row_entries, np.int32(n_rows), np.int32(B)),
+            work=lambda: _cut_work(max(nnz, B + 1)), by_entries=True)
 
     def step_loss(self, losses, step, row_loss, row_weight) -> None:
         _check(np.float32, losses, row_loss, row_weight)
@@ -235,60 +288,61 @@ class KernelOps:
         nnz = len(entry_ids)
         self._launch("dropout_keep_kernel", _blocks(nnz), BLOCK, (
             keep, entry_ids, np.uint64(dropout_stream(seed, epoch)),
-            np.uint32(dropout_threshold(q)), np.int32(nnz)), work=lambda: _even(nnz, BLOCK))
+            np.uint32(dropout_threshold(q)), np.int32(nnz)), work=lambda: _even(nnz, BLOCK),
+            by_entries=True)
 
-    def _rows_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
-        """A window kernel over the batch's entries in row order."""
+    def _windows_launch(self, kernel: str, batch: Batch, K: int, args: tuple,
+                        columns: bool = False, shared: bool = True) -> None:
+        """A window kernel over the batch's entries in row order (or in column order): a block
+        a window (as many as any batch has, while a step is captured), then the sizes B, K
+        and the window's, on the device. shared: windows that share a segment leave pieces."""
         _check_width(K)
-        C, nnz = batch.windows.rows, self._entries(batch)
-        self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
-            np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
-            work=lambda: _row_windows_work(self._host(batch.indptr), C))
+        w = batch.windows
+        C, nnz = w.columns if columns else w.rows, len(batch.cols)
 
-    def _columns_launch(self, kernel: str, batch: Batch, K: int, args: tuple) -> None:
-        """A window kernel over the batch's entries in column order."""
-        _check_width(K)
-        C, nnz = batch.windows.columns, self._entries(batch)
-        self._launch(kernel, _blocks(nnz, C), WARP * slabs(K), args + (
-            np.int32(len(batch.row_weight)), np.int32(K), np.int32(C)),
-            work=lambda: _column_windows_work(self._host(batch.cols),
-                                              self._host(batch.col_order), C))
+        def work():
+            if not shared:
+                return _windows_even(nnz, C)
+            if columns:
+                return _column_windows_work(self._host(batch.cols), self._host(batch.col_order),
+                                            C)
+            return _row_windows_work(self._host(batch.indptr), C)
+        self._launch(kernel, w.most if self._capturing else _blocks(nnz, C), WARP * slabs(K),
+                     args + (np.int32(len(batch.row_weight)), np.int32(K),
+                             w.sizes[1:] if columns else w.sizes[:1]),
+                     work=work, by_entries=True)
 
     def gather_forward(self, a1, batch, E, b1, scale):
         _check(np.float32, a1, E, *(() if b1 is None else (b1,)))
-        self._rows_launch("gather_forward_kernel", batch, a1.shape[1], (
+        self._windows_launch("gather_forward_kernel", batch, a1.shape[1], (
             a1, *self._scratch(batch, a1.shape[1]), batch.indptr, batch.cols, batch.vals, batch.keep,
             batch.entry_rows, E, b1, np.float32(scale)))
 
     def scatter_backward(self, dE, dpre1, batch, scale):
         _check(np.float32, dE, dpre1)
         w = batch.windows
-        self._columns_launch("scatter_backward_kernel", batch, dE.shape[1], (
+        self._windows_launch("scatter_backward_kernel", batch, dE.shape[1], (
             dE, w.pieces, w.arrivals, dpre1, batch.indptr, batch.cols, batch.vals, batch.keep,
-            batch.entry_rows, batch.col_order, np.float32(scale)))
+            batch.entry_rows, batch.col_order, np.float32(scale)), columns=True)
 
     def sparse_output_forward(self, yhat, a, V, c, batch, s, m_off, identity=False):
         _check(np.float32, yhat, a, V, c)
-        K, C, nnz = a.shape[1], batch.windows.rows, self._entries(batch)
-        _check_width(K)
-        self._launch("sparse_output_forward_kernel", _blocks(nnz, C), WARP * slabs(K), (
+        self._windows_launch("sparse_output_forward_kernel", batch, a.shape[1], (
             yhat, a, V, c, batch.indptr, batch.cols, batch.entry_rows, np.float32(s),
-            np.float32(m_off), np.int32(identity), np.int32(a.shape[0]), np.int32(K),
-            np.int32(C)),
-            work=lambda: _even(nnz, C))
+            np.float32(m_off), np.int32(identity)), shared=False)
 
     def sparse_output_backward(self, da, dV, dc, row_loss, g, a, V, c, batch, alpha, beta, s,
                                m_off, identity=False, row_norm=1.0):
         _check(np.float32, da, dV, dc, row_loss, g, a, V, c)
         f, w, K = np.float32, batch.windows, a.shape[1]
-        self._rows_launch("sparse_output_rows_kernel", batch, K, (
+        self._windows_launch("sparse_output_rows_kernel", batch, K, (
             da, row_loss, g, w.pieces, w.arrivals, a, V, c, batch.indptr, batch.cols,
             batch.vals, batch.keep, batch.entry_rows, batch.row_weight, batch.row_entries,
             f(alpha), f(beta),
             f(s), f(m_off), np.int32(identity), f(row_norm)))
-        self._columns_launch("sparse_output_cols_kernel", batch, K, (
+        self._windows_launch("sparse_output_cols_kernel", batch, K, (
             dV, dc, w.pieces, w.arrivals, g, a, batch.indptr, batch.cols, batch.entry_rows,
-            batch.col_order))
+            batch.col_order), columns=True)
 
     def reweighted_error(self, dout, row_loss, z, c, batch, weights, kept_only=False):
         _check(np.float32, dout, row_loss, z, c, weights)
@@ -296,20 +350,22 @@ class KernelOps:
         self._launch("reweighted_error_kernel", B, BLOCK, (
             dout, row_loss, z, c, batch.indptr, batch.cols, batch.keep if kept_only else None,
             weights, batch.row_weight, np.int32(N)),
-            work=lambda: (N + np.diff(self._host(batch.indptr)).max(),
-                          N + len(batch.cols) / B))
+            work=lambda: _dense_rows_work(N, np.diff(self._host(batch.indptr))))
 
     def adam(self, params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay,
              lr_decay=1.0, steps_per_epoch=0, decay_start=0):
         _check(np.float32, params, m, v, grads)
         _check(np.int32, counter)
+        if counter.shape != adam_state().shape:     # the kernel writes all of its state
+            raise ValueError(f"Adam's state is {adam_state().shape} int32 (common.adam_state), "
+                             f"not {counter.shape}")
         f, n = np.float32, len(params)
         grid = min(_blocks(n), MAX_GRID)
         self._launch("adam_kernel", grid, BLOCK, (
             params, m, v, grads, counter, np.float64(lr), np.float64(beta1),
             np.float64(beta2), np.float64(lr_decay), np.int32(steps_per_epoch),
             np.int32(decay_start), f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2), f(eps),
-            f(weight_decay), np.int64(n)), work=lambda: _even(n, -(-n // grid)))
+            f(weight_decay), np.int64(n)), work=lambda: _adam_work(n, grid))
 
     # -----------------------------------------------------------------------------------------
     # the dense layers
@@ -332,7 +388,7 @@ class KernelOps:
         B, K = dpre.shape
         self._launch("bias_backward_kernel", _blocks(K, WARP), BLOCK,
                      (db, dpre, da, a, np.int32(B), np.int32(K)),
-                     work=lambda: _even(K, WARP))
+                     work=lambda: _bias_backward_work(B, K))
 
     # -----------------------------------------------------------------------------------------
     # evaluation
@@ -382,6 +438,7 @@ class CupyDevice:
         import cupy
         self.xp = cupy
         self.device_id = cupy.cuda.runtime.getDevice()
+        self.sms = cupy.cuda.Device(self.device_id).attributes["MultiProcessorCount"]
         self.stream = cupy.cuda.Stream(non_blocking=False)
         self._blas = _blas_handle(self.device_id)
         self._sessions = 0        # entered and not left: an evaluation inside a fit nests

@@ -4,7 +4,11 @@ Per step: device operations (custom kernels, BLAS calls and array-library operat
 allocations, copies between host and device, synchronisations, and the collectives of a
 column-sharded fit with the bytes this rank contributes to each; and for every custom kernel
 launch the work of its busiest block over the mean block's (entries x K, from the launch's own
-arguments), the measure of how evenly a launch keeps the SMs busy. A step begins at each
+arguments), the measure of how evenly a launch keeps the SMs busy. Two more figures per launch
+say whether the SMs have enough to do and how long the slowest block takes at the least: its
+parallel slack, blocks over the target device's SM count (fewer than one block an SM leaves
+SMs idle), and its serial tail, the longest chain of dependent reads one block makes, in
+entries (ops/gpu.py weighs both from the launch's arguments). A step begins at each
 `cut_batch`: everything from one to the next, and after the last one the epoch's closing read
 of its losses, belongs to that step.
 
@@ -34,6 +38,9 @@ class Counts:
     syncs: int = 0
     balance: list = field(default_factory=list)    # (kernel, busiest block / mean block)
     collectives: list = field(default_factory=list)  # (name, bytes this rank contributes)
+    # (kernel, blocks per SM, serial tail in entries, whether the grid is sized by the
+    # batch's entries)
+    parallelism: list = field(default_factory=list)
 
 
 class Ledger:
@@ -50,11 +57,16 @@ class Ledger:
     def op(self, name: str) -> None:
         self.now.ops.append(name)
 
-    def kernel(self, name: str, busiest: float, mean: float) -> None:
-        """A custom kernel launch, with its busiest block's work and its mean block's."""
+    def kernel(self, name: str, busiest: float, mean: float, slack: float | None = None,
+               tail: float | None = None, by_entries: bool = False) -> None:
+        """A custom kernel launch, with its busiest block's work and its mean block's; and,
+        where weighed, its blocks per SM, its serial tail in entries and whether its grid is
+        sized by the batch's entries."""
         self.op(name)
         if mean > 0:
             self.now.balance.append((name, float(busiest / mean)))
+        if slack is not None:
+            self.now.parallelism.append((name, float(slack), float(tail), by_entries))
 
     def collective(self, name: str, nbytes: int) -> None:
         """A collective across the ranks of a sharded fit (an operation of the device's too)."""
@@ -92,6 +104,13 @@ class Ledger:
         for name, ratio in (b for s in steps for b in s.balance):
             by_kernel[name] = max(ratio, by_kernel.get(name, 0.0))
         worst = max(by_kernel.items(), key=lambda b: b[1], default=None)
+        slack, tail = {}, {}                     # per kernel: its least slack, longest tail
+        for name, per_sm, chain, by_entries in (p for s in steps for p in s.parallelism):
+            if by_entries:
+                slack[name] = min(per_sm, slack.get(name, per_sm))
+            tail[name] = max(chain, tail.get(name, 0.0))
+        idlest = min(slack.items(), key=lambda k: k[1], default=None)
+        longest = max(tail.items(), key=lambda k: k[1], default=None)
         return {
             "steps": len(steps),
             "ops_per_step": max(ops),
@@ -106,6 +125,12 @@ class Ledger:
             "work_balance_by_kernel": {k: round(v, 2) for k, v in sorted(by_kernel.items())},
             "collectives_per_step": len(typical.collectives),
             "collective_bytes_per_step": sum(b for _, b in typical.collectives),
+            "parallel_slack": idlest[1] if idlest else None,
+            "least_parallel_kernel": idlest[0] if idlest else None,
+            "parallel_slack_by_kernel": {k: round(v, 3) for k, v in sorted(slack.items())},
+            "serial_tail": longest[1] if longest else None,
+            "longest_tail_kernel": longest[0] if longest else None,
+            "serial_tail_by_kernel": {k: round(v, 1) for k, v in sorted(tail.items())},
         }
 
 
@@ -145,9 +170,10 @@ def op(name: str) -> None:
         _ACTIVE.op(name)
 
 
-def kernel(name: str, busiest: float, mean: float) -> None:
+def kernel(name: str, busiest: float, mean: float, slack: float | None = None,
+           tail: float | None = None, by_entries: bool = False) -> None:
     if _ACTIVE is not None:
-        _ACTIVE.kernel(name, busiest, mean)
+        _ACTIVE.kernel(name, busiest, mean, slack, tail, by_entries)
 
 
 def allocation() -> None:
