@@ -31,7 +31,7 @@ import numpy as np
 
 from .data import (DataError, Interactions, read_delicious, read_lastfm_artists,
                    read_lastfm_tag_timestamps, read_movielens_100k, read_movielens_csv,
-                   read_movielens_dat, read_table, table_columns, with_times)
+                   read_movielens_dat, read_table, table_layout, with_times)
 
 DEFAULT = "synthetic"
 DATA_ENV = "NCAE_CUDA_DATA"          # where extracted copies of the published data sets are
@@ -264,7 +264,7 @@ def default_feedback(name: str) -> str:
     """"explicit" (train on ratings) or "implicit" (on who interacted with what); a file is
     explicit when it has a rating column."""
     if is_file(name):
-        return "explicit" if table_columns(name) >= 3 else "implicit"
+        return "explicit" if "rating" in table_layout(name).columns else "implicit"
     return _entry(name).feedback
 
 
