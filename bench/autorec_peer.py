@@ -174,7 +174,7 @@ def table(peer: list[dict], ncae: list[dict], seeds: list[int]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.autorec_peer",
+    p = argparse.ArgumentParser(prog="python -m bench.autorec_peer", allow_abbrev=False,
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--config", type=Path, metavar="RECIPE",
                    help="also train NCAE with this recipe on the same split and seeds, in this "

@@ -100,7 +100,7 @@ def commit() -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--devices", default="cpu,gpu",
                    help=f"comma-separated, of: {', '.join(DEVICE_FLAGS)}")
     p.add_argument("--epochs", type=int, default=3, help="epochs per run (the first is start-up)")

@@ -231,7 +231,7 @@ def _torch_device(device: str):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cpu", "gpu"), default="gpu" if ops.HAS_CUDA else "cpu")
     p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated, of: "
                    + ", ".join(SHAPES))

@@ -367,7 +367,7 @@ def write_report(result: dict, out: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m bench.peer_torch", description=__doc__,
+        prog="python -m bench.peer_torch", description=__doc__, allow_abbrev=False,
         epilog="Both models use the trainer's defaults for everything not set here:\n"
                "batch 128, dropout 0.5, alpha 1, beta 0.5, lr 1e-3, weight decay 1e-3, "
                "c0 512, omega 0.5, seed 0.", formatter_class=argparse.RawDescriptionHelpFormatter)

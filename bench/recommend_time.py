@@ -42,7 +42,7 @@ def measure(model: NCAE, users, n: int, repeats: int) -> list[float]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="ml-100k")
     p.add_argument("--data-dir", type=Path)
     p.add_argument("--devices", default="cpu", help="comma-separated: cpu, gpu")

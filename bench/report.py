@@ -136,7 +136,7 @@ def section() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="compare instead of writing")
     args = p.parse_args(argv)
     text = README.read_text()

@@ -69,7 +69,7 @@ def cell(backend, ceilings, m, hidden, epochs, **labels) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--ks", default="100,300,500")
     p.add_argument("--ratios", default="0.1,0.3,0.5,1.0", help="training ratios D")

@@ -339,6 +339,7 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
+        allow_abbrev=False,
         epilog="\n".join(f"{name}: {f.__doc__.split(chr(10))[0]}"
                          for name, f in EXPERIMENTS.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -29,6 +29,7 @@ USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ncae_cuda.recommend", description=__doc__.split("\n\n")[0],
+        allow_abbrev=False,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("model", type=Path, help="model.npz written by ncae_cuda.train or NCAE.save")
     who = p.add_mutually_exclusive_group(required=True)

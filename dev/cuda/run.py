@@ -93,7 +93,7 @@ def inputs(op: str, backend, N: int, host: Batch, K: int, rng):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("op", choices=OPS)
     p.add_argument("--shape", choices=tuple(SHAPES), default="ml10m")
     p.add_argument("--device", choices=("gpu", "emulated"),
