@@ -6,10 +6,10 @@ a CSV with a header line (MovieLens 20M's), and a CSV with text ids.
     python -m bench.reader_speed --rows 100000 --repeats 1 --out /tmp/r     # a smoke test
 
 The files hold `rows` distinct (user, item) pairs (70,000 users x 10,000 items, the ML-10M
-shape), half-star ratings from 1 to 5 and 10-digit timestamps, seeded; they are written to a temporary
-folder, removed at the end. Each reader is timed `repeats` times after one untimed read (which
-warms the page cache); writes reader_speed.json (machine, commit, date, seconds of every read
-and their median) and reader_speed.md under --out.
+shape), half-star ratings from 1 to 5 and 10-digit timestamps, seeded; they are written to a
+temporary folder, removed at the end. Each reader is timed `repeats` times after one untimed
+read (which warms the page cache); writes reader_speed.json (machine, commit, date, seconds of
+every read and their median) and reader_speed.md under --out.
 """
 from __future__ import annotations
 

@@ -173,6 +173,20 @@ def test_ml100k_u1_split_files(tmp_path, shared_data):
     assert data["train"] + data["valid"] == 80_000 and data["test"] == 20_000
 
 
+def test_a_given_split_is_the_data_sets_own_split(tmp_path, shared_data):
+    """--train u1.base --test u1.test: the files' ids mapped onto one map, the validation part
+    carved from train, are ml-100k's own split u1 to the bit."""
+    folder, flags = shared_data / "ml-100k", ["--hidden", "8", "--epochs", "2", "--device", "cpu"]
+    assert train.main(["--dataset", "ml-100k", "--data-dir", str(shared_data), "--split", "u1",
+                       *flags, "--out", str(tmp_path / "split")]) == 0
+    assert train.main(["--train", str(folder / "u1.base"), "--test", str(folder / "u1.test"),
+                       *flags, "--out", str(tmp_path / "given")]) == 0
+    split, given = (json.loads((tmp_path / name / "metrics.json").read_text())
+                    for name in ("split", "given"))
+    assert given["test"] == split["test"] and given["data"] == split["data"]
+    np.testing.assert_array_equal(params(tmp_path / "given"), params(tmp_path / "split"))
+
+
 @pytest.mark.parametrize("device", GPUS)
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 def test_gpu_training_agrees_with_cpu(tmp_path, gpu_cli, device, feedback):
