@@ -365,9 +365,12 @@ class NCAE:
             if a["params"].shape != (layout.size,):
                 raise ValueError(f"{a['params'].shape[0]} parameters where the settings need "
                                  f"{layout.size}")
-            for name in ("params", "col_weights", "seen_data"):
-                if name in a and not np.isfinite(a[name]).all():
-                    raise ValueError(f"{name} hold NaN or infinite values")
+            for side in ("user", "item"):
+                ids = a[f"{side}_ids"]
+                unique, counts = np.unique(ids, return_counts=True)
+                if len(unique) < len(ids):
+                    raise ValueError(f"{len(ids) - len(unique)} duplicate {side} ids, e.g. "
+                                     f"{unique[counts > 1][0].item()!r}")
             model._net = Network(layout, model.ops, model._objective(), a["params"],
                                  a.get("col_weights"))
             model._net.counter[0] = meta["steps"]

@@ -423,7 +423,8 @@ def test_load_refuses_damaged_and_foreign_files(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(modelfile, "VERSION", 2)
         model.save(tmp_path / "old.npz")
-    with pytest.raises(DataError, match=r"format version 2; this ncae_cuda reads version 3"):
+    with pytest.raises(DataError, match=rf"format version 2; this ncae_cuda reads version "
+                                        rf"{modelfile.VERSION}"):
         NCAE.load(tmp_path / "old.npz", device="cpu")
 
     new_model().fit(X, epochs=1, checkpoint=tmp_path / "checkpoint.npz", verbose=False)

@@ -3,10 +3,12 @@ exit code 2, never a traceback; and a run folder that is never mixed with anothe
 import gzip
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -187,32 +189,109 @@ def test_recommend_a_fractional_n(saved):
         model.recommend(model.user_ids[:2], n=2.7)
 
 
-def _damaged(saved: Path, tmp_path: Path, **changes) -> Path:
+def _damaged(saved: Path, tmp_path: Path, checksum: str = "kept", **changes) -> Path:
+    """The saved model with `changes` made to its arrays (header: its JSON text) and its
+    checksum kept as written (as a damaged or edited file has it) or "made" anew for the changed
+    contents (as a file written so would have it)."""
     with np.load(saved) as f:
         arrays = {k: f[k] for k in f.files}
     for key, change in changes.items():
         arrays[key] = change(arrays[key].copy())
     path = tmp_path / "damaged.npz"
-    np.savez(path, **arrays)
+    if checksum == "kept":
+        np.savez(path, **arrays)
+    else:
+        meta = json.loads(str(arrays.pop("header")))
+        for key in ("format", "version", "kind"):
+            meta.pop(key)
+        arrays.pop("checksum")
+        modelfile.write(path, "model", meta, arrays)
     return path
 
 
-def _poke(value):
+def _poke(value, at=0):
     def change(a):
-        a.reshape(-1)[0] = value
+        a.reshape(-1)[at] = value
         return a
     return change
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(header=lambda h: np.array("not json{")), "its header is not JSON"),
-    (dict(params=_poke(np.nan)), "params hold NaN or infinite values"),
-    (dict(params=_poke(np.inf)), "params hold NaN or infinite values"),
-    (dict(seen_indices=_poke(10 ** 6)), "indices must be <"),
+def _edited(**settings):
+    """A header change: settings of the model file's JSON header, by dotted name."""
+    def change(header):
+        meta = json.loads(str(header))
+        for name, value in settings.items():
+            *path, last = name.split(".")
+            node = meta
+            for key in path:
+                node = node[key]
+            node[last] = value
+        return np.array(json.dumps(meta))
+    return change
+
+
+@pytest.mark.parametrize("checksum, changes, message", [
+    ("kept", dict(header=lambda h: np.array("not json{")), "its header is not JSON"),
+    # before, these loaded and scored otherwise (4.62 became 4.13 or 9.05)
+    ("kept", dict(header=_edited(rating_scale=[1, 9])), "a damaged ncae_cuda model file: its "
+     "header or arrays are not what was written (their checksum differs)"),
+    ("kept", dict(header=_edited(**{"config.output": "identity"})), "checksum differs"),
+    ("kept", dict(params=_poke(np.float32(0.5))), "checksum differs"),
+    ("made", dict(params=_poke(np.nan)), "a damaged ncae_cuda model file: params holds NaN or "
+                                         "infinite values"),
+    ("made", dict(params=_poke(np.inf)), "params holds NaN or infinite values"),
+    ("made", dict(seen_indices=_poke(10 ** 6)), "indices must be <"),
+    # before, a model with three equal ids loaded, and recommend printed one list three times
+    ("made", dict(user_ids=_poke(1, at=1)), "a damaged model file (ValueError: 1 duplicate user "
+                                            "ids, e.g. 1)"),
 ])
-def test_a_damaged_model_file_is_refused(tmp_path, saved, changes, message):
-    with pytest.raises(DataError, match=message):
-        NCAE.load(_damaged(saved, tmp_path, **changes), device="cpu")
+def test_a_damaged_model_file_is_refused(tmp_path, saved, checksum, changes, message):
+    with pytest.raises(DataError, match=re.escape(message)):
+        NCAE.load(_damaged(saved, tmp_path, checksum, **changes), device="cpu")
+
+
+def test_a_checkpoint_holding_nan_is_refused_as_damaged(tmp_path, capsys):
+    # Before, resuming from it said "loss became nan ... lower the learning rate".
+    out = trained(tmp_path, "--epochs", "2", "--checkpoint-every", "0", name="nan")
+    path = out / "checkpoint-select.npz"
+    meta, arrays = modelfile.read(path, "checkpoint")
+    arrays["state"][1, 3] = np.nan                   # Adam's first moment
+    modelfile.write(path, "checkpoint", {k: v for k, v in meta.items()
+                                         if k not in ("format", "version", "kind")}, arrays)
+    code, err = cli(train.main, [*TINY, "--epochs", "2", "--checkpoint-every", "0", "--out",
+                                 str(out), "--resume"], capsys)
+    assert code == 2 and "checkpoint-select.npz: a damaged ncae_cuda checkpoint file: state " \
+                         "holds NaN or infinite values" in err, err
+
+
+def test_concurrent_saves_to_one_path_each_write_a_whole_file(tmp_path, saved):
+    # Before, every writer used <path>.tmp: 16% of saves failed and readers got damaged files.
+    model, path = NCAE.load(saved, device="cpu"), tmp_path / "shared.npz"
+    model.save(path)
+    failures, reads = [], []
+
+    def write():
+        for _ in range(20):
+            try:
+                model.save(path)
+            except DataError as e:
+                failures.append(str(e))
+
+    def read():
+        for _ in range(40):
+            try:
+                reads.append(NCAE.load(path, device="cpu").user_ids)
+            except DataError as e:
+                failures.append(str(e))
+    threads = [threading.Thread(target=write) for _ in range(4)] + [threading.Thread(
+        target=read)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [] and len(reads) == 40
+    assert all(np.array_equal(ids, model.user_ids) for ids in reads)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.npz"]     # no temporaries
 
 
 @pytest.mark.parametrize("argv, message", [
