@@ -2,7 +2,8 @@
 (early stopping keeps the best epoch's parameters), with a checkpoint at the end of an epoch once
 `checkpoint_every` seconds have passed since the last (and always after pre-training and the last
 epoch), so a fit killed at any point continues from its last checkpoint and ends exactly where
-an uninterrupted one does.
+an uninterrupted one does. A fit stopped by a signal (stopping.py) saves its checkpoint at the
+end of the step under way, and continues from the next step.
 
 The facade (estimator.NCAE) hands a Session the network, its training matrix and batch planner,
 and a scorer of the validation data; the session knows nothing of users, items or ids.
@@ -18,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import loop, modelfile
+from . import loop, modelfile, stopping
 from .data import DataError
 from .layout import AdamConfig
 from .model import Network
@@ -44,6 +45,8 @@ class Progress:
     best_value: float | None = None
     bad_epochs: int = 0               # epochs since the best one
     history: list = field(default_factory=list)
+    epoch_losses: list = field(default_factory=list)   # of the steps of the next epoch taken
+                                                        # before a stop (stopping.Stopped)
 
 
 def fingerprint(*parts) -> str:
@@ -129,6 +132,7 @@ class Session:
     checkpoint_every: float = CHECKPOINT_EVERY    # seconds (0: after every epoch)
     verbose: bool = True
 
+    @stopping.resumable
     def run(self, epochs: int, resume: bool = False) -> Progress:
         """Train up to `epochs` epochs (after pre-training), from the checkpoint if `resume` and
         there is one; the network ends with the best validation epoch's parameters."""
@@ -182,15 +186,22 @@ class Session:
                               "seconds": time.perf_counter() - start})
             progress.pretrained = True
             save()
-        adam = self.fine_tuning_adam(progress.epoch)
+        adam = self.fine_tuning_adam(progress.epoch, len(progress.epoch_losses))
         while progress.epoch < epochs and not progress.stopped_early:
             epoch = progress.epoch + 1
             start = time.perf_counter()
             if epoch < epochs:
                 self.planner.prefetch(epoch + 1)
-            loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
-                                  net.memory, self.csr, self.planner.plan(epoch),
-                                  f"epoch {epoch}", graph=getattr(ops, "graphs", False))
+            try:
+                loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
+                                      net.memory, self.csr, self.planner.plan(epoch),
+                                      f"epoch {epoch}", graph=getattr(ops, "graphs", False),
+                                      done=progress.epoch_losses)
+            except stopping.Stopped as stop:          # a signal: resumable from this step on
+                progress.epoch_losses = stop.losses
+                save()
+                raise
+            progress.epoch_losses = []
             end_of_epoch({"epoch": epoch, "loss": loss,
                           "l2": net.l2_penalty(self.adam.weight_decay),
                           "seconds": time.perf_counter() - start})
@@ -202,11 +213,12 @@ class Session:
             net.params[...] = best
         return progress
 
-    def fine_tuning_adam(self, epochs_done: int) -> AdamConfig:
-        """Adam's settings for fine-tuning, `epochs_done` epochs in: the learning-rate schedule
-        counts its epochs from the end of pre-training (whose steps share Adam's count)."""
+    def fine_tuning_adam(self, epochs_done: int, steps_done: int) -> AdamConfig:
+        """Adam's settings for fine-tuning, `epochs_done` epochs and `steps_done` steps of the
+        next in: the learning-rate schedule counts its epochs from the end of pre-training
+        (whose steps share Adam's count)."""
         if self.adam.lr_decay == 1.0:
             return self.adam
         steps = self.planner.geometry.steps
         return replace(self.adam, steps_per_epoch=steps,
-                       decay_start=self.net.steps - epochs_done * steps)
+                       decay_start=self.net.steps - epochs_done * steps - steps_done)

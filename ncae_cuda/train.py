@@ -32,13 +32,14 @@ import datetime
 import json
 import math
 import resource
+import signal
 import statistics
 import sys
 import warnings
 from dataclasses import fields
 from pathlib import Path
 
-from . import datasets, metrics, splits
+from . import datasets, metrics, splits, stopping
 from .config import Config, SettingError, read_recipe
 from .data import DataError, Interactions, read_table
 from .estimator import NCAE, OutOfMemory
@@ -449,6 +450,10 @@ def main(argv: list[str] | None = None) -> int:
     except (DataError, BackendUnavailable, FloatingPointError, OutOfMemory) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except stopping.Stopped as stop:
+        print(f"\n{stop.signal_name}: stopped at the end of a training step: continue with "
+              f"--resume --out {args.out}", file=sys.stderr)
+        return 128 + signal.Signals[stop.signal_name]
     except KeyboardInterrupt:
         print(f"\ninterrupted: continue with --resume --out {args.out}", file=sys.stderr)
         return 130
