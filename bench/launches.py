@@ -25,6 +25,7 @@ import argparse
 import datetime
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,21 +111,33 @@ def main(argv=None) -> int:
     unknown = set(names) - set(SHAPES)
     if unknown:
         p.error(f"unknown shapes: {', '.join(sorted(unknown))}")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        p.error(f"--out {args.out}: cannot write there ({e.strerror or e})")
     if args.device == "gpu":
-        backend, device = ops.get_backend("gpu"), device_name("gpu")
+        try:
+            backend, device = ops.get_backend("gpu"), device_name("gpu")
+        except ops.BackendUnavailable as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     else:
         backend = emulated_backend(runs=lambda kernel: kernel in RUN)
         device = "emulated (the batch cutting runs; the other kernels are counted)"
     result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
               "shapes": {}}
-    args.out.mkdir(parents=True, exist_ok=True)
     for name in names:
         dataset, feedback, based, hidden = SHAPES[name]
         dataset = "synthetic-tiny" if args.quick else dataset
+        start = time.perf_counter()
         print(f"{name}: one epoch of {dataset}, {feedback}, {based}-based, hidden "
-              f"{','.join(map(str, hidden))}", flush=True)
-        figures = ledger_of_epoch(backend, datasets.load(dataset), feedback, based, hidden,
+              f"{','.join(map(str, hidden))}: drawing the data ...", flush=True)
+        data = datasets.load(dataset)
+        print(f"{name}: {data.nnz:,} interactions drawn in {time.perf_counter() - start:.0f} s; "
+              "counting an epoch, then capturing its step ...", flush=True)
+        figures = ledger_of_epoch(backend, data, feedback, based, hidden,
                                   16 if args.quick else BATCH)
+        print(f"{name}: done in {time.perf_counter() - start:.0f} s", flush=True)
         dot = figures.pop("graph_dot")
         if dot:
             (args.out / f"graph-{name}.dot").write_text(dot)

@@ -151,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
                   "python -m bench.report", file=sys.stderr)
             return 1
         return 0
+    if updated == text:
+        print(f"{README}'s performance section is already what {RESULTS} give: nothing written")
+        return 0
     README.write_text(updated)
+    print(f"wrote {README}'s performance section from the results in {RESULTS}")
     return 0
 
 

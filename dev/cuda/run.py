@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +112,7 @@ def main(argv=None) -> int:
     else:                        # small data: the emulator runs a thread per CUDA thread
         dataset, hidden = "synthetic-tiny", (12,)
         backend = emulated_backend()
-        launch1 = EmulatedDevice(build(Path(tempfile.mkdtemp()), source), lambda k: True).launch
+        launch1 = EmulatedDevice(build(source=source), lambda k: True).launch
     K = hidden[0]
     with backend.session():
         N, batch, host = first_step(backend, datasets.load(dataset), based, feedback, K)
