@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(p)
     g = p.add_argument_group("run")
     g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
-                   help="auto: the GPU when there is one (default: auto)")
+                   help="auto: the GPU when there is one (default: %(default)s)")
     g.add_argument("--cuda-graphs", choices=("on", "off"),
                    help="GPU: replay each training step from a CUDA graph captured once, instead "
                         "of launching its kernels one by one (default: off, until a GPU "

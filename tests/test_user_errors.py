@@ -512,7 +512,7 @@ def test_a_given_split_trains_on_its_files_with_ids_mapped_across_them(tmp_path,
     assert summary["test"]["entries"] == 100
 
 
-def test_no_cli_takes_an_abbreviation(monkeypatch, capsys):
+def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsys):
     import argparse
     import importlib
     built = []
@@ -534,4 +534,8 @@ def test_no_cli_takes_an_abbreviation(monkeypatch, capsys):
         for argv in (["--help"], ["describe", "--help"]):
             with pytest.raises(SystemExit):
                 module.main(argv)
+            text = " ".join(capsys.readouterr().out.split())
+            # before, recommend's --out said "(default: stdout) (default: None)"
+            assert not re.search(r"\(default: [^)]*\) \(default:|\(default: (None|False)\)",
+                                 text), (name, text)
     assert len(built) >= 14 and all(not abbrev for _, abbrev in built), built
