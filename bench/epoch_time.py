@@ -33,6 +33,7 @@ import numpy as np
 
 from ncae_cuda import ops, train
 
+from bench.cli import out_folder
 from bench.floors import Ceilings, Work, epoch_work, measure_ceilings
 
 CASES = {
@@ -116,12 +117,10 @@ def main(argv=None) -> int:
         p.error(f"--devices: no device {', '.join(unknown)}; of: {', '.join(DEVICE_FLAGS)}")
     if args.epochs is not None and args.epochs < 1:
         p.error(f"--epochs must be >= 1; got {args.epochs}")
+    out_folder(p, args.out)
     try:
-        args.out.mkdir(parents=True, exist_ok=True)
         if any(d.startswith("gpu") for d in devices):
             ops.get_backend("gpu")
-    except OSError as e:
-        p.error(f"--out {args.out}: cannot write there ({e.strerror or e})")
     except ops.BackendUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -37,6 +37,7 @@ from ncae_cuda import datasets, ops
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.ops import reference as ref
 
+from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit
 from bench.floors import op_work
 from bench.launches import SHAPES
@@ -239,6 +240,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny data: a smoke test")
     p.add_argument("--out", type=Path, required=True, help="folder for kernel_peers.json and .md")
     args = p.parse_args(argv)
+    out_folder(p, args.out)
     shapes = args.shapes.split(",")
     if unknown := set(shapes) - set(SHAPES):
         p.error(f"--shapes: no shape {', '.join(sorted(unknown))} (shapes: {', '.join(SHAPES)})")
@@ -261,7 +263,6 @@ def main(argv=None) -> int:
                     hidden[0], hidden, torch_device, np.random.default_rng(0))
         result["shapes"][name] = [measure(make(step), seconds, measured.bandwidth)
                                   for make in PAIRS if torch_device or make not in NEEDS_TORCH]
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "kernel_peers.json").write_text(json.dumps(result, indent=2))
     lines = [f"{result['device']}, commit {result['commit']}, {result['date']}; torch "
              f"{result['torch']}", "", *table(result)]

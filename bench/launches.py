@@ -40,6 +40,7 @@ from ncae_cuda.plan import Planner, Schedule
 from ncae_cuda.ops.emulator import emulated_backend
 from ncae_cuda.ops.ledger import Ledger
 
+from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
 
 # name: (data set, feedback, rows encoded, hidden widths)
@@ -111,10 +112,7 @@ def main(argv=None) -> int:
     unknown = set(names) - set(SHAPES)
     if unknown:
         p.error(f"unknown shapes: {', '.join(sorted(unknown))}")
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        p.error(f"--out {args.out}: cannot write there ({e.strerror or e})")
+    out_folder(p, args.out)
     if args.device == "gpu":
         try:
             backend, device = ops.get_backend("gpu"), device_name("gpu")

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit, device_name
 from bench.floors import epoch_work
 from ncae_cuda import datasets, metrics, train
@@ -400,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         vars(args).update(QUICK)
     if args.epochs < 1:
         parser.error("--epochs must be >= 1")
-    args.out.mkdir(parents=True, exist_ok=True)
+    out_folder(parser, args.out)
     argv = trainer_argv(args)
     trainer = train.build_parser()
     targs = trainer.parse_args([*argv, "--out", str(args.out)])   # --out unused by the peer

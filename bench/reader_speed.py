@@ -26,6 +26,7 @@ import numpy as np
 
 from ncae_cuda import data
 
+from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
 
 USERS, ITEMS = 70_000, 10_000
@@ -76,10 +77,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.rows < 1 or args.repeats < 1:
         p.error("--rows and --repeats must be >= 1")
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        p.error(f"--out {args.out}: cannot write there ({e.strerror or e})")
+    out_folder(p, args.out)
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "device": device_name("cpu"), "rows": args.rows, "cases": {}}
     values = columns(args.rows)
