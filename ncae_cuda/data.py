@@ -425,7 +425,7 @@ def _check_names(path, line: int, names: list[str], columns: list[str]) -> None:
         if key not in columns:
             raise DataError(f"{path}:{line}: the header names no {key} column "
                             f"({', '.join(names)}); e.g. {COLUMN_NAMES[key][0]}")
-    for key in set(columns):
+    for key in dict.fromkeys(columns):
         twice = [name for name, column in zip(names, columns) if column == key]
         if len(twice) > 1:
             raise DataError(f"{path}:{line}: the header names the {key} column twice: "
