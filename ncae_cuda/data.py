@@ -281,6 +281,7 @@ _UNIT_SEP = "\x1f"           # ASCII unit separator: what a separator of several
 _ARROW_TYPES = {"user": pa.int64(), "item": pa.int64(), "timestamp": pa.int64(),
                 "rating": pa.float64(), "weight": pa.float64()}
 _BLOCK_BYTES = 1 << 20       # lines the line-by-line reading decodes, converts and checks at once
+ENCODING = "utf-8"           # a data file's text, unless told otherwise
 
 
 @dataclass(frozen=True)
@@ -290,7 +291,7 @@ class _Layout:
     header: bool                    # line 1 is a header
     int_ids: bool = True            # ids must be integers; False keeps any text (read_table)
     rating_scale: tuple[float, float] | None = None   # ratings outside it are errors
-    encoding: str = "utf-8"
+    encoding: str = ENCODING
     names: tuple[str, ...] = ()     # the header's names, where the columns were mapped by them
 
     def described(self) -> str:
@@ -362,7 +363,7 @@ def read_delicious(path: str | os.PathLike) -> Interactions:
 
 def read_table(path: str | os.PathLike, sep: str | None = None,
                rating_scale: tuple[float, float] | None = None,
-               encoding: str = "utf-8") -> Interactions:
+               encoding: str = ENCODING) -> Interactions:
     """A table of user, item[, rating[, timestamp]] columns: CSV, TSV or any separator, plain
     or compressed (gzip, bzip2, xz: told by the file's first bytes).
 
@@ -386,7 +387,7 @@ def read_table(path: str | os.PathLike, sep: str | None = None,
 
 
 def table_layout(path: str | os.PathLike, sep: str | None = None,
-                 encoding: str = "utf-8") -> _Layout:
+                 encoding: str = ENCODING) -> _Layout:
     """How read_table reads the file: its separator, its columns and whether it has a header,
     from its first line; a DataError says what is wrong with it."""
     codecs_name(encoding)

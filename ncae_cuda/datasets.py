@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import (DataError, Interactions, codecs_name, read_delicious, read_lastfm_artists,
-                   read_lastfm_tag_timestamps, read_movielens_100k, read_movielens_csv,
-                   read_movielens_dat, read_table, table_layout, with_times)
+from .data import (ENCODING, DataError, Interactions, codecs_name, read_delicious,
+                   read_lastfm_artists, read_lastfm_tag_timestamps, read_movielens_100k,
+                   read_movielens_csv, read_movielens_dat, read_table, table_layout, with_times)
 
 DEFAULT = "synthetic"
 DATA_ENV = "NCAE_CUDA_DATA"          # where extracted copies of the published data sets are
@@ -167,7 +167,7 @@ DATASETS: dict[str, Published | Generated] = {entry.name: entry for entry in _RE
 
 def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
          cache_dir: str | os.PathLike | None = None, download: bool = True,
-         seed: int = 0, sep: str | None = None, encoding: str = "utf-8") -> Interactions:
+         seed: int = 0, sep: str | None = None, encoding: str = ENCODING) -> Interactions:
     """The named data set (see DATASETS), or a CSV/TSV file of user, item[, rating[,
     timestamp]] given by its path (data.read_table, with `sep` and `encoding`); `seed` only
     matters for the synthetic ones.
@@ -261,7 +261,7 @@ def has_split(name: str, split: str) -> bool:
     return isinstance(entry, Published) and split in entry.splits
 
 
-def default_feedback(name: str, sep: str | None = None, encoding: str = "utf-8") -> str:
+def default_feedback(name: str, sep: str | None = None, encoding: str = ENCODING) -> str:
     """"explicit" (train on ratings) or "implicit" (on who interacted with what); a file is
     explicit when it has a rating column."""
     if is_file(name):
@@ -553,7 +553,7 @@ def add_file_flags(parser) -> None:
                         help="a data file's field separator: a character, 'tab' or '::' "
                              "(default: the first of tab, comma and semicolon on its first "
                              "line)")
-    parser.add_argument("--encoding", type=_encoding, default="utf-8",
+    parser.add_argument("--encoding", type=_encoding, default=ENCODING,
                         help="a data file's text encoding, e.g. latin-1 (default: %(default)s)")
 
 
