@@ -411,12 +411,15 @@ def table_layout(path: str | os.PathLike, sep: str | None = None,
         raise DataError(f"{path}:{line}: expected 2 to 4 {_sep_name(sep)}-separated columns "
                         f"(user, item[, rating[, timestamp]]), found {len(fields)}")
     columns = _TABLE_COLUMNS[:len(fields)]
-    numbers = [field for field, key in zip(fields, columns) if key in ("rating", "timestamp")]
-    if any(known) or not all(map(_is_number, numbers)):
+    not_numbers = [f"{_LABELS[key]} {field!r} is not a number" for field, key
+                   in zip(fields, columns) if key in ("rating", "timestamp")
+                   and not _is_number(field)]
+    if any(known) or not_numbers:
         unknown = ", ".join(repr(field) for field, key in zip(fields, known) if key is None)
-        raise DataError(f"{path}:{line}: a header with names this reader does not know "
-                        f"({unknown}): name the columns user, item, rating, timestamp (or "
-                        "userId, movieId, ...: ncae_cuda.data.COLUMN_NAMES)")
+        what = (f"a header with names this reader does not know ({unknown})" if any(known) else
+                f"neither data ({not_numbers[0]}) nor a header of known names")
+        raise DataError(f"{path}:{line}: {what}: name the columns user, item, rating, timestamp "
+                        "(or userId, movieId, ...: ncae_cuda.data.COLUMN_NAMES)")
     return _Layout(sep, columns, header=False, int_ids=False, encoding=encoding)
 
 

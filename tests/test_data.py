@@ -231,8 +231,10 @@ BAD_INPUT = [
     (read_table, "user,item,rating\na,b,1\na,c,x\n", 3, "rating 'x' is not a number"),
     (read_table, "a,b,1\na,c,-1\n", 2, "rating '-1' is negative (ratings are >= 0)"),
     (read_table, "a,b,1\n,c,2\n", 2, "empty user id"),
-    (read_table, "u,i,r\na,b,1\n", 1, "a header with names this reader does not know ('u', "
-                                      "'i', 'r')"),
+    (read_table, "u,i,r\na,b,1\n", 1, "neither data (rating 'r' is not a number) nor a header "
+                                      "of known names: name the columns user, item, rating"),
+    (read_table, "user,i,r\na,b,1\n", 1, "a header with names this reader does not know ('i', "
+                                         "'r')"),
     (read_table, "user,item,stars,when\n", 1, "names this reader does not know ('when')"),
     (read_table, "user,title,rating\n1,2,3\n", 1, "does not know ('title')"),
     (read_table, "user,rating\n1,2\n", 1, "the header names no item column"),
