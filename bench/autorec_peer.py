@@ -34,6 +34,8 @@ import scipy.sparse as sp
 from ncae_cuda import datasets, metrics, train
 from ncae_cuda.data import Interactions
 
+from bench.cli import out_folder
+
 
 def shapes(n_cols: int, k: int) -> dict:
     """Parameter shapes, in their order in the flat vector."""
@@ -174,7 +176,7 @@ def table(peer: list[dict], ncae: list[dict], seeds: list[int]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.autorec_peer",
+    p = argparse.ArgumentParser(prog="python -m bench.autorec_peer", allow_abbrev=False,
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--config", type=Path, metavar="RECIPE",
                    help="also train NCAE with this recipe on the same split and seeds, in this "
@@ -211,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    out_folder(parser, args.out)
     try:
         seeds = [int(s) for s in args.seeds.split(",")]
         lambdas = [float(v) for v in args.lambdas.split(",")]
@@ -229,7 +232,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{data.name}: train {split.train.nnz}, valid {split.valid.nnz}, test "
           f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas {args.lambdas}, "
           f"at most {args.maxiter} iterations")
-    args.out.mkdir(parents=True, exist_ok=True)
     peer, ncae = [], []
     for seed in seeds:
         start = time.perf_counter()

@@ -11,7 +11,7 @@ the seconds of each training epoch and their median after the first (which holds
 GPU's kernel compilation and warm-up), beside the epoch's floor on that device
 (ncae_cuda/floors.py: the case's work over the memory bandwidth and matrix-product rate measured
 there first) and the multiple of it. The runs' own outputs (checkpoints of up to a few GB) go to a
-temporary folder.
+temporary folder, removed at the end.
 """
 from __future__ import annotations
 
@@ -30,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import train
+from ncae_cuda import ops, train
 from ncae_cuda.check import device_facts
-
 from ncae_cuda.floors import Ceilings, Work, epoch_work, measure_ceilings
+
+from bench.cli import out_folder
 
 CASES = {
     "ml10m": ("synthetic-ml10m: explicit, item-based, hidden 500,500",
@@ -48,6 +49,7 @@ CASES = {
 }
 DEVICE_FLAGS = {"cpu": ["--device", "cpu"], "gpu": ["--device", "gpu", "--cuda-graphs", "off"],
                 "gpu-graphs": ["--device", "gpu", "--cuda-graphs", "on"]}
+EPOCHS = {"cpu": 2, "gpu": 3, "gpu-graphs": 3}     # a run's epochs where --epochs is not given
 QUICK = ["--dataset", "synthetic-tiny", "--hidden", "16"]
 
 
@@ -97,40 +99,51 @@ def commit() -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--devices", default="cpu,gpu",
-                   help=f"comma-separated, of: {', '.join(DEVICE_FLAGS)}")
-    p.add_argument("--epochs", type=int, default=3, help="epochs per run (the first is start-up)")
-    p.add_argument("--cpu-epochs", type=int, default=2, help="epochs of the CPU runs")
+                   help=f"comma-separated, of: {', '.join(DEVICE_FLAGS)} (default: %(default)s)")
+    p.add_argument("--epochs", type=int,
+                   help="epochs per run, the first being start-up (default: "
+                        + ", ".join(f"{n} on {d}" for d, n in EPOCHS.items()) + ")")
     p.add_argument("--quick", action="store_true", help="tiny data instead of the full shapes")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="folder for epoch_time.json and .md")
     args = p.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     devices = args.devices.split(",")
+    unknown = [d for d in devices if d not in DEVICE_FLAGS]
+    if unknown:
+        p.error(f"--devices: no device {', '.join(unknown)}; of: {', '.join(DEVICE_FLAGS)}")
+    if args.epochs is not None and args.epochs < 1:
+        p.error(f"--epochs must be >= 1; got {args.epochs}")
+    out_folder(p, args.out)
+    try:
+        if any(d.startswith("gpu") for d in devices):
+            ops.get_backend("gpu")
+    except ops.BackendUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "devices": {d: device_name(d) for d in devices}, "cases": {}}
     measured = {d: ceilings(d, 1 if args.quick else 5) for d in devices}
     result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9}
                           for d, c in measured.items()}
-    runs = Path(tempfile.mkdtemp(prefix="ncae-epoch-time-"))
-    for case, (title, flags) in CASES.items():
-        title = f"quick (synthetic-tiny) in place of {title}" if args.quick else title
-        flags = [*flags, *(QUICK if args.quick else [])]
-        work = epoch_work_of(flags)                     # counted once, floored per device
-        for device in devices:
-            epochs = args.cpu_epochs if device == "cpu" else args.epochs
-            run_dir = runs / f"{case}-{device}"
-            code = train.main([*flags, *DEVICE_FLAGS[device], "--epochs", str(epochs),
-                               "--out", str(run_dir)])
-            if code:
-                return code
-            history = json.loads((run_dir / "metrics.json").read_text())["history"]
-            seconds = [h["seconds"] for h in history if h["phase"] == "select"]
-            median = statistics.median(seconds[1:] or seconds)
-            floor = work.floor(measured[device])
-            result["cases"].setdefault(case, {"title": title})[device] = {
-                "seconds": seconds, "median_after_first": median, "floor": floor,
-                "x_floor": median / floor}
+    with tempfile.TemporaryDirectory(prefix="ncae-epoch-time-") as runs:
+        for case, (title, flags) in CASES.items():
+            title = f"quick (synthetic-tiny) in place of {title}" if args.quick else title
+            flags = [*flags, *(QUICK if args.quick else [])]
+            work = epoch_work_of(flags)                     # counted once, floored per device
+            for device in devices:
+                run_dir = Path(runs) / f"{case}-{device}"
+                code = train.main([*flags, *DEVICE_FLAGS[device], "--epochs",
+                                   str(args.epochs or EPOCHS[device]), "--out", str(run_dir)])
+                if code:
+                    return code
+                history = json.loads((run_dir / "metrics.json").read_text())["history"]
+                seconds = [h["seconds"] for h in history if h["phase"] == "select"]
+                median = statistics.median(seconds[1:] or seconds)
+                floor = work.floor(measured[device])
+                result["cases"].setdefault(case, {"title": title})[device] = {
+                    "seconds": seconds, "median_after_first": median, "floor": floor,
+                    "x_floor": median / floor}
     (args.out / "epoch_time.json").write_text(json.dumps(result, indent=2))
     lines = [f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]

@@ -38,6 +38,7 @@ from ncae_cuda.layout import NCAELayout
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import adam_state
 
+from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit
 from ncae_cuda.floors import op_work
 from bench.launches import SHAPES
@@ -232,7 +233,7 @@ def _torch_device(device: str):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cpu", "gpu"), default="gpu" if ops.HAS_CUDA else "cpu")
     p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated, of: "
                    + ", ".join(SHAPES))
@@ -240,6 +241,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny data: a smoke test")
     p.add_argument("--out", type=Path, required=True, help="folder for kernel_peers.json and .md")
     args = p.parse_args(argv)
+    out_folder(p, args.out)
     shapes = args.shapes.split(",")
     if unknown := set(shapes) - set(SHAPES):
         p.error(f"--shapes: no shape {', '.join(sorted(unknown))} (shapes: {', '.join(SHAPES)})")
@@ -262,7 +264,6 @@ def main(argv=None) -> int:
                     hidden[0], hidden, torch_device, np.random.default_rng(0))
         result["shapes"][name] = [measure(make(step), seconds, measured.bandwidth)
                                   for make in PAIRS if torch_device or make not in NEEDS_TORCH]
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "kernel_peers.json").write_text(json.dumps(result, indent=2))
     lines = [f"{result['device']}, commit {result['commit']}, {result['date']}; torch "
              f"{result['torch']}", "", *table(result)]

@@ -38,6 +38,7 @@ import argparse
 import datetime
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,7 @@ from ncae_cuda.ops.emulator import emulated_backend
 from ncae_cuda.ops.ledger import Ledger
 from ncae_cuda.shard import Columns, split_columns
 
+from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
 
 # name: (data set, feedback, rows encoded, hidden widths)
@@ -179,7 +181,7 @@ def parallelism_by_kernel(result: dict) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for launches.json and .md")
     p.add_argument("--shapes", default=",".join(SHAPES),
                    help=f"comma-separated, of: {', '.join(SHAPES)}")
@@ -200,21 +202,30 @@ def main(argv=None) -> int:
             raise ValueError
     except ValueError:
         p.error(f"--ranks: comma-separated numbers of processes >= 1; got {args.ranks!r}")
+    out_folder(p, args.out)
     if args.device == "gpu":
-        backend, device = ops.get_backend("gpu"), device_name("gpu")
+        try:
+            backend, device = ops.get_backend("gpu"), device_name("gpu")
+        except ops.BackendUnavailable as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     else:
         backend = emulated_backend(runs=lambda kernel: kernel in RUN)
         device = "emulated (the batch cutting runs; the other kernels are counted)"
     result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
               "shapes": {}}
-    args.out.mkdir(parents=True, exist_ok=True)
     for name in names:
         dataset, feedback, based, hidden = SHAPES[name]
         dataset = "synthetic-tiny" if args.quick else dataset
+        start = time.perf_counter()
         print(f"{name}: one epoch of {dataset}, {feedback}, {based}-based, hidden "
-              f"{','.join(map(str, hidden))}", flush=True)
-        figures = ledger_of_epoch(backend, datasets.load(dataset), feedback, based, hidden,
+              f"{','.join(map(str, hidden))}: drawing the data ...", flush=True)
+        data = datasets.load(dataset)
+        print(f"{name}: {data.nnz:,} interactions drawn in {time.perf_counter() - start:.0f} s; "
+              "counting an epoch, then capturing its step ...", flush=True)
+        figures = ledger_of_epoch(backend, data, feedback, based, hidden,
                                   16 if args.quick else BATCH)
+        print(f"{name}: done in {time.perf_counter() - start:.0f} s", flush=True)
         dot = figures.pop("graph_dot")
         if dot:
             (args.out / f"graph-{name}.dot").write_text(dot)

@@ -88,7 +88,7 @@ def table(summary: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("csv", type=Path, help="ncu --import REPORT --page raw --csv, saved")
     args = p.parse_args(argv)
     rows, units = read(args.csv)

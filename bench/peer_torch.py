@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit, device_name
 from ncae_cuda.floors import epoch_work
 from ncae_cuda import datasets, metrics, train
@@ -367,7 +368,7 @@ def write_report(result: dict, out: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m bench.peer_torch", description=__doc__,
+        prog="python -m bench.peer_torch", description=__doc__, allow_abbrev=False,
         epilog="Both models use the trainer's defaults for everything not set here:\n"
                "batch 128, dropout 0.5, alpha 1, beta 0.5, lr 1e-3, weight decay 1e-3, "
                "c0 512, omega 0.5, seed 0.", formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -400,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         vars(args).update(QUICK)
     if args.epochs < 1:
         parser.error("--epochs must be >= 1")
-    args.out.mkdir(parents=True, exist_ok=True)
+    out_folder(parser, args.out)
     argv = trainer_argv(args)
     trainer = train.build_parser()
     targs = trainer.parse_args([*argv, "--out", str(args.out)])   # --out unused by the peer

@@ -19,6 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
+from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
 from ncae_cuda import NCAE, datasets
 
@@ -42,7 +43,7 @@ def measure(model: NCAE, users, n: int, repeats: int) -> list[float]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="ml-100k")
     p.add_argument("--data-dir", type=Path)
     p.add_argument("--devices", default="cpu", help="comma-separated: cpu, gpu")
@@ -52,6 +53,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny models, one repeat")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
+    out_folder(p, args.out)
     data = datasets.load(args.dataset, data_dir=args.data_dir)
     result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
               "interactions": data.nnz, "n": args.n, "commit": commit(),
@@ -68,7 +70,6 @@ def main(argv=None) -> int:
                                    "median_seconds": statistics.median(seconds)})
             print(f"{device} | {kind} | top-{args.n} for {data.n_users} users: "
                   f"{statistics.median(seconds):.3f} s (median of {len(seconds)})", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "recommend_time.json").write_text(json.dumps(result, indent=2))
     lines = [f"# Top-{args.n} for every user of {args.dataset} ({data.n_users} users x "
              f"{data.n_items} items)", "", f"- commit {result['commit']}, {result['date']}", "",

@@ -136,7 +136,7 @@ def section() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="compare instead of writing")
     args = p.parse_args(argv)
     text = README.read_text()
@@ -151,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
                   "python -m bench.report", file=sys.stderr)
             return 1
         return 0
+    if updated == text:
+        print(f"{README}'s performance section is already what {RESULTS} give: nothing written")
+        return 0
     README.write_text(updated)
+    print(f"wrote {README}'s performance section from the results in {RESULTS}")
     return 0
 
 

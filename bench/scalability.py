@@ -31,6 +31,7 @@ from ncae_cuda.ops.common import CSR
 from ncae_cuda.plan import Planner, Schedule
 from ncae_cuda.splits import subsample
 
+from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
 from ncae_cuda.floors import epoch_work, measure_ceilings
 
@@ -69,7 +70,7 @@ def cell(backend, ceilings, m, hidden, epochs, **labels) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--ks", default="100,300,500")
     p.add_argument("--ratios", default="0.1,0.3,0.5,1.0", help="training ratios D")
@@ -79,6 +80,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small data and widths, for tests")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
+    out_folder(p, args.out)
     if args.quick:
         args.ks, args.ratios, args.growth_k, args.shares, args.epochs = "8,16", "0.5,1.0", 8, \
             "0.5,1.0", 2
@@ -116,7 +118,6 @@ def main(argv=None) -> int:
                            "gflop_s": ceilings.flops / 1e9},
               "epochs_per_cell": args.epochs, "growth_k": args.growth_k, "table7": table7,
               "growth": growth}
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scalability.json").write_text(json.dumps(result, indent=2))
     (args.out / "scalability.md").write_text(markdown(result, ks, ratios))
     with open(args.out / "scalability.csv", "w", newline="") as f:

@@ -186,7 +186,8 @@ def _widths(name: str, value) -> tuple[int, ...]:
             return tuple(int(w) for w in widths)
     except TypeError:
         pass
-    raise SettingError(name, f"must be positive integers, e.g. (500, 500); got {value!r}")
+    example = next(f.default for f in fields(Config) if f.name == name)
+    raise SettingError(name, f"must be positive integers, e.g. {example}; got {value!r}")
 
 
 def _number(name: str, value) -> float:

@@ -8,8 +8,9 @@ same number of users and items.
 The readers below turn the published files into `Interactions`: MovieLens 100K (`u.data` and
 its split files), 1M/10M (`ratings.dat`), 20M/25M/32M (`ratings.csv`), HetRec 2011 Last.fm
 (`user_artists.dat`, `user_taggedartists-timestamps.dat`) and Delicious
-(`user_taggedbookmarks-timestamps.dat`), and generic CSV/TSV tables (`read_table`). Bad input
-stops with a `DataError` whose message starts with `path:line:`.
+(`user_taggedbookmarks-timestamps.dat`), and generic tables (`read_table`: CSV, TSV or any
+separator, a header's names mapped to columns, any encoding, compressed or not). Bad input stops
+with a `DataError` whose message starts with `path:line:`.
 
 Duplicate (user, item) pairs are merged by one rule, and the count of records merged away is
 kept in `Interactions.n_duplicates_merged`:
@@ -23,15 +24,25 @@ a pair the other file has no time for gets NO_TIME, earlier than any time.
 """
 from __future__ import annotations
 
+import bz2
+import codecs
+import contextlib
+import csv
+import gc
+import gzip
+import itertools
+import lzma
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 import scipy.sparse as sp
-from numpy.lib.stride_tricks import sliding_window_view
 
 
 class DataError(ValueError):
@@ -50,6 +61,7 @@ class Interactions:
     rating_scale: tuple[float, float] | None = None  # (r_min, r_max) for explicit data
     name: str = "data"
     n_duplicates_merged: int = 0    # source records the reader merged into others (see above)
+    columns: str = ""               # how read_table took the file's columns, for the CLI to say
 
     @property
     def n_users(self) -> int:
@@ -242,28 +254,52 @@ def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = N
                         rating_scale=rating_scale, name=name)
 
 # -------------------------------------------------------------------------------------------------
-# Readers. One parsing core serves every format: a `_Layout` says how a format separates fields,
-# what each column holds and whether line 1 is a header. `_parse` reads the file in blocks of
-# whole lines and parses a block with vectorized numpy, so Python works per block, not per line;
-# only a block that holds a bad line gets a per-value Python pass, to name the first bad line.
+# Readers. One core serves every format: a `_Layout` says how a format separates fields, what each
+# column holds and whether line 1 is a header. pyarrow's CSV reader parses the file (quoting,
+# encodings, every core). A file it refuses, or whose values fail a check, is read again line by
+# line with Python's csv module, which names the first bad line. That reading is the definition
+# of what a file holds: a file it reads whole is read, in the few forms pyarrow refuses ("+5").
 # -------------------------------------------------------------------------------------------------
 
-_BLOCK_BYTES = 1 << 24       # whole lines parsed per step: bounds the temporaries to ~100 MB
-_UNIT_SEP = b"\x1f"          # ASCII unit separator: what a multi-byte separator becomes
 _LABELS = {"user": "user id", "item": "item id", "rating": "rating",
            "timestamp": "timestamp", "weight": "weight"}
-_SEP_NAMES = {b"\t": "tab", b",": "comma", b"::": "'::'"}
-_TABLE_COLUMNS = {2: ("user", "item"), 3: ("user", "item", "rating"),
-                  4: ("user", "item", "rating", "timestamp")}
+_SEP_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon"}
+_TABLE_COLUMNS = ("user", "item", "rating", "timestamp")   # a table's columns without a header
+# A header's names, lower case without ' ', '_' and '-', and the column each one names.
+COLUMN_NAMES = {
+    "user": ("user", "userid", "uid", "customer", "customerid", "reviewer", "reviewerid"),
+    "item": ("item", "itemid", "iid", "movie", "movieid", "product", "productid", "artist",
+             "artistid", "track", "trackid", "song", "songid", "book", "bookid", "isbn",
+             "bookmark", "bookmarkid", "business", "businessid"),
+    "rating": ("rating", "score", "stars", "star"),
+    "timestamp": ("timestamp", "time", "ts", "unixtime", "unixreviewtime"),
+}
+_COLUMN_OF = {name: key for key, names in COLUMN_NAMES.items() for name in names}
+# A compressed file is told by its first bytes, not its name.
+_COMPRESSED = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
+_UNIT_SEP = "\x1f"           # ASCII unit separator: what a separator of several characters becomes
+_ARROW_TYPES = {"user": pa.int64(), "item": pa.int64(), "timestamp": pa.int64(),
+                "rating": pa.float64(), "weight": pa.float64()}
+_BLOCK_BYTES = 1 << 20       # lines the line-by-line reading decodes, converts and checks at once
+ENCODING = "utf-8"           # a data file's text, unless told otherwise
 
 
 @dataclass(frozen=True)
 class _Layout:
-    sep: bytes                      # field separator as written: b"\t", b",", b"::"
+    sep: str                        # field separator as written: "\t", ",", "::"
     columns: tuple[str, ...]        # what each column holds: a key of _LABELS, or "" (unused)
     header: bool                    # line 1 is a header
     int_ids: bool = True            # ids must be integers; False keeps any text (read_table)
     rating_scale: tuple[float, float] | None = None   # ratings outside it are errors
+    encoding: str = ENCODING
+    names: tuple[str, ...] = ()     # the header's names, where the columns were mapped by them
+
+    def described(self) -> str:
+        labels = [_LABELS[key] for key in self.columns]
+        if self.names:
+            return "columns by the header: " + ", ".join(
+                f"{name} = {label}" for name, label in zip(self.names, labels))
+        return "columns by position (no header): " + ", ".join(labels)
 
 
 def read_movielens_100k(path: str | os.PathLike) -> Interactions:
@@ -271,7 +307,7 @@ def read_movielens_100k(path: str | os.PathLike) -> Interactions:
 
     Tab-separated `user item rating timestamp`, no header; ratings 1..5 stars.
     """
-    return _read_ratings(path, b"\t", header=False, rating_scale=(1.0, 5.0))
+    return _read_ratings(path, "\t", header=False, rating_scale=(1.0, 5.0))
 
 
 def read_movielens_dat(path: str | os.PathLike,
@@ -280,13 +316,13 @@ def read_movielens_dat(path: str | os.PathLike,
 
     rating_scale: (1, 5) for ML-1M, (0.5, 5) for ML-10M.
     """
-    return _read_ratings(path, b"::", header=False, rating_scale=rating_scale)
+    return _read_ratings(path, "::", header=False, rating_scale=rating_scale)
 
 
 def read_movielens_csv(path: str | os.PathLike,
                        rating_scale: tuple[float, float] = (0.5, 5.0)) -> Interactions:
     """MovieLens 20M / 25M / 32M `ratings.csv`: header `userId,movieId,rating,timestamp`."""
-    return _read_ratings(path, b",", header=True, rating_scale=rating_scale)
+    return _read_ratings(path, ",", header=True, rating_scale=rating_scale)
 
 
 def read_lastfm_artists(path: str | os.PathLike) -> Interactions:
@@ -296,7 +332,7 @@ def read_lastfm_artists(path: str | os.PathLike) -> Interactions:
     with weight 0 is not an interaction and is dropped; a negative weight is a DataError. No
     ratings and no timestamps (both None).
     """
-    layout = _Layout(b"\t", ("user", "item", "weight"), header=True)
+    layout = _Layout("\t", ("user", "item", "weight"), header=True)
     columns, first_line = _parse(path, layout)
     listened = columns.pop("weight") > 0
     if not listened.any():
@@ -326,45 +362,90 @@ def read_delicious(path: str | os.PathLike) -> Interactions:
 
 
 def read_table(path: str | os.PathLike, sep: str | None = None,
-               rating_scale: tuple[float, float] | None = None) -> Interactions:
-    """A generic CSV/TSV table with columns user, item[, rating[, timestamp]].
+               rating_scale: tuple[float, float] | None = None,
+               encoding: str = ENCODING) -> Interactions:
+    """A table of user, item[, rating[, timestamp]] columns: CSV, TSV or any separator, plain
+    or compressed (gzip, bzip2, xz: told by the file's first bytes).
 
-    sep: the field separator; None picks tab if line 1 has one, else comma.
-    Header: line 1 is a header when it has a non-number in a column that must hold numbers: the
-    rating and timestamp columns, and an id column whose value on line 2 is a number. (So a
-    two-column file of text ids cannot have a header.)
+    sep: the field separator; None takes the first of tab, comma and semicolon on line 1.
+    Columns: where line 1 holds column names (COLUMN_NAMES: user, userId, user_id, item,
+    movieId, rating, timestamp, ...) each column is what its name says, in any order, and a
+    header with a name not known there is refused; without a header they are user, item[,
+    rating[, timestamp]] in this order. Interactions.columns says which way they were read.
+    Text: decoded as `encoding`, strictly (a byte that is not is an error naming its line);
+    fields may be quoted ("1","52",4).
     Ids: int64 when every id in a column is an integer, else str.
-    Ratings: checked against rating_scale; with rating_scale None it is inferred as the (min,
+    Ratings: >= 0 and inside rating_scale; with rating_scale None it is inferred as the (min,
     max) of the ratings in the file. Timestamps must be integers (seconds).
     """
-    with _open(path) as f:
-        first, second = (f.readline().rstrip(b"\r\n") for _ in range(2))
-    if not first:
-        raise DataError(f"{path}:1: empty file, no interactions")
-    sep_bytes = sep.encode() if sep is not None else _sniff_separator(path, first)
-    fields = first.split(sep_bytes)
-    columns = _TABLE_COLUMNS.get(len(fields))
-    if columns is None:
-        raise DataError(f"{path}:1: expected 2 to 4 {_sep_name(sep_bytes)}-separated columns "
-                        f"(user, item[, rating[, timestamp]]), found {len(fields)}")
-    header = _is_header(fields, second.split(sep_bytes) if second else None, columns)
-    layout = _Layout(sep_bytes, columns, header, int_ids=False, rating_scale=rating_scale)
+    layout = replace(table_layout(path, sep, encoding), rating_scale=rating_scale)
     values, _ = _parse(path, layout)
-    for key in ("user", "item"):
-        values[key] = _int_ids_if_possible(values[key])
     if "rating" in values and rating_scale is None:
         rating_scale = (float(values["rating"].min()), float(values["rating"].max()))
-    return _interactions(path, values, rating_scale=rating_scale, keep="latest")
+    return replace(_interactions(path, values, rating_scale=rating_scale, keep="latest"),
+                   columns=layout.described())
 
 
-def table_columns(path: str | os.PathLike, sep: str | None = None) -> int:
-    """How many columns a CSV/TSV table has (its first line's), as read_table reads it."""
-    with _open(path) as f:
-        first = f.readline().rstrip(b"\r\n")
-    return len(first.split(sep.encode() if sep is not None else _sniff_separator(path, first)))
+def table_layout(path: str | os.PathLike, sep: str | None = None,
+                 encoding: str = ENCODING) -> _Layout:
+    """How read_table reads the file: its separator, its columns and whether it has a header,
+    from its first line; a DataError says what is wrong with it."""
+    codecs_name(encoding)
+    first = next(((first + k, text) for first, block in _text_blocks(path, encoding)
+                  for k, text in enumerate(block.split("\n")) if text.strip()), None)
+    if first is None:
+        raise DataError(f"{path}:1: empty file, no interactions")
+    line, text = first
+    if sep is None:
+        sep = next((s for s in _SEP_NAMES if s in text), None)
+        if sep is None:
+            raise DataError(f"{path}:{line}: cannot tell the separator: line {line} has no tab, "
+                            "comma or semicolon (give it with --sep)")
+    fields = _split(text, sep)
+    known = [_COLUMN_OF.get(re.sub(r"[\s_-]", "", field.lower())) for field in fields]
+    if all(known):
+        _check_names(path, line, fields, known)
+        return _Layout(sep, tuple(known), header=True, int_ids=False, encoding=encoding,
+                       names=tuple(fields))
+    if not 2 <= len(fields) <= len(_TABLE_COLUMNS):
+        raise DataError(f"{path}:{line}: expected 2 to 4 {_sep_name(sep)}-separated columns "
+                        f"(user, item[, rating[, timestamp]]), found {len(fields)}")
+    columns = _TABLE_COLUMNS[:len(fields)]
+    not_numbers = [f"{_LABELS[key]} {field!r} is not a number" for field, key
+                   in zip(fields, columns) if key in ("rating", "timestamp")
+                   and not _is_number(field)]
+    if any(known) or not_numbers:
+        unknown = ", ".join(repr(field) for field, key in zip(fields, known) if key is None)
+        what = (f"a header with names this reader does not know ({unknown})" if any(known) else
+                f"neither data ({not_numbers[0]}) nor a header of known names")
+        raise DataError(f"{path}:{line}: {what}: name the columns user, item, rating, timestamp "
+                        "(or userId, movieId, ...: ncae_cuda.data.COLUMN_NAMES)")
+    return _Layout(sep, columns, header=False, int_ids=False, encoding=encoding)
 
 
-def _read_ratings(path: str | os.PathLike, sep: bytes, header: bool,
+def _check_names(path, line: int, names: list[str], columns: list[str]) -> None:
+    """A header's columns name each of user and item, and no column twice."""
+    for key in ("user", "item"):
+        if key not in columns:
+            raise DataError(f"{path}:{line}: the header names no {key} column "
+                            f"({', '.join(names)}); e.g. {COLUMN_NAMES[key][0]}")
+    for key in dict.fromkeys(columns):
+        twice = [name for name, column in zip(names, columns) if column == key]
+        if len(twice) > 1:
+            raise DataError(f"{path}:{line}: the header names the {key} column twice: "
+                            f"{', '.join(twice)}")
+
+
+def codecs_name(encoding: str) -> str:
+    """The codec's own name for `encoding` ('latin1' -> 'iso8859-1'); DataError where Python
+    knows no such encoding."""
+    try:
+        return codecs.lookup(encoding).name
+    except LookupError:
+        raise DataError(f"unknown encoding {encoding!r} (e.g. utf-8, latin-1, cp1252)") from None
+
+
+def _read_ratings(path: str | os.PathLike, sep: str, header: bool,
                   rating_scale: tuple[float, float]) -> Interactions:
     layout = _Layout(sep, ("user", "item", "rating", "timestamp"), header,
                      rating_scale=rating_scale)
@@ -373,29 +454,49 @@ def _read_ratings(path: str | os.PathLike, sep: bytes, header: bool,
 
 
 def _read_tag_assignments(path: str | os.PathLike) -> Interactions:
-    layout = _Layout(b"\t", ("user", "item", "", "timestamp"), header=True)
+    layout = _Layout("\t", ("user", "item", "", "timestamp"), header=True)
     columns, _ = _parse(path, layout)
     columns["timestamp"] //= 1000           # milliseconds -> seconds
     return _interactions(path, columns, rating_scale=None, keep="earliest")
 
 
-def _interactions(path: str | os.PathLike, columns: dict[str, np.ndarray],
+def _interactions(path: str | os.PathLike, columns: dict,
                   rating_scale: tuple[float, float] | None, keep: str) -> Interactions:
     """Index the parsed columns and merge duplicate pairs by the module's rule (`keep`)."""
-    user_ids, users = index_ids(columns["user"])
-    item_ids, items = index_ids(columns["item"])
+    user_ids, users = _indexed(columns["user"])
+    item_ids, items = _indexed(columns["item"])
     ratings = columns.get("rating")
     timestamps = columns.get("timestamp")
     data = Interactions(
         users=users, items=items,
         ratings=None if ratings is None else ratings.astype(np.float32),
-        timestamps=timestamps,
-        user_ids=_decoded(user_ids), item_ids=_decoded(item_ids),
+        timestamps=timestamps, user_ids=user_ids, item_ids=item_ids,
         rating_scale=rating_scale, name=Path(path).name)
     kept = _deduplicated(users, items, len(item_ids), timestamps, keep)
     if kept is None:
         return data
     return replace(data.subset(kept), n_duplicates_merged=data.nnz - len(kept))
+
+
+def _indexed(column) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique ids, (n,) int32 index) of an id column: integers, or text ids coded as
+    (unique texts, (n,) codes), which become integers where every one spells an integer."""
+    if isinstance(column, tuple):
+        texts, codes = column
+        numbers = _integers(texts)
+        if numbers is None:
+            order = np.argsort(texts)
+            rank = np.empty(len(order), np.int32)
+            rank[order] = np.arange(len(order), dtype=np.int32)
+            return texts[order], rank[codes]
+        column = numbers[codes]
+    return index_ids(column)
+
+
+def _integers(texts: np.ndarray) -> np.ndarray | None:
+    """(n,) int64 of texts that all spell integers; None where one does not."""
+    numbers, failure = _column_values(texts.tolist(), "id", int)
+    return None if failure else numbers
 
 
 def _deduplicated(users: np.ndarray, items: np.ndarray, n_items: int,
@@ -425,55 +526,270 @@ def _deduplicated(users: np.ndarray, items: np.ndarray, n_items: int,
     return np.flatnonzero(kept)
 
 
-def _decoded(ids: np.ndarray) -> np.ndarray:
-    """Text ids (bytes) as str; numeric ids unchanged."""
-    return np.char.decode(ids, "utf-8", errors="replace") if ids.dtype.kind == "S" else ids
+def _sep_name(sep: str) -> str:
+    return _SEP_NAMES.get(sep, repr(sep))
 
 
-def _int_ids_if_possible(raw: np.ndarray) -> np.ndarray:
+def _parse(path: str | os.PathLike, layout: _Layout) -> tuple[dict, int]:
+    """All data records of the file: ({column: (n,) values}, line number of the first).
+
+    Ids and timestamps come back int64 (text ids, where layout.int_ids is False, as (unique
+    texts, (n,) codes)), ratings and weights float64, each in file order.
+    """
+    head = list(itertools.islice(itertools.chain.from_iterable(_records(path, layout)), 2))
+    if not head:
+        raise DataError(f"{path}:1: empty file, no interactions")
+    if layout.header:
+        line, fields = head.pop(0)
+        if all(map(_is_number, fields)):
+            names = ", ".join(_LABELS.get(key, "...") for key in layout.columns)
+            raise DataError(f"{path}:{line}: expected a header line ({names}), found data: "
+                            f"{layout.sep.join(fields)!r}")
+        if not head:
+            raise DataError(f"{path}:{line + 1}: no interactions: nothing follows the header "
+                            "line")
+    values = _read_fast(path, layout)
+    if values is None or _first_bad(values, layout) is not None:
+        values = _read_slowly(path, layout)
+    return values, head[0][0]
+
+
+def _read_fast(path: str | os.PathLike, layout: _Layout) -> dict | None:
+    """The file's columns as pyarrow's CSV reader parses them; None where it refuses the file
+    (with text ids allowed, after trying integer ids first: integer columns are faster)."""
+    names = [key or f"unused {k}" for k, key in enumerate(layout.columns)]
+    types = {key: _ARROW_TYPES[key] for key in layout.columns if key}
+    attempts = [types] if layout.int_ids else [types, {**types, "user": pa.string(),
+                                                       "item": pa.string()}]
+    for attempt in attempts:
+        try:
+            with _open(path) as f:
+                source = f
+                if len(layout.sep) > 1:
+                    source = pa.BufferReader(f.read().replace(
+                        layout.sep.encode(layout.encoding), _UNIT_SEP.encode(layout.encoding)))
+                table = pa_csv.read_csv(
+                    source,
+                    read_options=pa_csv.ReadOptions(column_names=names,
+                                                    skip_rows=int(layout.header),
+                                                    encoding=layout.encoding),
+                    parse_options=pa_csv.ParseOptions(
+                        delimiter=layout.sep if len(layout.sep) == 1 else _UNIT_SEP),
+                    convert_options=pa_csv.ConvertOptions(
+                        column_types=attempt, include_columns=list(attempt), null_values=[],
+                        strings_can_be_null=False, quoted_strings_can_be_null=False))
+        except (pa.ArrowInvalid, UnicodeError, OSError, EOFError, lzma.LZMAError):
+            continue
+        return {key: _arrow_column(table.column(key)) for key in attempt}
+    return None
+
+
+def _arrow_column(column: pa.ChunkedArray):
+    """numpy values of a column; a text column as (unique texts, (n,) int32 codes)."""
+    if column.type != pa.string():
+        return np.require(column.to_numpy(), requirements="W")    # arrow's own are read-only
+    coded = column.combine_chunks().dictionary_encode()
+    return (coded.dictionary.to_numpy(zero_copy_only=False).astype(str),
+            coded.indices.to_numpy())
+
+
+def _read_slowly(path: str | os.PathLike, layout: _Layout) -> dict:
+    """The file read line by line: its columns as _read_fast gives them, or a DataError naming
+    the first bad line."""
+    keys = [key for key in layout.columns if key]
+    parts = {key: [] for key in keys}
+    with _no_garbage_collection():          # a block's records hold no cycles to collect
+        for number, chunk in enumerate(_records(path, layout)):
+            chunk = chunk[int(layout.header and number == 0):]
+            values, failure = _converted(chunk, layout)
+            bad = _first_bad(values, layout)
+            if bad is not None:
+                row, key, what = bad
+                text = chunk[row][1][layout.columns.index(key)]
+                failure = row, f"{_LABELS[key]} {text!r} {what}"
+            if failure is not None:
+                row, message = failure
+                raise DataError(f"{path}:{chunk[row][0]}: {message}")
+            for key in keys:
+                parts[key].append(values[key])
+    columns = {key: np.concatenate(chunks) for key, chunks in parts.items()}
+    for key in ("user", "item"):
+        if not layout.int_ids:
+            texts, codes = np.unique(columns[key], return_inverse=True)
+            columns[key] = texts, codes.astype(np.int32).reshape(-1)
+    return columns
+
+
+@contextlib.contextmanager
+def _no_garbage_collection():
+    """Python's cycle collector paused: it walks every young object each 700 allocations, half
+    the time of reading millions of records into lists."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        return raw.astype(np.int64)
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _converted(records: list[tuple[int, list[str]]], layout: _Layout
+               ) -> tuple[dict[str, np.ndarray], tuple[int, str] | None]:
+    """The values of the records before the first that cannot be read, and that record's row
+    with what is wrong (None if every one can)."""
+    n_columns = len(layout.columns)
+    rows = next((row for row, (_, fields) in enumerate(records) if len(fields) != n_columns),
+                len(records))
+    failures = [] if rows == len(records) else [
+        (rows, f"expected {n_columns} {_sep_name(layout.sep)}-separated fields, found "
+               f"{len(records[rows][1])}")]
+    values = {}
+    for column, key in enumerate(layout.columns):
+        if key:
+            kind = str if key in ("user", "item") and not layout.int_ids else _KINDS[key]
+            values[key], failure = _column_values(
+                [fields[column] for _, fields in records[:rows]], _LABELS[key], kind)
+            failures += [failure] if failure else []
+    failure = min(failures, default=None)
+    if failure is not None:
+        values = {key: value[:failure[0]] for key, value in values.items()}
+    return values, failure
+
+
+_KINDS = {"user": int, "item": int, "timestamp": int, "rating": float, "weight": float}
+_DTYPES = {int: np.int64, float: np.float64, str: str}
+
+
+def _column_values(texts: list[str], label: str, kind: type
+                   ) -> tuple[np.ndarray, tuple[int, str] | None]:
+    """The values of one column's fields as `kind` (int, float or str) reads them; where one
+    cannot be read, the values before it and its row with what is wrong."""
+    try:
+        if kind is str:
+            if "" in texts:
+                raise ValueError
+            return np.array(texts, str), None
+        if "_" in "".join(texts):        # Python reads 1_000 as 1000; no data file means that
+            raise ValueError
+        return np.fromiter(map(kind, texts), _DTYPES[kind], len(texts)), None
     except (ValueError, OverflowError):
-        return raw
+        row, problem = next((row, problem) for row, problem in (
+            (row, _field_problem(text, label, kind)) for row, text in enumerate(texts)) if problem)
+        return _column_values(texts[:row], label, kind)[0], (row, problem)
 
 
-def _sniff_separator(path: str | os.PathLike, first_line: bytes) -> bytes:
-    for sep in (b"\t", b","):
-        if sep in first_line:
-            return sep
-    raise DataError(f"{path}:1: cannot tell the separator: line 1 has neither a tab nor a "
-                    "comma (pass sep=...)")
-
-
-def _is_header(first: list[bytes], second: list[bytes] | None, columns: tuple[str, ...]) -> bool:
-    """Whether line 1 (`first`) has a non-number where numbers belong: in the rating and
-    timestamp columns, and in an id column whose value on line 2 (`second`) is a number."""
-    for column, value in enumerate(first):
-        below = second[column] if second and column < len(second) else None
-        numeric = (columns[column] in ("rating", "timestamp")
-                   or (below is not None and _is_number(below)))
-        if numeric and not _is_number(value):
-            return True
-    return False
-
-
-def _is_number(text: bytes) -> bool:
+def _field_problem(text: str, label: str, kind: type) -> str | None:
+    """What is wrong with one field read as `kind` (int, float or str), or None."""
+    if not text:
+        return f"empty {label}"
+    if kind is str:
+        return None
+    what = "an integer" if kind is int else "a number"
     try:
-        float(text)
+        value = kind(text)
     except ValueError:
-        return False
-    return True
+        return f"{label} {text!r} is not {what}"
+    if "_" in text:
+        return f"{label} {text!r} is not {what}"
+    if kind is int and not -2**63 <= value < 2**63:
+        return f"{label} {text!r} is out of the int64 range"
+    return None
 
 
-def _sep_name(sep: bytes) -> str:
-    return _SEP_NAMES.get(sep, repr(sep.decode(errors="replace")))
+def _is_number(text: str) -> bool:
+    return _field_problem(text, "", float) is None
 
 
-_BOM = b"\xef\xbb\xbf"          # UTF-8's byte-order mark, which some editors write first
+def _first_bad(values: dict, layout: _Layout) -> tuple[int, str, str] | None:
+    """(row, column, what is wrong) of the first row whose values fail a check, or None."""
+    failed = []                                        # (row, key, what)
+    for key in ("user", "item"):
+        if isinstance(values.get(key), tuple):         # text ids: none may be empty
+            texts, codes = values[key]
+            empty = np.flatnonzero(texts == "")
+            if len(empty):
+                failed.append((int(np.argmax(codes == empty[0])), key, "is empty"))
+    for key, value in values.items():
+        if key not in ("rating", "weight"):
+            continue
+        checks = [(~np.isfinite(value), "is not a finite number")]
+        scale = layout.rating_scale if key == "rating" else None
+        if scale is not None:
+            checks.append(((value < scale[0]) | (value > scale[1]),
+                           f"is outside the rating scale [{scale[0]:g}, {scale[1]:g}]"))
+        else:
+            counted = "play counts" if key == "weight" else "ratings"
+            checks.append((value < 0, f"is negative ({counted} are >= 0)"))
+        failed += [(int(np.argmax(bad)), key, what) for bad, what in checks if bad.any()]
+    return min(failed, default=None)
+
+
+def _split(text: str, sep: str) -> list[str]:
+    """The fields of one line, as csv reads them."""
+    return next(_csv_reader([text], sep), [])
+
+
+def _csv_reader(lines: list[str], sep: str):
+    """csv's reader of the lines; a separator of several characters (csv takes one) becomes
+    _UNIT_SEP first, as _read_fast does for pyarrow."""
+    if len(sep) == 1:
+        return csv.reader(lines, delimiter=sep)
+    return csv.reader((text.replace(sep, _UNIT_SEP) for text in lines), delimiter=_UNIT_SEP)
+
+
+def _records(path: str | os.PathLike, layout: _Layout) -> Iterator[list[tuple[int, list[str]]]]:
+    """(line number, fields) of every line that is not blank, as Python's csv module reads the
+    file (quoted fields and all), in blocks."""
+    for first, text in _text_blocks(path, layout.encoding):
+        reader = _csv_reader(text.split("\n"), layout.sep)
+        try:
+            records = [(first - 1 + reader.line_num, fields) for fields in reader if fields]
+        except csv.Error as e:
+            raise DataError(f"{path}:{first - 1 + reader.line_num}: {e}") from None
+        if records:
+            yield records
+
+
+def _text_blocks(path: str | os.PathLike, encoding: str) -> Iterator[tuple[int, str]]:
+    """(number of its first line, text) of the file's blocks of whole lines, decoded strictly:
+    a byte that is not `encoding` is a DataError naming its line. A UTF-8 byte-order mark is no
+    data."""
+    name = codecs_name(encoding)
+    decoder = codecs.getincrementaldecoder("utf-8-sig" if name == "utf-8" else name)()
+    number = 1
+    with _open(path) as f:
+        try:
+            for block in _byte_blocks(f, whole="\n".encode(name) != b"\n"):
+                try:
+                    text = decoder.decode(block, final=not block)
+                except UnicodeDecodeError as e:
+                    at = number + e.object[:e.start].count(b"\n")
+                    raise DataError(f"{path}:{at}: not {encoding} text "
+                                    f"({e.object[e.start:e.end]!r}: {e.reason}): give the "
+                                    "file's encoding with --encoding (e.g. latin-1)") from None
+                yield number, text
+                number += text.count("\n")
+        except (OSError, EOFError, lzma.LZMAError) as e:
+            raise DataError(f"{path}: cannot read it ({e})") from None
+
+
+def _byte_blocks(f: BinaryIO, whole: bool) -> Iterator[bytes]:
+    """The file in blocks of whole lines (whole: in one block, for encodings whose newline is
+    not the byte b"\\n"), then b"" to end it."""
+    carry = b""
+    while chunk := f.read(-1 if whole else _BLOCK_BYTES):
+        chunk = carry + chunk
+        cut = len(chunk) if whole else chunk.rfind(b"\n") + 1
+        carry = chunk[cut:]
+        if cut:
+            yield chunk[:cut]
+    if carry:
+        yield carry
+    yield b""
 
 
 def _open(path: str | os.PathLike) -> BinaryIO:
-    """The file, positioned at its first byte of data (after a UTF-8 byte-order mark)."""
+    """The file as bytes, decompressed where its first bytes say it is compressed."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -482,215 +798,8 @@ def _open(path: str | os.PathLike) -> BinaryIO:
         raise DataError(f"{path}: a folder, not a data file") from None
     except OSError as error:
         raise DataError(f"{path}: cannot read: {error.strerror}") from None
-    if f.read(len(_BOM)) != _BOM:
-        f.seek(0)
-    return f
-
-
-def _parse(path: str | os.PathLike, layout: _Layout) -> tuple[dict[str, np.ndarray], int]:
-    """All data lines of the file, parsed: ({column: (n,) values}, line number of the first).
-
-    Ids and timestamps come back int64 (ids as bytes where layout.int_ids is False), ratings and
-    weights float64, each in file order, so entry k was on line (first data line + k).
-    """
-    first_line = 2 if layout.header else 1
-    parts: dict[str, list[np.ndarray]] = {key: [] for key in layout.columns if key}
-    line = first_line
-    with _open(path) as f:
-        end = _end_of_data(f)
-        if end == f.tell():
-            raise DataError(f"{path}:1: empty file, no interactions")
-        if layout.header:
-            _check_header(path, f.readline(), layout)
-        for block in _blocks(f, end):
-            n_lines, values = _parse_block(path, block, line, layout)
-            for key, value in values.items():
-                parts[key].append(value)
-            line += n_lines
-    if line == first_line:
-        raise DataError(f"{path}:{line}: no interactions: nothing follows the header line")
-    return {key: np.concatenate(chunks) for key, chunks in parts.items()}, first_line
-
-
-def _end_of_data(f: BinaryIO) -> int:
-    """Byte offset where the data ends: blank lines at the end of a file are not data. f is
-    left where it was (the start of its data)."""
-    start = f.tell()
-    end = f.seek(0, os.SEEK_END)
-    while end > start:
-        step = min(end - start, 1 << 16)
-        f.seek(end - step)
-        kept = f.read(step).rstrip(b"\r\n")
-        end -= step - len(kept)
-        if kept:
-            break
-    f.seek(start)
-    return end
-
-
-def _check_header(path: str | os.PathLike, line: bytes, layout: _Layout) -> None:
-    # A file without its header line would otherwise lose its first record without a word.
-    fields = line.rstrip(b"\r\n").split(layout.sep)
-    if all(_is_number(field) for field in fields):
-        names = ", ".join(_LABELS.get(key, "...") for key in layout.columns)
-        raise DataError(f"{path}:1: expected a header line ({names}), found data: "
-                        f"{line.decode(errors='replace').strip()!r}")
-
-
-def _blocks(f: BinaryIO, end: int) -> Iterator[bytes]:
-    """The bytes up to `end` from f's position, in blocks of whole lines, each ending in b"\\n"."""
-    carry = b""
-    while f.tell() < end:
-        chunk = carry + f.read(min(_BLOCK_BYTES, end - f.tell()))
-        cut = len(chunk) if f.tell() >= end else chunk.rfind(b"\n") + 1
-        block, carry = chunk[:cut], chunk[cut:]
-        if block:
-            # Only the last block can lack a final newline: `end` excludes trailing newlines.
-            yield block.replace(b"\r", b"") + (b"" if block.endswith(b"\n") else b"\n")
-
-
-def _parse_block(path: str | os.PathLike, block: bytes, first_line: int,
-                 layout: _Layout) -> tuple[int, dict[str, np.ndarray]]:
-    """Parse whole lines; raise a DataError naming the first bad line among them."""
-    sep = layout.sep
-    if len(sep) > 1:
-        block, sep = block.replace(sep, _UNIT_SEP), _UNIT_SEP
-    raw = np.frombuffer(block, np.uint8)                                   # (bytes,)
-    newlines = np.flatnonzero(raw == ord("\n"))                            # (lines,)
-    field_ends = np.flatnonzero((raw == sep[0]) | (raw == ord("\n")))      # (fields,)
-    n_columns = len(layout.columns)
-    n_good, found = _well_formed_lines(field_ends, newlines, n_columns)
-    problems = []                                       # (row in block, message)
-    if n_good < len(newlines):
-        problems.append((n_good, f"expected {n_columns} {_sep_name(layout.sep)}-separated "
-                                 f"fields, found {found}"))
-    ends = field_ends[:n_good * n_columns].reshape(n_good, n_columns)      # (n_good, columns)
-    starts = np.empty_like(ends)
-    starts.flat[1:] = ends.flat[:-1] + 1
-    starts.flat[:1] = 0
-    # Zero bytes on both sides, as wide as the widest field, so that a window of any field's
-    # width starting at a field's first byte or ending at its last stays inside the buffer.
-    pad = int((ends - starts).max(initial=0)) + 1
-    buf = np.zeros(len(raw) + 2 * pad, np.uint8)
-    buf[pad:pad + len(raw)] = raw
-    values = {}
-    for column, key in enumerate(layout.columns):
-        if key:
-            values[key], problem = _column(buf, starts[:, column] + pad, ends[:, column] + pad,
-                                           key, layout)
-            if problem:
-                problems.append(problem)
-    if problems:
-        row, message = min(problems, key=lambda problem: problem[0])
-        raise DataError(f"{path}:{first_line + row}: {message}")
-    return len(newlines), values
-
-
-def _well_formed_lines(field_ends: np.ndarray, newlines: np.ndarray,
-                       n_columns: int) -> tuple[int, int]:
-    """(number of leading lines with n_columns fields, fields on the first line without)."""
-    if (len(field_ends) == len(newlines) * n_columns
-            and np.array_equal(field_ends[n_columns - 1::n_columns], newlines)):
-        return len(newlines), n_columns
-    per_line = np.diff(np.searchsorted(field_ends, newlines, side="right"), prepend=0)
-    bad = int(np.argmax(per_line != n_columns))
-    return bad, int(per_line[bad])
-
-
-def _column(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, key: str,
-            layout: _Layout) -> tuple[np.ndarray | None, tuple[int, str] | None]:
-    """One column's fields buf[starts[k]:ends[k]] as values, and its first bad row with what is
-    wrong (None if none): ids and timestamps int64 (text ids as bytes), the rest float64."""
-    label = _LABELS[key]
-    if key in ("user", "item") and not layout.int_ids:
-        return _field_text(buf, starts, ends), None
-    integer = key in ("user", "item", "timestamp")
-    values, plain = _plain_decimals(buf, starts, ends, integer)
-    if not plain.all():
-        # Signs, exponents, spaces, "nan", garbage: numpy's cast decides, on these rows only.
-        rows = np.flatnonzero(~plain)
-        text = _field_text(buf, starts[rows], ends[rows])
-        try:
-            values[rows] = text.astype(values.dtype)
-        except (ValueError, OverflowError):
-            row, message = _first_unparsable(text, values.dtype, label)
-            return None, (int(rows[row]), message)
-    if integer:
-        return values, None
-    checks = [(~np.isfinite(values), "is not a finite number")]           # (mask, what)
-    if key == "rating" and layout.rating_scale is not None:
-        low, high = layout.rating_scale
-        checks.append(((values < low) | (values > high),
-                       f"is outside the rating scale [{low:g}, {high:g}]"))
-    if key == "weight":
-        checks.append((values < 0, "is negative (play counts are >= 0)"))
-    failed = [(int(np.argmax(bad)), what) for bad, what in checks if bad.any()]
-    if not failed:
-        return values, None
-    row, what = min(failed, key=lambda problem: problem[0])
-    return values, (row, f"{label} {_shown(buf[starts[row]:ends[row]].tobytes())} {what}")
-
-
-def _plain_decimals(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                    integer: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Fields written as plain decimals, parsed by array arithmetic: (values, (n,) bool plain).
-
-    Plain: 1 to 15 characters, all digits but (where not `integer`) one optional '.'. Up to 15
-    digits float64 holds every integer exactly, so a value is one correctly rounded division of
-    two exact numbers: the same float as Python's float(text). Values of other rows are junk.
-    This is 3x faster than numpy's cast from bytes, which parses value by value.
-    """
-    n = len(starts)
-    lengths = ends - starts                                                # (n,)
-    width = int(lengths.max(initial=0))
-    if not 0 < width <= 15:
-        return np.zeros(n, np.int64 if integer else np.float64), np.zeros(n, bool)
-    # (width, n) uint8: row k holds character k of every field, right-aligned, so one pass per
-    # character position works on a contiguous row.
-    chars = np.ascontiguousarray(sliding_window_view(buf, width)[ends - width].T)
-    first = width - lengths              # (n,) first row that is inside the field
-    number = np.zeros(n, np.int64)       # the digits read so far, as an integer
-    dots = np.zeros(n, np.int64)         # '.' seen so far
-    after_dot = np.zeros(n, np.int64)    # digits read after a '.'
-    bad = lengths == 0
-    for k, row in enumerate(chars):
-        inside = first <= k
-        digit = row - np.uint8(ord("0"))                   # non-digits wrap around to > 9
-        is_digit = inside & (digit <= 9)
-        is_dot = inside & (row == ord(".")) if not integer else np.zeros(n, bool)
-        bad |= inside & ~is_digit & ~is_dot
-        number *= np.where(is_dot, 1, 10)
-        number += digit * is_digit
-        after_dot += is_digit & (dots > 0)
-        dots += is_dot
-    if integer:
-        return number, ~bad
-    plain = ~bad & (dots <= 1) & (dots < lengths)
-    return number / 10.0 ** after_dot, plain
-
-
-def _field_text(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """(n,) fixed-width bytes array of the fields buf[starts[k]:ends[k]]."""
-    lengths = ends - starts
-    width = max(int(lengths.max(initial=0)), 1)
-    chars = sliding_window_view(buf, width)[starts]         # (n, width) uint8, left-aligned
-    chars *= np.arange(width) < lengths[:, None]            # NUL padding: numpy's S drops it
-    return chars.view(f"S{width}").reshape(-1)
-
-
-def _first_unparsable(text: np.ndarray, dtype: np.dtype, label: str) -> tuple[int, str]:
-    """The slow pass: convert value by value, as the vectorized cast does, to find the bad one."""
-    for row, value in enumerate(text):
-        try:
-            np.array([value]).astype(dtype)
-        except ValueError:
-            kind = "an integer" if dtype == np.int64 else "a number"
-            return row, (f"empty {label}" if not value
-                         else f"{label} {_shown(value)} is not {kind}")
-        except OverflowError:
-            return row, f"{label} {_shown(value)} is out of the int64 range"
-    raise AssertionError("the vectorized cast failed but no single value does")
-
-
-def _shown(value: bytes) -> str:
-    return repr(value.decode(errors="replace"))
+    with f:
+        start = f.read(max(map(len, _COMPRESSED)))
+    opener = next((opener for magic, opener in _COMPRESSED.items() if start.startswith(magic)),
+                  open)
+    return opener(path, "rb")

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import (DataError, Interactions, read_delicious, read_lastfm_artists,
-                   read_lastfm_tag_timestamps, read_movielens_100k, read_movielens_csv,
-                   read_movielens_dat, read_table, table_columns, with_times)
+from .data import (ENCODING, DataError, Interactions, codecs_name, read_delicious,
+                   read_lastfm_artists, read_lastfm_tag_timestamps, read_movielens_100k,
+                   read_movielens_csv, read_movielens_dat, read_table, table_layout, with_times)
 
 DEFAULT = "synthetic"
 DATA_ENV = "NCAE_CUDA_DATA"          # where extracted copies of the published data sets are
@@ -167,9 +167,10 @@ DATASETS: dict[str, Published | Generated] = {entry.name: entry for entry in _RE
 
 def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
          cache_dir: str | os.PathLike | None = None, download: bool = True,
-         seed: int = 0) -> Interactions:
+         seed: int = 0, sep: str | None = None, encoding: str = ENCODING) -> Interactions:
     """The named data set (see DATASETS), or a CSV/TSV file of user, item[, rating[,
-    timestamp]] given by its path (data.read_table); `seed` only matters for the synthetic ones.
+    timestamp]] given by its path (data.read_table, with `sep` and `encoding`); `seed` only
+    matters for the synthetic ones.
 
     data_dir: an extracted copy, either the folder holding the files (.../ml-100k/u.data) or its
     parent (.../ml-100k/ under it). Without it, an extracted copy in $NCAE_CUDA_DATA is used
@@ -179,7 +180,7 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
     CatalogueWarning.
     """
     if is_file(name):
-        return read_table(name)
+        return read_table(name, sep, encoding=encoding)
     entry = _entry(name)
     if isinstance(entry, Generated):
         return replace(synthetic(entry.preset, seed), name=entry.name)
@@ -260,11 +261,11 @@ def has_split(name: str, split: str) -> bool:
     return isinstance(entry, Published) and split in entry.splits
 
 
-def default_feedback(name: str) -> str:
+def default_feedback(name: str, sep: str | None = None, encoding: str = ENCODING) -> str:
     """"explicit" (train on ratings) or "implicit" (on who interacted with what); a file is
     explicit when it has a rating column."""
     if is_file(name):
-        return "explicit" if table_columns(name) >= 3 else "implicit"
+        return "explicit" if "rating" in table_layout(name, sep, encoding).columns else "implicit"
     return _entry(name).feedback
 
 
@@ -515,7 +516,8 @@ def describe(data: Interactions, entry: Published | Generated | None) -> str:
                else f"yes, {data.rating_scale[0]:g} to {data.rating_scale[1]:g}")
     feedback = "explicit" if data.ratings is not None else "implicit"
     lines = [
-        f"{entry.name}: {entry.description}" if entry else f"{data.name}: a data file",
+        f"{entry.name}: {entry.description}" if entry else f"{data.name}: a data file, "
+                                                           f"{data.columns}",
         f"  users         {data.n_users:,}",
         f"  items         {data.n_items:,}",
         f"  interactions  {data.nnz:,}",
@@ -530,17 +532,43 @@ def describe(data: Interactions, entry: Published | Generated | None) -> str:
     return "\n".join(lines)
 
 
+def _separator(text: str) -> str:
+    """--sep: the field separator as written, or a name for one that is hard to type."""
+    sep = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";"}.get(text, text)
+    if not sep:
+        raise argparse.ArgumentTypeError("expected a separator (e.g. , ; tab ::), got ''")
+    return sep
+
+
+def _encoding(text: str) -> str:
+    try:
+        return codecs_name(text)
+    except DataError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_file_flags(parser) -> None:
+    """--sep and --encoding, how a data file given by its path is read (data.read_table)."""
+    parser.add_argument("--sep", type=_separator,
+                        help="a data file's field separator: a character, 'tab' or '::' "
+                             "(default: the first of tab, comma and semicolon on its first "
+                             "line)")
+    parser.add_argument("--encoding", type=_encoding, default=ENCODING,
+                        help="a data file's text encoding, e.g. latin-1 (default: %(default)s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ncae_cuda.datasets",
+        prog="python -m ncae_cuda.datasets", allow_abbrev=False,
         description="List the named data sets, or describe one (reading, and for a published "
                     "one downloading, it).")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("list", help="names with a one-line description")
+    commands.add_parser("list", help="names with a one-line description", allow_abbrev=False)
     shown = commands.add_parser(
         "describe", help="users, items, interactions, sparsity, ratings and timestamps",
         description="Print a data set's users, items, interactions and sparsity (the paper's "
-                    "Table 2 columns) and whether it has ratings and timestamps.")
+                    "Table 2 columns) and whether it has ratings and timestamps.",
+        allow_abbrev=False)
     shown.add_argument("name", help=f"a data set name ({', '.join(DATASETS)}) or a CSV/TSV "
                                     "file's path")
     shown.add_argument("--data-dir", help="an extracted copy: the folder holding the files, "
@@ -549,7 +577,9 @@ def main(argv: list[str] | None = None) -> int:
                                            "~/.cache/ncae_cuda)")
     shown.add_argument("--no-download", action="store_true",
                        help="fail instead of downloading a missing archive")
-    shown.add_argument("--seed", type=int, default=0, help="seed of a synthetic data set (>= 0)")
+    shown.add_argument("--seed", type=int, default=0,
+                       help="seed of a synthetic data set, >= 0 (default: %(default)s)")
+    add_file_flags(shown)
     args = parser.parse_args(argv)
     if args.command == "describe" and args.seed < 0:
         parser.error(f"--seed must be >= 0; got {args.seed}")
@@ -563,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("always", UnverifiedArchiveWarning)
             warnings.simplefilter("always", CatalogueWarning)
             data = load(args.name, args.data_dir, args.cache_dir, not args.no_download,
-                        args.seed)
+                        args.seed, args.sep, args.encoding)
         for warning in caught:
             print(f"note: {warning.message}", file=sys.stderr)
     except DataError as error:

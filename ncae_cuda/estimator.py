@@ -376,9 +376,6 @@ class NCAE:
             if a["params"].shape != (layout.size,):
                 raise ValueError(f"{a['params'].shape[0]} parameters where the settings need "
                                  f"{layout.size}")
-            for name in ("params", "col_weights"):
-                if name in a and not np.isfinite(a[name]).all():
-                    raise ValueError(f"{name} hold NaN or infinite values")
             model._net = Network(layout, model.ops, model._objective(), a["params"],
                                  a.get("col_weights"))
             model._net.counter[0] = meta["steps"]

@@ -24,13 +24,14 @@ import csv
 import inspect
 import json
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
 
 from . import train
-from .config import VARIANT_SETTINGS, read_recipe
+from .config import DEFAULTS, VARIANT_SETTINGS, read_recipe
 from .metrics import format_table
 from .pretrain import VARIANTS
 
@@ -88,10 +89,11 @@ class Runner:
         return ["--data-dir", str(self.args.data_dir)] if self.args.data_dir else []
 
 
-def stat(results: list[dict], value) -> tuple[float, float]:
-    """(mean, standard deviation over seeds) of value(metrics) over the runs."""
+def stat(results: list[dict], value) -> tuple[float, float | None]:
+    """(mean, standard deviation over seeds) of value(metrics) over the runs; one run has no
+    standard deviation (None)."""
     values = np.array([value(r) for r in results], np.float64)
-    return float(values.mean()), float(values.std(ddof=1) if len(values) > 1 else 0.0)
+    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else None
 
 
 def _test(key):
@@ -277,8 +279,9 @@ def recipes(r: Runner):
 
 def _cutoff(r: Runner) -> int:
     """The M the implicit tables report: the trainer's last cutoff (100 by default)."""
-    return int((r.extra[r.extra.index("--cutoffs") + 1] if "--cutoffs" in r.extra
-                else "10,100").split(",")[-1])
+    if "--cutoffs" in r.extra:
+        return int(r.extra[r.extra.index("--cutoffs") + 1].split(",")[-1])
+    return DEFAULTS.cutoffs[-1]
 
 
 def _lines(rows: list[dict], x: str, suffix: str, log_x: bool = False):
@@ -306,7 +309,9 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
     """NAME.md and NAME.csv of the rows ((mean, std) cells as 'mean ± std' and two CSV
     columns), and NAME.png of the figures; returns the paths written."""
     def cell(value):
-        return f"{value[0]:.4f} ± {value[1]:.4f}" if isinstance(value, tuple) else value
+        if not isinstance(value, tuple):
+            return value
+        return f"{value[0]:.4f}" + ("" if value[1] is None else f" ± {value[1]:.4f}")
     shown = [{k: cell(v) for k, v in row.items()} for row in rows]
     paths = [out / f"{name}.md", out / f"{name}.csv"]
     paths[0].write_text(f"# {name}\n\n{inspect.cleandoc(EXPERIMENTS[name].__doc__)}\n\n"
@@ -339,28 +344,42 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
-        epilog="\n".join(f"{name}: {f.__doc__.split(chr(10))[0]}"
+        allow_abbrev=False,
+        epilog="\n".join(textwrap.fill(" ".join(f.__doc__.split("\n\n")[0].split()), width=96,
+                                       initial_indent=f"{name}: ", subsequent_indent="  ",
+                                       break_on_hyphens=False)
                          for name, f in EXPERIMENTS.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=list(EXPERIMENTS), help="which experiment")
-    p.add_argument("--dataset", default="synthetic")
-    p.add_argument("--data-dir", type=Path)
-    p.add_argument("--repeats", type=int, default=1, help="seeds 0..R-1: mean and std")
+    p.add_argument("--dataset", default="synthetic",
+                   help="a data set's name or a data file (default: %(default)s)")
+    p.add_argument("--data-dir", type=Path, help="as ncae_cuda.train's")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="seeds 0..R-1: mean and std (default: %(default)s)")
     p.add_argument("--quick", action="store_true",
                    help="tiny widths, 2 epochs, the first values of each grid (for tests)")
-    p.add_argument("--out", type=Path, default=Path("runs/experiments"))
+    p.add_argument("--out", type=Path, default=Path("runs/experiments"),
+                   help="folder for the tables, figures and runs (default: %(default)s)")
     p.add_argument("--variant-flags", action="append", default=[], metavar="NAME=FLAGS",
                    help='trainer flags for one implicit variant\'s runs, e.g. '
                         '"NCAE-=--weight-decay 1e-2" (repeatable)')
-    p.add_argument("--ks", default="100,300,500", help="configurations: hidden widths K")
-    p.add_argument("--k", type=int, default=500, help="pretraining: the hidden width")
-    p.add_argument("--factor-ks", default="8,16,32,64,128", help="factors: hidden widths K")
-    p.add_argument("--eps", default="0,0.001,0.01,0.05", help="augmentation: eps values")
-    p.add_argument("--ps", default="0.2,0.5,0.8", help="augmentation: p values")
+    p.add_argument("--ks", default="100,300,500",
+                   help="configurations: hidden widths K (default: %(default)s)")
+    p.add_argument("--k", type=int, default=500,
+                   help="pretraining: the hidden width (default: %(default)s)")
+    p.add_argument("--factor-ks", default="8,16,32,64,128",
+                   help="factors: hidden widths K (default: %(default)s)")
+    p.add_argument("--eps", default="0,0.001,0.01,0.05",
+                   help="augmentation: eps values (default: %(default)s)")
+    p.add_argument("--ps", default="0.2,0.5,0.8",
+                   help="augmentation: p values (default: %(default)s)")
     p.add_argument("--curve-eps", type=float, default=0.05,
-                   help="augmentation: eps of the per-epoch curve with augmentation")
-    p.add_argument("--ms", default="50,100,150,200,250", help="topm: the cutoffs M")
-    p.add_argument("--ratios", default="0.4,0.6,0.8", help="robustness: training ratios D")
+                   help="augmentation: eps of the per-epoch curve with augmentation "
+                        "(default: %(default)s)")
+    p.add_argument("--ms", default="50,100,150,200,250",
+                   help="topm: the cutoffs M (default: %(default)s)")
+    p.add_argument("--ratios", default="0.4,0.6,0.8",
+                   help="robustness: training ratios D (default: %(default)s)")
     p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE",
                    help="recipes: the recipe files to run (recipes/*.toml)")
     return p
@@ -395,15 +414,19 @@ def main(argv: list[str] | None = None) -> int:
         if name not in VARIANT_SETTINGS or not flags:
             parser.error(f"--variant-flags {given!r}: expected NAME=FLAGS with NAME one of "
                          f"{', '.join(VARIANT_SETTINGS)}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    runner = Runner(args, extra)
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out}: a file, not a folder")
     try:
-        rows, figures = EXPERIMENTS[args.name](runner)
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows, figures = EXPERIMENTS[args.name](Runner(args, extra))
+        for path in write(args.out, args.name, rows, figures):
+            print(f"wrote {path}")
+    except OSError as e:
+        print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
+        return 2
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for path in write(args.out, args.name, rows, figures):
-        print(f"wrote {path}")
     print((args.out / f"{args.name}.md").read_text())
     return 0
 

@@ -75,13 +75,17 @@ class FitData:
     @classmethod
     def from_arrays(cls, config: Config, ops, arrays: dict,
                     rating_scale: tuple[float, float] | None) -> FitData:
-        """The fit data a model file holds (arrays()); ValueError where they do not fit."""
+        """The fit data a model file holds (arrays()); ValueError where they do not fit: ids
+        that repeat, interactions out of range."""
         user_ids, item_ids = arrays["user_ids"], arrays["item_ids"]
+        for side, ids in (("user", user_ids), ("item", item_ids)):
+            unique, counts = np.unique(ids, return_counts=True)
+            if len(unique) < len(ids):
+                raise ValueError(f"{len(ids) - len(unique)} duplicate {side} ids, e.g. "
+                                 f"{unique[counts > 1][0].item()!r}")
         seen = sp.csr_matrix((arrays["seen_data"], arrays["seen_indices"],
                               arrays["seen_indptr"]), shape=(len(user_ids), len(item_ids)))
         seen.check_format(full_check=True)        # indices in range, pointers in order
-        if not np.isfinite(seen.data).all():
-            raise ValueError("seen_data hold NaN or infinite values")
         return cls(config, ops, user_ids, item_ids, seen, rating_scale)
 
     def arrays(self) -> dict:

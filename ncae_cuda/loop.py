@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
+from . import stopping
 from .memory import StepMemory
 from .ops.common import CSR
 from .plan import EpochPlan
@@ -19,9 +20,12 @@ Step = Callable[[object, float], object]
 
 
 def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: str,
-              graph: bool = False) -> float:
+              graph: bool = False, done: list[float] = ()) -> float:
     """step() over the plan's batches of `csr`, cut into `memory`; returns the mean loss per
     row. Inside the epoch the host waits for the device once: for the losses, at the end.
+
+    done: the losses of the epoch's first steps, taken before a stop (stopping.Stopped, raised
+    at the end of a step where a signal asked to stop): the epoch goes on from the next step.
 
     graph: replay a step captured as a CUDA graph instead of launching each step's kernels
     (where the backend can capture). It is captured in the second epoch asked to replay, after
@@ -36,11 +40,18 @@ def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: 
         ops.step_loss(memory.losses, memory.step, step(batch, plan.scale), batch.row_weight)
 
     ops.load_plan(memory, plan)
+    if len(done):
+        memory.losses[:len(done)] = ops.to_device(np.asarray(done, np.float32))
+        memory.step[...] = len(done)
     if graph and memory.graph is None and memory.warm:
         memory.graph = ops.capture(lambda: take(0))
     replay = memory.graph if graph else None
-    for s in tqdm(range(plan.steps), desc=label, leave=False, disable=None, unit="batch"):
+    for s in tqdm(range(len(done), plan.steps), desc=label, leave=False, disable=None,
+                  unit="batch"):
         replay() if replay else take(s)
+        if stopping.asked():
+            taken = ops.to_host(memory.losses[:s + 1]).astype(np.float64)
+            raise stopping.Stopped(stopping.asked(), taken.tolist())
     memory.warm |= graph
     losses = ops.to_host(memory.losses[:plan.steps]).astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(losses))

@@ -2,13 +2,15 @@
 (early stopping keeps the best epoch's parameters), with a checkpoint at the end of an epoch once
 `checkpoint_every` seconds have passed since the last (and always after pre-training and the last
 epoch), so a fit killed at any point continues from its last checkpoint and ends exactly where
-an uninterrupted one does.
+an uninterrupted one does. A fit stopped by a signal (stopping.py) saves its checkpoint at the
+end of the step under way, and continues from the next step.
 
 The facade (estimator.NCAE) hands a Session the network, its training matrix and batch planner,
 and a scorer of the validation data; the session knows nothing of users, items or ids.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import time
@@ -18,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import loop, modelfile
+from . import loop, modelfile, stopping
 from .data import DataError
 from .layout import AdamConfig
 from .model import Network
@@ -44,6 +46,8 @@ class Progress:
     best_value: float | None = None
     bad_epochs: int = 0               # epochs since the best one
     history: list = field(default_factory=list)
+    epoch_losses: list = field(default_factory=list)   # of the steps of the next epoch taken
+                                                        # before a stop (stopping.Stopped)
 
 
 def fingerprint(*parts) -> str:
@@ -220,7 +224,14 @@ class Session:
 
     def run(self, epochs: int, resume: bool = False) -> Progress:
         """Train up to `epochs` epochs (after pre-training), from the checkpoint if `resume` and
-        there is one; the network ends with the best validation epoch's parameters."""
+        there is one; the network ends with the best validation epoch's parameters. A signal
+        stops one process at the end of a step, checkpointed (stopping.py); a sharded fit's
+        processes could only agree on that step with a collective every step, so a signal ends
+        them where they are, and they resume from their last checkpoint."""
+        with stopping.deferred() if self.net.comm is None else contextlib.nullcontext():
+            return self._run(epochs, resume)
+
+    def _run(self, epochs: int, resume: bool) -> Progress:
         net, ops = self.net, self.net.ops
         progress, best = Progress(), None
         if resume and self.checkpoint is not None and self.checkpoint.exists():
@@ -274,7 +285,7 @@ class Session:
                               "seconds": time.perf_counter() - start})
             progress.pretrained = True
             save()
-        adam = self.fine_tuning_adam(progress.epoch)
+        adam = self.fine_tuning_adam(progress.epoch, len(progress.epoch_losses))
         while progress.epoch < epochs and not progress.stopped_early:
             epoch = progress.epoch + 1
             start = time.perf_counter()
@@ -282,9 +293,16 @@ class Session:
                 self.planner.prefetch(epoch + 1)
             shared = net.comm.bytes if net.comm else 0
             plan = self.planner.plan(epoch)
-            loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
-                                  net.memory, self.csr, plan, f"epoch {epoch}",
-                                  graph=getattr(ops, "graphs", False))
+            try:
+                loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
+                                      net.memory, self.csr, plan, f"epoch {epoch}",
+                                      graph=getattr(ops, "graphs", False),
+                                      done=progress.epoch_losses)
+            except stopping.Stopped as stop:          # a signal: resumable from this step on
+                progress.epoch_losses = stop.losses
+                save()
+                raise
+            progress.epoch_losses = []
             record = {"epoch": epoch, "loss": loss, "seconds": time.perf_counter() - start}
             if net.comm:                  # what a step of a sharded fit shared, this rank's part
                 record["collective_bytes"] = (net.comm.bytes - shared) / plan.steps
@@ -297,11 +315,12 @@ class Session:
             net.params[...] = best
         return progress
 
-    def fine_tuning_adam(self, epochs_done: int) -> AdamConfig:
-        """Adam's settings for fine-tuning, `epochs_done` epochs in: the learning-rate schedule
-        counts its epochs from the end of pre-training (whose steps share Adam's count)."""
+    def fine_tuning_adam(self, epochs_done: int, steps_done: int) -> AdamConfig:
+        """Adam's settings for fine-tuning, `epochs_done` epochs and `steps_done` steps of the
+        next in: the learning-rate schedule counts its epochs from the end of pre-training
+        (whose steps share Adam's count)."""
         if self.adam.lr_decay == 1.0:
             return self.adam
         steps = self.planner.geometry.steps
         return replace(self.adam, steps_per_epoch=steps,
-                       decay_start=self.net.steps - epochs_done * steps)
+                       decay_start=self.net.steps - epochs_done * steps - steps_done)

@@ -11,6 +11,7 @@ Counts that come from a ratio are rounded half up (2.5 -> 3), not Python's half-
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -63,6 +64,45 @@ def file_split(data: Interactions, base: Interactions, test: Interactions) -> Sp
     split = Split(train, _empty(train), held,
                   [f"split files: {base.name} ({base.nnz} train), {test.name} ({test.nnz} test)"])
     return _with_cold_notes(split)
+
+
+def given_split(train: Interactions, test: Interactions, valid: Interactions | None = None
+                ) -> tuple[Interactions, Split]:
+    """A split the user gives as files, each read with its own id maps (data.read_table): (all
+    their entries, the split), both on one id map, the union of the parts' ids (as text where
+    one part's are text and another's integers). A note counts the test and validation entries
+    whose (user, item) pair is in the training part too."""
+    parts = {"train": train, "valid": valid, "test": test}
+    parts = {name: part for name, part in parts.items() if part is not None}
+    ids = {}
+    for side in ("user_ids", "item_ids"):
+        arrays = [getattr(part, side) for part in parts.values()]
+        if len({a.dtype.kind for a in arrays}) > 1:
+            arrays = [a.astype(str) for a in arrays]
+            parts = {name: replace(part, **{side: a})
+                     for (name, part), a in zip(parts.items(), arrays)}
+        ids[side] = np.unique(np.concatenate(arrays))
+    scales = [part.rating_scale for part in parts.values()]
+    scale = None if None in scales else (min(s[0] for s in scales), max(s[1] for s in scales))
+    shell = replace(_empty(train), rating_scale=scale, n_duplicates_merged=0, **ids)
+    on_one_map = {name: _reindex(part, shell) for name, part in parts.items()}
+    data = replace(functools.reduce(Interactions.concat, on_one_map.values()),
+                   n_duplicates_merged=sum(part.n_duplicates_merged for part in parts.values()))
+    notes = ["given split: " + ", ".join(f"{part.name} ({part.nnz} {name})"
+                                         for name, part in parts.items())]
+    trained = _pair_keys(on_one_map["train"])
+    for name in ("valid", "test"):
+        also = int(np.isin(_pair_keys(on_one_map[name]), trained).sum()) if name in parts else 0
+        if also:
+            notes.append(f"{also} {name} entries are (user, item) pairs of the training part "
+                         "too")
+    train = on_one_map["train"]
+    split = Split(train, on_one_map.get("valid", _empty(train)), on_one_map["test"], notes)
+    return data, _with_cold_notes(split)
+
+
+def _pair_keys(part: Interactions) -> np.ndarray:
+    return part.users.astype(np.int64) * part.n_items + part.items
 
 
 def carve_validation(split: Split, valid_ratio: float, seed: int = 0) -> Split:

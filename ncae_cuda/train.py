@@ -4,6 +4,7 @@
     python -m ncae_cuda.train --dataset ml-100k --split u1         # data: --data-dir or
     python -m ncae_cuda.train --dataset ml-100k --feedback implicit   # $NCAE_CUDA_DATA
     python -m ncae_cuda.train --dataset ratings.csv    # a file: user,item[,rating[,timestamp]]
+    python -m ncae_cuda.train --train u1.base --test u1.test --sep tab   # your own split
     python -m ncae_cuda.train --config recipes/ml-100k-explicit.toml --dataset ml-100k --split u1
     python -m ncae_cuda.train --out runs/a --resume    # continue an interrupted run
     torchrun --nproc-per-node 2 -m ncae_cuda.train --shard columns ...  # one model, 2 processes
@@ -46,9 +47,9 @@ import warnings
 from dataclasses import fields
 from pathlib import Path
 
-from . import datasets, metrics, splits
+from . import datasets, metrics, splits, stopping
 from .config import Config, SettingError, read_recipe
-from .data import DataError, Interactions
+from .data import DataError, Interactions, read_table
 from .estimator import NCAE, SHARDS, OutOfMemory
 from .modelfile import atomic_write
 from .ops import HAS_CUDA, BackendUnavailable
@@ -119,15 +120,23 @@ def add_settings(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ncae_cuda.train", description=__doc__.split("\n\n")[0],
+        allow_abbrev=False,
         epilog="Data sets: " + ", ".join(datasets.names()) + ". Defaults follow the paper "
                "where it states them.")
     p.add_argument("--config", type=Path, metavar="RECIPE",
                    help="read the model's settings from this TOML file (recipes/ has the ones "
                         "behind the README's results); flags given here override it")
     g = p.add_argument_group("data")
-    g.add_argument("--dataset", default=datasets.DEFAULT,
+    g.add_argument("--dataset",
                    help="a named data set (see below), or a CSV/TSV file of user,item[,rating"
                         f"[,timestamp]] (default: {datasets.DEFAULT})")
+    g.add_argument("--train", type=Path, metavar="FILE",
+                   help="your own split instead of --dataset: train on this file, score --test "
+                        "(a validation part is --valid, or carved from it by --valid-ratio)")
+    g.add_argument("--test", type=Path, metavar="FILE", help="the test part of --train's split")
+    g.add_argument("--valid", type=Path, metavar="FILE",
+                   help="the validation part of --train's split")
+    datasets.add_file_flags(g)
     g.add_argument("--data-dir", type=Path,
                    help="folder with an extracted copy of a published data set (default: "
                         f"${datasets.DATA_ENV}; else the download cache)")
@@ -142,8 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "%(default)g)")
     g.add_argument("--valid-ratio", type=float, default=0.1,
                    help="the share held out for validation: of all entries (random split) or "
-                        "of the training file (u1..ub); 0 = no validation, train --epochs "
-                        "(default: %(default)g)")
+                        "of the training file (u1..ub, --train); 0 = no validation, train "
+                        "--epochs (default: %(default)g)")
     g.add_argument("--data-ratio", type=float, default=1.0,
                    help="the paper's D: keep this share of each row's training entries "
                         "(default: %(default)g)")
@@ -185,19 +194,26 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_defaults(parser, args) -> None:
     """Fill the defaults that depend on the data set and feedback; refuse bad combinations
     with the flag's name, before any data is read."""
-    if args.dataset not in datasets.names() and not datasets.is_file(args.dataset):
-        parser.error(f"--dataset {args.dataset}: neither a data set's name nor a file "
-                     f"(names: {', '.join(datasets.names())})")
+    if args.train or args.test or args.valid:
+        _check_given_split(parser, args)
+    else:
+        args.dataset = args.dataset or datasets.DEFAULT
+        if args.dataset not in datasets.names() and not datasets.is_file(args.dataset):
+            parser.error(f"--dataset {args.dataset}: neither a data set's name nor a file "
+                         f"(names: {', '.join(datasets.names())})")
+    source = "--train" if args.train else "--dataset"
     try:
-        args.feedback = args.feedback or datasets.default_feedback(args.dataset)
+        args.feedback = args.feedback or datasets.default_feedback(
+            str(args.train or args.dataset), args.sep, args.encoding)
     except DataError as e:
-        parser.error(f"--dataset: {e}")
-    args.split = args.split or ("random" if args.feedback == "explicit" else "loo")
-    if args.feedback == "implicit" and args.split != "loo":
-        parser.error("implicit feedback is evaluated by leave-one-out: use --split loo")
-    if args.split not in splits.KINDS and not datasets.has_split(args.dataset, args.split):
-        parser.error(f"--split {args.split}: {args.dataset} has no such split files (they ship "
-                     "with ml-100k); use --split random or loo")
+        parser.error(f"{source}: {e}")
+    if not args.train:
+        args.split = args.split or ("random" if args.feedback == "explicit" else "loo")
+        if args.feedback == "implicit" and args.split != "loo":
+            parser.error("implicit feedback is evaluated by leave-one-out: use --split loo")
+        if args.split not in splits.KINDS and not datasets.has_split(args.dataset, args.split):
+            parser.error(f"--split {args.split}: {args.dataset} has no such split files (they "
+                         "ship with ml-100k); use --split random or loo")
     ratios = [("--test-ratio", args.test_ratio, 0 < args.test_ratio < 1, "in (0, 1)"),
               ("--valid-ratio", args.valid_ratio, 0 <= args.valid_ratio < 1, "in [0, 1)"),
               ("--data-ratio", args.data_ratio, 0 < args.data_ratio <= 1, "in (0, 1]")]
@@ -219,10 +235,24 @@ def resolve_defaults(parser, args) -> None:
         parser.error("--resume continues the run in --out: name it")
     if args.out is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        name = Path("runs") / f"{Path(args.dataset).stem}-{stamp}"
+        name = Path("runs") / f"{Path(args.train or args.dataset).stem}-{stamp}"
         args.out = next(folder for folder in (Path(f"{name}{suffix}")
                                               for suffix in ("", *(f"-{k}" for k in range(2, 99))))
                         if not folder.exists())
+
+
+def _check_given_split(parser, args) -> None:
+    """--train FILE --test FILE [--valid FILE]: the files are there, and no other data source
+    or split is named beside them."""
+    if not (args.train and args.test):
+        parser.error("--train and --test name your own split together (--valid beside them)")
+    for flag, other in (("--dataset", args.dataset), ("--split", args.split)):
+        if other is not None:
+            parser.error(f"{flag} {other}: with --train and --test the data and split are "
+                         "those files")
+    for flag, path in (("--train", args.train), ("--test", args.test), ("--valid", args.valid)):
+        if path is not None and not path.is_file():
+            parser.error(f"{flag} {path}: no such file")
 
 
 def model_settings(args) -> dict:
@@ -242,22 +272,9 @@ def recorded(args) -> dict:
 
 def prepare(args, device: str) -> tuple[Interactions, splits.Split]:
     """Load and split the data, and say what will be trained on what."""
-    with warnings.catch_warnings(record=True) as caught:
-        for kind in (datasets.CatalogueWarning, datasets.NoTimesWarning):
-            warnings.simplefilter("always", kind)
-        data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir)
-    for warning in caught:
-        print(f"warning: {warning.message}")
+    data, split = given_split(args) if args.train else dataset_split(args)
     if args.feedback == "explicit" and data.ratings is None:
-        raise DataError(f"{args.dataset} has no ratings: use --feedback implicit")
-    if datasets.is_file(args.dataset):
-        columns = ["user", "item"] + ["rating"] * (data.ratings is not None) + \
-            ["timestamp"] * (data.timestamps is not None)
-        scale = ("" if data.ratings is None else
-                 f"; ratings {data.rating_scale[0]:g} to {data.rating_scale[1]:g} (read off "
-                 "the file: give --rating-scale LOW,HIGH if the scale is wider)")
-        print(f"{args.dataset}: columns {', '.join(columns)}{scale}")
-    split = make_split(args, data)
+        raise DataError(f"{data.name} has no ratings: use --feedback implicit")
     print(f"{data.name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions | "
           f"train {split.train.nnz}, valid {split.valid.nnz}, test {split.test.nnz} | "
           f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}, device {device}")
@@ -267,6 +284,43 @@ def prepare(args, device: str) -> tuple[Interactions, splits.Split]:
     for note in split.notes:
         print(f"note: {note}")
     return data, split
+
+
+def dataset_split(args) -> tuple[Interactions, splits.Split]:
+    """--dataset, split as --split says."""
+    with warnings.catch_warnings(record=True) as caught:
+        for kind in (datasets.CatalogueWarning, datasets.NoTimesWarning):
+            warnings.simplefilter("always", kind)
+        data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir,
+                             sep=args.sep, encoding=args.encoding)
+    for warning in caught:
+        print(f"warning: {warning.message}")
+    if datasets.is_file(args.dataset):
+        say_how_it_was_read(args.dataset, data)
+    return data, make_split(args, data)
+
+
+def say_how_it_was_read(path, data: Interactions) -> None:
+    """The columns a file was read by, and the rating scale read off it."""
+    scale = ("" if data.ratings is None else
+             f"; ratings {data.rating_scale[0]:g} to {data.rating_scale[1]:g} (read off "
+             "the file: give --rating-scale LOW,HIGH if the scale is wider)")
+    print(f"{path}: {data.columns}{scale}")
+
+
+def given_split(args) -> tuple[Interactions, splits.Split]:
+    """--train, --test and --valid, each read as a table, on the id maps of all of them; a
+    validation part carved from --train where --valid is not given."""
+    parts = {}
+    for name in ("train", "valid", "test"):
+        path = getattr(args, name)
+        if path is not None:
+            parts[name] = read_table(path, args.sep, encoding=args.encoding)
+            say_how_it_was_read(path, parts[name])
+    data, split = splits.given_split(**parts)
+    if not split.valid.nnz and args.valid_ratio > 0:
+        split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)
+    return data, subsampled(args, split)
 
 
 def make_split(args, data: Interactions) -> splits.Split:
@@ -279,12 +333,17 @@ def make_split(args, data: Interactions) -> splits.Split:
         split = splits.file_split(data, base, test)
         if args.valid_ratio > 0:
             split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)
-    if args.data_ratio < 1:
-        train = splits.subsample(split.train, args.data_ratio, seed=args.split_seed,
-                                 based=args.based)
-        split = splits.Split(train, split.valid, split.test, split.notes + [
-            f"D = {args.data_ratio:g}: trained on {train.nnz} of {split.train.nnz} entries"])
-    return split
+    return subsampled(args, split)
+
+
+def subsampled(args, split: splits.Split) -> splits.Split:
+    """The split with --data-ratio of each row's training entries (the paper's D)."""
+    if args.data_ratio == 1:
+        return split
+    train = splits.subsample(split.train, args.data_ratio, seed=args.split_seed,
+                             based=args.based)
+    return splits.Split(train, split.valid, split.test, split.notes + [
+        f"D = {args.data_ratio:g}: trained on {train.nnz} of {split.train.nnz} entries"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,6 +497,10 @@ def main(argv: list[str] | None = None) -> int:
         rank = os.environ.get("RANK") if args.shard != "none" else None
         print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
         return 2
+    except stopping.Stopped as stop:
+        print(f"\n{stop.signal_name}: stopped at the end of a training step: continue with "
+              f"--resume --out {args.out}", file=sys.stderr)
+        return 128 + signal.Signals[stop.signal_name]
     except KeyboardInterrupt:
         print(f"\ninterrupted: continue with --resume --out {args.out}", file=sys.stderr)
         return 130

@@ -2,12 +2,16 @@
 scalability and epoch-time runs end to end on small data."""
 import dataclasses
 import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bench import epoch_time, kernel_peers, launches, recommend_time, scalability
+from bench import (epoch_time, kernel_peers, launches, reader_speed, recommend_time, report,
+                   scalability)
+from ncae_cuda import ops
 from ncae_cuda.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.layout import NCAELayout
 
@@ -53,16 +57,60 @@ def test_scalability_quick(tmp_path):
         assert (tmp_path / name).stat().st_size > 0
 
 
+@pytest.fixture
+def temporary(tmp_path, monkeypatch) -> Path:
+    """The folder tempfile gives temporary folders in, for this test alone: empty at its end
+    where the code cleaned up (before, runs and the emulator's builds stayed in /tmp)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
 @pytest.mark.parametrize("device", ["cpu"])
-def test_epoch_time_quick(tmp_path, device):
-    assert epoch_time.main(["--devices", device, "--quick", "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "epoch_time.json").read_text())
+def test_epoch_time_quick(tmp_path, temporary, device):
+    out = tmp_path / "out"
+    assert epoch_time.main(["--devices", device, "--quick", "--epochs", "3", "--out",
+                            str(out)]) == 0
+    result = json.loads((out / "epoch_time.json").read_text())
     assert set(result["cases"]) == {"ml10m", "lastfm", "delicious"}
     for case in result["cases"].values():
         timed = case[device]
+        assert len(timed["seconds"]) == 3       # before, --epochs did not reach the CPU's runs
         assert timed["median_after_first"] > 0 and timed["floor"] > 0
         assert timed["x_floor"] == pytest.approx(timed["median_after_first"] / timed["floor"])
     assert result["ceilings"][device]["bandwidth_gb_s"] > 0
+    assert list(temporary.iterdir()) == []
+
+
+BENCH_ERRORS = [
+    # before, each a traceback
+    (epoch_time, ["--devices", "tpu", "--quick", "--out", "OUT"], "--devices: no device tpu; "
+     "of: cpu, gpu, gpu-graphs"),
+    (epoch_time, ["--devices", "cpu", "--quick", "--out", "/proc/x"], "--out /proc/x: cannot "
+     "write there"),
+    (launches, ["--quick", "--out", "FILE"], "--out FILE: cannot write there (File exists)"),
+]
+if not ops.HAS_CUDA:
+    BENCH_ERRORS += [
+        (epoch_time, ["--devices", "cpu,gpu", "--quick", "--out", "OUT"],
+         "error: --device gpu needs a CUDA GPU"),
+        (launches, ["--quick", "--device", "gpu", "--out", "OUT"],
+         "error: --device gpu needs a CUDA GPU"),
+    ]
+
+
+@pytest.mark.parametrize("bench, argv, message", BENCH_ERRORS)
+def test_a_bench_says_what_is_wrong_in_a_line(tmp_path, capsys, bench, argv, message):
+    (tmp_path / "FILE").write_text("x")
+    argv = [str(tmp_path / a) if a in ("OUT", "FILE") else a for a in argv]
+    message = message.replace("FILE", str(tmp_path / "FILE"))
+    try:
+        code = bench.main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err, err
 
 
 def test_kernel_peers_quick(tmp_path):
@@ -88,8 +136,11 @@ def test_kernel_peers_refuse_a_peer_that_computes_something_else(monkeypatch, tm
                            "--out", str(tmp_path)])
 
 
-def test_launches_quick(tmp_path):
+def test_launches_quick(tmp_path, temporary, capsys):
     assert launches.main(["--quick", "--shapes", "ml10m,lastfm", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "lastfm: 600 interactions drawn in" in printed and "lastfm: done in" in printed
+    assert list(temporary.iterdir()) == []                # the emulator's build is removed
     result = json.loads((tmp_path / "launches.json").read_text())
     for name in ("ml10m", "lastfm"):
         f = result["shapes"][name]
@@ -140,3 +191,24 @@ def test_recommend_time_quick(tmp_path):
     assert [r["model"] for r in result["runs"]] == ["implicit, user-based, hidden 8",
                                                     "explicit, item-based, hidden 8"]
     assert all(r["median_seconds"] > 0 for r in result["runs"])
+
+
+def test_reader_speed_quick(tmp_path, temporary):
+    assert reader_speed.main(["--rows", "2000", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "reader_speed.json").read_text())
+    assert result["rows"] == 2000 and set(result["cases"]) == set(reader_speed.CASES)
+    for case in result["cases"].values():
+        assert len(case["seconds"]) == 2 and case["median"] > 0 and case["bytes"] > 2000 * 10
+    assert list(temporary.iterdir()) == []
+
+
+def test_report_says_what_it_wrote(tmp_path, monkeypatch, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(report.README.read_text())
+    monkeypatch.setattr(report, "README", readme)
+    assert report.main([]) == 0
+    assert "performance section is already what" in capsys.readouterr().out
+    readme.write_text(readme.read_text().replace(report.BEGIN, report.BEGIN + "\nstale"))
+    assert report.main([]) == 0
+    assert f"wrote {readme}'s performance section" in capsys.readouterr().out
+    assert readme.read_text() == (report.ROOT / "README.md").read_text()

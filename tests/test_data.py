@@ -1,4 +1,8 @@
 """Readers of ncae_cuda.data on small files written here: values, duplicate rule, bad input."""
+import bz2
+import gzip
+import lzma
+
 import numpy as np
 import pytest
 
@@ -100,46 +104,55 @@ def test_table_two_columns_is_implicit(tmp_path):
 
 
 @pytest.mark.parametrize("texts", [
-    ["3", "3.", ".5", "0.1", "4.25", "7.0", "123456789.0123"],     # all plain: array parser
-    ["+2", "-1.5", "1e2", " 2.5", "0.30000000000000004"],          # numpy's cast
+    ["3", "3.", ".5", "0.1", "4.25", "7.0", "123456789.0123"],     # all plain
+    ["+2", "1e2", " 2.5", "0.30000000000000004", "2.5 "],          # forms pyarrow may refuse
 ])
 def test_number_forms_parse_like_python_float(tmp_path, texts):
     path = write(tmp_path, "t.csv", "".join(f"{k},1,{t}\n" for k, t in enumerate(texts)))
     assert read_table(path).ratings.tolist() == [np.float32(float(t)) for t in texts]
 
 
-def test_plain_decimals_are_exactly_pythons_float():
-    rng = np.random.default_rng(0)
-    texts = [f"{whole}.{fraction}"[:15] for whole, fraction in zip(
-        rng.integers(0, 10**7, 2000), rng.integers(0, 10**9, 2000))]
-    texts += [str(n) for n in rng.integers(0, 10**15, 100)]
-    pad = "\0" * 16                      # as _parse_block pads: windows stay inside
-    buf = np.frombuffer((pad + "\0".join(texts) + pad).encode(), np.uint8)
-    ends = np.flatnonzero(buf == 0)[len(pad):len(pad) + len(texts)]
-    starts = np.r_[len(pad), ends[:-1] + 1]
-    values, plain = data._plain_decimals(buf, starts, ends, integer=False)
-    assert plain.all()
-    assert values.tolist() == [float(t) for t in texts]
-
-
-def test_crlf_missing_final_newline_and_trailing_blank_lines(tmp_path):
-    lines = "1\t2\t3\t10\r\n1\t3\t4\t11"
+def test_crlf_missing_final_newline_blank_lines(tmp_path):
+    lines = "1\t2\t3\t10\r\n\r\n1\t3\t4\t11"
     expected = [(1, 2, 3.0, 10), (1, 3, 4.0, 11)]
     assert entries(read_movielens_100k(write(tmp_path, "a", lines))) == expected
     assert entries(read_movielens_100k(write(tmp_path, "b", lines + "\r\n\n\n"))) == expected
 
 
-def test_blocks_join_to_the_same_result_and_count_lines(tmp_path, monkeypatch):
+MIXED = ('user,item,rating,timestamp\n"u 1",book,2,10\n"u,2",book,4.5,11\n'
+         'u3,"pen",+3,12\n\n"u 1",pen, 1e0 ,13\n')
+
+
+def test_the_line_by_line_reading_reads_what_pyarrow_reads(tmp_path, monkeypatch):
+    """Two readings of one file: pyarrow's, and Python's csv module's, which names bad lines
+    and reads what pyarrow refuses ("+3" here): the same entries and ids."""
+    path = write(tmp_path, "t.csv", MIXED)
+    both = read_table(path)
+    monkeypatch.setattr(data, "_read_fast", lambda path, layout: None)
+    slow = read_table(path)
+    assert entries(slow) == entries(both) == [
+        ("u 1", "book", 2.0, 10), ("u,2", "book", 4.5, 11), ("u3", "pen", 3.0, 12),
+        ("u 1", "pen", 1.0, 13)]
+    for d in (both, slow):
+        assert d.user_ids.tolist() == ["u 1", "u,2", "u3"] and d.user_ids.dtype.kind == "U"
+    integer_ids = write(tmp_path, "i.csv", "7,1,3\n007,2,4\n12,1,5\n")
+    assert entries(read_table(integer_ids)) == [(7, 1, 3.0, None), (7, 2, 4.0, None),
+                                                (12, 1, 5.0, None)]
+
+
+def test_chunks_of_the_line_by_line_reading_join_and_count_lines(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     rows = [(u, i, r, t) for u, i, r, t in zip(
         rng.integers(1, 50, 300), range(300), rng.integers(1, 6, 300), rng.integers(0, 9, 300))]
     text = "".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in rows)
     path = write(tmp_path, "u.data", text)
     whole = read_movielens_100k(path)
-    monkeypatch.setattr(data, "_BLOCK_BYTES", 64)       # a few lines per block
+    monkeypatch.setattr(data, "_BLOCK_BYTES", 64)       # a few lines a block
+    monkeypatch.setattr(data, "_read_fast", lambda path, layout: None)
     assert entries(read_movielens_100k(path)) == entries(whole)
     lines = text.splitlines(keepends=True)
     lines[256] = "1\t2\t3\n"
+    lines[270] = "1\t2\t9\t4\n"
     with pytest.raises(DataError, match=r"u\.data:257: expected 4 tab-separated fields"):
         read_movielens_100k(write(tmp_path, "u.data", "".join(lines)))
 
@@ -189,7 +202,7 @@ BAD_INPUT = [
     # reader, file text, expected line, what the message says
     (read_movielens_100k, ML100K_ROW + "1\t2\t3\n", 2, "expected 4 tab-separated fields, found 3"),
     (read_movielens_100k, ML100K_ROW + "1\t2\t3\t4\t5\n", 2, "found 5"),
-    (read_movielens_100k, ML100K_ROW * 2 + "\n" + ML100K_ROW, 3, "found 1"),
+    (read_movielens_100k, ML100K_ROW * 2 + " \n" + ML100K_ROW, 3, "found 1"),
     (read_movielens_100k, ML100K_ROW + "1\tabc\t3\t4\n", 2, "item id 'abc' is not an integer"),
     (read_movielens_100k, "1.5\t2\t3\t4\n", 1, "user id '1.5' is not an integer"),
     (read_movielens_100k, ML100K_ROW + "1\t2\t3\tnow\n", 2, "timestamp 'now' is not an integer"),
@@ -212,10 +225,20 @@ BAD_INPUT = [
     (read_lastfm_artists, "userID\tartistID\tweight\n1\t2\t0\n", 2, "every weight is 0"),
     (read_delicious, "userID\tbookmarkID\ttagID\ttimestamp\n1\t2\t3\n", 2, "expected 4 tab"),
     (read_table, "", 1, "empty file"),
-    (read_table, "user;item\n", 1, "neither a tab nor a comma"),
+    (read_table, "user item\n", 1, "has no tab, comma or semicolon (give it with --sep)"),
     (read_table, "a,b,c,d,e\n", 1, "expected 2 to 4 comma-separated columns"),
     (read_table, "user,item,rating\n", 2, "nothing follows the header"),
-    (read_table, "u,i,r\na,b,1\na,c,x\n", 3, "rating 'x' is not a number"),
+    (read_table, "user,item,rating\na,b,1\na,c,x\n", 3, "rating 'x' is not a number"),
+    (read_table, "a,b,1\na,c,-1\n", 2, "rating '-1' is negative (ratings are >= 0)"),
+    (read_table, "a,b,1\n,c,2\n", 2, "empty user id"),
+    (read_table, "u,i,r\na,b,1\n", 1, "neither data (rating 'r' is not a number) nor a header "
+                                      "of known names: name the columns user, item, rating"),
+    (read_table, "user,i,r\na,b,1\n", 1, "a header with names this reader does not know ('i', "
+                                         "'r')"),
+    (read_table, "user,item,stars,when\n", 1, "names this reader does not know ('when')"),
+    (read_table, "user,title,rating\n1,2,3\n", 1, "does not know ('title')"),
+    (read_table, "user,rating\n1,2\n", 1, "the header names no item column"),
+    (read_table, "userId,user_id,movieId\n", 1, "names the user column twice: userId, user_id"),
     (lambda p: read_table(p, rating_scale=(1, 5)), "a,b,1\na,c,9\n", 2, "outside the rating"),
 ]
 
@@ -240,3 +263,95 @@ def test_missing_file(tmp_path, reader):
     path = tmp_path / "nowhere.dat"
     with pytest.raises(DataError, match=f"^{path}: no such file"):
         reader(path)
+
+
+# ---- tables: columns by the header's names, text, quoting, separators, compression --------------
+
+RATED = [(1, 10, 4.0, 100), (2, 10, 3.0, 200), (1, 20, 5.0, 300)]     # user, item, rating, time
+
+
+@pytest.mark.parametrize("header, order", [
+    ("user,item,rating,timestamp", (0, 1, 2, 3)),
+    ("item,user,rating,timestamp", (1, 0, 2, 3)),          # before: users and items swapped
+    ("user,item,timestamp,rating", (0, 1, 3, 2)),          # before: timestamps as ratings
+    ("userId,movieId,rating,timestamp", (0, 1, 2, 3)),
+    ("Timestamp,Rating,Movie_ID,User ID", (3, 2, 1, 0)),
+    ("user_id,item_id,score,time", (0, 1, 2, 3)),
+])
+def test_a_header_names_the_columns(tmp_path, header, order):
+    text = header + "\n" + "".join(",".join(f"{row[k]:g}" for k in order) + "\n" for row in RATED)
+    d = read_table(write(tmp_path, "t.csv", text))
+    assert entries(d) == RATED
+    names = header.split(",")
+    labels = {0: "user id", 1: "item id", 2: "rating", 3: "timestamp"}
+    assert d.columns == "columns by the header: " + ", ".join(
+        f"{name} = {labels[k]}" for name, k in zip(names, order))
+
+
+def test_without_a_header_the_columns_go_by_position(tmp_path):
+    d = read_table(write(tmp_path, "t.tsv", "".join(f"{u}\t{i}\t{r:g}\n" for u, i, r, _ in RATED)))
+    assert entries(d) == [row[:3] + (None,) for row in RATED]
+    assert d.columns == "columns by position (no header): user id, item id, rating"
+    assert data.table_layout(write(tmp_path, "h.csv", "user,item\na,b\n")).header
+
+
+def test_quoted_fields_are_read_as_their_text(tmp_path):
+    d = read_table(write(tmp_path, "q.csv", '"1","52",4\n"2","52","3"\n"1","x,y",5\n'))
+    assert entries(d) == [(1, "52", 4.0, None), (2, "52", 3.0, None), (1, "x,y", 5.0, None)]
+    assert d.user_ids.dtype == np.int64
+    ids = read_table(write(tmp_path, "n.csv", '"1","52",4\n"2","53",3\n'))
+    assert entries(ids) == [(1, 52, 4.0, None), (2, 53, 3.0, None)]
+
+
+LATIN = "José,a,1\nJosè,a,2\nJosê,b,3\n"
+
+
+def test_text_is_decoded_strictly_and_by_the_given_encoding(tmp_path):
+    path = tmp_path / "latin.csv"
+    path.write_bytes(LATIN.encode("latin-1"))
+    with pytest.raises(DataError, match=rf"^{path}:1: not utf-8 text \(b'\\xe9': invalid "
+                                        r"continuation byte\): give the file's encoding with "
+                                        r"--encoding"):
+        read_table(path)
+    d = read_table(path, encoding="latin-1")
+    assert d.user_ids.tolist() == ["Josè", "José", "Josê"]          # before: one id, three times
+    assert entries(d) == [("José", "a", 1.0, None), ("Josè", "a", 2.0, None),
+                          ("Josê", "b", 3.0, None)]
+    utf16 = tmp_path / "utf16.tsv"
+    utf16.write_bytes("user\titem\nJosé\ta\nJosè\ta\n".encode("utf-16"))
+    assert read_table(utf16, encoding="utf-16").user_ids.tolist() == ["Josè", "José"]
+    with pytest.raises(DataError, match="unknown encoding 'latin-9000'"):
+        read_table(path, encoding="latin-9000")
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress])
+def test_a_compressed_file_is_read_as_such_whatever_its_name(tmp_path, compress):
+    text = "user,item,rating,timestamp\n" + "".join(f"{u},{i},{r:g},{t}\n" for u, i, r, t in RATED)
+    for name in ("t.csv.gz", "t.csv"):
+        path = tmp_path / name
+        path.write_bytes(compress(text.encode()))
+        assert entries(read_table(path)) == RATED
+    path.write_bytes(compress(b"user,item\n1,2\n1,x\xff\n"))
+    with pytest.raises(DataError, match=rf"^{path}:3: not utf-8 text"):
+        read_table(path)
+
+
+def test_separators(tmp_path):
+    rows = [row[:3] + (None,) for row in RATED]
+    for sep in (";", "|", "::"):
+        text = "".join(sep.join(f"{v:g}" for v in row[:3]) + "\n" for row in RATED)
+        path = write(tmp_path, "t.txt", text)
+        assert entries(read_table(path, sep=sep)) == rows
+    assert entries(read_table(write(tmp_path, "s.csv", "1;10;4\n2;10;3\n1;20;5\n"))) == rows
+    with pytest.raises(DataError, match=r"t\.txt:1: expected 2 to 4 comma-separated columns"):
+        read_table(write(tmp_path, "t.txt", "1;10;4\n"), sep=",")
+
+
+def test_an_empty_file_says_so(tmp_path):
+    for text in ("", "\n\n"):
+        with pytest.raises(DataError, match=r"t\.csv:1: empty file, no interactions"):
+            read_table(write(tmp_path, "t.csv", text))
+    empty = tmp_path / "e.csv.gz"
+    empty.write_bytes(gzip.compress(b""))
+    with pytest.raises(DataError, match="empty file"):
+        read_table(empty)

@@ -1,11 +1,13 @@
 """NCAE against brute-force numpy: ranking, fold-in, save and load, bad input, NaN, resume."""
 import dataclasses
+import os
+import signal
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE, loop, modelfile, ops, session
+from ncae_cuda import NCAE, loop, modelfile, ops, session, stopping
 from ncae_cuda.data import DataError, UnknownIds, from_matrix
 from ncae_cuda.model import Network
 from ncae_cuda.ops import cpu
@@ -423,7 +425,8 @@ def test_load_refuses_damaged_and_foreign_files(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(modelfile, "VERSION", 2)
         model.save(tmp_path / "old.npz")
-    with pytest.raises(DataError, match=r"format version 2; this ncae_cuda reads version 3"):
+    with pytest.raises(DataError, match=rf"format version 2; this ncae_cuda reads version "
+                                        rf"{modelfile.VERSION}"):
         NCAE.load(tmp_path / "old.npz", device="cpu")
 
     new_model().fit(X, epochs=1, checkpoint=tmp_path / "checkpoint.npz", verbose=False)
@@ -583,6 +586,45 @@ def test_checkpoints_follow_the_clock_and_resume_from_the_last(tmp_path, monkeyp
     resumed = new_model().fit(X, epochs=6, checkpoint=path, resume=True, verbose=False)
     np.testing.assert_array_equal(params(resumed), params(whole))
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
+
+
+@pytest.mark.parametrize("backend, feedback, lr_decay", with_backends(
+    [("explicit", 1.0), ("implicit", 1.0), ("explicit", 0.5)], [("explicit", 0.5)]))
+def test_a_signal_stops_at_the_end_of_a_step_and_the_fit_resumes_from_the_next(
+        tmp_path, monkeypatch, request, backend, feedback, lr_decay):
+    # Before, a stop saved nothing: the resume restarted from the last checkpoint.
+    X, path = matrix(), tmp_path / "checkpoint.npz"
+    settings = {"lr": 0.01, "lr_decay": lr_decay, "based": "user"}      # STEPS steps an epoch
+    whole = new_model(feedback, backend, request, **settings).fit(X, epochs=3, verbose=False)
+    real, calls = Network.train_step, []
+
+    def step(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == STEPS + 1:                  # in epoch 2, as its first step runs
+            stopping._asked.append("SIGTERM")
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Network, "train_step", step)
+    with pytest.raises(stopping.Stopped):
+        new_model(feedback, backend, request, **settings).fit(
+            X, epochs=3, checkpoint=path, checkpoint_every=1000, verbose=False)
+    monkeypatch.undo()
+    assert not stopping.asked()
+    progress = modelfile.read(path, "checkpoint")[0]["progress"]
+    assert progress["epoch"] == 1 and len(progress["epoch_losses"]) == 1
+    resumed = new_model(feedback, backend, request, **settings).fit(
+        X, epochs=3, checkpoint=path, resume=True, verbose=False)
+    np.testing.assert_array_equal(params(resumed), params(whole))
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in whole.history]
+
+
+def test_a_second_signal_stops_at_once():
+    with stopping.deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stopping.asked() == "SIGINT"          # asked, not stopped
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert stopping.asked() is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 @pytest.mark.parametrize("every", [-1, float("nan"), "60", True])

@@ -39,11 +39,18 @@ def test_variant_flags_reach_only_their_variant(tmp_path):
     plus = (tmp_path / "runs" / "NCAE+-seed0" / "log.txt").read_text()
     plain = (tmp_path / "runs" / "NCAE-seed0" / "log.txt").read_text()
     assert "augmentation:" in plus and "augmentation:" not in plain
+    # one seed has no spread: before, every cell said "± 0.0000"
+    table = (tmp_path / "clusters.md").read_text()
+    assert "±" not in table and "| 0." in table
+    with open(tmp_path / "clusters.csv") as f:
+        header, first = list(csv.reader(f))[:2]
+    assert [v for k, v in zip(header, first) if k.endswith(" std")] == ["", "", "", ""]
 
 
 def test_repeats_give_mean_and_spread():
     results = [{"test": {"rmse": 1.0}}, {"test": {"rmse": 3.0}}]
     assert experiments.stat(results, lambda m: m["test"]["rmse"]) == (2.0, np.sqrt(2.0))
+    assert experiments.stat(results[:1], lambda m: m["test"]["rmse"]) == (1.0, None)
 
 
 def test_a_failing_cell_is_reported(tmp_path, capsys):
@@ -58,3 +65,26 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def test_an_out_that_cannot_be_written_is_named(tmp_path, capsys):
+    # Before: FileExistsError and NotADirectoryError tracebacks.
+    file = tmp_path / "file"
+    file.write_text("x")
+    for out, message in ((file, f"--out {file}: a file, not a folder"),
+                         (file / "x", f"error: {file / 'x'}: cannot write it (Not a directory)")):
+        try:
+            code = experiments.main(["robustness", "--quick", "--out", str(out)])
+        except SystemExit as e:
+            code = e.code
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_help_lists_each_experiment_in_whole_sentences(capsys):
+    with pytest.raises(SystemExit):
+        experiments.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for name, f in experiments.EXPERIMENTS.items():
+        # before, only the docstring's first line: "... with (*) S+U+S pre-training,"
+        assert f"{name}: {' '.join(f.__doc__.split(chr(10) * 2)[0].split())}" in out

@@ -95,11 +95,13 @@ def argv_of(command: str) -> list[str]:
 def test_every_readme_command_without_downloaded_data_runs_as_written(tmp_path):
     commands = [TRAIN.strip(" &")] + [c for c in readme_commands() if runs_here(c)]
     assert len(commands) >= 6, commands
-    # the user's own file the README trains on
+    # the user's own file the README trains on, and a split of it into two files
     data = datasets.load("synthetic-tiny")
-    (tmp_path / "ratings.csv").write_text("user,item,rating\n" + "".join(
-        f"{u},{i},{r:g}\n" for u, i, r in zip(data.user_ids[data.users],
-                                              data.item_ids[data.items], data.ratings)))
+    lines = [f"{u},{i},{r:g}\n" for u, i, r in zip(data.user_ids[data.users],
+                                                   data.item_ids[data.items], data.ratings)]
+    for name, part in (("ratings.csv", lines), ("train.csv", lines[:500]),
+                       ("test.csv", lines[500:])):
+        (tmp_path / name).write_text("user,item,rating\n" + "".join(part))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(datasets.DATA_ENV, None)
     for command in commands:

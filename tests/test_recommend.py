@@ -1,6 +1,11 @@
 """python -m ncae_cuda.recommend: CSV from a saved model, equal to NCAE.recommend; bad input."""
 import csv
 import io
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,6 +63,9 @@ def test_users_with_fewer_candidates_get_fewer_lines(saved, capsys):
 @pytest.mark.parametrize("flags, message", [
     (["--users", "1,999999,abc"], "2 user id(s) unknown to the model: 999999, abc"),
     (["--all", "-n", "0"], "-n must be >= 1"),
+    (["--users", ""], "--users: no user ids in it"),          # before: exit 0, a header only
+    (["--users", " , "], "--users: no user ids in it"),
+    (["--users-file", "/dev/null"], "--users-file /dev/null: no user ids in it"),
 ])
 def test_bad_input_is_named(saved, capsys, flags, message):
     _, path = saved
@@ -75,3 +83,36 @@ def test_a_truncated_model_is_refused(saved, tmp_path, capsys):
     cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     assert recommend.main([str(cut), "--all"]) == 2
     assert "truncated" in capsys.readouterr().err
+
+
+def test_a_run_folder_stands_for_its_model(saved, capsys):
+    # Before: "runs/demo: no such file".
+    model, path = saved
+    user = str(model.user_ids[0])
+    assert recommend.main([str(path), "--users", user]) == 0
+    by_file = capsys.readouterr().out
+    assert recommend.main([str(path.parent), "--users", user]) == 0
+    assert capsys.readouterr().out == by_file
+
+
+def _limit_file_size():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)        # a write past the limit: EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE"), reason="no file size limit here")
+def test_out_is_written_whole_or_not_at_all(saved, tmp_path):
+    # Before, a full disk left a truncated CSV in place of the earlier file.
+    _, path = saved
+    out = tmp_path / "top.csv"
+    out.write_text("earlier results\n")
+    done = subprocess.run([sys.executable, "-m", "ncae_cuda.recommend", str(path), "--all",
+                           "-n", "20", "--device", "cpu", "--out", str(out)],
+                          capture_output=True, text=True, preexec_fn=_limit_file_size,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{out}: cannot write it (File too large)" in done.stderr
+    assert out.read_text() == "earlier results\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["top.csv"]
+    assert recommend.main([str(path), "--all", "-n", "20", "--out", str(out)]) == 0
+    assert len(rows_of(out.read_text())) == 20 * 60

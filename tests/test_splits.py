@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from ncae_cuda.data import DataError, Interactions
-from ncae_cuda.splits import (carve_validation, file_split, leave_one_out, random_split,
-                              subsample)
+from ncae_cuda.splits import (carve_validation, file_split, given_split, leave_one_out,
+                              random_split, subsample)
 
 
 def make(users, items, ratings=None, timestamps=None, user_ids=None, item_ids=None,
@@ -130,6 +130,37 @@ def test_file_split_ignores_unused_map_entries():
     base = make([0], [0], user_ids=[1, 7], item_ids=[10])   # id 7: in the map, in no entry
     split = file_split(data, base, base.subset(slice(0, 0)))
     np.testing.assert_array_equal(split.train.users, [0])
+
+
+def test_given_split_maps_ids_across_files():
+    # Each file has its own id maps; user 9 and item "b" are in both, user 3 and item "c" only
+    # in the test file.
+    train = make([0, 1, 1], [0, 0, 1], ratings=[4, 3, 5], user_ids=[7, 9], item_ids=["a", "b"],
+                 name="train.csv")
+    test = make([0, 1], [0, 1], ratings=[2, 1], user_ids=[3, 9], item_ids=["b", "c"],
+                name="test.csv")
+    valid = make([0], [0], ratings=[5], user_ids=[9], item_ids=["b"], name="valid.csv")
+    data, split = given_split(train, test, valid)
+    assert data.user_ids.tolist() == [3, 7, 9] and data.item_ids.tolist() == ["a", "b", "c"]
+    assert data.nnz == 6 and data.name == "train.csv"
+    for part, source in ((split.train, train), (split.valid, valid), (split.test, test)):
+        assert data.user_ids[part.users].tolist() == source.user_ids[source.users].tolist()
+        assert data.item_ids[part.items].tolist() == source.item_ids[source.items].tolist()
+        np.testing.assert_array_equal(part.ratings, source.ratings)
+    assert split.notes[:2] == ["given split: train.csv (3 train), valid.csv (1 valid), "
+                               "test.csv (2 test)",
+                               "1 valid entries are (user, item) pairs of the training part too"]
+    assert "1 test entries are of users with no training entry" in split.notes
+    assert "1 test entries are of items with no training entry" in split.notes
+
+
+def test_given_split_meets_text_and_integer_ids_as_text():
+    train = make([0, 1], [0, 0], ratings=[4, 3], user_ids=[1, 2], item_ids=[5])
+    test = make([0, 1], [0, 0], ratings=[2, 1], user_ids=["1", "x"], item_ids=[5])
+    data, split = given_split(train, test)
+    assert data.user_ids.tolist() == ["1", "2", "x"]
+    assert data.user_ids[split.test.users].tolist() == ["1", "x"]
+    assert split.valid.nnz == 0
 
 
 def test_cold_notes_follow_moved_entries():

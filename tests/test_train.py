@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from ncae_cuda import loop, ops, train
+from ncae_cuda import loop, modelfile, ops, train
 from ncae_cuda.config import Config
 
 from conftest import GPUS
@@ -173,6 +173,20 @@ def test_ml100k_u1_split_files(tmp_path, shared_data):
     assert data["train"] + data["valid"] == 80_000 and data["test"] == 20_000
 
 
+def test_a_given_split_is_the_data_sets_own_split(tmp_path, shared_data):
+    """--train u1.base --test u1.test: the files' ids mapped onto one map, the validation part
+    carved from train, are ml-100k's own split u1 to the bit."""
+    folder, flags = shared_data / "ml-100k", ["--hidden", "8", "--epochs", "2", "--device", "cpu"]
+    assert train.main(["--dataset", "ml-100k", "--data-dir", str(shared_data), "--split", "u1",
+                       *flags, "--out", str(tmp_path / "split")]) == 0
+    assert train.main(["--train", str(folder / "u1.base"), "--test", str(folder / "u1.test"),
+                       *flags, "--out", str(tmp_path / "given")]) == 0
+    split, given = (json.loads((tmp_path / name / "metrics.json").read_text())
+                    for name in ("split", "given"))
+    assert given["test"] == split["test"] and given["data"] == split["data"]
+    np.testing.assert_array_equal(params(tmp_path / "given"), params(tmp_path / "split"))
+
+
 @pytest.mark.parametrize("device", GPUS)
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 def test_gpu_training_agrees_with_cpu(tmp_path, gpu_cli, device, feedback):
@@ -204,7 +218,7 @@ def test_out_of_memory_names_the_sizes_and_the_flags(tmp_path, monkeypatch, caps
 
 PAUSE_IN_EPOCH_3 = """
 import os, sys, time
-from ncae_cuda import loop, train
+from ncae_cuda import loop, stopping, train
 
 real_epoch = loop.run_epoch
 
@@ -215,7 +229,8 @@ def paused_epoch(step, memory, csr, plan, label, **kwargs):
     def step_then_pause(batch, scale):
         if label == "epoch 3" and len(steps) == 1:      # one step of epoch 3 taken
             open(os.environ["PAUSED"], "w").close()
-            time.sleep(600)                              # until the test kills the process
+            while not stopping.asked():                  # until the test's signal (a kill
+                time.sleep(0.01)                         # ends it here)
         steps.append(1)
         return step(batch, scale)
     return real_epoch(step_then_pause, memory, csr, plan, label, **kwargs)
@@ -226,28 +241,40 @@ sys.exit(train.main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
-def test_process_killed_mid_epoch_resumes_to_the_same_parameters(tmp_path, signal_name):
-    flags = ["--epochs", "4", "--patience", "0", "--checkpoint-every", "0"]
+@pytest.mark.parametrize("signal_name, every", [("SIGKILL", "0"), ("SIGINT", "1000"),
+                                                ("SIGTERM", "1000")])
+def test_process_killed_mid_epoch_resumes_to_the_same_parameters(tmp_path, signal_name, every):
+    # SIGINT and SIGTERM: the step under way ends, the checkpoint is saved there (before, none
+    # was: the resume restarted from the last one, up to --checkpoint-every seconds back), and
+    # the resume continues from the next step. SIGKILL: from the last epoch's checkpoint.
+    flags = ["--epochs", "4", "--patience", "0"]
     whole = run(tmp_path, *flags, name="whole")[1]
 
     out, paused = tmp_path / "killed", tmp_path / "paused"
     script = tmp_path / "pause_in_epoch_3.py"
     script.write_text(PAUSE_IN_EPOCH_3)
     env = {**os.environ, "PAUSED": str(paused)}
-    proc = subprocess.Popen([sys.executable, str(script), *TINY, *flags, "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, str(script), *TINY, *flags, "--checkpoint-every",
+                             every, "--out", str(out)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not paused.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert paused.exists(), proc.stderr.read().decode() if proc.poll() is not None else "timeout"
-    proc.send_signal(getattr(signal, signal_name))
+    signum = getattr(signal, signal_name)
+    proc.send_signal(signum)
     code = proc.wait(60)
-    if signal_name == "SIGINT":
-        assert code == 130 and b"--resume" in proc.stderr.read()
+    progress = modelfile.read(out / "checkpoint-select.npz", "checkpoint")[0]["progress"]
+    if signal_name == "SIGKILL":
+        assert code == -signum and progress["epoch"] == 2 and not progress["epoch_losses"]
     else:
-        assert code == -signal.SIGKILL
+        assert code == 128 + signum
+        assert (f"{signal_name}: stopped at the end of a training step: continue with --resume "
+                f"--out {out}").encode() in proc.stderr.read()
+        assert progress["epoch"] == 2 and len(progress["epoch_losses"]) == 2
     assert not (out / "model.npz").exists()
 
     assert run(tmp_path, *flags, "--resume", name="killed")[0] == 0
     np.testing.assert_array_equal(params(whole), params(out))
+    resumed, uninterrupted = (json.loads((d / "metrics.json").read_text()) for d in (out, whole))
+    assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in uninterrupted["history"]]

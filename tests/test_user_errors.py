@@ -1,11 +1,14 @@
 """What a new user's mistakes and a machine's faults print: a message naming the flag or file,
 exit code 2, never a traceback; and a run folder that is never mixed with another run's."""
+import gzip
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -186,32 +189,109 @@ def test_recommend_a_fractional_n(saved):
         model.recommend(model.user_ids[:2], n=2.7)
 
 
-def _damaged(saved: Path, tmp_path: Path, **changes) -> Path:
+def _damaged(saved: Path, tmp_path: Path, checksum: str = "kept", **changes) -> Path:
+    """The saved model with `changes` made to its arrays (header: its JSON text) and its
+    checksum kept as written (as a damaged or edited file has it) or "made" anew for the changed
+    contents (as a file written so would have it)."""
     with np.load(saved) as f:
         arrays = {k: f[k] for k in f.files}
     for key, change in changes.items():
         arrays[key] = change(arrays[key].copy())
     path = tmp_path / "damaged.npz"
-    np.savez(path, **arrays)
+    if checksum == "kept":
+        np.savez(path, **arrays)
+    else:
+        meta = json.loads(str(arrays.pop("header")))
+        for key in ("format", "version", "kind"):
+            meta.pop(key)
+        arrays.pop("checksum")
+        modelfile.write(path, "model", meta, arrays)
     return path
 
 
-def _poke(value):
+def _poke(value, at=0):
     def change(a):
-        a.reshape(-1)[0] = value
+        a.reshape(-1)[at] = value
         return a
     return change
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(header=lambda h: np.array("not json{")), "its header is not JSON"),
-    (dict(params=_poke(np.nan)), "params hold NaN or infinite values"),
-    (dict(params=_poke(np.inf)), "params hold NaN or infinite values"),
-    (dict(seen_indices=_poke(10 ** 6)), "indices must be <"),
+def _edited(**settings):
+    """A header change: settings of the model file's JSON header, by dotted name."""
+    def change(header):
+        meta = json.loads(str(header))
+        for name, value in settings.items():
+            *path, last = name.split(".")
+            node = meta
+            for key in path:
+                node = node[key]
+            node[last] = value
+        return np.array(json.dumps(meta))
+    return change
+
+
+@pytest.mark.parametrize("checksum, changes, message", [
+    ("kept", dict(header=lambda h: np.array("not json{")), "its header is not JSON"),
+    # before, these loaded and scored otherwise (4.62 became 4.13 or 9.05)
+    ("kept", dict(header=_edited(rating_scale=[1, 9])), "a damaged ncae_cuda model file: its "
+     "header or arrays are not what was written (their checksum differs)"),
+    ("kept", dict(header=_edited(**{"config.output": "identity"})), "checksum differs"),
+    ("kept", dict(params=_poke(np.float32(0.5))), "checksum differs"),
+    ("made", dict(params=_poke(np.nan)), "a damaged ncae_cuda model file: params holds NaN or "
+                                         "infinite values"),
+    ("made", dict(params=_poke(np.inf)), "params holds NaN or infinite values"),
+    ("made", dict(seen_indices=_poke(10 ** 6)), "indices must be <"),
+    # before, a model with three equal ids loaded, and recommend printed one list three times
+    ("made", dict(user_ids=_poke(1, at=1)), "a damaged model file (ValueError: 1 duplicate user "
+                                            "ids, e.g. 1)"),
 ])
-def test_a_damaged_model_file_is_refused(tmp_path, saved, changes, message):
-    with pytest.raises(DataError, match=message):
-        NCAE.load(_damaged(saved, tmp_path, **changes), device="cpu")
+def test_a_damaged_model_file_is_refused(tmp_path, saved, checksum, changes, message):
+    with pytest.raises(DataError, match=re.escape(message)):
+        NCAE.load(_damaged(saved, tmp_path, checksum, **changes), device="cpu")
+
+
+def test_a_checkpoint_holding_nan_is_refused_as_damaged(tmp_path, capsys):
+    # Before, resuming from it said "loss became nan ... lower the learning rate".
+    out = trained(tmp_path, "--epochs", "2", "--checkpoint-every", "0", name="nan")
+    path = out / "checkpoint-select.npz"
+    meta, arrays = modelfile.read(path, "checkpoint")
+    arrays["state"][1, 3] = np.nan                   # Adam's first moment
+    modelfile.write(path, "checkpoint", {k: v for k, v in meta.items()
+                                         if k not in ("format", "version", "kind")}, arrays)
+    code, err = cli(train.main, [*TINY, "--epochs", "2", "--checkpoint-every", "0", "--out",
+                                 str(out), "--resume"], capsys)
+    assert code == 2 and "checkpoint-select.npz: a damaged ncae_cuda checkpoint file: state " \
+                         "holds NaN or infinite values" in err, err
+
+
+def test_concurrent_saves_to_one_path_each_write_a_whole_file(tmp_path, saved):
+    # Before, every writer used <path>.tmp: 16% of saves failed and readers got damaged files.
+    model, path = NCAE.load(saved, device="cpu"), tmp_path / "shared.npz"
+    model.save(path)
+    failures, reads = [], []
+
+    def write():
+        for _ in range(20):
+            try:
+                model.save(path)
+            except DataError as e:
+                failures.append(str(e))
+
+    def read():
+        for _ in range(40):
+            try:
+                reads.append(NCAE.load(path, device="cpu").user_ids)
+            except DataError as e:
+                failures.append(str(e))
+    threads = [threading.Thread(target=write) for _ in range(4)] + [threading.Thread(
+        target=read)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [] and len(reads) == 40
+    assert all(np.array_equal(ids, model.user_ids) for ids in reads)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.npz"]     # no temporaries
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -293,7 +373,8 @@ def test_a_file_as_the_data_set(tmp_path, capsys):
     assert train.main(["--dataset", str(path), "--hidden", "8", "--epochs", "1", "--device",
                        "cpu", "--out", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
-    assert f"{path}: columns user, item, rating; ratings 1 to 5 (read off the file" in out
+    assert (f"{path}: columns by position (no header): user id, item id, rating; ratings 1 to "
+            "5 (read off the file") in out
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]["rmse"] > 0
     modelfile.read(tmp_path / "run" / "model.npz", "model")
 
@@ -309,3 +390,152 @@ def test_a_layer_wider_than_the_gpu_kernels_take_is_refused(tmp_path, capsys, gp
         NCAE(device=estimator.get_backend("gpu"), hidden=(widest + 1, 8)).fit(
             sp.random(20, 30, density=0.3, format="csr", random_state=0), epochs=1,
             verbose=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. a data file read as its header and its bytes say
+
+def tiny_rows() -> list[tuple]:
+    """synthetic-tiny's (user, item, rating, timestamp) records, in its order."""
+    d = datasets.load("synthetic-tiny")
+    return list(zip(d.user_ids[d.users].tolist(), d.item_ids[d.items].tolist(),
+                    d.ratings.tolist(), d.timestamps.tolist()))
+
+
+def write_table(path: Path, header: str, rows, compress=None) -> Path:
+    """A CSV of the rows with columns in the header's order (user, item, rating, timestamp)."""
+    position = {"user": 0, "item": 1, "rating": 2, "timestamp": 3}
+    order = [position[name] for name in header.split(",")]
+    text = header + "\n" + "".join(",".join(str(row[k]) for k in order) + "\n"
+                                   for row in rows)
+    path.write_bytes(compress(text.encode()) if compress else text.encode())
+    return path
+
+
+def test_a_header_in_any_order_trains_the_same_model(tmp_path, capsys):
+    # Before, item,user,... swapped users and items, and user,item,timestamp,rating trained on
+    # timestamps ("ratings 9.47973e+08 to 1.25514e+09"); both printed "columns user, item,
+    # rating, timestamp". A gzip file was read as text ("expected 3 tab-separated fields").
+    rows, results = tiny_rows(), []
+    for name, header, compress in (("a.csv", "user,item,rating,timestamp", None),
+                                   ("b.csv", "item,user,rating,timestamp", None),
+                                   ("c.csv", "user,item,timestamp,rating", None),
+                                   ("d.csv.gz", "item,timestamp,user,rating", gzip.compress)):
+        path = write_table(tmp_path / name, header, rows, compress)
+        out = tmp_path / f"run-{name}"
+        assert train.main(["--dataset", str(path), "--hidden", "8", "--epochs", "1", "--device",
+                           "cpu", "--out", str(out)]) == 0
+        labels = {"user": "user id", "item": "item id", "rating": "rating",
+                  "timestamp": "timestamp"}
+        mapping = ", ".join(f"{name} = {labels[name]}" for name in header.split(","))
+        assert (f"{path}: columns by the header: {mapping}; ratings 1 to 5"
+                in capsys.readouterr().out)
+        results.append(json.loads((out / "metrics.json").read_text())["test"])
+    assert all(result == results[0] for result in results)
+
+
+def test_bytes_that_are_not_utf8_are_refused_or_read_by_the_encoding_given(tmp_path, capsys):
+    # Before, "José", "Josè" and "Josê" (Latin-1) all became "Jos\ufffd": one id, three times.
+    path = tmp_path / "latin.csv"
+    names = ["José", "Josè", "Josê"]
+    path.write_bytes("".join(f"{names[u % 3]}{u // 3},{i},{r:g}\n"
+                             for u, i, r, _ in tiny_rows()).encode("latin-1"))
+    refused(train.main, ["--dataset", str(path), *TINY[2:], "--out", str(tmp_path / "r")],
+            capsys, f"{path}:1: not utf-8 text (b'\\xe8': invalid continuation byte): give the "
+                    "file's encoding with --encoding (e.g. latin-1)")
+    out = tmp_path / "latin"
+    assert train.main(["--dataset", str(path), "--encoding", "latin-1", *TINY[2:], "--epochs",
+                       "1", "--out", str(out)]) == 0
+    model = NCAE.load(out / "model.npz", device="cpu")
+    assert len(set(model.user_ids.tolist())) == len(model.user_ids) == 60
+    assert {"José1", "Josè1", "Josê1"} <= set(model.user_ids.tolist())
+    refused(train.main, ["--dataset", str(path), "--encoding", "latin-9000", *TINY[2:]], capsys,
+            "argument --encoding: unknown encoding 'latin-9000'")
+
+
+def test_quoted_ids_and_a_separator_given(tmp_path, capsys):
+    # Before, "1","52",4 made user '"1"', unknown as 1.
+    path = tmp_path / "quoted.txt"
+    path.write_text("".join(f'"{u}"|"{i}"|{r:g}\n' for u, i, r, _ in tiny_rows()))
+    out = tmp_path / "run"
+    assert train.main(["--dataset", str(path), "--sep", "|", *TINY[2:], "--epochs", "1",
+                       "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert recommend.main([str(out / "model.npz"), "--users", "1", "-n", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("1,1,")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty.csv:1: empty file, no interactions"),
+    ("user,item,rating\n1,2,3\n2,3,-1\n", "empty.csv:3: rating '-1' is negative (ratings are "
+                                           ">= 0)"),
+    ("user,film,rating\n1,2,3\n", "empty.csv:1: a header with names this reader does not know "
+                                   "('film')"),
+])
+def test_a_bad_file_names_its_line(tmp_path, capsys, text, message):
+    # Before: an empty file said "cannot tell the separator ... (pass sep=...)", a negative
+    # rating "X: 1 negative values, e.g. -1.0 at (1, 2)".
+    path = tmp_path / "empty.csv"
+    path.write_text(text)
+    refused(train.main, ["--dataset", str(path), *TINY[2:], "--out", str(tmp_path / "r"),
+                         "--feedback", "explicit"], capsys, message)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--test", "t.csv"], "--train and --test name your own split together"),
+    (["--train", "t.csv", "--test", "t.csv", "--dataset", "synthetic"],
+     "--dataset synthetic: with --train and --test the data and split are those files"),
+    (["--train", "t.csv", "--test", "t.csv", "--split", "random"], "--split random: with"),
+    (["--train", "t.csv", "--test", "nowhere.csv"], "--test nowhere.csv: no such file"),
+    (["--test-r", "0.2"], "unrecognized arguments: --test-r"),     # no abbreviations
+])
+def test_a_given_split_and_its_flags(tmp_path, capsys, monkeypatch, flags, message):
+    monkeypatch.chdir(tmp_path)
+    write_table(tmp_path / "t.csv", "user,item,rating", [r[:3] for r in tiny_rows()])
+    refused(train.main, [*TINY[2:], *flags], capsys, message)
+
+
+def test_a_given_split_trains_on_its_files_with_ids_mapped_across_them(tmp_path, capsys):
+    rows = tiny_rows()
+    train_file = write_table(tmp_path / "train.csv", "user,item,rating,timestamp", rows[:500])
+    test_file = write_table(tmp_path / "test.csv", "item,user,rating", [
+        (u, i, r) for u, i, r, _ in rows[500:]])
+    out = tmp_path / "run"
+    assert train.main(["--train", str(train_file), "--test", str(test_file), *TINY[2:],
+                       "--epochs", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "note: given split: train.csv (500 train), test.csv (100 test)" in printed
+    assert "validation: 50 random training entries" in printed
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary["data"] == {"users": 60, "items": 50, "interactions": 600, "train": 450,
+                               "valid": 50, "test": 100}
+    assert summary["test"]["entries"] == 100
+
+
+def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsys):
+    import argparse
+    import importlib
+    built = []
+    real = argparse.ArgumentParser.__init__
+
+    def record(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        built.append((self.prog, self.allow_abbrev))
+    monkeypatch.setattr(argparse.ArgumentParser, "__init__", record)
+    for name in ("ncae_cuda.train", "ncae_cuda.recommend", "ncae_cuda.experiments",
+                 "ncae_cuda.datasets", "bench.autorec_peer", "bench.epoch_time",
+                 "bench.kernel_peers", "bench.launches", "bench.ncu_summary", "bench.peer_torch",
+                 "bench.reader_speed", "bench.recommend_time", "bench.report",
+                 "bench.scalability", "dev.cuda.run"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:                  # bench.peer_torch without torch
+            continue
+        for argv in (["--help"], ["describe", "--help"]):
+            with pytest.raises(SystemExit):
+                module.main(argv)
+            text = " ".join(capsys.readouterr().out.split())
+            # before, recommend's --out said "(default: stdout) (default: None)"
+            assert not re.search(r"\(default: [^)]*\) \(default:|\(default: (None|False)\)",
+                                 text), (name, text)
+    assert len(built) >= 14 and all(not abbrev for _, abbrev in built), built

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -155,7 +154,7 @@ def inputs(op: str, backend, N: int, host: Batch, hidden: tuple, rng):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("op", choices=OPS)
     p.add_argument("--shape", choices=tuple(SHAPES), default="ml10m")
     p.add_argument("--device", choices=("gpu", "emulated"),
@@ -175,7 +174,7 @@ def main(argv=None) -> int:
     else:                        # small data: the emulator runs a thread per CUDA thread
         dataset, hidden = "synthetic-tiny", (12,)
         backend = emulated_backend()
-        launch1 = EmulatedDevice(build(Path(tempfile.mkdtemp()), source), lambda k: True).launch
+        launch1 = EmulatedDevice(build(source=source), lambda k: True).launch
     K = hidden[0]
     with backend.session():
         N, batch, host = first_step(backend, datasets.load(dataset), based, feedback, K)

@@ -44,9 +44,13 @@ def _wrappers(source: str) -> str:
     return "\n".join(lines)
 
 
-def build(directory: Path, source: str | None = None) -> ctypes.CDLL:
+def build(directory: Path | None = None, source: str | None = None) -> ctypes.CDLL:
     """Compile the kernels (the backend's module, or `source`) and their wrappers into a shared
-    library under `directory`."""
+    library under `directory`; without one, in a temporary folder removed once the library is
+    loaded (a loaded library needs its file no more)."""
+    if directory is None:
+        with tempfile.TemporaryDirectory(prefix="ncae-emu-") as folder:
+            return build(Path(folder), source)
     source = source or gpu.module_source()
     source += "\n" + _wrappers(source) + "\n"
     digest = hashlib.sha1((source + (HERE / "emu.h").read_text()).encode()).hexdigest()
@@ -150,5 +154,4 @@ def emulated_backend(directory: Path | None = None,
                      runs: Callable[[str], bool] = lambda kernel: True) -> gpu.KernelOps:
     """KernelOps over emulated device memory whose kernels run on the CPU; a kernel for which
     `runs(name)` is false is launched in name only (counted by a ledger, not run)."""
-    library = build(directory or Path(tempfile.mkdtemp(prefix="ncae-emu-")))
-    return gpu.KernelOps(EmulatedDevice(library, runs))
+    return gpu.KernelOps(EmulatedDevice(build(directory), runs))

@@ -1,0 +1,53 @@
+"""Stopping a fit at a signal (Ctrl-C's SIGINT, or SIGTERM) where it can be resumed exactly.
+
+While a fit's session runs (`deferred`), the first SIGINT or SIGTERM only asks to stop: the
+epoch loop (loop.py) ends the training step under way and raises `Stopped`, which carries the
+losses of the epoch's steps taken so far, and the session saves its checkpoint with them before
+passing it on. A resumed fit starts that epoch at the next step, so it ends exactly where an
+uninterrupted one does. (Stopped in pre-training, a fit resumes from the checkpoint saved before
+it, as after a kill.) A second signal stops at once, as a KeyboardInterrupt, without a
+checkpoint; outside a fit, signals are as Python has them.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_asked: list[str] = []            # the name of the signal that asked to stop, while one has
+
+
+class Stopped(KeyboardInterrupt):
+    """Training stopped at a signal at the end of a step; `losses` are those of the steps of
+    the epoch taken so far."""
+
+    def __init__(self, signal_name: str, losses: list[float]):
+        super().__init__(signal_name)
+        self.signal_name, self.losses = signal_name, losses
+
+
+def asked() -> str | None:
+    """The name of the signal that asked to stop, or None."""
+    return _asked[0] if _asked else None
+
+
+@contextlib.contextmanager
+def deferred():
+    """Within it, a signal asks the fit to stop at the end of its step (see the module's
+    docstring). Only the main thread can take signals: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def ask(number, frame) -> None:
+        if _asked:
+            raise KeyboardInterrupt
+        _asked.append(signal.Signals(number).name)
+    previous = {number: signal.signal(number, ask) for number in SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        _asked.clear()
