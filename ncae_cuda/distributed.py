@@ -16,8 +16,8 @@ copy.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -46,11 +46,13 @@ def _torch():
     return torch, dist
 
 
-def start(device: str) -> None:
-    """Join the process group the launcher (torchrun, or srun torchrun) describes in the
-    environment: NCCL on the GPU, gloo on the CPU. On a GPU each process takes the device of
-    its LOCAL_RANK; on the CPU the processes of a machine share its cores among Numba's
-    threads, unless NUMBA_NUM_THREADS says otherwise."""
+@contextlib.contextmanager
+def joined(device: str):
+    """Within it, this process is one of the job the launcher (torchrun, or srun torchrun)
+    describes in the environment: NCCL on the GPU, gloo on the CPU. On a GPU each process takes
+    the device of its LOCAL_RANK; on the CPU the processes of a machine share its cores among
+    Numba's threads, unless NUMBA_NUM_THREADS says otherwise. Leaving it leaves the group, so
+    no thread of the engine outlives the interpreter (gloo's would abort the process)."""
     torch, dist = _torch()
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise ShardLost("--shard columns runs as processes of a torch.distributed job: launch "
@@ -65,8 +67,11 @@ def start(device: str) -> None:
         import numba
         share = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // share))
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device == "gpu" else "gloo")
+    dist.init_process_group("nccl" if device == "gpu" else "gloo")
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 class Collectives:
@@ -152,7 +157,7 @@ class Collectives:
 
     def _on_the_kernels_stream(self):
         if not self.gpu:
-            return nullcontext()
+            return contextlib.nullcontext()
         import cupy
         ptr = cupy.cuda.get_current_stream().ptr
         return self.torch.cuda.stream(self.torch.cuda.ExternalStream(ptr))

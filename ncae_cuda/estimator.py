@@ -60,15 +60,15 @@ class NCAE:
                                                       # data (ncae_cuda.fitdata)
         self.history, self.best_epoch = [], 0
         self._net = None
-        self._comm = None                             # a sharded model's collectives
+        self.comm = None                              # a sharded model's collectives
         if shard == "columns":
             from .distributed import Collectives
-            self._comm = Collectives(self.ops)
+            self.comm = Collectives(self.ops)
 
     @property
     def leader(self) -> bool:
         """Whether this process speaks and writes for the model: rank 0 of a sharded one."""
-        return self._comm is None or self._comm.rank == 0
+        return self.comm is None or self.comm.rank == 0
 
     def __repr__(self) -> str:
         defaults = asdict(Config(feedback=self.config.feedback).resolved())
@@ -101,7 +101,7 @@ class NCAE:
             (0: after every epoch).
         verbose: print one line per epoch.
         """
-        c, comm = self.config, self._comm
+        c, comm = self.config, self.comm
         fit = as_interactions(X, "X")
         data = FitData.of(fit, c, self.ops)
         if comm is not None:
@@ -155,7 +155,7 @@ class NCAE:
         layout = NCAELayout(columns.n, self.config.hidden, columns)
         params = layout.xavier_init(np.random.default_rng(self.config.seed))
         return Network(layout, self.ops, self._objective(), params, self.data.column_weights(),
-                       comm=self._comm)
+                       comm=self.comm)
 
     def _objective(self) -> Objective:
         c = self.config
@@ -206,7 +206,7 @@ class NCAE:
                     scorer = self._user_scorer() if pop is None else constant_scorer(ops, pop)
                     return ranking_report(ops, scorer, exclude_csr, held.users, held.items,
                                           c.cutoffs, counts if per_user else None,
-                                          data.item_columns, self._comm)
+                                          data.item_columns, self.comm)
             return score
         if held.ratings is None:
             raise DataError("held-out data for an explicit model needs ratings")
@@ -254,7 +254,7 @@ class NCAE:
         excluded = excluded_entries(self.ops, self.data.seen_items()) if filter_seen else None
         with self.ops.session():
             idx, vals = top_m(self.ops, self._user_scorer(), u, n, excluded, candidates,
-                              self.data.item_columns, self._comm)
+                              self.data.item_columns, self.comm)
         return self._item_results(idx, vals, ratings=not self.config.implicit)
 
     def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None
@@ -279,7 +279,7 @@ class NCAE:
         with self.ops.session():
             idx, vals = top_m(self.ops, model_scorer(self._net, csr, "user"),
                               np.arange(new.n_users), n, excluded, candidates,
-                              self.data.item_columns, self._comm)
+                              self.data.item_columns, self.comm)
         return self._item_results(idx, vals, ratings=not self.config.implicit)
 
     def similar_items(self, items, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
@@ -302,7 +302,7 @@ class NCAE:
                 query = xp.zeros((len(chunk), unit.shape[1]), unit.dtype)      # from its owner
                 mine = np.flatnonzero(held.owns(chunk))
                 query[ops.to_device(mine)] = unit[ops.to_device(chunk[mine] - held.lo)]
-                self._comm.sum(query, "query items")
+                self.comm.sum(query, "query items")
                 return query @ unit.T                                           # (B, items held)
 
             def itself(chunk: np.ndarray) -> tuple:
@@ -310,7 +310,7 @@ class NCAE:
                 indptr = np.concatenate([[0], np.cumsum(mine)]).astype(np.int32)
                 return ops.to_device(indptr), ops.to_device(chunk[mine] - held.lo)
             m = min(self.data.candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
-            found, sims = top_m(ops, similarity, idx, m, itself, None, held, self._comm)
+            found, sims = top_m(ops, similarity, idx, m, itself, None, held, self.comm)
         return self._item_results(found, sims, ratings=False)
 
     def _item_results(self, idx: np.ndarray, vals: np.ndarray, ratings: bool):
@@ -343,7 +343,7 @@ class NCAE:
         """(parameters,) the network's parameters as one process holds them, on the host: a
         shard's columns gathered with every other rank's."""
         net = self._net
-        if self._comm is None:
+        if self.comm is None:
             return self.ops.to_host(net.params)
         layout = NCAELayout(self.data.n_cols, self.config.hidden)
         params = np.zeros(layout.size, np.float32)
@@ -355,7 +355,7 @@ class NCAE:
     def _all_columns(self, rows) -> np.ndarray:
         """(n_cols, ...) on the host: a per-column device array of a shard's columns gathered
         with every other rank's (each padded to the widest share for the gather)."""
-        comm, bounds = self._comm, self.data.bounds
+        comm, bounds = self.comm, self.data.bounds
         if comm is None:
             return self.ops.to_host(rows)
         widths = np.diff(bounds)

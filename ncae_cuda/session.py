@@ -296,7 +296,8 @@ class Session:
             try:
                 loss = loop.run_epoch(lambda batch, scale: net.train_step(batch, scale, adam),
                                       net.memory, self.csr, plan, f"epoch {epoch}",
-                                      graph=getattr(ops, "graphs", False),
+                                      # a sharded step is not captured (yet)
+                                      graph=getattr(ops, "graphs", False) and net.comm is None,
                                       done=progress.epoch_losses)
             except stopping.Stopped as stop:          # a signal: resumable from this step on
                 progress.epoch_losses = stop.losses

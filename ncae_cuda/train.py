@@ -356,10 +356,6 @@ def new_model(args, ops=None) -> NCAE:
 
 
 def run(args) -> dict:
-    if args.shard == "columns":
-        from . import distributed
-        distributed.start("gpu" if args.device == "gpu" or args.device == "auto" and HAS_CUDA
-                          else "cpu")
     model = new_model(args)
     if args.cuda_graphs is not None:
         if model.ops.name != "gpu":
@@ -368,7 +364,7 @@ def run(args) -> dict:
         if args.shard != "none" and args.cuda_graphs == "on":
             raise BackendUnavailable("--cuda-graphs on: a sharded step is not captured yet")
         model.ops.graphs = args.cuda_graphs == "on"
-    comm = model._comm
+    comm = model.comm
     run_id = {"settings": recorded(args), "backend": model.ops.name}
     if comm is not None:
         run_id["processes"] = comm.world
@@ -448,8 +444,8 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
         "seconds_first_epoch": trained[0] if trained else None,
         "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **result}
-    if model._comm is not None:
-        comm = model._comm
+    if model.comm is not None:
+        comm = model.comm
         summary["shard"] = {"processes": comm.world, "columns": model.data.bounds.tolist(),
                             "collective_bytes_per_step": history[-1].get("collective_bytes")}
     if model.leader:
@@ -489,10 +485,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(parser, argv)
     resolve_defaults(parser, args)
     from .distributed import ShardLost
+    job = contextlib.nullcontext()
     if args.shard != "none":      # the launcher ends the job when one of its processes stops
+        from . import distributed
         signal.signal(signal.SIGTERM, _stopped)
+        job = distributed.joined("gpu" if args.device == "gpu" or args.device == "auto"
+                                 and HAS_CUDA else "cpu")
     try:
-        run(args)
+        with job:
+            run(args)
     except (DataError, BackendUnavailable, FloatingPointError, OutOfMemory, ShardLost) as e:
         rank = os.environ.get("RANK") if args.shard != "none" else None
         print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
