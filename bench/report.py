@@ -112,7 +112,7 @@ def epoch_time_tables() -> list[str]:
     parts = []
     for path, r in _load("epoch_time.json"):
         devices = list(r["devices"])
-        parts += [f"Seconds per epoch through the trainer (median after the first), and in "
+        parts += ["Seconds per epoch through the trainer (median after the first), and in "
                   "brackets the multiple of the epoch's floor on that device: "
                   + "; ".join(f"{d}: {name} (memory {r['ceilings'][d]['bandwidth_gb_s']:.0f} GB/s"
                               f", float32 product {r['ceilings'][d]['gflop_s']:.0f} GFLOP/s "

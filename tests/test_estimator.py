@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE, loop, modelfile, ops, session, stopping
+from ncae_cuda import NCAE, loop, modelfile, session, stopping
 from ncae_cuda.data import DataError, UnknownIds, from_matrix
 from ncae_cuda.model import Network
 from ncae_cuda.ops import cpu
@@ -477,7 +477,7 @@ def test_nan_loss_leaves_the_last_good_epoch_in_the_checkpoint(tmp_path, monkeyp
         new_model().fit(X, epochs=3, checkpoint=path, checkpoint_every=0, verbose=False)
     monkeypatch.undo()
 
-    once = new_model().fit(X, epochs=1, checkpoint=tmp_path / "once.npz", verbose=False)
+    new_model().fit(X, epochs=1, checkpoint=tmp_path / "once.npz", verbose=False)
     with np.load(path) as broken, np.load(tmp_path / "once.npz") as whole:
         np.testing.assert_array_equal(broken["state"], whole["state"])
     resumed = new_model().fit(X, epochs=3, checkpoint=path, resume=True, verbose=False)

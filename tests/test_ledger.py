@@ -4,7 +4,6 @@ operations every step and keep every block within a few times as busy as the mea
 import numpy as np
 import pytest
 
-from ncae_cuda import ops
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
 from ncae_cuda.model import Network, Objective
