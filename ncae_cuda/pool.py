@@ -281,7 +281,7 @@ class Pool:
             mean, now = sum(seconds) / len(seconds), time.monotonic()
             work = left * mean + sum(max(mean - (now - started), 0.0)
                                      for _, _, started in processes.running.values())
-            eta = f"about {_duration(work / processes.jobs)} left"
+            eta = f"about {duration(work / processes.jobs)} left"
         else:
             eta = "time left: once a run has finished"
         print(f"{self.what}: {done} done, {running} running, {left} left, {eta} | "
@@ -317,7 +317,7 @@ def _runs(n: int) -> str:
     return f"{n} run{'s' if n != 1 else ''}"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     minutes, s = divmod(round(seconds), 60)
     hours, m = divmod(minutes, 60)
     return f"{hours} h {m:02d} min" if hours else f"{m} min {s:02d} s" if m else f"{s} s"
@@ -335,7 +335,8 @@ def _last_line(path: Path) -> str:
 # ---------------------------------------------------------------------------------------------
 # command line
 
-def _count(text: str) -> int:
+def count(text: str) -> int:
+    """An argparse type: an integer >= 1."""
     try:
         value = int(text)
     except ValueError:
@@ -354,7 +355,7 @@ def _gpu_ids(text: str) -> list[str]:
 
 def add_slot_flags(g) -> None:
     """--jobs and --gpus: how many processes at once, and the GPUs they share."""
-    g.add_argument("--jobs", type=_count, metavar="N",
+    g.add_argument("--jobs", type=count, metavar="N",
                    help="processes at once, each in a slot of its own, the cores shared out "
                         "among them (default: 1, or one per GPU of --gpus)")
     g.add_argument("--gpus", type=_gpu_ids, default=[], metavar="0,1,...",
@@ -369,7 +370,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--task", type=int, default=0, metavar="I",
                    help="with --tasks T: run the I-th share of the runs (0 <= I < T; on a SLURM "
                         "array, $SLURM_ARRAY_TASK_ID with --array=0-(T-1)) (default: %(default)s)")
-    g.add_argument("--tasks", type=_count, default=1, metavar="T",
+    g.add_argument("--tasks", type=count, default=1, metavar="T",
                    help="share the runs out among T tasks, each its own command, on one machine "
                         "or many sharing --out; the task that finds every run finished writes "
                         "the tables (default: %(default)s)")
@@ -380,15 +381,20 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="start over: remove the runs of this table under --out first")
 
 
+def check_slots(args) -> None:
+    """Fill --jobs' default: one per GPU named, else one."""
+    if args.jobs is None:
+        args.jobs = len(args.gpus) or 1
+
+
 def check_flags(parser: argparse.ArgumentParser, args) -> None:
     """Refuse the pool flags that do not go together; fill --jobs' default."""
+    check_slots(args)
     if not 0 <= args.task < args.tasks:
         parser.error(f"--task {args.task}: must be in 0..{args.tasks - 1} (--tasks {args.tasks})")
     if args.overwrite and (args.tasks > 1 or args.collect):
         parser.error("--overwrite: start over with one command (no --tasks, no --collect), "
                      "then share the runs out")
-    if args.jobs is None:
-        args.jobs = len(args.gpus) or 1
 
 
 def run_share(pool: Pool, args) -> bool:

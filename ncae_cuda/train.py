@@ -61,6 +61,7 @@ FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings,
                              "HetRec data and files without a rating column"}
 # The flags that steer a run but not its result: left out of the run's identity (run.json).
 # (A recipe's settings are recorded one by one, not its file's name.)
+DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
 NOT_THE_RESULT = ("out", "resume", "overwrite", "data_dir", "cache_dir", "curves",
                   "cuda_graphs", "config", "checkpoint_every")
 
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_flags(p)
     add_settings(p)
     g = p.add_argument_group("run")
-    g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+    g.add_argument("--device", choices=DEVICES, default="auto",
                    help="auto: the GPU when there is one (default: %(default)s)")
     g.add_argument("--shard", choices=[str(s).lower() for s in SHARDS], default="none",
                    help="columns: one model across the processes of a torch.distributed job "
