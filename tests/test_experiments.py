@@ -17,8 +17,8 @@ OWN_FLAGS = {"recipes": ["--recipes", str(RECIPES / "ml-100k-implicit-ncae.toml"
 @pytest.mark.parametrize("name", list(experiments.EXPERIMENTS))
 def test_experiment_runs_and_writes_its_outputs(tmp_path, name):
     code = experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--repeats", "2",
-                             *OWN_FLAGS.get(name, []), "--out", str(tmp_path), "--",
-                             "--batch-size", "16"])
+                             "--jobs", "2", *OWN_FLAGS.get(name, []), "--out", str(tmp_path),
+                             "--", "--batch-size", "16"])
     assert code == 0
     table = (tmp_path / f"{name}.md").read_text()
     assert table.startswith(f"# {name}") and "±" in table or name == "pretraining"
