@@ -111,13 +111,15 @@ def configurations(r: Plan):
     ks = [r.width(k) for k in r.grid(r.args.ks, 1)]
     models = {"SINGLE": ("{k}", "BP"), "SINGLE*": ("{k}", "S+U+S"),
               "DOUBLE": ("{k},{k}", "BP"), "DOUBLE*": ("{k},{k}", "S+U+S")}
+    def cell(k, name):                   # a folder's name a shell takes as it is: no '*'
+        return f"K{k}-{name.rstrip('*')}-{models[name][1]}"
     for k in ks:
         for name, (hidden, variant) in models.items():
-            r.cell(f"K{k}-{name}", ["--feedback", "explicit", "--hidden", hidden.format(k=k),
-                                    "--pretrain", variant])
+            r.cell(cell(k, name), ["--feedback", "explicit", "--hidden", hidden.format(k=k),
+                                   "--pretrain", variant])
 
     def table():
-        return [{"K": k, **{name: stat(r.results(f"K{k}-{name}"), _test("rmse"))
+        return [{"K": k, **{name: stat(r.results(cell(k, name)), _test("rmse"))
                             for name in models}} for k in ks], None
     return table
 

@@ -62,13 +62,13 @@ def test_another_listing_is_refused_and_overwrite_starts_over(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert (f"{out / 'runs' / 'configurations'} holds runs of configurations with other "
-            "settings (K16-SINGLE-seed0: --batch-size 16 -> --batch-size 32; 3 runs more "
+            "settings (K16-SINGLE-BP-seed0: --batch-size 16 -> --batch-size 32; 3 runs more "
             "changed): rerun it with those, start over with --overwrite") in err
     assert outputs(out) == before                                      # nothing overwritten
     assert experiments.main([*ONE_SEED, "--out", str(out), "--overwrite", "--",
                              "--batch-size", "32"]) == 0
     assert outputs(out) != before
-    run = json.loads((out / "runs" / "configurations" / "K16-SINGLE-seed0" / "run.json")
+    run = json.loads((out / "runs" / "configurations" / "K16-SINGLE-BP-seed0" / "run.json")
                      .read_text())
     assert run["run"]["settings"]["batch_size"] == 32
 
