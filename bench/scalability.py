@@ -2,14 +2,18 @@
 hidden layers of width K; synthetic data of that shape), each beside its floor.
 
     python -m bench.scalability --device cpu --out bench/results/scalability-cpu
+    python -m bench.scalability --device gpu --gpus 0,1,2,3 --out DIR    # a cell on each GPU
     python -m bench.scalability --quick --out /tmp/s            # small, for tests
 
 Two tables. The paper's Table 7: K in --ks by the training ratio D in --ratios (each row's
 entries subsampled to D). And growth: at K = --growth-k, the rows, the columns or the
 interactions cut to a share of the whole, to show how cost follows each. Every cell times
 --epochs epochs of the library's own training loop and reports the last, beside the floor
-counted by ncae_cuda/floors.py and the time as a multiple of it. Writes scalability.json, .md,
-.csv and .png under --out, with the device, commit and date.
+counted by ncae_cuda/floors.py from the ceilings its process measures, and the time as a multiple
+of it. Each cell is a process of its own in DIR/runs/ (ncae_cuda.pool: --jobs at once, the cores
+shared out among them, so on a CPU a cell times its share; the same command again skips the
+cells timed; --task I --tasks T, --collect). Writes scalability.json, .md, .csv and .png under
+--out, with the device, commit and date.
 """
 from __future__ import annotations
 
@@ -23,12 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import datasets, ops
+from ncae_cuda import datasets, ops, pool
+from ncae_cuda.data import DataError
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
 from ncae_cuda.model import Network, Objective
+from ncae_cuda.modelfile import atomic_write
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.plan import Planner, Schedule
+from ncae_cuda.rundir import RunDirectory
 from ncae_cuda.splits import subsample
 
 from bench.cli import out_folder
@@ -36,6 +43,8 @@ from bench.epoch_time import commit, device_name
 from ncae_cuda.floors import epoch_work, measure_ceilings
 
 BATCH = 128
+CELL = "cell.json"                 # a cell's row, in its folder
+GROWN = ("rows", "columns", "interactions")
 
 
 def time_epochs(backend, m, hidden: tuple[int, ...], epochs: int) -> list[float]:
@@ -63,11 +72,78 @@ def cell(backend, ceilings, m, hidden, epochs, **labels) -> dict:
     floor = work.floor(ceilings)
     row = {**labels, "rows": m.shape[0], "columns": m.shape[1], "interactions": m.nnz,
            "parameters": NCAELayout(m.shape[1], hidden).size, "seconds": seconds[-1],
-           "floor": floor, "x_floor": seconds[-1] / floor}
+           "floor": floor, "x_floor": seconds[-1] / floor,
+           "bandwidth_gb_s": ceilings.bandwidth / 1e9, "gflop_s": ceilings.flops / 1e9}
     print(" | ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                      for k, v in row.items()), flush=True)
     return row
 
+
+# ---------------------------------------------------------------------------------------------
+# the cells: listed by the command, each timed by a process of its own (--cell)
+
+def cells(args) -> list[dict]:
+    """Every cell of the two tables, by its labels: K and D (Table 7), or what is grown, its
+    share and K (growth; the whole, measured once, is grown 'all')."""
+    ks = [int(k) for k in args.ks.split(",")]
+    table7 = [{"K": k, "D": float(d)} for d in args.ratios.split(",") for k in ks]
+    growth = []
+    for share in (float(s) for s in args.shares.split(",")):
+        grown = ("all",) if share == 1 else GROWN
+        growth += [{"grown": g, "share": share, "K": args.growth_k} for g in grown]
+    return table7 + growth
+
+
+def cell_spec(labels: dict) -> str:
+    """'K=100,D=0.5': a cell's labels as its --cell flag."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
+def cell_name(labels: dict) -> str:
+    """'K100-D0.5', 'rows-share0.5-K300': a cell's folder."""
+    return "-".join(v if k == "grown" else f"{k}{v}" for k, v in labels.items())
+
+
+def parse_spec(text: str) -> dict:
+    labels = dict(part.split("=", 1) for part in text.split(","))
+    return {k: int(v) if k == "K" else v if k == "grown" else float(v)
+            for k, v in labels.items()}
+
+
+def time_cell(args) -> int:
+    """--cell: time one cell in its folder (--out), its row in cell.json."""
+    labels = parse_spec(args.cell)
+    folder = RunDirectory(args.out, {"cell": labels, "device": args.device,
+                                     "epochs": args.epochs, "quick": args.quick})
+    try:
+        folder.open(resume=args.resume)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    backend = ops.get_backend(args.device)
+    ceilings = measure_ceilings(backend.xp, args.device, repeats=1 if args.quick else 5)
+    data = datasets.load("synthetic-tiny" if args.quick else "synthetic-ml10m")
+    whole = data.to_csr("item")
+    k = labels["K"]
+    if "D" in labels:
+        d = labels["D"]
+        m = whole if d == 1 else subsample(data, d, seed=0, based="item").to_csr("item")
+    else:
+        R, N, share = *whole.shape, labels["share"]
+        m = {"all": lambda: whole,
+             "rows": lambda: whole[:max(1, int(share * R))],
+             "columns": lambda: whole[:, :max(1, int(share * N))].tocsr(),
+             "interactions": lambda: subsample(data, share, seed=0, based="item")
+             .to_csr("item")}[labels["grown"]]()
+    row = cell(backend, ceilings, m, (k, k), args.epochs, **labels)
+    text = json.dumps(row, indent=2).encode()
+    atomic_write(args.out / CELL, lambda f: f.write(text))
+    folder.finish()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the command: list the cells, time them, collect the tables
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
@@ -79,51 +155,45 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=2, help="epochs per cell; the last is reported")
     p.add_argument("--quick", action="store_true", help="small data and widths, for tests")
     p.add_argument("--out", type=Path, required=True)
+    pool.add_flags(p)
+    p.add_argument("--cell", help=argparse.SUPPRESS)        # a cell's process: time it alone
+    p.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    out_folder(p, args.out)
     if args.quick:
         args.ks, args.ratios, args.growth_k, args.shares, args.epochs = "8,16", "0.5,1.0", 8, \
             "0.5,1.0", 2
-    backend = ops.get_backend(args.device)
-    xp = backend.xp
-    ceilings = measure_ceilings(xp, args.device)
-    print(f"ceilings: {ceilings.bandwidth / 1e9:.1f} GB/s, {ceilings.flops / 1e9:.0f} GFLOP/s")
-    data = datasets.load("synthetic-tiny" if args.quick else "synthetic-ml10m")
-    ks = [int(k) for k in args.ks.split(",")]
-    ratios = [float(r) for r in args.ratios.split(",")]
-    shares = [float(s) for s in args.shares.split(",")]
-
-    table7 = []
-    for d in ratios:
-        m = (data if d == 1 else subsample(data, d, seed=0, based="item")).to_csr("item")
-        for k in ks:
-            table7.append(cell(backend, ceilings, m, (k, k), args.epochs, K=k, D=d))
-    whole = data.to_csr("item")
-    growth = []
-    hidden = (args.growth_k, args.growth_k)
-    for share in shares:
-        R, N = whole.shape
-        for grown, m in (("rows", whole[:max(1, int(share * R))]),
-                         ("columns", whole[:, :max(1, int(share * N))].tocsr()),
-                         ("interactions", subsample(data, share, seed=0, based="item")
-                          .to_csr("item") if share < 1 else whole)):
-            if share == 1 and grown != "rows":
-                continue                                       # the whole, measured once
-            growth.append(cell(backend, ceilings, m, hidden, args.epochs,
-                               grown="all" if share == 1 else grown, share=share))
-
+    if args.cell:
+        return time_cell(args)
+    pool.check_flags(p, args)
+    out_folder(p, args.out)
+    listed = cells(args)
+    runs = pool.Pool(args.out / "runs", "scalability", [
+        pool.Run(cell_name(labels), "bench.scalability",
+                 ("--cell", cell_spec(labels), "--device", args.device, "--epochs",
+                  str(args.epochs), *(["--quick"] if args.quick else [])))
+        for labels in listed])
+    try:
+        if not pool.run_share(runs, args):
+            return 0
+    except pool.ERRORS as e:
+        return pool.exit_code(e)
+    rows = [json.loads((runs.folder_of(run) / CELL).read_text()) for run in runs.runs]
     result = {"device": device_name(args.device), "commit": commit(),
-              "date": datetime.date.today().isoformat(), "data": data.name,
-              "ceilings": {"bandwidth_gb_s": ceilings.bandwidth / 1e9,
-                           "gflop_s": ceilings.flops / 1e9},
-              "epochs_per_cell": args.epochs, "growth_k": args.growth_k, "table7": table7,
-              "growth": growth}
+              "date": datetime.date.today().isoformat(),
+              "data": "synthetic-tiny" if args.quick else "synthetic-ml10m",
+              "ceilings": {key: [min(r[key] for r in rows), max(r[key] for r in rows)]
+                           for key in ("bandwidth_gb_s", "gflop_s")},
+              "epochs_per_cell": args.epochs, "jobs": args.jobs, "growth_k": args.growth_k,
+              "table7": [r for r in rows if "D" in r], "growth": [r for r in rows if "D" not in r]}
+    ks = sorted({r["K"] for r in result["table7"]})
+    ratios = sorted({r["D"] for r in result["table7"]})
     (args.out / "scalability.json").write_text(json.dumps(result, indent=2))
     (args.out / "scalability.md").write_text(markdown(result, ks, ratios))
     with open(args.out / "scalability.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["table", "K", "D", "grown", "share", "rows",
                                                "columns", "interactions", "parameters",
-                                               "seconds", "floor", "x_floor"])
+                                               "seconds", "floor", "x_floor", "bandwidth_gb_s",
+                                               "gflop_s"])
         writer.writeheader()
         for name in ("table7", "growth"):
             for row in result[name]:
@@ -137,10 +207,12 @@ def markdown(result: dict, ks: list[int], ratios: list[float]) -> str:
     def at(k, d):
         row = next(r for r in result["table7"] if r["K"] == k and r["D"] == d)
         return f"{row['seconds']:.4g} ({row['x_floor']:.1f}x)"
+    bandwidth, gflops = result["ceilings"]["bandwidth_gb_s"], result["ceilings"]["gflop_s"]
     lines = [f"# Seconds per epoch, {result['data']} (item-based, explicit, hidden K,K)", "",
              f"- device: {result['device']}", f"- commit {result['commit']}, {result['date']}",
-             f"- ceilings measured: {result['ceilings']['bandwidth_gb_s']:.1f} GB/s (copy, "
-             f"read + write), {result['ceilings']['gflop_s']:.0f} GFLOP/s (float32 matmul)",
+             f"- each cell timed by a process of its own, {result['jobs']} at once",
+             f"- ceilings each cell measured: {bandwidth[0]:.1f}-{bandwidth[1]:.1f} GB/s (copy, "
+             f"read + write), {gflops[0]:.0f}-{gflops[1]:.0f} GFLOP/s (float32 matmul)",
              f"- each cell: the last of {result['epochs_per_cell']} epochs; in brackets the "
              "multiple of the epoch's floor (ncae_cuda/floors.py)", "",
              "| K | " + " | ".join(f"D = {d:.0%}" for d in ratios) + " |",
@@ -169,7 +241,7 @@ def plot(result: dict, ks: list[int], path: Path) -> None:
     left.set(xlabel="training ratio D", ylabel="seconds per epoch (dotted: floor)",
              title=result["device"])
     left.legend()
-    for grown in ("rows", "columns", "interactions"):
+    for grown in GROWN:
         rows = sorted([r for r in result["growth"] if r["grown"] in (grown, "all")],
                       key=lambda r: r["share"])
         right.plot([r["share"] for r in rows], [r["seconds"] for r in rows], "o-", label=grown)

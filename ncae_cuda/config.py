@@ -5,6 +5,7 @@ so the API and the CLI cannot drift apart.
 """
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -130,6 +131,12 @@ class Config:
         return self.feedback == "implicit"
 
     @property
+    def selection_metric(self) -> tuple[str, bool]:
+        """(name, higher is better) of the validation figure that chooses: early stopping's
+        epoch, and a tuner's settings."""
+        return (f"ndcg@{self.cutoffs[-1]}", True) if self.implicit else ("rmse", False)
+
+    @property
     def model_name(self) -> str:
         """The paper's name of the model: NCAE-, NCAE or NCAE+ (implicit), NCAE (explicit)."""
         if not self.implicit:
@@ -150,13 +157,7 @@ def read_recipe(path: Path) -> dict:
     """The settings of a recipe: a TOML file of Config's names and values, e.g.
     `hidden = [300, 300]` (recipes/). ValueError names an unknown or misplaced key, a value of
     the wrong kind, or a file that is not TOML."""
-    try:
-        with open(path, "rb") as f:
-            values = tomllib.load(f)
-    except OSError as e:
-        raise ValueError(f"cannot read it ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"not TOML: {e}") from None
+    values = read_toml(path)
     names = {f.name for f in fields(Config)}
     for key in values:
         if key in NOT_IN_A_RECIPE:
@@ -173,6 +174,32 @@ def read_recipe(path: Path) -> dict:
                 " (a recipe for implicit feedback says feedback = \"implicit\")")
         raise ValueError(f"{e.setting}: {e.reason}{hint}") from None
     return recipe
+
+
+def read_toml(path: Path) -> dict:
+    """A TOML file's tables; ValueError where it cannot be read or is not TOML."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ValueError(f"cannot read it ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"not TOML: {e}") from None
+
+
+def recipe_text(settings: dict, comment: str) -> str:
+    """A recipe file of `settings` (Config's names and values) under `comment`'s lines, in
+    Config's order: what read_recipe reads back."""
+    def toml(value) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (tuple, list)):
+            return f"[{', '.join(toml(v) for v in value)}]"
+        return json.dumps(value) if isinstance(value, str) else repr(value)
+    lines = [f"# {line}".rstrip() for line in comment.splitlines()]
+    lines += [f"{f.name} = {toml(settings[f.name])}" for f in fields(Config)
+              if settings.get(f.name) is not None]
+    return "\n".join(lines) + "\n"
 
 
 def _widths(name: str, value) -> tuple[int, ...]:

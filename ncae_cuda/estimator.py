@@ -147,8 +147,7 @@ class NCAE:
     @property
     def selection_metric(self) -> tuple[str, bool]:
         """(name, higher is better) of the validation figure early stopping follows."""
-        return (f"ndcg@{self.config.cutoffs[-1]}", True) if self.config.implicit else ("rmse",
-                                                                                      False)
+        return self.config.selection_metric
 
     def _new_network(self) -> Network:
         columns = self.data.columns

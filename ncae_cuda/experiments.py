@@ -3,8 +3,9 @@
     python -m ncae_cuda.experiments configurations --dataset ml-100k --data-dir ../shared/data \\
         --out runs/exp -- --split u1 --weight-decay 3e-3
     python -m ncae_cuda.experiments factors --dataset ml-100k --data-dir ../shared/data --repeats 3
+    python -m ncae_cuda.experiments topm --jobs 2                        # two runs at once
 
-    python -m ncae_cuda.experiments recipes --recipes recipes/ml-100k-explicit*.toml \
+    python -m ncae_cuda.experiments recipes --recipes recipes/ml-100k-explicit*.toml \\
         --dataset ml-100k --data-dir ../shared/data --repeats 3 -- --split u1
 
 Experiments: configurations (Table 4), pretraining (Fig. 5), augmentation (Fig. 6), factors,
@@ -14,25 +15,31 @@ ncae_cuda.train, once per seed (--repeats: seeds 0..R-1, mean and standard devia
 trainer's defaults; flags after `--` go to every run, e.g. the settings chosen on validation,
 and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of one implicit variant (each
 variant's own chosen settings). Under --out: NAME.md, NAME.csv, NAME.png where the paper has a
-figure, and runs/ with each run's log and metrics.json.
+figure, and runs/NAME/ with each run's folder (its log.txt and metrics.json).
+
+An experiment lists its runs, runs them (ncae_cuda.pool: --jobs at once, each a process; the
+same command again skips the finished runs and resumes the others; --task I --tasks T shares
+them out; --collect writes the tables from the folders), then builds its tables from the runs'
+metrics.json in the order it listed them, so that they are the same however the runs ran.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import inspect
+import io
 import json
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
 
-from . import train
+from . import pool
 from .config import DEFAULTS, VARIANT_SETTINGS, read_recipe
+from .datasets import DATA_ENV
 from .metrics import format_table
+from .modelfile import atomic_write
 from .pretrain import VARIANTS
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
@@ -43,12 +50,15 @@ def _numbers(values: str) -> list:
     return [float(v) if "." in v or "e" in v else int(v) for v in values.split(",")]
 
 
-class Runner:
-    """Trains the cells of an experiment and keeps their results."""
+class Plan:
+    """The runs of an experiment, listed before any is run: each cell once per seed
+    (--repeats), with the shared flags (--quick's, those after --), then the cell's own."""
 
     def __init__(self, args, extra: list[str]):
         self.args, self.extra = args, extra
         self.quick = ["--epochs", "2", "--pretrain-epochs", "1"] if args.quick else []
+        self.folder = args.out / "runs" / args.name        # one folder an experiment: two never
+        self.runs: list[pool.Run] = []                      # share their runs
 
     def grid(self, values: str, quick_take: int = 2) -> list:
         parsed = _numbers(values)
@@ -63,30 +73,17 @@ class Runner:
                if f.split("=", 1)[0] == name]
         return ["--feedback", "implicit", "--variant", name, *(x for f in own for x in f)]
 
-    def train(self, cell: str, flags: list[str]) -> list[dict]:
-        """metrics.json of one training run per seed of `flags` (after the shared ones)."""
-        results = []
+    def cell(self, cell: str, flags: list[str]) -> None:
+        """A cell's training runs, one per seed, with `flags` after the shared ones."""
         for seed in range(self.args.repeats):
-            out = self.args.out / "runs" / f"{cell}-seed{seed}"
-            out.mkdir(parents=True, exist_ok=True)
-            argv = ["--dataset", self.args.dataset, *self.data_dir, *self.quick, *self.extra,
-                    *flags, "--seed", str(seed), "--out", str(out), "--overwrite"]
-            start = time.perf_counter()
-            with open(out / "log.txt", "w") as log, contextlib.redirect_stdout(log):
-                try:
-                    code = train.main(argv)
-                except SystemExit as e:           # the trainer refused a flag (message shown)
-                    code = e.code
-            if code:
-                raise RuntimeError(f"{cell} seed {seed} failed (exit {code}); see {out}/log.txt")
-            results.append(json.loads((out / "metrics.json").read_text()))
-            print(f"{self.args.name}: {cell} seed {seed} "
-                  f"({time.perf_counter() - start:.1f} s)", flush=True)
-        return results
+            self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.train", (
+                "--dataset", self.args.dataset, *self.quick, *self.extra, *flags,
+                "--seed", str(seed))))
 
-    @property
-    def data_dir(self) -> list[str]:
-        return ["--data-dir", str(self.args.data_dir)] if self.args.data_dir else []
+    def results(self, cell: str) -> list[dict]:
+        """metrics.json of the cell's run for each seed."""
+        return [json.loads((self.folder / f"{cell}-seed{seed}" / "metrics.json").read_text())
+                for seed in range(self.args.repeats)]
 
 
 def stat(results: list[dict], value) -> tuple[float, float | None]:
@@ -105,179 +102,219 @@ def _pop(key):
 
 
 # ---------------------------------------------------------------------------------------------
-# the experiments: each returns (table rows, optional figure)
+# the experiments: each lists its cells (Plan.cell) and returns its table: a function of no
+# arguments that reads the runs' results (Plan.results) and returns (rows, figures or None)
 
-def configurations(r: Runner):
+def configurations(r: Plan):
     """Test RMSE of 1 and 2 hidden layers of width K, without and with (*) S+U+S pre-training,
     over K (the paper's Table 4). Explicit feedback."""
-    rows = []
-    for k in r.grid(r.args.ks, 1):
-        k = r.width(k)
-        row = {"K": k}
-        for name, hidden, variant in (("SINGLE", f"{k}", "BP"), ("SINGLE*", f"{k}", "S+U+S"),
-                                      ("DOUBLE", f"{k},{k}", "BP"),
-                                      ("DOUBLE*", f"{k},{k}", "S+U+S")):
-            results = r.train(f"K{k}-{name}", ["--feedback", "explicit", "--hidden", hidden,
-                                               "--pretrain", variant])
-            row[name] = stat(results, _test("rmse"))
-        rows.append(row)
-    return rows, None
+    ks = [r.width(k) for k in r.grid(r.args.ks, 1)]
+    models = {"SINGLE": ("{k}", "BP"), "SINGLE*": ("{k}", "S+U+S"),
+              "DOUBLE": ("{k},{k}", "BP"), "DOUBLE*": ("{k},{k}", "S+U+S")}
+    def cell(k, name):                   # a folder's name a shell takes as it is: no '*'
+        return f"K{k}-{name.rstrip('*')}-{models[name][1]}"
+    for k in ks:
+        for name, (hidden, variant) in models.items():
+            r.cell(cell(k, name), ["--feedback", "explicit", "--hidden", hidden.format(k=k),
+                                   "--pretrain", variant])
+
+    def table():
+        return [{"K": k, **{name: stat(r.results(cell(k, name)), _test("rmse"))
+                            for name in models}} for k in ks], None
+    return table
 
 
-def pretraining(r: Runner):
+def pretraining(r: Plan):
     """Training and test RMSE after every epoch for each pre-training variant, 2 hidden layers
     of width --k, a fixed number of epochs (the paper's Fig. 5). Epoch 0: just pre-trained."""
     k = r.width(r.args.k)
-    curves = {}
     for variant in VARIANTS:
-        results = r.train(variant, ["--feedback", "explicit", "--hidden", f"{k},{k}",
-                                    "--pretrain", variant, "--valid-ratio", "0", "--curves"])
-        epochs = [h["epoch"] for h in results[0]["history"]]
-        curves[variant] = {part: [stat(results, lambda m, i=i, part=part:
-                                       m["history"][i][part]["rmse"])[0]
-                                  for i in range(len(epochs))]
-                           for part in ("train", "test")}
-        curves[variant]["epoch"] = epochs
-    rows = []
-    for epoch in sorted({e for c in curves.values() for e in c["epoch"]}):
-        row = {"epoch": epoch}
-        for variant, c in curves.items():
-            at = c["epoch"].index(epoch) if epoch in c["epoch"] else None
-            for part in ("train", "test"):
-                row[f"{variant} {part}"] = c[part][at] if at is not None else float("nan")
-        rows.append(row)
+        r.cell(variant, ["--feedback", "explicit", "--hidden", f"{k},{k}", "--pretrain", variant,
+                         "--valid-ratio", "0", "--curves"])
 
-    def figure(ax):
-        for variant, c in curves.items():
-            line, = ax.plot(c["epoch"], c["test"], label=f"{variant} test")
-            ax.plot(c["epoch"], c["train"], "--", color=line.get_color(), alpha=0.6)
-        ax.set(xlabel="epoch (0: after pre-training)", ylabel="RMSE (dashed: training)",
-               title="Pre-training variants")
-        ax.legend(fontsize=7)
-    return rows, [figure]
+    def table():
+        curves = {}
+        for variant in VARIANTS:
+            results = r.results(variant)
+            epochs = [h["epoch"] for h in results[0]["history"]]
+            curves[variant] = {part: [stat(results, lambda m, i=i, part=part:
+                                           m["history"][i][part]["rmse"])[0]
+                                      for i in range(len(epochs))]
+                               for part in ("train", "test")}
+            curves[variant]["epoch"] = epochs
+        rows = []
+        for epoch in sorted({e for c in curves.values() for e in c["epoch"]}):
+            row = {"epoch": epoch}
+            for variant, c in curves.items():
+                at = c["epoch"].index(epoch) if epoch in c["epoch"] else None
+                for part in ("train", "test"):
+                    row[f"{variant} {part}"] = c[part][at] if at is not None else float("nan")
+            rows.append(row)
+
+        def figure(ax):
+            for variant, c in curves.items():
+                line, = ax.plot(c["epoch"], c["test"], label=f"{variant} test")
+                ax.plot(c["epoch"], c["train"], "--", color=line.get_color(), alpha=0.6)
+            ax.set(xlabel="epoch (0: after pre-training)", ylabel="RMSE (dashed: training)",
+                   title="Pre-training variants")
+            ax.legend(fontsize=7)
+        return rows, [figure]
+    return table
 
 
-def augmentation(r: Runner):
+def augmentation(r: Plan):
     """NDCG@M (the largest --cutoffs M) of NCAE+ over augmentation's eps and p (eps 0: no
     augmentation), and HR@M after every epoch without and with augmentation (Fig. 6)."""
     m = _cutoff(r)
-    ps = r.grid(r.args.ps)
-    rows = []
-    for eps in r.grid(r.args.eps):
-        row = {"eps": eps}
+    epss, ps = r.grid(r.args.eps), r.grid(r.args.ps)
+    for eps in epss:
         for p in ps:
-            results = r.train(f"eps{eps}-p{p}", [*r.variant("NCAE+"), "--augment-eps", str(eps),
-                                                 "--augment-p", str(p)])
-            row[f"p={p}"] = stat(results, _test(f"ndcg@{m}"))
-        rows.append(row)
-    curves = {}
-    for name, eps in (("NCAE", "0"), ("NCAE+", str(r.args.curve_eps))):
-        results = r.train(f"curve-{name}", [*r.variant("NCAE+"), "--augment-eps", eps,
-                                            "--patience", "0", "--no-refit", "--curves"])
-        history = results[0]["history"]
-        curves[name] = ([h["epoch"] for h in history],
-                        [stat(results, lambda x, i=i: x["history"][i]["test"][f"hr@{m}"])[0]
-                         for i in range(len(history))])
+            r.cell(f"eps{eps}-p{p}", [*r.variant("NCAE+"), "--augment-eps", str(eps),
+                                      "--augment-p", str(p)])
+    curve_eps = {"NCAE": "0", "NCAE+": str(r.args.curve_eps)}
+    for name, eps in curve_eps.items():
+        r.cell(f"curve-{name}", [*r.variant("NCAE+"), "--augment-eps", eps, "--patience", "0",
+                                 "--no-refit", "--curves"])
 
-    def grid_figure(ax):
-        for p in ps:
-            ax.plot([row["eps"] for row in rows], [row[f"p={p}"][0] for row in rows], "o-",
-                    label=f"p = {p}")
-        ax.set(xlabel="eps", ylabel=f"NDCG@{m}", title="Augmentation's eps and p")
-        ax.legend(fontsize=7)
+    def table():
+        rows = [{"eps": eps, **{f"p={p}": stat(r.results(f"eps{eps}-p{p}"), _test(f"ndcg@{m}"))
+                                for p in ps}} for eps in epss]
+        curves = {}
+        for name in curve_eps:
+            results = r.results(f"curve-{name}")
+            history = results[0]["history"]
+            curves[name] = ([h["epoch"] for h in history],
+                            [stat(results, lambda x, i=i: x["history"][i]["test"][f"hr@{m}"])[0]
+                             for i in range(len(history))])
 
-    def curve_figure(ax):
-        for name, (epochs, values) in curves.items():
-            ax.plot(epochs, values, label=name)
-        ax.set(xlabel="epoch", ylabel=f"HR@{m} (test)",
-               title=f"With and without augmentation (eps = {r.args.curve_eps})")
-        ax.legend(fontsize=7)
-    return rows, [grid_figure, curve_figure]
+        def grid_figure(ax):
+            for p in ps:
+                ax.plot([row["eps"] for row in rows], [row[f"p={p}"][0] for row in rows], "o-",
+                        label=f"p = {p}")
+            ax.set(xlabel="eps", ylabel=f"NDCG@{m}", title="Augmentation's eps and p")
+            ax.legend(fontsize=7)
+
+        def curve_figure(ax):
+            for name, (epochs, values) in curves.items():
+                ax.plot(epochs, values, label=name)
+            ax.set(xlabel="epoch", ylabel=f"HR@{m} (test)",
+                   title=f"With and without augmentation (eps = {r.args.curve_eps})")
+            ax.legend(fontsize=7)
+        return rows, [grid_figure, curve_figure]
+    return table
 
 
-def factors(r: Runner):
+def factors(r: Plan):
     """HR@M and NDCG@M of NCAE-, NCAE, NCAE+ and POP over the hidden width K (one layer)."""
     m = _cutoff(r)
-    rows = []
-    for k in r.grid(r.args.factor_ks):
-        k = r.width(k)
-        row = {"K": k}
+    ks = [r.width(k) for k in r.grid(r.args.factor_ks)]
+    for k in ks:
         for variant in VARIANT_SETTINGS:
-            results = r.train(f"K{k}-{variant}", [*r.variant(variant), "--hidden", str(k)])
-            row[f"{variant} HR@{m}"] = stat(results, _test(f"hr@{m}"))
-            row[f"{variant} NDCG@{m}"] = stat(results, _test(f"ndcg@{m}"))
-        row[f"POP HR@{m}"] = stat(results, _pop(f"hr@{m}"))
-        row[f"POP NDCG@{m}"] = stat(results, _pop(f"ndcg@{m}"))
-        rows.append(row)
-    return rows, [_lines(rows, "K", f"NDCG@{m}", log_x=True)]
+            r.cell(f"K{k}-{variant}", [*r.variant(variant), "--hidden", str(k)])
+
+    def table():
+        rows = []
+        for k in ks:
+            row = {"K": k}
+            for variant in VARIANT_SETTINGS:
+                results = r.results(f"K{k}-{variant}")
+                row[f"{variant} HR@{m}"] = stat(results, _test(f"hr@{m}"))
+                row[f"{variant} NDCG@{m}"] = stat(results, _test(f"ndcg@{m}"))
+            row[f"POP HR@{m}"] = stat(results, _pop(f"hr@{m}"))
+            row[f"POP NDCG@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+            rows.append(row)
+        return rows, [_lines(rows, "K", f"NDCG@{m}", log_x=True)]
+    return table
 
 
-def topm(r: Runner):
+def topm(r: Plan):
     """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP."""
     ms = r.grid(r.args.ms, 5)
-    results = {v: r.train(v, [*r.variant(v), "--cutoffs", ",".join(map(str, ms))])
-               for v in VARIANT_SETTINGS}
-    rows = []
-    for m in ms:
-        row = {"M": m}
-        for variant, runs in results.items():
-            row[f"{variant} HR@M"] = stat(runs, _test(f"hr@{m}"))
-            row[f"{variant} NDCG@M"] = stat(runs, _test(f"ndcg@{m}"))
-        row["POP HR@M"] = stat(runs, _pop(f"hr@{m}"))
-        row["POP NDCG@M"] = stat(runs, _pop(f"ndcg@{m}"))
-        rows.append(row)
-    return rows, [_lines(rows, "M", "NDCG@M")]
+    for variant in VARIANT_SETTINGS:
+        r.cell(variant, [*r.variant(variant), "--cutoffs", ",".join(map(str, ms))])
+
+    def table():
+        results = {v: r.results(v) for v in VARIANT_SETTINGS}
+        rows = []
+        for m in ms:
+            row = {"M": m}
+            for variant, runs in results.items():
+                row[f"{variant} HR@M"] = stat(runs, _test(f"hr@{m}"))
+                row[f"{variant} NDCG@M"] = stat(runs, _test(f"ndcg@{m}"))
+            row["POP HR@M"] = stat(runs, _pop(f"hr@{m}"))
+            row["POP NDCG@M"] = stat(runs, _pop(f"ndcg@{m}"))
+            rows.append(row)
+        return rows, [_lines(rows, "M", "NDCG@M")]
+    return table
 
 
-def robustness(r: Runner):
+def robustness(r: Plan):
     """The metrics when each row keeps only a share D of its training entries (Table 6)."""
-    rows = []
-    for d in r.grid(r.args.ratios):
-        results = r.train(f"D{d}", ["--data-ratio", str(d)])
-        test = results[0]["test"]
-        row = {"D": d}
-        for key in (k for k in test if k == "rmse" or "@" in k):
-            row[key] = stat(results, _test(key))
-        if "pop" in results[0]:
-            m = _cutoff(r)
-            row[f"POP hr@{m}"] = stat(results, _pop(f"hr@{m}"))
-            row[f"POP ndcg@{m}"] = stat(results, _pop(f"ndcg@{m}"))
-        rows.append(row)
-    return rows, None
+    ratios = r.grid(r.args.ratios)
+    for d in ratios:
+        r.cell(f"D{d}", ["--data-ratio", str(d)])
+
+    def table():
+        rows = []
+        for d in ratios:
+            results = r.results(f"D{d}")
+            test = results[0]["test"]
+            row = {"D": d}
+            for key in (k for k in test if k == "rmse" or "@" in k):
+                row[key] = stat(results, _test(key))
+            if "pop" in results[0]:
+                m = _cutoff(r)
+                row[f"POP hr@{m}"] = stat(results, _pop(f"hr@{m}"))
+                row[f"POP ndcg@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+            rows.append(row)
+        return rows, None
+    return table
 
 
-def clusters(r: Runner):
+def clusters(r: Plan):
     """HR@M and NDCG@M of NCAE and NCAE+ for users grouped by their number of training
     entries (Table 3): augmentation is for the sparse users."""
     m = _cutoff(r)
-    results = {v: r.train(v, r.variant(v)) for v in ("NCAE", "NCAE+")}
-    rows = []
-    for i, cluster in enumerate(results["NCAE"][0]["test"]["clusters"]):
-        row = {"training entries": cluster["cluster"], "users": cluster["rows"]}
-        for variant, runs in results.items():
-            for key in (f"hr@{m}", f"ndcg@{m}"):
-                row[f"{variant} {key}"] = stat(runs, lambda x, key=key: x["test"]["clusters"][i][key])
-        rows.append(row)
-    return rows, None
+    variants = ("NCAE", "NCAE+")
+    for variant in variants:
+        r.cell(variant, r.variant(variant))
+
+    def table():
+        results = {v: r.results(v) for v in variants}
+        rows = []
+        for i, cluster in enumerate(results["NCAE"][0]["test"]["clusters"]):
+            row = {"training entries": cluster["cluster"], "users": cluster["rows"]}
+            for variant, runs in results.items():
+                for key in (f"hr@{m}", f"ndcg@{m}"):
+                    row[f"{variant} {key}"] = stat(
+                        runs, lambda x, key=key: x["test"]["clusters"][i][key])
+            rows.append(row)
+        return rows, None
+    return table
 
 
-def recipes(r: Runner):
+def recipes(r: Plan):
     """The test figures of each recipe (--recipes), on the data, split and seeds given, and its
     seconds per epoch (the median epoch of each run, the mean over seeds); implicit: and POP's.
     The README's result tables are these."""
-    rows = []
     for path in r.args.recipes:
-        results = r.train(Path(path).stem, ["--config", path])
-        keys = [k for k in results[0]["test"] if k == "rmse" or "@" in k]
-        row = {"recipe": path, **{key: stat(results, _test(key)) for key in keys}}
-        rows.append({**row, "s/epoch": stat(results, lambda x: x["seconds_per_epoch"])})
-    if "pop" in results[0]:
-        rows.append({"recipe": "POP", **{key: stat(results, _pop(key)) for key in keys},
-                     "s/epoch": ""})
-    return rows, None
+        r.cell(Path(path).stem, ["--config", path])
+
+    def table():
+        rows = []
+        for path in r.args.recipes:
+            results = r.results(Path(path).stem)
+            keys = [k for k in results[0]["test"] if k == "rmse" or "@" in k]
+            row = {"recipe": path, **{key: stat(results, _test(key)) for key in keys}}
+            rows.append({**row, "s/epoch": stat(results, lambda x: x["seconds_per_epoch"])})
+        if "pop" in results[0]:
+            rows.append({"recipe": "POP", **{key: stat(results, _pop(key)) for key in keys},
+                         "s/epoch": ""})
+        return rows, None
+    return table
 
 
-def _cutoff(r: Runner) -> int:
+def _cutoff(r: Plan) -> int:
     """The M the implicit tables report: the trainer's last cutoff (100 by default)."""
     if "--cutoffs" in r.extra:
         return int(r.extra[r.extra.index("--cutoffs") + 1].split(",")[-1])
@@ -313,20 +350,19 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
             return value
         return f"{value[0]:.4f}" + ("" if value[1] is None else f" ± {value[1]:.4f}")
     shown = [{k: cell(v) for k, v in row.items()} for row in rows]
-    paths = [out / f"{name}.md", out / f"{name}.csv"]
-    paths[0].write_text(f"# {name}\n\n{inspect.cleandoc(EXPERIMENTS[name].__doc__)}\n\n"
-                        f"{format_table(shown)}\n")
-    with open(paths[1], "w", newline="") as f:
-        writer = csv.writer(f)
-        header = []
-        for key, value in rows[0].items():
-            header += [f"{key} mean", f"{key} std"] if isinstance(value, tuple) else [key]
-        writer.writerow(header)
-        paired = [isinstance(value, tuple) for value in rows[0].values()]
-        for row in rows:                       # a blank under a (mean, std) column fills both
-            writer.writerow([x for v, pair in zip(row.values(), paired)
-                             for x in (v if isinstance(v, tuple) else (v, "") if pair
-                                       else (v,))])
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    header = []
+    for key, value in rows[0].items():
+        header += [f"{key} mean", f"{key} std"] if isinstance(value, tuple) else [key]
+    writer.writerow(header)
+    paired = [isinstance(value, tuple) for value in rows[0].values()]
+    for row in rows:                           # a blank under a (mean, std) column fills both
+        writer.writerow([x for v, pair in zip(row.values(), paired)
+                         for x in (v if isinstance(v, tuple) else (v, "") if pair else (v,))])
+    files = {f"{name}.md": f"# {name}\n\n{inspect.cleandoc(EXPERIMENTS[name].__doc__)}\n\n"
+                           f"{format_table(shown)}\n".encode(),
+             f"{name}.csv": table.getvalue().encode()}
     if figures:
         import matplotlib
         matplotlib.use("Agg")
@@ -335,10 +371,13 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
         for draw, ax in zip(figures, axes[0]):
             draw(ax)
         fig.tight_layout()
-        paths.append(out / f"{name}.png")
-        fig.savefig(paths[-1], dpi=120)
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=120)
         plt.close(fig)
-    return paths
+        files[f"{name}.png"] = image.getvalue()
+    for file, content in files.items():       # whole, where tasks that end together both write
+        atomic_write(out / file, lambda f, content=content: f.write(content))
+    return [out / file for file in files]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -359,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="tiny widths, 2 epochs, the first values of each grid (for tests)")
     p.add_argument("--out", type=Path, default=Path("runs/experiments"),
-                   help="folder for the tables, figures and runs (default: %(default)s)")
+                   help="folder for the tables and figures, and the runs, in runs/NAME/ "
+                        "(default: %(default)s)")
     p.add_argument("--variant-flags", action="append", default=[], metavar="NAME=FLAGS",
                    help='trainer flags for one implicit variant\'s runs, e.g. '
                         '"NCAE-=--weight-decay 1e-2" (repeatable)')
@@ -382,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="robustness: training ratios D (default: %(default)s)")
     p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE",
                    help="recipes: the recipe files to run (recipes/*.toml)")
+    pool.add_flags(p)
     return p
 
 
@@ -406,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
             feedback.add(read_recipe(Path(path)).get("feedback"))
         except ValueError as e:
             parser.error(f"--recipes {path}: {e}")
+    stems = [Path(path).stem for path in args.recipes]
+    if len(set(stems)) < len(stems):
+        parser.error("--recipes: two recipes of one name; each names its runs' folders")
     if len(feedback) > 1:
         parser.error("--recipes: one table scores one kind of feedback: give explicit and "
                      "implicit recipes to separate runs")
@@ -416,17 +460,24 @@ def main(argv: list[str] | None = None) -> int:
                          f"{', '.join(VARIANT_SETTINGS)}")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: a file, not a folder")
+    pool.check_flags(parser, args)
+    plan = Plan(args, extra)
+    table = EXPERIMENTS[args.name](plan)
+    # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is
+    runs = pool.Pool(plan.folder, args.name, plan.runs,
+                     env={DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
-        rows, figures = EXPERIMENTS[args.name](Runner(args, extra))
+        if not pool.run_share(runs, args):
+            return 0
+        rows, figures = table()
         for path in write(args.out, args.name, rows, figures):
             print(f"wrote {path}")
     except OSError as e:
         print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
         return 2
-    except RuntimeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except pool.ERRORS as e:
+        return pool.exit_code(e)
     print((args.out / f"{args.name}.md").read_text())
     return 0
 

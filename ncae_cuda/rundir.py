@@ -41,23 +41,13 @@ class RunDirectory:
         here = f"--out {self.path}"
         self.join()
         try:
-            self._lock = open(self.path / LOCK, "a+")
+            self._lock = lock(self.path / LOCK)
+        except Held as e:
+            raise DataError(f"{here}: another run ({e.holder}) is using this folder: wait for it "
+                            "to end, or choose another --out") from None
         except OSError as e:
             raise DataError(f"{here}: cannot write there ({e.strerror or e})") from None
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.seek(0)
-            holder = self._lock.read().strip() or "another process"
-            self._lock.close()
-            self._lock = None
-            raise DataError(f"{here}: another run ({holder}) is using this folder: wait for it "
-                            "to end, or choose another --out") from None
-        self._lock.seek(0)
-        self._lock.truncate()
-        self._lock.write(f"process {os.getpid()}")
-        self._lock.flush()
-        manifest = self._manifest()
+        manifest = read_manifest(self.path)
         if resume:
             if manifest is None:
                 raise DataError(f"--resume: {self.path} holds no run to continue (no {MANIFEST})")
@@ -68,9 +58,9 @@ class RunDirectory:
         else:
             present = self._files()
             if present and not overwrite:
-                state = "finished" if manifest and manifest.get("finished") else "unfinished"
+                status = "finished" if manifest and manifest.get("finished") else "unfinished"
                 raise DataError(f"{here} holds another run's files ({', '.join(present)}; "
-                                f"{state}): continue it with --resume, start over with "
+                                f"{status}): continue it with --resume, start over with "
                                 "--overwrite, or choose another --out")
             for name in present:
                 (self.path / name).unlink()
@@ -93,6 +83,12 @@ class RunDirectory:
         """Mark the run finished in its manifest."""
         self._write(finished=True)
 
+    def release(self) -> None:
+        """Let another process take the folder (the end of the process does too)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
     def abandon(self) -> None:
         """A run that failed before it saved anything leaves no manifest behind, so the same
         command can run again as a fresh run."""
@@ -104,21 +100,59 @@ class RunDirectory:
         return ([name for name in FILES if (self.path / name).exists()]
                 + sorted(p.name for p in self.path.glob(SHARD_FILES)))
 
-    def _manifest(self) -> dict | None:
-        path = self.path / MANIFEST
-        if not path.exists():
-            return None
-        try:
-            manifest = json.loads(path.read_text())
-            if not isinstance(manifest, dict) or "run" not in manifest:
-                raise ValueError("no run in it")
-        except ValueError as e:
-            raise DataError(f"{path}: not a run manifest ({e}): remove it, or choose another "
-                            "--out") from None
-        return manifest
-
     def _write(self, finished: bool) -> None:
         manifest = {"run": self.run, "finished": finished,
                     "updated": datetime.datetime.now().isoformat(timespec="seconds")}
         text = json.dumps(manifest, indent=2).encode()
         atomic_write(self.path / MANIFEST, lambda f: f.write(text))
+
+
+class Held(Exception):
+    """Another process holds the lock; `holder` says which."""
+
+    def __init__(self, holder: str):
+        super().__init__(holder)
+        self.holder = holder
+
+
+def lock(path: Path):
+    """The file at `path` (made where absent), locked (flock) for this process and naming it, held
+    until the returned file is closed or the process ends, however it ends. Held where another
+    process holds it; OSError where it cannot be made."""
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise Held(holder) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"process {os.getpid()}")
+    f.flush()
+    return f
+
+
+def state(path: Path) -> str:
+    """What a run folder holds: 'finished', 'unfinished' (a run began there, and --resume
+    continues it) or 'new' (no run's manifest)."""
+    manifest = read_manifest(path)
+    if manifest is None:
+        return "new"
+    return "finished" if manifest.get("finished") else "unfinished"
+
+
+def read_manifest(folder: Path) -> dict | None:
+    """The run manifest in `folder`, or None; DataError where the file is not one."""
+    path = folder / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest, dict) or "run" not in manifest:
+            raise ValueError("no run in it")
+    except ValueError as e:
+        raise DataError(f"{path}: not a run manifest ({e}): remove it, or choose another "
+                        "--out") from None
+    return manifest

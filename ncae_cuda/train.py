@@ -61,6 +61,7 @@ FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings,
                              "HetRec data and files without a rating column"}
 # The flags that steer a run but not its result: left out of the run's identity (run.json).
 # (A recipe's settings are recorded one by one, not its file's name.)
+DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
 NOT_THE_RESULT = ("out", "resume", "overwrite", "data_dir", "cache_dir", "curves",
                   "cuda_graphs", "config", "checkpoint_every")
 
@@ -117,15 +118,9 @@ def add_settings(p: argparse.ArgumentParser) -> None:
             metavar={"ints": "K1,K2,...", "range": "LOW,HIGH"}.get(meta["kind"]))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m ncae_cuda.train", description=__doc__.split("\n\n")[0],
-        allow_abbrev=False,
-        epilog="Data sets: " + ", ".join(datasets.names()) + ". Defaults follow the paper "
-               "where it states them.")
-    p.add_argument("--config", type=Path, metavar="RECIPE",
-                   help="read the model's settings from this TOML file (recipes/ has the ones "
-                        "behind the README's results); flags given here override it")
+def add_data_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that say what a run trains and scores on (the data set, or files, and the
+    split): the trainer's, and those of the commands that start trainer runs."""
     g = p.add_argument_group("data")
     g.add_argument("--dataset",
                    help="a named data set (see below), or a CSV/TSV file of user,item[,rating"
@@ -158,9 +153,29 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: %(default)g)")
     g.add_argument("--split-seed", type=int, default=0,
                    help="seed of the split and the D-sample (default: %(default)s)")
+
+
+def data_flags(args) -> dict:
+    """The values of args' data flags (add_data_flags), by name: what another command hands on
+    to the runs it starts."""
+    p = argparse.ArgumentParser()
+    add_data_flags(p)
+    return {name: getattr(args, name) for name in vars(p.parse_args([]))}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ncae_cuda.train", description=__doc__.split("\n\n")[0],
+        allow_abbrev=False,
+        epilog="Data sets: " + ", ".join(datasets.names()) + ". Defaults follow the paper "
+               "where it states them.")
+    p.add_argument("--config", type=Path, metavar="RECIPE",
+                   help="read the model's settings from this TOML file (recipes/ has the ones "
+                        "behind the README's results); flags given here override it")
+    add_data_flags(p)
     add_settings(p)
     g = p.add_argument_group("run")
-    g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+    g.add_argument("--device", choices=DEVICES, default="auto",
                    help="auto: the GPU when there is one (default: %(default)s)")
     g.add_argument("--shard", choices=[str(s).lower() for s in SHARDS], default="none",
                    help="columns: one model across the processes of a torch.distributed job "
@@ -174,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-refit", dest="refit", action="store_false",
                    help="score test with the best-validation model instead of retraining on "
                         "training + validation")
+    g.add_argument("--validation-only", action="store_true",
+                   help="select the epoch on validation and stop there: no refit, and the test "
+                        "part is never scored (python -m ncae_cuda.tune's trials); metrics.json "
+                        "holds the best epoch's validation figures")
     g.add_argument("--curves", action="store_true",
                    help="also score the training (explicit) and test parts after every epoch, "
                         "for learning curves; never used to choose anything")
@@ -231,6 +250,9 @@ def resolve_defaults(parser, args) -> None:
         parser.error(f"{_flag(e.setting)}: {e.reason}")
     for name in ("based", "weighting", "augment_eps"):       # the defaults, as trained
         setattr(args, name, getattr(config, name))
+    if args.validation_only and args.curves:
+        parser.error("--curves scores the test part after every epoch; --validation-only never "
+                     "scores it")
     if args.resume and args.out is None:
         parser.error("--resume continues the run in --out: name it")
     if args.out is None:
@@ -355,7 +377,10 @@ def new_model(args, ops=None) -> NCAE:
                 **model_settings(args))
 
 
-def run(args) -> dict:
+def run(args, on_epoch=None) -> dict:
+    """The run args describe, in its folder; returns what metrics.json holds. on_epoch(record),
+    where given, hears every epoch of the selection fit with its validation figures (tune's
+    pruner): what it raises ends the run, resumable."""
     model = new_model(args)
     if args.cuda_graphs is not None:
         if model.ops.name != "gpu":
@@ -377,11 +402,12 @@ def run(args) -> dict:
         take = (lambda: folder.open(resume=args.resume, overwrite=args.overwrite)) \
             if model.leader else folder.join
         comm.together(take, "opening the run folder") if comm else take()
+        stack.callback(folder.release)          # a process running many runs (tune) lets go
         print(f"run folder: {args.out}" + (" (resumed)" if args.resume else ""))
         try:
             with model.ops.session():
                 data, split = prepare(args, model.ops.name)
-            summary = train_and_test(args, model, data, split)
+            summary = train_and_test(args, model, data, split, on_epoch)
         except (DataError, BackendUnavailable):
             if model.leader:
                 folder.abandon()
@@ -392,14 +418,18 @@ def run(args) -> dict:
     return summary
 
 
-def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -> dict:
+def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
+                   on_epoch=None) -> dict:
     has_valid = split.valid.nnz > 0
     seen = split.fold_validation().train         # train + validation: never the test item
     held_back = split.valid if has_valid else None
+    if args.validation_only and not has_valid:
+        raise DataError("--validation-only: this split has no validation part (--valid-ratio "
+                        "0)")
 
-    def logged(phase: str, part: Interactions):
+    def logged(phase: str, part: Interactions, then=None):
         """callback of a fit: the phase in each record; with --curves, test (and explicit:
-        training) figures after every epoch, never used to choose anything."""
+        training) figures after every epoch, never used to choose anything; then `then`."""
         scorers = {}
 
         def callback(fitted: NCAE, record: dict) -> None:
@@ -410,28 +440,33 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
                     scorers["train"] = fitted.evaluator(part)
             for name, score in scorers.items():
                 record[name] = score()
+            if then is not None:
+                then(record)
         return callback
 
     print("select: training on the training part" + (", scoring validation after every epoch"
                                                      if has_valid else ""))
     model.fit(split.train, validation=held_back, epochs=args.epochs,
-              callback=logged("select", split.train),
+              callback=logged("select", split.train, on_epoch),
               checkpoint=args.out / "checkpoint-select.npz", resume=args.resume,
               checkpoint_every=args.checkpoint_every)
     history, best_epoch = list(model.history), model.best_epoch
-    if has_valid and args.refit:
-        print(f"refit: best validation epoch {best_epoch}: retraining on training + "
-              f"validation for {best_epoch} epochs")
-        model = new_model(args, model.ops)
-        model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
-                  checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume,
-                  checkpoint_every=args.checkpoint_every)
-        history += model.history
-
-    result = {"test": model.evaluate(split.test, exclude=held_back, per_user=True)}
-    if model.config.implicit:
-        test = model.evaluate(split.test, exclude=held_back, popularity=True)
-        result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
+    if args.validation_only:
+        best = next(h for h in history if h["epoch"] == best_epoch and "valid" in h)
+        result = {"valid": best["valid"]}
+    else:
+        if has_valid and args.refit:
+            print(f"refit: best validation epoch {best_epoch}: retraining on training + "
+                  f"validation for {best_epoch} epochs")
+            model = new_model(args, model.ops)
+            model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
+                      checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume,
+                      checkpoint_every=args.checkpoint_every)
+            history += model.history
+        result = {"test": model.evaluate(split.test, exclude=held_back, per_user=True)}
+        if model.config.implicit:
+            test = model.evaluate(split.test, exclude=held_back, popularity=True)
+            result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
     report(model, result)
     model.save(args.out / "model.npz")
     trained = [h["seconds"] for h in history if h["epoch"] > 0]
@@ -455,6 +490,10 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
 
 
 def report(model: NCAE, result: dict) -> None:
+    if "valid" in result:
+        print(f"\nvalidation, best epoch {model.best_epoch}\n"
+              + metrics.format_table([{"model": model.config.model_name, **result["valid"]}]))
+        return
     test = result["test"]
     if model.config.implicit:
         rows = [{"model": model.config.model_name,

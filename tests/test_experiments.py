@@ -17,8 +17,8 @@ OWN_FLAGS = {"recipes": ["--recipes", str(RECIPES / "ml-100k-implicit-ncae.toml"
 @pytest.mark.parametrize("name", list(experiments.EXPERIMENTS))
 def test_experiment_runs_and_writes_its_outputs(tmp_path, name):
     code = experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--repeats", "2",
-                             *OWN_FLAGS.get(name, []), "--out", str(tmp_path), "--",
-                             "--batch-size", "16"])
+                             "--jobs", "2", *OWN_FLAGS.get(name, []), "--out", str(tmp_path),
+                             "--", "--batch-size", "16"])
     assert code == 0
     table = (tmp_path / f"{name}.md").read_text()
     assert table.startswith(f"# {name}") and "±" in table or name == "pretraining"
@@ -28,7 +28,7 @@ def test_experiment_runs_and_writes_its_outputs(tmp_path, name):
     values = np.array([float(v) for row in rows[1:] for v in row if _is_number(v)])
     assert np.isfinite(values).any()
     assert (tmp_path / f"{name}.png").exists() == (name in FIGURES)
-    assert len(list((tmp_path / "runs").glob("*-seed1"))) >= 1        # --repeats ran seed 1
+    assert len(list((tmp_path / "runs" / name).glob("*-seed1"))) >= 1  # --repeats ran seed 1
 
 
 def test_variant_flags_reach_only_their_variant(tmp_path):
@@ -36,8 +36,8 @@ def test_variant_flags_reach_only_their_variant(tmp_path):
                              "--out", str(tmp_path), "--variant-flags",
                              "NCAE+=--augment-eps 0.3 --augment-p 0.5"])
     assert code == 0
-    plus = (tmp_path / "runs" / "NCAE+-seed0" / "log.txt").read_text()
-    plain = (tmp_path / "runs" / "NCAE-seed0" / "log.txt").read_text()
+    plus = (tmp_path / "runs" / "clusters" / "NCAE+-seed0" / "log.txt").read_text()
+    plain = (tmp_path / "runs" / "clusters" / "NCAE-seed0" / "log.txt").read_text()
     assert "augmentation:" in plus and "augmentation:" not in plain
     # one seed has no spread: before, every cell said "± 0.0000"
     table = (tmp_path / "clusters.md").read_text()

@@ -278,3 +278,30 @@ def test_process_killed_mid_epoch_resumes_to_the_same_parameters(tmp_path, signa
     np.testing.assert_array_equal(params(whole), params(out))
     resumed, uninterrupted = (json.loads((d / "metrics.json").read_text()) for d in (out, whole))
     assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in uninterrupted["history"]]
+
+
+def test_validation_only_never_scores_test(tmp_path, monkeypatch, capsys):
+    from ncae_cuda import NCAE
+
+    def scored(*args, **kwargs):
+        raise AssertionError("the test part was scored")
+    heard = []
+    monkeypatch.setattr(NCAE, "evaluate", scored)
+    args = train.parse(train.build_parser(), [*TINY, "--epochs", "4", "--validation-only",
+                                              "--out", str(tmp_path / "v")])
+    train.resolve_defaults(train.build_parser(), args)
+    summary = train.run(args, on_epoch=heard.append)
+    valid = [h["valid"]["rmse"] for h in summary["history"]]
+    assert summary["valid"]["rmse"] == min(valid) and "test" not in summary
+    assert summary["best_epoch"] == 1 + valid.index(min(valid))
+    assert [r["epoch"] for r in heard] == [1, 2, 3, 4]             # every epoch, as it ended
+    assert json.loads((tmp_path / "v" / "metrics.json").read_text())["valid"] == summary["valid"]
+    assert "validation, best epoch" in capsys.readouterr().out
+
+
+def test_validation_only_needs_validation_and_no_curves(tmp_path, capsys):
+    code, _ = run(tmp_path, "--validation-only", "--valid-ratio", "0")
+    assert code == 2 and "this split has no validation part" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run(tmp_path, "--validation-only", "--curves", name="c")
+    assert "--validation-only never scores it" in capsys.readouterr().err

@@ -523,7 +523,7 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
         built.append((self.prog, self.allow_abbrev))
     monkeypatch.setattr(argparse.ArgumentParser, "__init__", record)
     for name in ("ncae_cuda.train", "ncae_cuda.recommend", "ncae_cuda.experiments",
-                 "ncae_cuda.datasets", "bench.autorec_peer", "bench.epoch_time",
+                 "ncae_cuda.datasets", "ncae_cuda.tune", "bench.autorec_peer", "bench.epoch_time",
                  "bench.kernel_peers", "bench.launches", "bench.ncu_summary", "bench.peer_torch",
                  "bench.reader_speed", "bench.recommend_time", "bench.report",
                  "bench.scalability", "dev.cuda.run"):
@@ -538,4 +538,4 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
             # before, recommend's --out said "(default: stdout) (default: None)"
             assert not re.search(r"\(default: [^)]*\) \(default:|\(default: (None|False)\)",
                                  text), (name, text)
-    assert len(built) >= 14 and all(not abbrev for _, abbrev in built), built
+    assert len(built) >= 15 and all(not abbrev for _, abbrev in built), built

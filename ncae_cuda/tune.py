@@ -1,0 +1,590 @@
+"""Search the model's settings for a data set with Optuna, scored on validation only.
+
+    python -m ncae_cuda.tune --dataset ml-100k --split u1 --config recipes/ml-100k-explicit.toml \\
+        --space recipes/spaces/explicit.toml --trials 30 --jobs 2 --out runs/tune-u1
+    python -m ncae_cuda.tune ... --storage postgresql://USER@HOST/DB --study u1   # on each machine
+
+Each trial is a trainer run (python -m ncae_cuda.train --validation-only: the epoch chosen on
+validation, the test part never scored) in --out/trials/NNNN/, with the recipe's settings
+(--config) and the trial's values of the space's (--space, ncae_cuda/space.py) over them, the
+data flags given here and --seed. Optuna's TPE sampler, seeded, draws the values; a trial that
+falls behind the others at the same epoch stops there (--pruner: the median of the earlier
+trials, or successive halving), heard after every epoch through the trainer's callback.
+
+The study lives in a storage: by default a journal file in --out (workers on one machine);
+--storage sqlite:///FILE, or postgresql://... for workers on many machines, each running the same
+command against one study (its own --out: its trials' folders). --jobs N runs N worker
+processes (ncae_cuda.pool's slots: the cores shared out, --gpus one each), each taking trials
+until the study has --trials of them finished (complete or pruned). A trial whose worker dies
+is marked failed (on this machine at once, by its worker's lock; elsewhere once its heartbeat
+is GRACE seconds old) and the study goes on; the same command again continues the study. At the
+end, in --out: best.toml, a recipe for train --config whose comment names the study, the trial
+and its validation score; trials.csv, every trial; tune.png, the score against the trial and
+each setting's effect. Needs the [tune] extra (Optuna, and psycopg2 for PostgreSQL).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import fcntl
+import io
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import datasets, pool, rundir, space, train
+from .config import Config, SettingError, read_recipe, recipe_text
+from .data import DataError
+from .estimator import OutOfMemory
+from .modelfile import atomic_write, json_ready
+from .ops import BackendUnavailable
+from .session import differences
+
+HEARTBEAT, GRACE = 60, 180       # seconds: a running trial's heartbeat in a database storage,
+                                 # and how old it is when another machine marks it failed
+POLL = 2.0                       # seconds between looks at a study whose last trials run elsewhere
+OPEN_TRIES = 5                   # at opening a database storage that others are making too
+PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
+PRUNE_AFTER_EPOCHS = 10          # ones, and never before this epoch
+FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often stops
+JOURNAL, MARKER, TRIALS, WORKERS, ASK = "study.journal", "tune.json", "trials", "workers", ".ask"
+BEST, TABLE, FIGURE = "best.toml", "trials.csv", "tune.png"
+# what a trial's run can fail of, its settings' fault: the trial fails, the study goes on
+TRIAL_ERRORS = (SettingError, DataError, BackendUnavailable, FloatingPointError, OutOfMemory)
+HOST = socket.gethostname()
+
+
+class TuneError(Exception):
+    """A study that cannot go on: the message says why, in one line."""
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise TuneError("tuning runs on Optuna: pip install -e '.[tune]'") from None
+    optuna.logging.set_verbosity(optuna.logging.ERROR)     # the workers print their own lines
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return optuna
+
+
+# ---------------------------------------------------------------------------------------------
+# what a command tunes: the recipe, the space, the data, the score and the study
+
+@dataclass
+class Setup:
+    recipe: dict                   # the settings the space leaves
+    dimensions: list               # the space (space.Dimension)
+    metric: str                    # the validation figure, e.g. rmse or ndcg@100
+    higher: bool                   # whether more is better
+    data: dict                     # the data flags given (not their defaults, nor folders)
+    storage: str                   # how the storage is shown (no password)
+    study: str
+
+    def identity(self, seed: int) -> dict:
+        """What makes two commands one study: their trials are comparable."""
+        return json_ready({"metric": self.metric, "data": self.data, "recipe": self.recipe,
+                           "space": [asdict(d) for d in self.dimensions], "seed": seed})
+
+    def data_text(self) -> str:
+        """The data flags given, as a command line has them."""
+        return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.data.items())
+
+
+def setup(parser, args) -> Setup:
+    """What this command tunes, each part checked; parser.error names what is wrong."""
+    try:
+        recipe = read_recipe(args.config) if args.config else {}
+    except ValueError as e:
+        parser.error(f"--config {args.config}: {e}")
+    probe = trainer_args(parser, args, recipe, {}, args.out / TRIALS)
+    feedback = {"feedback": probe.feedback}
+    try:
+        dimensions = space.read_space(args.space, {**recipe, **feedback})
+    except ValueError as e:
+        parser.error(f"--space {args.space}: {e}")
+    metric, higher = Config(**train.model_settings(probe)).resolved().selection_metric
+    defaults = train.data_flags(train.build_parser().parse_args([]))
+    data = {k: str(v) for k, v in train.data_flags(args).items()
+            if v != defaults[k] and k not in ("data_dir", "cache_dir")}
+    return Setup(recipe, dimensions, metric, higher, data, _shown(args), args.study)
+
+
+def trainer_args(parser, args, recipe: dict, settings: dict, out: Path):
+    """The trainer's flags of a trial: the recipe, the trial's settings over it, the data flags
+    given here, --seed and --device, its folder; validation only. parser.error names a data
+    flag that is wrong."""
+    targs = train.build_parser().parse_args([])
+    for name, value in {**recipe, **settings, **train.data_flags(args)}.items():
+        setattr(targs, name, value)
+    targs.seed, targs.device, targs.out, targs.validation_only = args.seed, args.device, out, True
+    train.resolve_defaults(parser, targs)
+    return targs
+
+
+def _shown(args) -> str:
+    """The storage as messages and files name it: without its password."""
+    if args.storage is None:
+        return str(args.out / JOURNAL)
+    _optuna()
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+    try:
+        return make_url(args.storage).render_as_string(hide_password=True)
+    except ArgumentError:
+        raise TuneError(f"--storage {args.storage}: not a database URL (sqlite:///FILE, "
+                        "postgresql://USER@HOST/DB)") from None
+
+
+def open_storage(args):
+    optuna = _optuna()
+    if args.storage is None:
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+        return JournalStorage(JournalFileBackend(str(args.out / JOURNAL)))
+    import sqlalchemy.exc
+    url = args.storage
+    if url.startswith("postgresql://"):          # the driver the [tune] extra installs, whatever
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")   # SQLAlchemy's own
+    try:
+        for attempt in range(OPEN_TRIES):
+            try:
+                return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT,
+                                                  grace_period=GRACE)
+            except sqlalchemy.exc.IntegrityError:
+                # PostgreSQL: another process made the tables at the same moment (a duplicate
+                # in pg_type); they are there now, and the next try finds them
+                if attempt == OPEN_TRIES - 1:
+                    raise
+                time.sleep(POLL / 4)
+    except (ImportError, sqlalchemy.exc.SQLAlchemyError, ValueError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TuneError(f"--storage {_shown(args)}: cannot open it ({reason})") from None
+
+
+def open_study(args, found: Setup, storage):
+    """The study, made where it is not; TuneError where it holds another command's trials."""
+    optuna = _optuna()
+    study = optuna.create_study(storage=storage, study_name=found.study, load_if_exists=True,
+                                direction="maximize" if found.higher else "minimize",
+                                pruner=_pruner(optuna, args.pruner))
+    identity = found.identity(args.seed)
+    made = study.user_attrs.get("ncae_cuda")
+    if made is None:
+        study.set_user_attr("ncae_cuda", identity)
+    elif made != identity:
+        changed = "; ".join(differences(made, identity)[:3])
+        raise TuneError(f"study {found.study} in {found.storage} tunes other settings "
+                        f"({changed}): tune with those, choose another --study, or start over "
+                        "with --overwrite")
+    return study
+
+
+def _pruner(optuna, name: str):
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=PRUNE_AFTER_TRIALS,
+                                           n_warmup_steps=PRUNE_AFTER_EPOCHS)
+    if name == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=PRUNE_AFTER_EPOCHS)
+    return optuna.pruners.NopPruner()
+
+
+# ---------------------------------------------------------------------------------------------
+# the study's trials
+
+@dataclass
+class Census:
+    finished: int                  # complete or pruned
+    running: int
+    failed: int
+    total: int
+    seconds: list                  # of the finished trials
+
+
+def census(study) -> Census:
+    """The study's trials by state, once those whose worker died are marked failed."""
+    from optuna.trial import TrialState
+    fail_dead_trials(study)
+    trials = study.get_trials(deepcopy=False)
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    return Census(len(finished), sum(t.state == TrialState.RUNNING for t in trials),
+                  sum(t.state == TrialState.FAIL for t in trials), len(trials),
+                  [(t.datetime_complete - t.datetime_start).total_seconds() for t in finished])
+
+
+def fail_dead_trials(study) -> None:
+    """Mark failed the running trials whose worker has died: on this machine, those whose
+    worker's lock is free; elsewhere (a database storage), those whose heartbeat is stale."""
+    optuna = _optuna()
+    from optuna.trial import TrialState
+    optuna.storages.fail_stale_trials(study)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = trial.user_attrs.get("worker")
+        if worker and worker["host"] == HOST and not _alive(Path(worker["lock"])):
+            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+
+
+def _alive(lock: Path) -> bool:
+    """Whether the worker process holding `lock` still runs."""
+    if not lock.exists():
+        return False
+    try:
+        rundir.lock(lock).close()
+    except rundir.Held:
+        return True
+    return False
+
+
+class AskLock:
+    """Held by one worker of this --out at a time, from its look at the study to the values of
+    its next trial drawn: the workers of a machine neither run more than --trials nor draw
+    from one state of the sampler."""
+
+    def __init__(self, folder: Path):
+        self.file = open(folder / ASK, "a")
+
+    def __enter__(self) -> AskLock:
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+        return self
+
+    def release(self) -> None:
+        fcntl.flock(self.file, fcntl.LOCK_UN)
+
+    def __exit__(self, *error) -> None:
+        self.release()
+
+
+def work(parser, args, found: Setup, study) -> None:
+    """A worker: trials until the study has --trials finished ones."""
+    optuna = _optuna()
+    (args.out / WORKERS).mkdir(parents=True, exist_ok=True)
+    held = rundir.lock(args.out / WORKERS / f"{HOST}-{os.getpid()}.lock")
+    me = {"host": HOST, "pid": os.getpid(), "lock": str(Path(held.name).resolve())}
+    asking, fails = AskLock(args.out), 0
+    while True:
+        with asking:
+            now = census(study)
+            if now.finished >= args.trials:
+                return
+            if now.finished + now.running < args.trials:
+                # seeded by the trials so far: one worker draws the same each time, and two
+                # never from one state
+                study.sampler = optuna.samplers.TPESampler(seed=args.seed + now.total,
+                                                           constant_liar=True)
+                outcome = []
+                study.optimize(lambda trial: objective(parser, args, found, study, trial, me,
+                                                       asking, outcome),
+                               n_trials=1, catch=())
+                fails = fails + 1 if outcome == ["failed"] else 0
+                if fails >= FAILS_IN_A_ROW:
+                    raise TuneError(f"{fails} trials in a row failed (see their log.txt under "
+                                    f"{args.out / TRIALS}): is the space's range too wide?")
+                continue
+        time.sleep(POLL)              # the trials left run in other workers: wait for them
+
+
+def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLock,
+              outcome: list) -> float:
+    """A trial's validation score: its trainer run, pruned where it falls behind."""
+    optuna = _optuna()
+    trial.set_user_attr("worker", me)
+    settings = {d.name: d.suggest(trial) for d in found.dimensions}
+    asking.release()
+    folder = args.out / TRIALS / f"{trial.number:04d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+
+    def heard(record: dict) -> None:
+        trial.report(record["valid"][found.metric], record["epoch"])
+        if trial.should_prune():
+            raise optuna.TrialPruned(f"epoch {record['epoch']}")
+    try:
+        Config(**{**found.recipe, **settings}).resolved()
+        targs = trainer_args(parser, args, found.recipe, settings, folder)
+        with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
+            summary = train.run(targs, on_epoch=heard)
+    except optuna.TrialPruned as e:
+        _said(args, trial, f"pruned at {e}", start, study, found, True)
+        raise
+    except TRIAL_ERRORS as e:
+        trial.set_user_attr("error", str(e))
+        outcome.append("failed")
+        _said(args, trial, f"failed: {e}", start, study, found, False)
+        return math.nan                # Optuna marks the trial failed
+    trial.set_user_attr("best_epoch", summary["best_epoch"])
+    value = summary["valid"][found.metric]
+    _said(args, trial, f"{found.metric} {value:.4f} (epoch {summary['best_epoch']})", start,
+          study, found, True, value)
+    return value
+
+
+def _said(args, trial, what: str, start: float, study, found: Setup, finished: bool,
+          value: float | None = None) -> None:
+    """A worker's line at the end of a trial (`finished`: complete or pruned, not failed;
+    `value`: its score, where complete): what it scored, the best so far, the study's progress,
+    and the time left at the mean trial's pace over the workers running."""
+    now = census(study)                      # this trial still runs: Optuna files it after
+    done, others = now.finished + finished, now.running - 1
+    best = [(t.value, t.number) for t in study.get_trials(deepcopy=False)
+            if t.state.name == "COMPLETE"] + ([(value, trial.number)] if value is not None else [])
+    best = (max if found.higher else min)(best, default=None)
+    left = max(args.trials - done - others, 0)
+    eta = ""
+    if now.seconds and left:
+        seconds = sum(now.seconds) / len(now.seconds) * left / (others + 1)
+        eta = f", about {pool.duration(seconds)} left"
+    print(f"worker {args.worker}: trial {trial.number} {what} in {time.monotonic() - start:.1f} s"
+          + (f" | best {found.metric} {best[0]:.4f} (trial {best[1]})" if best else "")
+          + f" | {done} of {args.trials} finished, {others} running{eta}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the outputs: best.toml, trials.csv, tune.png
+
+def write_outputs(args, found: Setup, study) -> None:
+    from optuna.trial import TrialState
+    trials = study.get_trials()
+    try:
+        best = study.best_trial
+    except ValueError:
+        raise TuneError(f"no trial of study {found.study} completed: see the trials' log.txt "
+                        f"under {args.out / TRIALS}") from None
+    finished = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
+    command = f"python -m ncae_cuda.train --config {args.out / BEST} {found.data_text()}"
+    comment = (f"Tuned by python -m ncae_cuda.tune: study {found.study} ({found.storage}), "
+               f"trial {best.number}, the best of {finished} finished trials:\n"
+               f"validation {found.metric} {best.value:.4f} at epoch "
+               f"{best.user_attrs['best_epoch']}, seed {args.seed}"
+               f"{', on ' + found.data_text() if found.data else ''}.\n"
+               f"  {command.rstrip()}")
+    settings = {**found.recipe, **space.settings(found.dimensions, best.params)}
+    files = {BEST: recipe_text(settings, comment).encode(), TABLE: _table(found, trials),
+             FIGURE: _figure(found, trials)}
+    for name, content in files.items():
+        atomic_write(args.out / name, lambda f, content=content: f.write(content))
+    print(f"best: trial {best.number}, validation {found.metric} {best.value:.4f}: "
+          + ", ".join(f"{k} {v}" for k, v in space.settings(found.dimensions,
+                                                              best.params).items()))
+    print(f"wrote {', '.join(str(args.out / name) for name in files)}\ntrain it: "
+          f"{command.rstrip()}")
+
+
+def _table(found: Setup, trials) -> bytes:
+    names = [d.name for d in found.dimensions]
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["trial", "state", f"valid {found.metric}", "best epoch", "last epoch",
+                     "seconds", "worker", *names, "error"])
+    for t in trials:
+        seconds = ((t.datetime_complete - t.datetime_start).total_seconds()
+                   if t.datetime_complete else "")
+        worker = t.user_attrs.get("worker", {})
+        error = t.user_attrs.get("error", "")
+        if t.state.name == "FAIL" and not error:
+            error = "stopped or killed with its worker"
+        writer.writerow([t.number, t.state.name, "" if t.value is None else t.value,
+                         t.user_attrs.get("best_epoch", ""), t.last_step if t.last_step
+                         is not None else "", seconds,
+                         f"{worker.get('host', '')}:{worker.get('pid', '')}",
+                         *(t.params.get(n, "") for n in names), error])
+    return text.getvalue().encode()
+
+
+def _figure(found: Setup, trials) -> bytes:
+    """The score against the trial (pruned: where they stopped; the line: the best so far),
+    and a panel a setting: the completed trials' score against its value."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    done = [t for t in trials if t.state.name == "COMPLETE"]
+    pruned = [t for t in trials if t.state.name == "PRUNED" and t.intermediate_values]
+    panels = 1 + len(found.dimensions)
+    columns = min(panels, 4)
+    rows = math.ceil(panels / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
+    axes = axes.ravel()
+    label = f"validation {found.metric}"
+    ax = axes[0]
+    ax.plot([t.number for t in done], [t.value for t in done], "o", label="complete")
+    ax.plot([t.number for t in pruned], [t.intermediate_values[t.last_step] for t in pruned],
+            "x", color="gray", label="pruned (where it stopped)")
+    pick = max if found.higher else min
+    best, line = None, []
+    for t in sorted(done, key=lambda t: t.number):
+        best = t.value if best is None else pick(best, t.value)
+        line.append((t.number, best))
+    if line:
+        ax.step(*zip(*line), where="post", color="black", label="best so far")
+    ax.set(xlabel="trial", ylabel=label, title=found.study)
+    ax.legend(fontsize=7)
+    for ax, d in zip(axes[1:], found.dimensions):
+        values = [t.params[d.name] for t in done]
+        if d.choices is not None:                      # a choice's place, under its name
+            shown = [space.to_optuna(c) for c in d.choices]
+            ax.set_xticks(range(len(shown)), [str(c) for c in shown], fontsize=7)
+            ax.set_xlim(-0.5, len(shown) - 0.5)
+            values = [shown.index(v) for v in values]
+        elif d.log:
+            ax.set_xscale("log")
+        ax.plot(values, [t.value for t in done], "o", alpha=0.7)
+        ax.set(xlabel=d.name, ylabel=label)
+    for ax in axes[panels:]:
+        ax.axis("off")
+    fig.tight_layout()
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110)
+    plt.close(fig)
+    return image.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ncae_cuda.tune", description=__doc__.split("\n\n")[0],
+        allow_abbrev=False, epilog="Data sets: " + ", ".join(datasets.names()) + ". The study, "
+        "its storage, workers and outputs: see the module's docstring (pydoc ncae_cuda.tune).")
+    g = p.add_argument_group("the search")
+    g.add_argument("--config", type=Path, metavar="RECIPE",
+                   help="the settings the space does not search (a recipe, recipes/) "
+                        "(default: the trainer's defaults)")
+    g.add_argument("--space", type=Path, required=True, metavar="SPACE.toml",
+                   help="the settings to search, their ranges and choices "
+                        "(recipes/spaces/explicit.toml, recipes/spaces/implicit.toml)")
+    g.add_argument("--trials", type=pool.count, default=30,
+                   help="finished trials (complete or pruned) the study ends with, over every "
+                        "worker and rerun (default: %(default)s)")
+    g.add_argument("--pruner", choices=("median", "halving", "none"), default="median",
+                   help=f"stop a trial at an epoch where it falls behind: median of the earlier "
+                        f"trials there, or successive halving; from epoch {PRUNE_AFTER_EPOCHS} "
+                        f"and {PRUNE_AFTER_TRIALS} trials on (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the sampler and of every trial's training (default: "
+                        "%(default)s)")
+    train.add_data_flags(p)
+    g = p.add_argument_group("the study and its workers")
+    g.add_argument("--out", type=Path, required=True,
+                   help="folder of the trials' runs, the outputs and the default storage")
+    g.add_argument("--storage", metavar="URL",
+                   help="sqlite:///FILE (one machine) or postgresql://USER[:PASSWORD]@HOST[:PORT]"
+                        "/DB (many machines, each running this command) (default: a journal "
+                        f"file, --out/{JOURNAL})")
+    g.add_argument("--study", help="the study's name in the storage (default: --out's name)")
+    pool.add_slot_flags(g)
+    g.add_argument("--device", choices=train.DEVICES, default="auto",
+                   help="the trials' device (default: %(default)s)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="start over: remove the study from the storage and its trials from "
+                        "--out")
+    g.add_argument("--worker", type=int, help=argparse.SUPPRESS)     # a worker process's number
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.study = args.study or args.out.resolve().name
+    pool.check_slots(args)
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out}: a file, not a folder")
+    try:
+        found = setup(parser, args)
+        if args.worker is not None:
+            return _worker(parser, args, found)
+        return _command(args, argv, found)
+    except (TuneError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _command(args, argv: list[str], found: Setup) -> int:
+    """Start the study (over, with --overwrite), run --jobs workers, write the outputs."""
+    if args.overwrite:
+        _start_over(args, found)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TuneError(f"--out {args.out}: cannot write there ({e.strerror or e})") from None
+    _mark(args, found)
+    study = open_study(args, found, open_storage(args))
+    print(f"study {found.study} in {found.storage}: validation {found.metric}, "
+          f"{census(study).finished} of {args.trials} trials finished; workers: {args.jobs}",
+          flush=True)
+    workers = [a for a in argv if a != "--overwrite"]
+    with pool.Processes(args.jobs, args.gpus) as processes:
+        for i in range(args.jobs):
+            processes.start(i, [sys.executable, "-m", "ncae_cuda.tune", *workers,
+                                "--worker", str(i)])
+        ended = processes.wait()
+    now = census(study)
+    if now.finished < args.trials:
+        if processes.stopped:
+            print(f"{processes.stopped}: stopped with {now.finished} of {args.trials} trials "
+                  "finished: the same command continues the study", file=sys.stderr)
+            return 128 + signal.Signals[processes.stopped]
+        raise TuneError(f"{now.finished} of {args.trials} trials finished; "
+                        + "; ".join(f"worker {i} ended with exit {code}"
+                                    for i, code, _ in ended if code))
+    for i, code, _ in ended:
+        if code:
+            print(f"note: worker {i} ended with exit {code}; the others finished the study",
+                  file=sys.stderr)
+    write_outputs(args, found, study)
+    return 0
+
+
+def _worker(parser, args, found: Setup) -> int:
+    study = open_study(args, found, open_storage(args))
+    try:
+        work(parser, args, found, study)
+    except KeyboardInterrupt as e:            # a signal: the trial under way is marked failed
+        name = getattr(e, "signal_name", "SIGINT")
+        print(f"worker {args.worker}: {name}: stopped; its trial failed, the study goes on",
+              file=sys.stderr)
+        return 128 + signal.Signals[name]
+    return 0
+
+
+def _mark(args, found: Setup) -> None:
+    """--out names its study (tune.json): a folder of one study's trials is never another's."""
+    marker, mine = args.out / MARKER, {"study": found.study, "storage": found.storage}
+    if marker.exists():
+        held = json.loads(marker.read_text())
+        if held != mine:
+            raise TuneError(f"--out {args.out} holds the trials of study {held['study']} in "
+                            f"{held['storage']}: tune that with its --study and --storage, "
+                            "start over with --overwrite, or choose another --out")
+        return
+    text = json.dumps(mine, indent=2).encode()
+    atomic_write(marker, lambda f: f.write(text))
+
+
+def _start_over(args, found: Setup) -> None:
+    """The study removed from its storage and its trials from --out, once no worker runs."""
+    workers = args.out / WORKERS
+    for lock in sorted(workers.glob("*.lock")) if workers.is_dir() else []:
+        if _alive(lock):
+            raise TuneError(f"--overwrite: a worker ({lock.read_text().strip()}) is running in "
+                            f"{args.out}: stop it first")
+    if args.storage is not None:
+        optuna = _optuna()
+        with contextlib.suppress(KeyError):              # no such study: nothing to remove
+            optuna.delete_study(study_name=found.study, storage=open_storage(args))
+    for name in (TRIALS, WORKERS):
+        shutil.rmtree(args.out / name, ignore_errors=True)
+    for name in (JOURNAL, MARKER, ASK, BEST, TABLE, FIGURE):
+        (args.out / name).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The run pool (ncae_cuda.pool) under the experiments: the same tables whatever the number of
+jobs, tasks and the order the runs end in; a rerun that skips what is finished and resumes what
+was killed; another experiment's runs refused, never overwritten; each slot its GPU and its
+share of the cores."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ncae_cuda import experiments, pool
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK = ["configurations", "--dataset", "synthetic-tiny", "--quick", "--repeats", "2"]
+ONE_SEED = QUICK[:-2]
+OUTPUTS = ("configurations.md", "configurations.csv")
+
+
+def outputs(out: Path) -> dict:
+    return {name: (out / name).read_bytes() for name in OUTPUTS}
+
+
+def test_the_tables_do_not_depend_on_jobs_or_tasks(tmp_path, capsys):
+    assert experiments.main([*QUICK, "--out", str(tmp_path / "one")]) == 0
+    assert experiments.main([*QUICK, "--jobs", "3", "--out", str(tmp_path / "three")]) == 0
+    shared = [*QUICK, "--tasks", "2", "--out", str(tmp_path / "tasks")]
+    assert experiments.main([*shared, "--task", "1"]) == 0
+    assert "--collect writes the tables once they are" in capsys.readouterr().out
+    assert not (tmp_path / "tasks" / "configurations.md").exists()
+    code = experiments.main([*shared, "--collect"])
+    assert code == 2 and "4 of the 8 runs are not finished" in capsys.readouterr().err
+    assert experiments.main([*shared, "--task", "0"]) == 0        # the last task writes them
+    assert outputs(tmp_path / "one") == outputs(tmp_path / "three") == outputs(tmp_path / "tasks")
+    assert experiments.main([*shared, "--collect"]) == 0
+    assert outputs(tmp_path / "tasks") == outputs(tmp_path / "one")
+    table = (tmp_path / "one" / "configurations.md").read_text()
+    assert "±" in table and "| 16 |" in table.replace("|  16 |", "| 16 |")
+
+
+def test_a_rerun_skips_the_finished_runs(tmp_path, capsys):
+    out = tmp_path / "exp"
+    assert experiments.main([*QUICK, "--jobs", "2", "--out", str(out)]) == 0
+    first = capsys.readouterr().out
+    assert "0 finished before (skipped), 0 to resume, 8 to start; 2 at once" in first
+    assert "8 done, 0 running, 0 left, nothing left" in first and "about" in first
+    logs = {p: p.stat().st_mtime_ns for p in out.glob("runs/configurations/*/log.txt")}
+    assert len(logs) == 8
+    assert experiments.main([*QUICK, "--out", str(out)]) == 0
+    assert "8 finished before (skipped), 0 to resume, 0 to start" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in logs} == logs                # nothing ran again
+
+
+def test_another_listing_is_refused_and_overwrite_starts_over(tmp_path, capsys):
+    out = tmp_path / "exp"
+    assert experiments.main([*ONE_SEED, "--out", str(out), "--", "--batch-size", "16"]) == 0
+    before = outputs(out)
+    capsys.readouterr()
+    code = experiments.main([*ONE_SEED, "--out", str(out), "--", "--batch-size", "32"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert (f"{out / 'runs' / 'configurations'} holds runs of configurations with other "
+            "settings (K16-SINGLE-BP-seed0: --batch-size 16 -> --batch-size 32; 3 runs more "
+            "changed): rerun it with those, start over with --overwrite") in err
+    assert outputs(out) == before                                      # nothing overwritten
+    assert experiments.main([*ONE_SEED, "--out", str(out), "--overwrite", "--",
+                             "--batch-size", "32"]) == 0
+    assert outputs(out) != before
+    run = json.loads((out / "runs" / "configurations" / "K16-SINGLE-BP-seed0" / "run.json")
+                     .read_text())
+    assert run["run"]["settings"]["batch_size"] == 32
+
+
+def test_two_experiments_never_share_runs(tmp_path, capsys):
+    out = str(tmp_path)
+    for name in ("topm", "clusters"):
+        assert experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--out", out]) == 0
+    assert experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--out", out]) == 0
+    assert "3 finished before (skipped)" in capsys.readouterr().out   # clusters replaced none
+    assert {p.name for p in (tmp_path / "runs").iterdir()} == {"topm", "clusters"}
+    assert {"topm.md", "clusters.md"} <= {p.name for p in tmp_path.iterdir()}
+
+
+def test_a_killed_pool_resumes_its_run_and_ends_as_an_uninterrupted_one(tmp_path):
+    # robustness --quick: two runs, D 0.4 and 0.6, each long enough to be killed in
+    flags = ["robustness", "--dataset", "synthetic", "--quick", "--", "--hidden", "16",
+             "--epochs", "150", "--patience", "0", "--no-refit", "--checkpoint-every", "0"]
+    assert experiments.main([*flags[:4], "--out", str(tmp_path / "whole"), *flags[4:]]) == 0
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "ncae_cuda.experiments", *flags[:4], "--out", str(out),
+               *flags[4:]]
+    running = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL)
+    second = out / "runs" / "robustness" / "D0.6-seed0"
+    deadline = time.monotonic() + 120
+    while not ((second / "log.txt").exists() and "epoch  10 " in (second / "log.txt").read_text()):
+        assert time.monotonic() < deadline and running.poll() is None
+        time.sleep(0.1)
+    running.send_signal(signal.SIGKILL)               # the pool dies; its run gets SIGTERM
+    running.wait()
+    deadline = time.monotonic() + 60
+    while _held(second / ".lock"):                    # and stops at the end of its step
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert (second / "checkpoint-select.npz").exists() and not (second / "metrics.json").exists()
+    rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "1 finished before (skipped), 1 to resume, 0 to start" in rerun.stdout
+    assert "(resumed)" in (second / "log.txt").read_text()
+    assert (out / "robustness.csv").read_bytes() == (tmp_path / "whole" / "robustness.csv") \
+        .read_bytes()
+
+
+def _held(lock: Path) -> bool:
+    """Whether a process still holds a run folder's lock (the run still stopping)."""
+    from ncae_cuda import rundir
+    try:
+        rundir.lock(lock).close()
+    except rundir.Held:
+        return True
+    return False
+
+
+def test_each_slot_sees_its_gpu_and_its_share_of_the_cores(tmp_path, monkeypatch):
+    monkeypatch.setattr(pool, "cores", lambda: 8)
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    show = [sys.executable, "-c", "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], "
+                                  "os.environ['NUMBA_NUM_THREADS'])"]
+    with pool.Processes(2, ["3", "5"]) as processes:
+        for i in range(2):
+            processes.start(i, show, log=tmp_path / f"{i}.txt")
+        assert sorted(code for _, code, _ in processes.wait()) == [0, 0]
+    assert [(tmp_path / f"{i}.txt").read_text().split() for i in range(2)] == [["3", "4"],
+                                                                               ["5", "4"]]
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "1")                   # the user's say stands
+    assert pool.slot_env(0, 2, []) == {}
+
+
+def test_the_pool_flags_are_checked(capsys):
+    for flags, message in ((["--task", "2", "--tasks", "2"], "--task 2: must be in 0..1"),
+                           (["--overwrite", "--tasks", "2"], "--overwrite: start over with one"),
+                           (["--jobs", "0"], "--jobs: expected an integer >= 1"),
+                           (["--gpus", "0,x"], "expected comma-separated GPU numbers")):
+        with pytest.raises(SystemExit):
+            experiments.main(["configurations", "--quick", *flags])
+        assert message in capsys.readouterr().err

@@ -1,0 +1,247 @@
+"""python -m ncae_cuda.tune for real: Optuna's study in a journal file shared by two worker
+processes, and in a PostgreSQL server this test starts, shared by two commands (as two
+machines would run them); a worker killed mid-trial; the best recipe retrained to its score;
+and a user's mistakes in one line each."""
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from ncae_cuda import space, train, tune
+from ncae_cuda.config import read_recipe
+
+optuna = pytest.importorskip("optuna", reason="the [tune] extra: pip install -e '.[tune]'")
+from optuna.storages import RDBStorage  # noqa: E402
+from optuna.storages.journal import JournalFileBackend, JournalStorage  # noqa: E402
+from optuna.trial import TrialState  # noqa: E402
+
+from test_user_errors import refused  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SPACE = """
+[hidden]
+choices = [[4], [8, 4]]
+[dropout]
+low = 0.0
+high = 0.6
+[weight_decay]
+low = 1e-4
+high = 1e-1
+log = true
+"""
+
+
+def files(tmp_path, epochs: int) -> list[str]:
+    """A recipe of `epochs` epochs (no early stopping) and a small space over it, as flags."""
+    (tmp_path / "recipe.toml").write_text(f"epochs = {epochs}\npatience = 0\nbatch_size = 16\n")
+    (tmp_path / "space.toml").write_text(SPACE)
+    return ["--dataset", "synthetic-tiny", "--config", str(tmp_path / "recipe.toml"),
+            "--space", str(tmp_path / "space.toml"), "--device", "cpu", "--pruner", "none"]
+
+
+def command(*flags) -> list[str]:
+    return [sys.executable, "-m", "ncae_cuda.tune", *map(str, flags)]
+
+
+def journal(out: Path):
+    return optuna.load_study(study_name=out.name,
+                             storage=JournalStorage(JournalFileBackend(str(out / tune.JOURNAL))))
+
+
+def by_state(study) -> dict:
+    trials = study.get_trials()
+    return {state: [t for t in trials if t.state == state] for state in TrialState}
+
+
+def workers(trials) -> set:
+    return {t.user_attrs["worker"]["pid"] for t in trials}
+
+
+def test_two_workers_share_a_journal_study_and_the_best_recipe_retrains_to_its_score(tmp_path):
+    out = tmp_path / "study"
+    done = subprocess.run(command(*files(tmp_path, 150), "--trials", 6, "--jobs", 2,
+                                  "--out", out), capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    study = journal(out)
+    complete = by_state(study)[TrialState.COMPLETE]
+    assert sorted(t.number for t in complete) == list(range(6))
+    assert len(workers(complete)) == 2                    # both worker processes ran trials
+    for t in complete:              # each trial is a trainer run scored on validation only
+        metrics = json.loads((out / "trials" / f"{t.number:04d}" / "metrics.json").read_text())
+        assert metrics["valid"]["rmse"] == t.value and "test" not in metrics
+    best = min(complete, key=lambda t: t.value)
+    recipe = (out / "best.toml").read_text()
+    assert f"study {out.name} ({out / tune.JOURNAL}), trial {best.number}," in recipe
+    assert f"validation rmse {best.value:.4f} at epoch" in recipe
+    settings = read_recipe(out / "best.toml")
+    assert settings["hidden"] == tuple(int(k) for k in best.params["hidden"].split(","))
+    assert settings["dropout"] == best.params["dropout"] and settings["epochs"] == 150
+    lines = (out / "trials.csv").read_text().splitlines()
+    assert len(lines) == 7 and lines[0].startswith("trial,state,valid rmse,")
+    assert (out / "tune.png").stat().st_size > 0
+    # train --config best.toml, on the same data and seed, scores what the study reported
+    again = tmp_path / "again"
+    assert train.main(["--config", str(out / "best.toml"), "--dataset", "synthetic-tiny",
+                       "--device", "cpu", "--validation-only", "--out", str(again)]) == 0
+    assert json.loads((again / "metrics.json").read_text())["valid"]["rmse"] == best.value
+    assert train.main(["--config", str(out / "best.toml"), "--dataset", "synthetic-tiny",
+                       "--device", "cpu", "--out", str(tmp_path / "tested")]) == 0
+
+
+def test_one_worker_draws_the_same_trials_each_time(tmp_path):
+    flags = files(tmp_path, 3)
+    params = []
+    for name in ("a", "b"):
+        assert tune.main([*flags, "--trials", "4", "--out", str(tmp_path / name)]) == 0
+        params.append([t.params for t in journal(tmp_path / name).get_trials()])
+    assert params[0] == params[1] and len({str(p) for p in params[0]}) == 4
+
+
+def test_a_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path):
+    out = tmp_path / "study"
+    flags = [*files(tmp_path, 600), "--out", out]
+    running = subprocess.Popen(command(*flags, "--trials", 3, "--jobs", 2),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        if not (out / tune.JOURNAL).exists():
+            continue
+        for t in journal(out).get_trials(states=(TrialState.RUNNING,)):
+            log = out / "trials" / f"{t.number:04d}" / "log.txt"
+            if "worker" in t.user_attrs and log.exists() and "epoch  20 " in log.read_text():
+                victim = t                                # mid-training
+                break
+    assert victim is not None, "no trial got under way"
+    os.kill(victim.user_attrs["worker"]["pid"], signal.SIGKILL)
+    stdout, stderr = running.communicate(timeout=300)
+    assert running.returncode == 0, stderr
+    assert "ended with exit -9; the others finished the study" in stderr
+    states = by_state(journal(out))
+    assert [t.number for t in states[TrialState.FAIL]] == [victim.number]
+    assert len(states[TrialState.COMPLETE]) == 3 and not states[TrialState.RUNNING]
+    row = next(line for line in (out / "trials.csv").read_text().splitlines()
+               if line.startswith(f"{victim.number},FAIL,"))
+    assert row.endswith("stopped or killed with its worker")
+    # the same command, one more trial: the study goes on from where it is
+    assert tune.main([*map(str, flags), "--trials", "4"]) == 0
+    states = by_state(journal(out))
+    assert len(states[TrialState.COMPLETE]) == 4 and len(states[TrialState.FAIL]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL: a server of the OS's packages (CI installs it), started here as its own user
+
+def _postgres_bin() -> Path | None:
+    found = shutil.which("initdb")
+    places = ([str(Path(found).resolve().parent)] if found else []) + sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    return next((Path(p) for p in places if (Path(p) / "pg_ctl").exists()), None)
+
+
+@pytest.fixture
+def postgres():
+    """postgresql://... of a server on a free port, in a temporary folder, stopped after."""
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server is installed (CI installs one: apt-get install "
+                    "postgresql)")
+    pytest.importorskip("psycopg", reason="no psycopg (the [tune] extra)")
+    root = Path(tempfile.mkdtemp(prefix="ncae-postgres-"))
+    as_user = []
+    if os.geteuid() == 0:                          # the server refuses to run as root
+        as_user = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(root, "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = root / "server.log"
+
+    def run(*argv):
+        subprocess.run([*as_user, *map(str, argv)], check=True, capture_output=True, text=True)
+    run(bin_dir / "initdb", "-D", root / "data", "-U", "ncae", "--auth=trust", "-E", "UTF8")
+    run(bin_dir / "pg_ctl", "-D", root / "data", "-l", log, "-w", "start", "-o",
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1")
+    try:
+        yield f"postgresql://ncae@127.0.0.1:{port}/postgres", log
+    finally:
+        run(bin_dir / "pg_ctl", "-D", root / "data", "-m", "fast", "-w", "stop")
+        print(f"--- {log}\n{log.read_text()}")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_two_machines_share_a_postgresql_study(tmp_path, postgres):
+    url, log = postgres
+    flags = [*files(tmp_path, 300), "--storage", url, "--study", "shared", "--trials", 4]
+    machines = [subprocess.Popen(command(*flags, "--out", tmp_path / m), stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, cwd=REPO)
+                for m in ("a", "b")]
+    outputs = [m.communicate(timeout=300)[0] for m in machines]
+    for machine, output in zip(("a", "b"), outputs):
+        print(f"--- machine {machine}\n{output}")
+    assert [m.returncode for m in machines] == [0, 0], outputs
+    study = optuna.load_study(study_name="shared", storage=RDBStorage(url))
+    complete = by_state(study)[TrialState.COMPLETE]
+    assert len(complete) == 4 and len(workers(complete)) == 2
+    ran = [{int(p.name) for p in (tmp_path / m / "trials").iterdir()} for m in ("a", "b")]
+    assert ran[0] and ran[1] and not ran[0] & ran[1]             # each trial ran once, somewhere
+    assert read_recipe(tmp_path / "a" / "best.toml") == read_recipe(tmp_path / "b" / "best.toml")
+    version = subprocess.run([str(_postgres_bin() / "postgres"), "--version"],
+                             capture_output=True, text=True).stdout.strip()
+    print(f"{version}; {url}; trials by worker: "
+          f"{ {pid: [t.number for t in complete if t.user_attrs['worker']['pid'] == pid] for pid in workers(complete)} }")
+
+
+# ---------------------------------------------------------------------------------------------
+# the space, and a user's mistakes
+
+def test_a_choice_of_widths_reaches_the_model_as_a_tuple(tmp_path):
+    path = tmp_path / "space.toml"
+    path.write_text(SPACE)
+    dimensions = space.read_space(path, {})
+    trial = optuna.trial.FixedTrial({"hidden": "8,4", "dropout": 0.25, "weight_decay": 0.01})
+    assert {d.name: d.suggest(trial) for d in dimensions} == {
+        "hidden": (8, 4), "dropout": 0.25, "weight_decay": 0.01}
+    assert space.settings(dimensions, {"hidden": "4"}) == {"hidden": (4,)}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[hiden]\nchoices = [[8]]\n", "hiden: no such setting"),
+    ("[hidden]\nlow = 4\nhigh = 8\n", "hidden: not a number: give choices"),
+    ("[dropout]\nlow = 0.0\nhigh = 1.0\n", "dropout: 1.0: dropout must be in [0, 1)"),
+    ("[weight_decay]\nlow = 0.0\nhigh = 0.1\nlog = true\n", "weight_decay: log = true needs low > 0"),
+    ("[epochs]\nlow = 5.5\nhigh = 10\n", "epochs: low, high and step must be integers"),
+    ("[feedback]\nchoices = [\"implicit\"]\n", "feedback: not searched"),
+    ("[seed]\nchoices = [1, 2]\n", "seed: not searched"),
+    ("[dropout]\nchoices = []\n", "dropout: choices = [a list of values]"),
+    ("[dropout]\nlow = 0.1\nhigh = 0.5\nlog = 1\n", "dropout: log = true needs low > 0 and no step"),
+    ("", "no setting to search"),
+])
+def test_a_bad_space_is_refused_in_a_line(tmp_path, capsys, text, message):
+    flags = files(tmp_path, 3)
+    (tmp_path / "space.toml").write_text(text)
+    refused(tune.main, [*flags, "--out", str(tmp_path / "o")], capsys,
+            f"--space {tmp_path / 'space.toml'}: {message}")
+
+
+def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
+    flags = [*files(tmp_path, 2), "--trials", "2", "--out", str(tmp_path / "o")]
+    assert tune.main(flags) == 0
+    refused(tune.main, [*flags, "--seed", "1"], capsys,
+            "study o in " + str(tmp_path / "o" / tune.JOURNAL) + " tunes other settings (seed: "
+            "0 -> 1): tune with those, choose another --study, or start over with --overwrite")
+    refused(tune.main, [*flags, "--storage", f"sqlite:///{tmp_path / 's.db'}"], capsys,
+            f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / tune.JOURNAL}")
+    refused(tune.main, [*flags, "--storage", "nonsense"], capsys, "not a database URL")
+    assert tune.main([*flags, "--seed", "1", "--overwrite"]) == 0           # starts over
+    assert len(journal(tmp_path / "o").get_trials()) == 2
