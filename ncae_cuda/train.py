@@ -68,7 +68,7 @@ NOT_THE_RESULT = ("out", "resume", "overwrite", "data_dir", "cache_dir", "curves
 # ---------------------------------------------------------------------------------------------
 # command line
 
-def _int_list(text: str) -> tuple[int, ...]:
+def int_list(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.split(","))
     except ValueError:
@@ -106,7 +106,7 @@ def add_settings(p: argparse.ArgumentParser) -> None:
     groups = {name: p.add_argument_group(name) for name in ("model", "training", "evaluation")}
     for f in fields(Config):
         meta = f.metadata
-        kind = {"ints": _int_list, "range": _float_pair}.get(meta["kind"])
+        kind = {"ints": int_list, "range": _float_pair}.get(meta["kind"])
         if kind is None and not meta["choices"]:
             kind = float if "float" in str(f.type) else int
         default = None if f.name in FROM_THE_DATA else f.default
@@ -117,15 +117,9 @@ def add_settings(p: argparse.ArgumentParser) -> None:
             metavar={"ints": "K1,K2,...", "range": "LOW,HIGH"}.get(meta["kind"]))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m ncae_cuda.train", description=__doc__.split("\n\n")[0],
-        allow_abbrev=False,
-        epilog="Data sets: " + ", ".join(datasets.names()) + ". Defaults follow the paper "
-               "where it states them.")
-    p.add_argument("--config", type=Path, metavar="RECIPE",
-                   help="read the model's settings from this TOML file (recipes/ has the ones "
-                        "behind the README's results); flags given here override it")
+def add_data_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that name the data and its split: the trainer's, and the baselines' (the
+    same split by construction)."""
     g = p.add_argument_group("data")
     g.add_argument("--dataset",
                    help="a named data set (see below), or a CSV/TSV file of user,item[,rating"
@@ -158,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: %(default)g)")
     g.add_argument("--split-seed", type=int, default=0,
                    help="seed of the split and the D-sample (default: %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ncae_cuda.train", description=__doc__.split("\n\n")[0],
+        allow_abbrev=False,
+        epilog="Data sets: " + ", ".join(datasets.names()) + ". Defaults follow the paper "
+               "where it states them.")
+    p.add_argument("--config", type=Path, metavar="RECIPE",
+                   help="read the model's settings from this TOML file (recipes/ has the ones "
+                        "behind the README's results); flags given here override it")
+    add_data_flags(p)
     add_settings(p)
     g = p.add_argument_group("run")
     g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
@@ -194,6 +200,30 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_defaults(parser, args) -> None:
     """Fill the defaults that depend on the data set and feedback; refuse bad combinations
     with the flag's name, before any data is read."""
+    resolve_data(parser, args)
+    try:
+        config = Config(**model_settings(args)).resolved()
+    except SettingError as e:
+        parser.error(f"{_flag(e.setting)}: {e.reason}")
+    for name in ("based", "weighting", "augment_eps"):       # the defaults, as trained
+        setattr(args, name, getattr(config, name))
+    if args.resume and args.out is None:
+        parser.error("--resume continues the run in --out: name it")
+    args.out = args.out or new_folder(Path(args.train or args.dataset).stem)
+
+
+def new_folder(name: str) -> Path:
+    """runs/<name>-<date>-<time>, with a suffix where that is taken."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path("runs") / f"{name}-{stamp}"
+    return next(folder for folder in (Path(f"{base}{suffix}")
+                                      for suffix in ("", *(f"-{k}" for k in range(2, 99))))
+                if not folder.exists())
+
+
+def resolve_data(parser, args) -> None:
+    """The data flags' defaults (add_data_flags), the feedback's where args has none; a bad
+    combination is refused with the flag's name, before any data is read."""
     if args.train or args.test or args.valid:
         _check_given_split(parser, args)
     else:
@@ -225,20 +255,6 @@ def resolve_defaults(parser, args) -> None:
                      f"{args.test_ratio:g} + {args.valid_ratio:g}")
     if args.split_seed < 0:
         parser.error(f"--split-seed must be >= 0; got {args.split_seed}")
-    try:
-        config = Config(**model_settings(args)).resolved()
-    except SettingError as e:
-        parser.error(f"{_flag(e.setting)}: {e.reason}")
-    for name in ("based", "weighting", "augment_eps"):       # the defaults, as trained
-        setattr(args, name, getattr(config, name))
-    if args.resume and args.out is None:
-        parser.error("--resume continues the run in --out: name it")
-    if args.out is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        name = Path("runs") / f"{Path(args.train or args.dataset).stem}-{stamp}"
-        args.out = next(folder for folder in (Path(f"{name}{suffix}")
-                                              for suffix in ("", *(f"-{k}" for k in range(2, 99))))
-                        if not folder.exists())
 
 
 def _check_given_split(parser, args) -> None:
@@ -270,14 +286,16 @@ def recorded(args) -> dict:
 # ---------------------------------------------------------------------------------------------
 # data
 
-def prepare(args, device: str) -> tuple[Interactions, splits.Split]:
-    """Load and split the data, and say what will be trained on what."""
+def prepare(args, device: str, trained: str | None = None) -> tuple[Interactions, splits.Split]:
+    """Load and split the data, and say what will be trained (default: the NCAE of args) on
+    what."""
     data, split = given_split(args) if args.train else dataset_split(args)
     if args.feedback == "explicit" and data.ratings is None:
         raise DataError(f"{data.name} has no ratings: use --feedback implicit")
+    trained = trained or f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}"
     print(f"{data.name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions | "
           f"train {split.train.nnz}, valid {split.valid.nnz}, test {split.test.nnz} | "
-          f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}, device {device}")
+          f"{trained}, device {device}")
     if data.n_duplicates_merged:
         print(f"note: {data.n_duplicates_merged} duplicate (user, item) records merged into "
               "others (rule: ncae_cuda.data)")
