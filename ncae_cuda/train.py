@@ -43,11 +43,13 @@ import resource
 import signal
 import statistics
 import sys
+import time
 import warnings
 from dataclasses import fields
 from pathlib import Path
 
 from . import datasets, metrics, splits, stopping
+from .baseline_models import beside_ncae
 from .config import Config, SettingError, read_recipe
 from .data import DataError, Interactions, read_table
 from .estimator import NCAE, SHARDS, OutOfMemory
@@ -177,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU: replay each training step from a CUDA graph captured once, instead "
                         "of launching its kernels one by one (default: off, until a GPU "
                         "measurement shows it pays)")
+    g.add_argument("--baselines", type=beside_ncae, default=(), metavar="M1,M2,...",
+                   help="implicit feedback: also these of ease, ials, bpr on the same split, "
+                        "each chosen on validation by its grid, refit and scored on test as "
+                        "python -m ncae_cuda.baselines does (POP is always there; default: "
+                        "none)")
     g.add_argument("--no-refit", dest="refit", action="store_false",
                    help="score test with the best-validation model instead of retraining on "
                         "training + validation")
@@ -207,6 +214,10 @@ def resolve_defaults(parser, args) -> None:
         parser.error(f"{_flag(e.setting)}: {e.reason}")
     for name in ("based", "weighting", "augment_eps"):       # the defaults, as trained
         setattr(args, name, getattr(config, name))
+    if args.baselines and args.feedback != "implicit":
+        parser.error("--baselines: the baselines rank items: they are for implicit feedback")
+    if args.baselines and args.shard != "none":
+        parser.error("--baselines run in one process: leave out --shard")
     if args.resume and args.out is None:
         parser.error("--resume continues the run in --out: name it")
     args.out = args.out or new_folder(Path(args.train or args.dataset).stem)
@@ -436,24 +447,34 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
 
     print("select: training on the training part" + (", scoring validation after every epoch"
                                                      if has_valid else ""))
+    start = time.perf_counter()
     model.fit(split.train, validation=held_back, epochs=args.epochs,
               callback=logged("select", split.train),
               checkpoint=args.out / "checkpoint-select.npz", resume=args.resume,
               checkpoint_every=args.checkpoint_every)
+    # seconds of the fit that chose the epoch, and of the one whose model is tested
+    seconds = {"seconds_select": time.perf_counter() - start}
+    seconds["seconds_fit"] = seconds["seconds_select"]
     history, best_epoch = list(model.history), model.best_epoch
     if has_valid and args.refit:
         print(f"refit: best validation epoch {best_epoch}: retraining on training + "
               f"validation for {best_epoch} epochs")
         model = new_model(args, model.ops)
+        start = time.perf_counter()
         model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
                   checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume,
                   checkpoint_every=args.checkpoint_every)
+        seconds["seconds_fit"] = time.perf_counter() - start
         history += model.history
 
     result = {"test": model.evaluate(split.test, exclude=held_back, per_user=True)}
     if model.config.implicit:
         test = model.evaluate(split.test, exclude=held_back, popularity=True)
         result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
+    if args.baselines:
+        from .baselines import compare          # (which imports this module: its data flags)
+        result["baselines"] = compare(split, args.baselines, model.config.cutoffs, model.ops,
+                                      args.seed)
     report(model, result)
     model.save(args.out / "model.npz")
     trained = [h["seconds"] for h in history if h["epoch"] > 0]
@@ -465,7 +486,8 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split) -
         # the first epoch of a process also compiles the kernels (Numba's, or NVRTC's)
         "seconds_first_epoch": trained[0] if trained else None,
         "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **result}
+        **seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **result}
     if model._comm is not None:
         comm = model._comm
         summary["shard"] = {"processes": comm.world, "columns": model.data.bounds.tolist(),
@@ -481,7 +503,8 @@ def report(model: NCAE, result: dict) -> None:
     if model.config.implicit:
         rows = [{"model": model.config.model_name,
                  **{k: v for k, v in test.items() if k != "clusters"}},
-                {"model": "POP", **result["pop"]}]
+                {"model": "POP", **result["pop"]},
+                *({"model": r["name"], **r["test"]} for r in result.get("baselines", {}).values())]
     else:
         rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
     print("\ntest\n" + metrics.format_table(rows))
