@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import train
+from . import baselines, train
+from .baseline_models import beside_ncae
 from .config import DEFAULTS, VARIANT_SETTINGS, read_recipe
 from .metrics import format_table
 from .pretrain import VARIANTS
@@ -84,6 +85,23 @@ class Runner:
                   f"({time.perf_counter() - start:.1f} s)", flush=True)
         return results
 
+    def baselines(self, cell: str, flags: list[str], grids: dict | None = None) -> list[dict]:
+        """--baselines' results once per seed (ncae_cuda.baselines), each on the split of a
+        trainer run of `flags` and chosen on its validation part; --quick: each grid's first
+        values (under `grids`)."""
+        results = []
+        for seed in range(self.args.repeats if self.args.baselines else 0):
+            out = self.args.out / "runs" / f"{cell}-seed{seed}"
+            out.mkdir(parents=True, exist_ok=True)
+            argv = ["--dataset", self.args.dataset, *self.data_dir, *self.extra, *flags,
+                    "--seed", str(seed)]
+            with open(out / "log.txt", "w") as log, contextlib.redirect_stdout(log):
+                results.append(baselines.on_trainer_split(argv, self.args.baselines, grids,
+                                                          first_values=self.args.quick))
+            (out / "baselines.json").write_text(json.dumps(results[-1], indent=2))
+            print(f"{self.args.name}: {cell} seed {seed}", flush=True)
+        return results
+
     @property
     def data_dir(self) -> list[str]:
         return ["--data-dir", str(self.args.data_dir)] if self.args.data_dir else []
@@ -102,6 +120,17 @@ def _test(key):
 
 def _pop(key):
     return lambda result: result["pop"][key]
+
+
+def _baseline_cells(runs: list[dict], m: int, suffix: str = "") -> dict:
+    """'<baseline> HR@<m or suffix>' and '... NDCG@...' of each baseline's test figures, the
+    mean and spread over the seeds' runs (Runner.baselines)."""
+    cells = {}
+    for key, first in (runs[0] if runs else {}).items():
+        for figure in ("HR", "NDCG"):
+            cells[f"{first['name']} {figure}@{suffix or m}"] = stat(
+                runs, lambda x, key=key, name=f"{figure.lower()}@{m}": x[key]["test"][name])
+    return cells
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,6 +237,9 @@ def factors(r: Runner):
             row[f"{variant} NDCG@{m}"] = stat(results, _test(f"ndcg@{m}"))
         row[f"POP HR@{m}"] = stat(results, _pop(f"hr@{m}"))
         row[f"POP NDCG@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+        factors = {"factors": (k,)}                     # the factor models' K is the row's
+        row.update(_baseline_cells(r.baselines(f"K{k}-baselines", r.variant("NCAE"),
+                                               {"ials": factors, "bpr": factors}), m))
         rows.append(row)
     return rows, [_lines(rows, "K", f"NDCG@{m}", log_x=True)]
 
@@ -215,8 +247,9 @@ def factors(r: Runner):
 def topm(r: Runner):
     """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP."""
     ms = r.grid(r.args.ms, 5)
-    results = {v: r.train(v, [*r.variant(v), "--cutoffs", ",".join(map(str, ms))])
-               for v in VARIANT_SETTINGS}
+    cutoffs = ["--cutoffs", ",".join(map(str, ms))]
+    results = {v: r.train(v, [*r.variant(v), *cutoffs]) for v in VARIANT_SETTINGS}
+    base = r.baselines("baselines", [*r.variant("NCAE"), *cutoffs])
     rows = []
     for m in ms:
         row = {"M": m}
@@ -225,6 +258,7 @@ def topm(r: Runner):
             row[f"{variant} NDCG@M"] = stat(runs, _test(f"ndcg@{m}"))
         row["POP HR@M"] = stat(runs, _pop(f"hr@{m}"))
         row["POP NDCG@M"] = stat(runs, _pop(f"ndcg@{m}"))
+        row.update(_baseline_cells(base, m, "M"))
         rows.append(row)
     return rows, [_lines(rows, "M", "NDCG@M")]
 
@@ -341,6 +375,10 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
     return paths
 
 
+def _baseline_list(text: str) -> tuple[str, ...]:
+    return () if text == "none" else beside_ncae(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
@@ -363,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant-flags", action="append", default=[], metavar="NAME=FLAGS",
                    help='trainer flags for one implicit variant\'s runs, e.g. '
                         '"NCAE-=--weight-decay 1e-2" (repeatable)')
+    p.add_argument("--baselines", type=_baseline_list, default=("ease", "ials", "bpr"),
+                   metavar="M1,M2,...|none",
+                   help="factors, topm: these of ease, ials, bpr beside NCAE (python -m "
+                        "ncae_cuda.baselines; iALS's and BPR's factors are the row's K in "
+                        "factors) (default: ease,ials,bpr)")
     p.add_argument("--ks", default="100,300,500",
                    help="configurations: hidden widths K (default: %(default)s)")
     p.add_argument("--k", type=int, default=500,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import baseline_models, baselines, datasets, splits, train
+from ncae_cuda import baseline_models, baselines, datasets, experiments, splits, train
 from ncae_cuda.baseline_models import Baseline, ease_weights
 from ncae_cuda.estimator import OutOfMemory
 from ncae_cuda.ops import get_backend
@@ -179,3 +179,11 @@ def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):
             train.main(["--dataset", "synthetic-tiny", "--baselines", "ease", *flags])
         assert message in capsys.readouterr().err
 
+
+def test_experiments_draw_the_baselines_beside_ncae(tmp_path):
+    code = experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--baselines",
+                             "ease", "--out", str(tmp_path), "--", "--batch-size", "16"])
+    assert code == 0
+    header = (tmp_path / "topm.csv").read_text().splitlines()[0]
+    assert "EASE NDCG@M mean" in header and "POP NDCG@M mean" in header
+    assert (tmp_path / "runs" / "baselines-seed0" / "baselines.json").exists()
