@@ -28,7 +28,7 @@ from . import __version__, modelfile
 from .config import Config
 from .data import DataError, Interactions, from_matrix, lookup_ids
 from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
-                       ranking_report, rating_report, row_codes, top_m)
+                       rating_report, row_codes, top_m)
 from .fitdata import FitData, as_interactions
 from .layout import SHARDED, AdamConfig, NCAELayout
 from .model import Network, Objective
@@ -194,19 +194,12 @@ class NCAE:
         if popularity and not self.config.implicit:
             raise ValueError("the POP baseline ranks items: it is for implicit feedback")
         c, ops, data = self.config, self.ops, self.data
+        if c.implicit:
+            pop = data.popularity() if popularity else None
+            return data.ranker(held, exclude, c.cutoffs, lambda: self._user_scorer() if pop is None
+                               else constant_scorer(ops, pop), self.comm)
         held = data.held_out(held, "held-out data")
         counts = data.user_counts                                       # (n_users,)
-        if c.implicit:
-            exclude_csr = data.excluded(held, exclude)
-            pop = data.popularity() if popularity else None
-
-            def score(per_user: bool = False) -> dict:
-                with ops.session():
-                    scorer = self._user_scorer() if pop is None else constant_scorer(ops, pop)
-                    return ranking_report(ops, scorer, exclude_csr, held.users, held.items,
-                                          c.cutoffs, counts if per_user else None,
-                                          data.item_columns, self.comm)
-            return score
         if held.ratings is None:
             raise DataError("held-out data for an explicit model needs ratings")
         rows, cols = (held.users, held.items) if c.based == "user" else (held.items, held.users)

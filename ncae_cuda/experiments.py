@@ -35,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import pool
+from . import pool, train
+from .baseline_models import BASELINES, beside_ncae
 from .config import DEFAULTS, VARIANT_SETTINGS, read_recipe
 from .datasets import DATA_ENV
 from .metrics import format_table
@@ -85,6 +86,27 @@ class Plan:
         return [json.loads((self.folder / f"{cell}-seed{seed}" / "metrics.json").read_text())
                 for seed in range(self.args.repeats)]
 
+    def baselines(self, cell: str, flags: list[str], own: list[str] = ()) -> None:
+        """A cell of --baselines' runs (python -m ncae_cuda.baselines), one per seed, each on
+        the split the trainer's runs of `flags` make (their data flags), with `own` flags of
+        its own; --quick: each grid's first values."""
+        if not self.args.baselines:
+            return
+        parser = train.build_parser()
+        trainer = train.parse(parser, ["--dataset", self.args.dataset, *self.extra, *flags])
+        firsts = [f"--grid={key}.{name}={values[0]}" for key in self.args.baselines
+                  for name, values in BASELINES[key].settings.items()] if self.args.quick else []
+        for seed in range(self.args.repeats):
+            self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.baselines", (
+                *train.data_argv(train.given_data(trainer)), "--models", ",".join(self.args.baselines),
+                "--cutoffs", ",".join(map(str, trainer.cutoffs)), *firsts, *own,
+                "--seed", str(seed))))
+
+    def baseline_results(self, cell: str) -> list[dict]:
+        """Each seed's {model key: its figures} of a cell of baselines (empty without them)."""
+        return [json.loads((self.folder / f"{cell}-seed{seed}" / "baselines.json").read_text())
+                ["models"] for seed in range(self.args.repeats if self.args.baselines else 0)]
+
 
 def stat(results: list[dict], value) -> tuple[float, float | None]:
     """(mean, standard deviation over seeds) of value(metrics) over the runs; one run has no
@@ -99,6 +121,17 @@ def _test(key):
 
 def _pop(key):
     return lambda result: result["pop"][key]
+
+
+def _baseline_cells(runs: list[dict], m: int, suffix: str = "") -> dict:
+    """'<baseline> HR@<m or suffix>' and '... NDCG@...' of each baseline's test figures, the
+    mean and spread over the seeds' runs (Plan.baseline_results)."""
+    cells = {}
+    for key, first in (runs[0] if runs else {}).items():
+        for figure in ("HR", "NDCG"):
+            cells[f"{first['name']} {figure}@{suffix or m}"] = stat(
+                runs, lambda x, key=key, name=f"{figure.lower()}@{m}": x[key]["test"][name])
+    return cells
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,6 +244,10 @@ def factors(r: Plan):
     for k in ks:
         for variant in VARIANT_SETTINGS:
             r.cell(f"K{k}-{variant}", [*r.variant(variant), "--hidden", str(k)])
+        # the factor models' K is the row's (a later --grid wins over --quick's)
+        r.baselines(f"K{k}-baselines", r.variant("NCAE"),
+                    [f"--grid={key}.factors={k}" for key in r.args.baselines
+                     if "factors" in BASELINES[key].settings])
 
     def table():
         rows = []
@@ -222,6 +259,7 @@ def factors(r: Plan):
                 row[f"{variant} NDCG@{m}"] = stat(results, _test(f"ndcg@{m}"))
             row[f"POP HR@{m}"] = stat(results, _pop(f"hr@{m}"))
             row[f"POP NDCG@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+            row.update(_baseline_cells(r.baseline_results(f"K{k}-baselines"), m))
             rows.append(row)
         return rows, [_lines(rows, "K", f"NDCG@{m}", log_x=True)]
     return table
@@ -230,11 +268,14 @@ def factors(r: Plan):
 def topm(r: Plan):
     """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP."""
     ms = r.grid(r.args.ms, 5)
+    cutoffs = ["--cutoffs", ",".join(map(str, ms))]
     for variant in VARIANT_SETTINGS:
-        r.cell(variant, [*r.variant(variant), "--cutoffs", ",".join(map(str, ms))])
+        r.cell(variant, [*r.variant(variant), *cutoffs])
+    r.baselines("baselines", [*r.variant("NCAE"), *cutoffs])
 
     def table():
         results = {v: r.results(v) for v in VARIANT_SETTINGS}
+        base = r.baseline_results("baselines")
         rows = []
         for m in ms:
             row = {"M": m}
@@ -243,6 +284,7 @@ def topm(r: Plan):
                 row[f"{variant} NDCG@M"] = stat(runs, _test(f"ndcg@{m}"))
             row["POP HR@M"] = stat(runs, _pop(f"hr@{m}"))
             row["POP NDCG@M"] = stat(runs, _pop(f"ndcg@{m}"))
+            row.update(_baseline_cells(base, m, "M"))
             rows.append(row)
         return rows, [_lines(rows, "M", "NDCG@M")]
     return table
@@ -380,6 +422,10 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
     return [out / file for file in files]
 
 
+def _baseline_list(text: str) -> tuple[str, ...]:
+    return () if text == "none" else beside_ncae(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
@@ -403,6 +449,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant-flags", action="append", default=[], metavar="NAME=FLAGS",
                    help='trainer flags for one implicit variant\'s runs, e.g. '
                         '"NCAE-=--weight-decay 1e-2" (repeatable)')
+    p.add_argument("--baselines", type=_baseline_list, default=("ease", "ials", "bpr"),
+                   metavar="M1,M2,...|none",
+                   help="factors, topm: these of ease, ials, bpr beside NCAE (python -m "
+                        "ncae_cuda.baselines; iALS's and BPR's factors are the row's K in "
+                        "factors) (default: ease,ials,bpr)")
     p.add_argument("--ks", default="100,300,500",
                    help="configurations: hidden widths K (default: %(default)s)")
     p.add_argument("--k", type=int, default=500,

@@ -17,6 +17,7 @@ training matrix's entries.
 from __future__ import annotations
 
 import numbers
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,6 +26,7 @@ from . import metrics
 from .augment import column_weights, sparse_row_copies
 from .config import Config
 from .data import DataError, Interactions, check_values, from_matrix, lookup_ids
+from .evaluate import Scorer, ranking_report
 from .ops.common import CSR
 from .shard import Columns, column_part, split_columns
 
@@ -202,6 +204,24 @@ class FitData:
             raise DataError(f"{int(clash.sum())} held-out interactions are also in the fit "
                             "data or in exclude: a held-out item must be a candidate")
         return self.part(_binary(seen), self.item_columns)
+
+    def ranker(self, held, exclude, cutoffs: tuple[int, ...], scorer: Callable[[], Scorer],
+               comm=None) -> Callable[..., dict]:
+        """score(per_user=False) -> HR@M and NDCG@M (M in cutoffs) of each `held` item ranked
+        among the items its user has no interaction with here nor in `exclude`, by the scores of
+        scorer() (made when scoring, inside the backend's session); per_user adds the table of
+        users grouped by their number of interactions here. NCAE and every baseline are scored
+        by it: one set of candidates, exclusions and ties."""
+        held = self.held_out(held, "held-out data")
+        exclude_csr = self.excluded(held, exclude)
+        counts = self.user_counts
+
+        def score(per_user: bool = False) -> dict:
+            with self.ops.session():
+                return ranking_report(self.ops, scorer(), exclude_csr, held.users, held.items,
+                                      cutoffs, counts if per_user else None, self.item_columns,
+                                      comm)
+        return score
 
     def held_out(self, X, name: str) -> Interactions:
         """X (a users x items scipy matrix or an Interactions) as Interactions of the fit data's

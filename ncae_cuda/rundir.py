@@ -27,7 +27,8 @@ from .session import differences
 
 MANIFEST = "run.json"
 LOCK = ".lock"
-FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", "model.npz", "metrics.json")
+FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", "model.npz", "metrics.json",
+         "baselines.json", "baselines.md")          # the trainer's, python -m ncae_cuda.baselines's
 SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (session.ShardCheckpoint)
 
 

@@ -43,11 +43,13 @@ import resource
 import signal
 import statistics
 import sys
+import time
 import warnings
 from dataclasses import fields
 from pathlib import Path
 
 from . import datasets, metrics, splits, stopping
+from .baseline_models import beside_ncae
 from .config import Config, SettingError, read_recipe
 from .data import DataError, Interactions, read_table
 from .estimator import NCAE, SHARDS, OutOfMemory
@@ -69,7 +71,7 @@ NOT_THE_RESULT = ("out", "resume", "overwrite", "data_dir", "cache_dir", "curves
 # ---------------------------------------------------------------------------------------------
 # command line
 
-def _int_list(text: str) -> tuple[int, ...]:
+def int_list(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.split(","))
     except ValueError:
@@ -107,7 +109,7 @@ def add_settings(p: argparse.ArgumentParser) -> None:
     groups = {name: p.add_argument_group(name) for name in ("model", "training", "evaluation")}
     for f in fields(Config):
         meta = f.metadata
-        kind = {"ints": _int_list, "range": _float_pair}.get(meta["kind"])
+        kind = {"ints": int_list, "range": _float_pair}.get(meta["kind"])
         if kind is None and not meta["choices"]:
             kind = float if "float" in str(f.type) else int
         default = None if f.name in FROM_THE_DATA else f.default
@@ -120,7 +122,8 @@ def add_settings(p: argparse.ArgumentParser) -> None:
 
 def add_data_flags(p: argparse.ArgumentParser) -> None:
     """The flags that say what a run trains and scores on (the data set, or files, and the
-    split): the trainer's, and those of the commands that start trainer runs."""
+    split): the trainer's, and those of the commands that start trainer runs or score the
+    baselines (the same split by construction)."""
     g = p.add_argument_group("data")
     g.add_argument("--dataset",
                    help="a named data set (see below), or a CSV/TSV file of user,item[,rating"
@@ -156,11 +159,24 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
 
 
 def data_flags(args) -> dict:
-    """The values of args' data flags (add_data_flags), by name: what another command hands on
-    to the runs it starts."""
+    """The values of args' data flags (add_data_flags), by name."""
     p = argparse.ArgumentParser()
     add_data_flags(p)
     return {name: getattr(args, name) for name in vars(p.parse_args([]))}
+
+
+def given_data(args) -> dict:
+    """args' data flags that differ from their defaults, by name, as text, but the folders
+    (where the data is kept is not what a run is): what another command hands on to the runs
+    it starts."""
+    defaults = data_flags(build_parser().parse_args([]))
+    return {k: str(v) for k, v in data_flags(args).items()
+            if v != defaults[k] and k not in ("data_dir", "cache_dir")}
+
+
+def data_argv(given: dict) -> list[str]:
+    """given_data()'s flags as a command line has them."""
+    return [x for k, v in given.items() for x in (f"--{k.replace('_', '-')}", v)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU: replay each training step from a CUDA graph captured once, instead "
                         "of launching its kernels one by one (default: off, until a GPU "
                         "measurement shows it pays)")
+    g.add_argument("--baselines", type=beside_ncae, default=(), metavar="M1,M2,...",
+                   help="implicit feedback: also these of ease, ials, bpr on the same split, "
+                        "each chosen on validation by its grid, refit and scored on test as "
+                        "python -m ncae_cuda.baselines does (POP is always there; default: "
+                        "none)")
     g.add_argument("--no-refit", dest="refit", action="store_false",
                    help="score test with the best-validation model instead of retraining on "
                         "training + validation")
@@ -213,6 +234,39 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_defaults(parser, args) -> None:
     """Fill the defaults that depend on the data set and feedback; refuse bad combinations
     with the flag's name, before any data is read."""
+    resolve_data(parser, args)
+    try:
+        config = Config(**model_settings(args)).resolved()
+    except SettingError as e:
+        parser.error(f"{_flag(e.setting)}: {e.reason}")
+    for name in ("based", "weighting", "augment_eps"):       # the defaults, as trained
+        setattr(args, name, getattr(config, name))
+    if args.baselines and args.feedback != "implicit":
+        parser.error("--baselines: the baselines rank items: they are for implicit feedback")
+    if args.baselines and args.shard != "none":
+        parser.error("--baselines run in one process: leave out --shard")
+    if args.baselines and args.validation_only:
+        parser.error("--baselines are scored on the test part; --validation-only never scores it")
+    if args.validation_only and args.curves:
+        parser.error("--curves scores the test part after every epoch; --validation-only never "
+                     "scores it")
+    if args.resume and args.out is None:
+        parser.error("--resume continues the run in --out: name it")
+    args.out = args.out or new_folder(Path(args.train or args.dataset).stem)
+
+
+def new_folder(name: str) -> Path:
+    """runs/<name>-<date>-<time>, with a suffix where that is taken."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path("runs") / f"{name}-{stamp}"
+    return next(folder for folder in (Path(f"{base}{suffix}")
+                                      for suffix in ("", *(f"-{k}" for k in range(2, 99))))
+                if not folder.exists())
+
+
+def resolve_data(parser, args) -> None:
+    """The data flags' defaults (add_data_flags), the feedback's where args has none; a bad
+    combination is refused with the flag's name, before any data is read."""
     if args.train or args.test or args.valid:
         _check_given_split(parser, args)
     else:
@@ -244,23 +298,6 @@ def resolve_defaults(parser, args) -> None:
                      f"{args.test_ratio:g} + {args.valid_ratio:g}")
     if args.split_seed < 0:
         parser.error(f"--split-seed must be >= 0; got {args.split_seed}")
-    try:
-        config = Config(**model_settings(args)).resolved()
-    except SettingError as e:
-        parser.error(f"{_flag(e.setting)}: {e.reason}")
-    for name in ("based", "weighting", "augment_eps"):       # the defaults, as trained
-        setattr(args, name, getattr(config, name))
-    if args.validation_only and args.curves:
-        parser.error("--curves scores the test part after every epoch; --validation-only never "
-                     "scores it")
-    if args.resume and args.out is None:
-        parser.error("--resume continues the run in --out: name it")
-    if args.out is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        name = Path("runs") / f"{Path(args.train or args.dataset).stem}-{stamp}"
-        args.out = next(folder for folder in (Path(f"{name}{suffix}")
-                                              for suffix in ("", *(f"-{k}" for k in range(2, 99))))
-                        if not folder.exists())
 
 
 def _check_given_split(parser, args) -> None:
@@ -292,14 +329,16 @@ def recorded(args) -> dict:
 # ---------------------------------------------------------------------------------------------
 # data
 
-def prepare(args, device: str) -> tuple[Interactions, splits.Split]:
-    """Load and split the data, and say what will be trained on what."""
+def prepare(args, device: str, trained: str | None = None) -> tuple[Interactions, splits.Split]:
+    """Load and split the data, and say what will be trained (default: the NCAE of args) on
+    what."""
     data, split = given_split(args) if args.train else dataset_split(args)
     if args.feedback == "explicit" and data.ratings is None:
         raise DataError(f"{data.name} has no ratings: use --feedback implicit")
+    trained = trained or f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}"
     print(f"{data.name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions | "
           f"train {split.train.nnz}, valid {split.valid.nnz}, test {split.test.nnz} | "
-          f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}, device {device}")
+          f"{trained}, device {device}")
     if data.n_duplicates_merged:
         print(f"note: {data.n_duplicates_merged} duplicate (user, item) records merged into "
               "others (rule: ncae_cuda.data)")
@@ -446,10 +485,14 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
 
     print("select: training on the training part" + (", scoring validation after every epoch"
                                                      if has_valid else ""))
+    start = time.perf_counter()
     model.fit(split.train, validation=held_back, epochs=args.epochs,
               callback=logged("select", split.train, on_epoch),
               checkpoint=args.out / "checkpoint-select.npz", resume=args.resume,
               checkpoint_every=args.checkpoint_every)
+    # seconds of the fit that chose the epoch, and of the one whose model is tested
+    seconds = {"seconds_select": time.perf_counter() - start}
+    seconds["seconds_fit"] = seconds["seconds_select"]
     history, best_epoch = list(model.history), model.best_epoch
     if args.validation_only:
         best = next(h for h in history if h["epoch"] == best_epoch and "valid" in h)
@@ -459,14 +502,20 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
             print(f"refit: best validation epoch {best_epoch}: retraining on training + "
                   f"validation for {best_epoch} epochs")
             model = new_model(args, model.ops)
+            start = time.perf_counter()
             model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
                       checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume,
                       checkpoint_every=args.checkpoint_every)
+            seconds["seconds_fit"] = time.perf_counter() - start
             history += model.history
         result = {"test": model.evaluate(split.test, exclude=held_back, per_user=True)}
         if model.config.implicit:
             test = model.evaluate(split.test, exclude=held_back, popularity=True)
             result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
+        if args.baselines:
+            from .baselines import compare      # (which imports this module: its data flags)
+            result["baselines"] = compare(split, args.baselines, model.config.cutoffs,
+                                          model.ops, args.seed)
     report(model, result)
     model.save(args.out / "model.npz")
     trained = [h["seconds"] for h in history if h["epoch"] > 0]
@@ -478,7 +527,8 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
         # the first epoch of a process also compiles the kernels (Numba's, or NVRTC's)
         "seconds_first_epoch": trained[0] if trained else None,
         "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **result}
+        **seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **result}
     if model.comm is not None:
         comm = model.comm
         summary["shard"] = {"processes": comm.world, "columns": model.data.bounds.tolist(),
@@ -498,7 +548,8 @@ def report(model: NCAE, result: dict) -> None:
     if model.config.implicit:
         rows = [{"model": model.config.model_name,
                  **{k: v for k, v in test.items() if k != "clusters"}},
-                {"model": "POP", **result["pop"]}]
+                {"model": "POP", **result["pop"]},
+                *({"model": r["name"], **r["test"]} for r in result.get("baselines", {}).values())]
     else:
         rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
     print("\ntest\n" + metrics.format_table(rows))

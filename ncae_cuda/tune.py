@@ -97,7 +97,7 @@ class Setup:
 
     def data_text(self) -> str:
         """The data flags given, as a command line has them."""
-        return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.data.items())
+        return " ".join(train.data_argv(self.data))
 
 
 def setup(parser, args) -> Setup:
@@ -113,10 +113,8 @@ def setup(parser, args) -> Setup:
     except ValueError as e:
         parser.error(f"--space {args.space}: {e}")
     metric, higher = Config(**train.model_settings(probe)).resolved().selection_metric
-    defaults = train.data_flags(train.build_parser().parse_args([]))
-    data = {k: str(v) for k, v in train.data_flags(args).items()
-            if v != defaults[k] and k not in ("data_dir", "cache_dir")}
-    return Setup(recipe, dimensions, metric, higher, data, _shown(args), args.study)
+    return Setup(recipe, dimensions, metric, higher, train.given_data(args), _shown(args),
+                 args.study)
 
 
 def trainer_args(parser, args, recipe: dict, settings: dict, out: Path):

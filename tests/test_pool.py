@@ -78,7 +78,7 @@ def test_two_experiments_never_share_runs(tmp_path, capsys):
     for name in ("topm", "clusters"):
         assert experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--out", out]) == 0
     assert experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--out", out]) == 0
-    assert "3 finished before (skipped)" in capsys.readouterr().out   # clusters replaced none
+    assert "4 finished before (skipped)" in capsys.readouterr().out   # clusters replaced none
     assert {p.name for p in (tmp_path / "runs").iterdir()} == {"topm", "clusters"}
     assert {"topm.md", "clusters.md"} <= {p.name for p in tmp_path.iterdir()}
 

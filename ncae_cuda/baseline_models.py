@@ -1,0 +1,181 @@
+"""The models NCAE is compared with on implicit feedback, each fit on a users x items matrix X of
+ones and scoring every item for given users:
+
+- EASE (Steck, WWW 2019): the item-item weights B = argmin ||X - XB||² + λ||B||² with
+  diag(B) = 0, in closed form: P = (XᵀX + λI)⁻¹, B = I - P diag(1/diag(P)); a user's scores are
+  their row of XB. One setting, λ.
+- iALS (Hu, Koren, Volinsky, ICDM 2008): the `implicit` library's AlternatingLeastSquares, which
+  fits user and item factors to 1 at observed entries weighted `alpha` and to 0 at all others
+  weighted 1, with L2 `regularization` on both (conjugate-gradient steps); scores u·v.
+- BPR (Rendle et al., UAI 2009): the `implicit` library's BayesianPersonalizedRanking, SGD on
+  the log-sigmoid of the score gap between an observed and a sampled unobserved item.
+- POP: every item scored by its number of interactions in X, for every user alike.
+
+iALS and BPR need the optional extra (pip install -e ".[baselines]"); they fit on the GPU where
+the `implicit` build has CUDA and the caller asks for it. A fit returns Scores: users (B,) ->
+(B, n_items) float32 on the host. A model trained over iterations also hands the Scores of
+each count in `at` to `check` as it passes it, so one fit scores every count on validation.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from . import metrics
+from .estimator import OutOfMemory
+from .ops import BackendUnavailable
+
+Scores = Callable[[np.ndarray], np.ndarray]          # (B,) users -> (B, n_items) float32
+Check = Callable[[int, Scores], None]                # (iterations done, the Scores then)
+EASE_COPIES = 3                   # items x items float64 arrays alive at once: XᵀX + λI, P, B
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str                               # as tables print it
+    grid: dict                              # each setting chosen on validation: its values
+    fit: Callable                           # fit(X, settings, seed, gpu, at, check) -> Scores
+    iterations: tuple[int, ...] = ()        # the counts scored on validation along one fit
+
+    @property
+    def settings(self) -> dict:
+        """What validation chooses, with the values it tries: the grid's, the iteration counts."""
+        return {**self.grid, **({"iterations": self.iterations} if self.iterations else {})}
+
+
+def fit_ease(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, at=(),
+             check: Check | None = None) -> Scores:
+    """EASE's scores XB (closed form: the module's docstring); seed, gpu and at are unused."""
+    B = ease_weights(X, settings["l2"])
+    return lambda users: np.asarray(X[users] @ B, np.float32)
+
+
+def ease_weights(X: sp.csr_matrix, l2: float) -> np.ndarray:
+    """(n_items, n_items) float64 B of EASE; OutOfMemory, naming the sizes, where the items x
+    items matrices would not fit in the memory there is."""
+    n = X.shape[1]
+    need, have = EASE_COPIES * 8 * n * n, available_memory()
+    if need > have:
+        raise OutOfMemory(f"EASE needs {EASE_COPIES} items x items matrices: {EASE_COPIES} x "
+                          f"{n:,} x {n:,} float64 = {need / 2**30:,.1f} GiB, and {have / 2**30:,.1f}"
+                          " GiB of memory is available: leave EASE out (--models)")
+    G = (X.T @ X).toarray().astype(np.float64)
+    G[np.diag_indices(n)] += l2
+    P = np.linalg.inv(G)
+    B = P / -np.diag(P)
+    B[np.diag_indices(n)] = 0.0
+    return B
+
+
+def available_memory() -> int:
+    """Bytes of physical memory free now."""
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def fit_pop(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, at=(),
+            check: Check | None = None) -> Scores:
+    """Every user's scores are the items' interaction counts in X."""
+    counts = metrics.popularity_scores(X)
+    return lambda users: np.broadcast_to(counts, (len(users), len(counts)))
+
+
+def fit_ials(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, at=(),
+             check: Check | None = None) -> Scores:
+    implicit = _implicit()
+    with threadpool_limits(1, "blas"):    # implicit's advice: its own threads, not BLAS's
+        model = implicit.als.AlternatingLeastSquares(
+            factors=settings["factors"], regularization=settings["regularization"],
+            alpha=settings["alpha"], iterations=settings["iterations"], use_gpu=gpu,
+            random_state=seed)
+        return _fit_factors(model, X, at, check)
+
+
+def fit_bpr(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, at=(),
+            check: Check | None = None) -> Scores:
+    implicit = _implicit()
+    with threadpool_limits(1, "blas"):
+        # one thread: implicit's BPR updates factors from several threads at once (Hogwild), so
+        # two threads give another model every run
+        model = implicit.bpr.BayesianPersonalizedRanking(
+            factors=settings["factors"], learning_rate=settings["learning_rate"],
+            regularization=settings["regularization"], iterations=settings["iterations"],
+            use_gpu=gpu, num_threads=1, random_state=seed)
+        return _fit_factors(model, X, at, check)
+
+
+def _fit_factors(model, X: sp.csr_matrix, at, check: Check | None) -> Scores:
+    """Fit an `implicit` factor model, handing check the Scores after each count in `at`."""
+    def callback(iteration, *progress):       # iALS and BPR report other figures after it
+        if check is not None and iteration + 1 in at:
+            check(iteration + 1, _factor_scores(model))
+    model.fit(X.astype(np.float32), show_progress=False, callback=callback)
+    return _factor_scores(model)
+
+
+def _factor_scores(model) -> Scores:
+    """u·v of a snapshot of the model's factors (a fit goes on updating them in place)."""
+    model = model.to_cpu() if hasattr(model, "to_cpu") else model
+    users, items = np.array(model.user_factors), np.array(model.item_factors)
+    return lambda rows: users[rows] @ items.T
+
+
+def _implicit():
+    try:
+        import implicit.als
+        import implicit.bpr
+    except ImportError:
+        raise BackendUnavailable("iALS and BPR are fit by the implicit library: pip install -e "
+                                 "\".[baselines]\"") from None
+    return implicit
+
+
+def implicit_has_gpu() -> bool:
+    """Whether the installed `implicit` was built with CUDA (and finds a GPU)."""
+    try:
+        import implicit.gpu
+    except ImportError:
+        return False
+    return implicit.gpu.HAS_CUDA
+
+
+# The grids: the values tried on validation, in implicit's parametrisation for iALS and BPR
+# (iALS's alpha: an observed entry's weight against an unobserved one's 1). Each range was set
+# on ML-100K's validation part (split seed 0) so that the best value lies inside it: EASE's λ
+# 200, iALS's regularization 10 and alpha 1 with the most factors and iterations a little
+# ahead, BPR's learning rate 0.001-0.003 over several hundred iterations (its validation
+# figure falls after too many).
+BASELINES = {
+    "ease": Baseline("EASE", {"l2": (50.0, 100.0, 200.0, 400.0, 800.0, 1600.0)}, fit_ease),
+    "ials": Baseline("iALS", {"factors": (64, 128, 256, 512),
+                              "regularization": (2.5, 5.0, 10.0, 20.0, 40.0),
+                              "alpha": (0.5, 1.0, 2.0, 4.0)},
+                     fit_ials, iterations=(10, 20, 30, 50)),
+    "bpr": Baseline("BPR", {"factors": (64, 128, 256), "learning_rate": (0.001, 0.003, 0.01),
+                            "regularization": (0.001, 0.01)},
+                    fit_bpr, iterations=(100, 200, 400, 800)),
+    "pop": Baseline("POP", {}, fit_pop),
+}
+
+
+def model_list(text: str) -> tuple[str, ...]:
+    """'ease,ials' -> ('ease', 'ials'), each a key of BASELINES."""
+    names = tuple(dict.fromkeys(name.strip().lower() for name in text.split(",")))
+    unknown = [name for name in names if name not in BASELINES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{unknown[0]!r} is not a baseline (baselines: "
+                                         f"{', '.join(BASELINES)})")
+    return names
+
+
+def beside_ncae(text: str) -> tuple[str, ...]:
+    """model_list's, for a table that has POP already: the trainer's, the experiments'."""
+    models = model_list(text)
+    if "pop" in models:
+        raise argparse.ArgumentTypeError("POP is in every implicit run's table already")
+    return models

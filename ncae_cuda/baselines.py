@@ -1,0 +1,240 @@
+"""EASE, iALS, BPR and POP on the trainer's own split, chosen on validation, scored once on test.
+
+    python -m ncae_cuda.baselines --dataset ml-100k --out runs/baselines
+    python -m ncae_cuda.baselines --dataset ml-100k --models ease,ials --split-seed 1
+    python -m ncae_cuda.baselines --dataset ml-100k --models ials --grid ials.factors=64,128
+    python -m ncae_cuda.train --dataset ml-100k --feedback implicit --baselines ease,ials
+
+Each model (ncae_cuda.baseline_models) goes through the trainer's protocol on the split the
+trainer makes of the same data flags (leave-one-out by time): every point of its grid is fit
+on the training part and scores the validation part (iALS and BPR after each of their
+iteration counts, along one fit); the best NDCG at the last cutoff chooses (on a tie, the first
+in grid order); the chosen settings are refit on training + validation, and the test part is
+scored once. The figures are NCAE's evaluator's (FitData.ranker): the same candidates (every
+item the user has no training or validation interaction with), exclusions and tie rule (ties
+count against the held-out item). Under --out: baselines.json (every validation figure, the
+choice, the test figures, the seconds) and baselines.md.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import train
+from .baseline_models import BASELINES, Baseline, implicit_has_gpu, model_list
+from .config import DEFAULTS, Config
+from .data import DataError, Interactions
+from .estimator import OutOfMemory
+from .fitdata import FitData
+from .metrics import format_table
+from .modelfile import atomic_write
+from .rundir import RunDirectory
+from .ops import BackendUnavailable, get_backend
+from .splits import Split
+
+IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
+DEFAULT_MODELS = ("ease", "ials", "bpr", "pop")
+
+
+def compare(split: Split, models, cutoffs: tuple[int, ...], ops, seed: int = 0,
+            grids: dict | None = None, log=print) -> dict:
+    """{model key: select_and_test's result} for each key of BASELINES in `models`, on `split`;
+    grids: {key: {setting: values}} in place of a model's own (ncae_cuda.baseline_models)."""
+    gpu = ops.name == "gpu" and implicit_has_gpu()
+    if ops.name == "gpu" and not gpu and {"ials", "bpr"} & set(models):
+        log("note: the implicit library here has no CUDA build: iALS and BPR fit on the CPU")
+    return {key: select_and_test(BASELINES[key], split, cutoffs, ops, seed,
+                                 {**BASELINES[key].grid, **(grids or {}).get(key, {})}, gpu, log)
+            for key in models}
+
+
+def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops, seed: int,
+                    grid: dict, gpu: bool = False, log=print) -> dict:
+    """The protocol of the module's docstring for one model: every validation figure, the
+    settings chosen, the test figures, and the seconds the selection and the final fit took."""
+    metric = f"ndcg@{cutoffs[-1]}"
+    grid = dict(grid)
+    counts = tuple(grid.pop("iterations", model.iterations))
+    train_X, seen = _matrix(split.train), FitData.of(split.train, IMPLICIT, ops)
+    runs, start = [], time.perf_counter()
+    for values in itertools.product(*grid.values()):
+        settings = dict(zip(grid, values))
+        fit_start = time.perf_counter()
+
+        def check(iterations, scores, settings=settings):
+            figures = _ranked(ops, seen, split.valid, None, cutoffs, scores)
+            runs.append({"settings": {**settings, **({"iterations": iterations}
+                                                      if iterations else {})},
+                         "valid": figures, "seconds": time.perf_counter() - fit_start})
+        if counts:
+            model.fit(train_X, {**settings, "iterations": max(counts)}, seed, gpu, counts, check)
+        else:
+            check(None, model.fit(train_X, settings, seed, gpu))
+    best = max(runs, key=lambda run: run["valid"][metric])        # the first of equals
+    selected = time.perf_counter() - start
+    fold = split.fold_validation().train
+    fit_start = time.perf_counter()
+    scores = model.fit(_matrix(fold), best["settings"], seed, gpu)
+    fit_seconds = time.perf_counter() - fit_start
+    test = _ranked(ops, FitData.of(fold, IMPLICIT, ops), split.test, split.valid, cutoffs,
+                   scores)
+    log(f"{model.name}: {len(runs)} settings scored on validation ({selected:.1f} s), chose "
+        f"{_shown(best['settings'])} ({metric} {best['valid'][metric]:.4f}); refit on "
+        f"training + validation in {fit_seconds:.2f} s: test {metric} {test[metric]:.4f}")
+    return {"name": model.name, "grid": {**grid, **({"iterations": list(counts)}
+                                                    if counts else {})},
+            "validation": runs, "chosen": best["settings"], "valid": best["valid"],
+            "test": test, "seconds_select": selected, "seconds_fit": fit_seconds}
+
+
+def _matrix(part: Interactions):
+    """users x items, 1 at every interaction: what the baselines fit on."""
+    return part.to_csr("user", implicit=True)
+
+
+def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:
+    """HR@M and NDCG@M of `held` by `scores` through NCAE's evaluator (FitData.ranker)."""
+    def scorer():
+        return lambda users: ops.to_device(np.ascontiguousarray(scores(users), np.float32))
+    return fit.ranker(held, exclude, cutoffs, scorer)()
+
+
+def _shown(settings: dict) -> str:
+    return ", ".join(f"{name} {value:g}" for name, value in settings.items()) or "no settings"
+
+
+def table(results: dict, cutoffs: tuple[int, ...]) -> list[dict]:
+    """One row per model: its test figures, the settings chosen, validation's NDCG at the last
+    cutoff, the seconds of the final fit and of the whole selection."""
+    metric = f"ndcg@{cutoffs[-1]}"
+    return [{"model": r["name"], **{k: v for k, v in r["test"].items() if k != "rows"},
+             f"valid {metric}": r["valid"][metric], "fit s": r["seconds_fit"],
+             "select s": r["seconds_select"], "chosen": _shown(r["chosen"])}
+            for r in results.values()]
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+def grid_override(text: str) -> tuple[str, str, tuple]:
+    """'ials.factors=64,128' -> ('ials', 'factors', (64, 128)): values of one setting of a
+    model's grid, numbers > 0 of the setting's kind."""
+    target, _, values = text.partition("=")
+    key, _, name = target.partition(".")
+    model = BASELINES.get(key)
+    settings = {} if model is None else model.settings
+    if name not in settings:
+        known = [f"{k}.{s}" for k, m in BASELINES.items() for s in m.settings]
+        raise argparse.ArgumentTypeError(f"{target!r}: expected MODEL.SETTING=V1,V2,... with "
+                                         f"MODEL.SETTING one of {', '.join(known)}")
+    kind = int if all(isinstance(v, int) for v in settings[name]) else float
+    try:
+        parsed = tuple(kind(v) for v in values.split(","))
+    except ValueError:
+        parsed = ()
+    if not parsed or min(parsed) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: {name} takes numbers > 0 ({kind.__name__})")
+    return key, name, parsed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ncae_cuda.baselines", description=__doc__.split("\n\n")[0],
+        allow_abbrev=False, epilog=__doc__.split("\n\n", 2)[2] + "\n\nGrids: " + "; ".join(
+            f"{m.name}: " + ", ".join(f"{s} {'/'.join(f'{v:g}' for v in vs)}"
+                                      for s, vs in m.grid.items())
+            + (f", iterations {'/'.join(map(str, m.iterations))}" if m.iterations else "")
+            for m in BASELINES.values() if m.grid),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_data_flags(p)
+    g = p.add_argument_group("baselines")
+    g.add_argument("--models", type=model_list, default=DEFAULT_MODELS, metavar="M1,M2,...",
+                   help=f"which, of {', '.join(BASELINES)} (default: "
+                        f"{','.join(DEFAULT_MODELS)})")
+    g.add_argument("--grid", type=grid_override, action="append", default=[],
+                   metavar="MODEL.SETTING=V1,V2",
+                   help="these values of one setting instead of its grid's (repeatable), e.g. "
+                        "ials.factors=64,128 or bpr.iterations=50,100")
+    g.add_argument("--cutoffs", type=train.int_list, default=DEFAULTS.cutoffs,
+                   metavar="M1,M2,...", help="the M of HR@M and NDCG@M; validation chooses by "
+                   f"NDCG at the last (default: {','.join(map(str, DEFAULTS.cutoffs))})")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of iALS's and BPR's initialisation and of BPR's samples "
+                        "(default: %(default)s)")
+    g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="where the figures are ranked, and iALS and BPR fit where the implicit "
+                        "library has a CUDA build; auto: the GPU when there is one (default: "
+                        "%(default)s)")
+    g.add_argument("--out", type=Path,
+                   help="folder for baselines.json and baselines.md (default: "
+                        "runs/baselines-<data set>-<date>-<time>)")
+    g.add_argument("--resume", action="store_true",
+                   help="run again the baselines of --out that did not finish (same settings)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="start over in an --out that holds another run's files, removing them")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.feedback, args.based = "implicit", "user"
+    train.resolve_data(parser, args)
+    if min(args.cutoffs) < 1:
+        parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0; got {args.seed}")
+    grids = {}
+    for key, name, values in args.grid:
+        if key not in args.models:
+            parser.error(f"--grid {key}.{name}: {key} is not in --models")
+        grids.setdefault(key, {})[name] = values
+    if args.resume and args.out is None:
+        parser.error("--resume continues the run in --out: name it")
+    args.out = args.out or train.new_folder(f"baselines-{Path(args.train or args.dataset).stem}")
+    # a folder of one run's files, as the trainer's (a pool of them resumes what did not finish)
+    settings = json.loads(json.dumps({**train.recorded(args), "grid": grids}))  # as run.json
+    folder = RunDirectory(args.out, {"baselines": settings})
+    try:
+        folder.open(resume=args.resume, overwrite=args.overwrite)
+        ops = get_backend(args.device)
+        data, split = train.prepare(args, ops.name, "baselines " + ", ".join(
+            BASELINES[key].name for key in args.models))
+        results = compare(split, args.models, args.cutoffs, ops, args.seed, grids)
+        write(args.out, {"dataset": args.train and str(args.train) or args.dataset,
+                         "split_seed": args.split_seed, "seed": args.seed, "device": ops.name,
+                         "cutoffs": list(args.cutoffs), "notes": split.notes,
+                         "data": {"users": data.n_users, "items": data.n_items,
+                                  "interactions": data.nnz, "train": split.train.nnz,
+                                  "valid": split.valid.nnz, "test": split.test.nnz},
+                         "models": results}, table(results, args.cutoffs))
+        folder.finish()
+    except (DataError, BackendUnavailable, OutOfMemory) as e:
+        folder.abandon()
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
+        return 2
+    print(f"\ntest\n{format_table(table(results, args.cutoffs))}\n\nwrote "
+          f"{args.out / 'baselines.json'} and {args.out / 'baselines.md'}")
+    return 0
+
+
+def write(out: Path, summary: dict, rows: list[dict]) -> None:
+    """baselines.json (the summary) and baselines.md (the table), each whole or not at all."""
+    text = json.dumps(summary, indent=2).encode()
+    atomic_write(out / "baselines.json", lambda f: f.write(text))
+    markdown = (f"# Baselines on {summary['dataset']} (split seed {summary['split_seed']}, "
+                f"seed {summary['seed']})\n\n{format_table(rows)}\n").encode()
+    atomic_write(out / "baselines.md", lambda f: f.write(markdown))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""The baselines: EASE against a hand-worked case and its closed form, the grid choosing on
+validation, the figures of NCAE's evaluator against an independent count, iALS and BPR through
+the implicit library, and the command lines."""
+import csv
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ncae_cuda import baseline_models, baselines, datasets, experiments, splits, train
+from ncae_cuda.baseline_models import Baseline, ease_weights
+from ncae_cuda.estimator import OutOfMemory
+from ncae_cuda.ops import get_backend
+
+CPU = get_backend("cpu")
+
+
+@pytest.fixture(scope="module")
+def split():
+    return splits.leave_one_out(datasets.load("synthetic-tiny"), seed=1)
+
+
+def test_ease_on_a_hand_worked_4x4_case():
+    # items 0 and 1 always together (co-count 2, counts 2); item 2 (count 2) with item 3
+    # (count 1) once. lambda 1: the 2 x 2 blocks of G + I are [[3, 2], [2, 3]] and
+    # [[3, 1], [1, 2]], inverses [[3, -2], [-2, 3]] / 5 and [[2, -1], [-1, 3]] / 5, and
+    # B_ij = -P_ij / P_jj: 2/3 both ways, 1/3 from item 2 to 3, 1/2 from 3 to 2.
+    X = sp.csr_matrix(np.array([[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 0]],
+                               np.float32))
+    expected = np.array([[0, 2 / 3, 0, 0], [2 / 3, 0, 0, 0], [0, 0, 0, 1 / 3], [0, 0, 1 / 2, 0]])
+    np.testing.assert_allclose(ease_weights(X, 1.0), expected, atol=1e-12)
+    scores = baseline_models.fit_ease(X, {"l2": 1.0})(np.array([3, 0]))
+    np.testing.assert_allclose(scores, [[0, 0, 0, 1 / 3], [2 / 3, 2 / 3, 0, 0]], rtol=1e-6)
+
+
+def test_ease_is_each_columns_least_squares_solution_on_random_data():
+    # EASE's column j is argmin_b ||X_j - X_{-j} b||^2 + l2 ||b||^2 (b_j = 0): a ridge
+    # regression of item j on the others, solved here one column at a time
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix((rng.random((40, 12)) < 0.3).astype(np.float32))
+    l2 = 3.7
+    B = ease_weights(X, l2)
+    G = (X.T @ X).toarray().astype(np.float64)
+    for j in range(12):
+        others = np.delete(np.arange(12), j)
+        column = np.linalg.solve(G[np.ix_(others, others)] + l2 * np.eye(11), G[others, j])
+        np.testing.assert_allclose(B[others, j], column, rtol=1e-9, atol=1e-12)
+        assert B[j, j] == 0
+
+
+def test_ease_refuses_what_memory_cannot_hold_naming_the_sizes(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(baseline_models, "available_memory", lambda: 2**30)
+    X = sp.csr_matrix((3, 20000), dtype=np.float32)
+    with pytest.raises(OutOfMemory, match=r"3 x 20,000 x 20,000 float64 = 8.9 GiB.*1.0 GiB"):
+        ease_weights(X, 1.0)
+    monkeypatch.setattr(baseline_models, "available_memory", lambda: 100)
+    code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease", "--out",
+                           str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: EASE needs 3 items x items matrices: 3 x 50 x 50")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_grid_chooses_on_validation_where_test_would_choose_otherwise(split):
+    # x = 1 scores each user's validation item 1 and every other 0, x = 2 their test item:
+    # validation prefers x = 1, test would prefer x = 2
+    n_items = split.train.n_items
+    favoured = {}
+    for x, part in ((1, split.valid), (2, split.test)):
+        favoured[x] = np.full(split.train.n_users, -1)
+        favoured[x][part.users] = part.items
+
+    def fit(X, settings, seed=0, gpu=False, at=(), check=None):
+        items = favoured[settings["x"]]
+
+        def scores(users):
+            s = np.zeros((len(users), n_items), np.float32)
+            has = items[users] >= 0
+            s[np.flatnonzero(has), items[users][has]] = 1
+            return s
+        return scores
+    model = Baseline("fake", {"x": (2, 1)}, fit)
+    result = baselines.select_and_test(model, split, (10,), CPU, 0, model.grid, log=lambda _: 0)
+    assert result["chosen"] == {"x": 1}
+    by_x = {run["settings"]["x"]: run["valid"]["ndcg@10"] for run in result["validation"]}
+    assert by_x[1] == 1.0 > by_x[2]
+    # x = 1 ranks the test item among ties of 0: counted against it; x = 2 would score 1.0
+    assert result["test"]["ndcg@10"] < 0.2
+    assert result["valid"]["ndcg@10"] == 1.0
+
+
+def independent_figures(scores: np.ndarray, seen: sp.csr_matrix, held, m: int) -> tuple:
+    """(HR@m, NDCG@m) of each held (user, item) ranked by a count in numpy: the candidates
+    scoring at least the held item's score, among the items the user has not seen."""
+    hits, gains = [], []
+    seen = seen.toarray() > 0
+    for u, i in zip(held.users, held.items):
+        candidates = ~seen[u]
+        candidates[i] = False
+        rank = int(np.sum(scores[u, candidates] >= scores[u, i]))
+        hits.append(rank < m)
+        gains.append(1 / np.log2(rank + 2) if rank < m else 0.0)
+    return np.mean(hits), np.mean(gains)
+
+
+def test_baselines_through_ncae_evaluator_match_an_independent_count(split):
+    results = baselines.compare(split, ("ease", "pop"), (5, 20), CPU,
+                                grids={"ease": {"l2": (10.0,)}}, log=lambda _: 0)
+    fold = split.fold_validation().train.to_csr("user", implicit=True)
+    ease = np.asarray(fold @ ease_weights(fold, 10.0), np.float32)
+    pop = np.tile(np.bincount(fold.indices, minlength=fold.shape[1]).astype(np.float32),
+                  (fold.shape[0], 1))
+    for key, scores in (("ease", ease), ("pop", pop)):
+        for m in (5, 20):
+            hr, ndcg = independent_figures(scores, fold, split.test, m)
+            assert results[key]["test"][f"hr@{m}"] == pytest.approx(hr, abs=1e-12)
+            assert results[key]["test"][f"ndcg@{m}"] == pytest.approx(ndcg, abs=1e-12)
+
+
+def test_ials_and_bpr_score_each_iteration_count_along_one_fit_and_repeat(split):
+    pytest.importorskip("implicit")
+    grids = {"ials": {"factors": (8,), "regularization": (1.0,), "alpha": (1.0, 4.0),
+                      "iterations": (2, 5)},
+             "bpr": {"factors": (8,), "learning_rate": (0.05,), "regularization": (0.01,),
+                     "iterations": (3, 10)}}
+    one = baselines.compare(split, ("ials", "bpr"), (10,), CPU, seed=3, grids=grids,
+                            log=lambda _: 0)
+    again = baselines.compare(split, ("ials", "bpr"), (10,), CPU, seed=3, grids=grids,
+                              log=lambda _: 0)
+    for key in ("ials", "bpr"):
+        assert one[key]["test"] == again[key]["test"]
+        assert one[key]["chosen"] == max(one[key]["validation"],
+                                         key=lambda r: r["valid"]["ndcg@10"])["settings"]
+    assert [r["settings"]["iterations"] for r in one["ials"]["validation"]] == [2, 5, 2, 5]
+    # the figure after 2 of 5 iterations is that of a fit of 2
+    short = baselines.compare(split, ("ials",), (10,), CPU, seed=3, grids={"ials": {
+        **grids["ials"], "alpha": (1.0,), "iterations": (2,)}}, log=lambda _: 0)
+    assert short["ials"]["validation"][0]["valid"] == one["ials"]["validation"][0]["valid"]
+
+
+def test_the_command_writes_its_table_and_json(tmp_path, capsys):
+    code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease,pop", "--grid",
+                           "ease.l2=5,50", "--cutoffs", "5,20", "--out", str(tmp_path)])
+    assert code == 0
+    summary = json.loads((tmp_path / "baselines.json").read_text())
+    assert set(summary["models"]) == {"ease", "pop"}
+    assert [r["settings"]["l2"] for r in summary["models"]["ease"]["validation"]] == [5, 50]
+    table = (tmp_path / "baselines.md").read_text()
+    assert "| EASE" in table and "| POP" in table and "ndcg@20" in table
+    assert "EASE: 2 settings scored on validation" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--models", "ease,knn"], "'knn' is not a baseline"),
+    (["--grid", "ease.alpha=1"], "MODEL.SETTING one of"),
+    (["--grid", "ials.factors=0"], "factors takes numbers > 0"),
+    (["--models", "ease", "--grid", "ials.factors=8"], "ials is not in --models"),
+    (["--split", "random"], "use --split loo"),
+])
+def test_the_command_refuses_mistakes_in_a_line(flags, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        baselines.main(["--dataset", "synthetic-tiny", *flags])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and "Traceback" not in err
+
+
+def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = train.main(["--dataset", "synthetic-tiny", "--feedback", "implicit", "--hidden", "8",
+                       "--epochs", "2", "--baselines", "ease", "--out", str(out)])
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["baselines"]["ease"]["test"]["rows"] == metrics["test"]["rows"]
+    assert metrics["seconds_fit"] > 0 and metrics["seconds_select"] > 0
+    assert "| EASE " in capsys.readouterr().out
+    for flags, message in ((["--feedback", "explicit"], "for implicit feedback"),
+                           (["--feedback", "implicit", "--baselines", "pop"], "POP is in every")):
+        with pytest.raises(SystemExit):
+            train.main(["--dataset", "synthetic-tiny", "--baselines", "ease", *flags])
+        assert message in capsys.readouterr().err
+
+
+def test_experiments_draw_the_baselines_beside_ncae(tmp_path):
+    code = experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--baselines",
+                             "ease", "--out", str(tmp_path), "--", "--batch-size", "16"])
+    assert code == 0
+    header = (tmp_path / "topm.csv").read_text().splitlines()[0]
+    assert "EASE NDCG@M mean" in header and "POP NDCG@M mean" in header
+    run = json.loads((tmp_path / "runs" / "topm" / "baselines-seed0" / "baselines.json")
+                     .read_text())
+    with open(tmp_path / "topm.csv") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:                         # the table's figures are the run's, cutoff by cutoff
+        m = row["M"]
+        assert float(row["EASE NDCG@M mean"]) == pytest.approx(
+            run["models"]["ease"]["test"][f"ndcg@{m}"], abs=1e-4)
