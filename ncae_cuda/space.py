@@ -134,6 +134,21 @@ def _from_optuna(value):
     return value
 
 
+def recipe_point(dimensions: list[Dimension], recipe: dict) -> dict:
+    """The recipe's own values (its defaults' where it has none) of the settings the space
+    holds them in, as Optuna stores them: a study's first trial, so that a search starts where
+    the recipe stands and its best is never behind the recipe on validation."""
+    point = {}
+    for d in dimensions:
+        value = recipe.get(d.name, getattr(DEFAULTS, d.name))
+        value = tuple(value) if isinstance(value, list) else value
+        if d.choices is not None and value in d.choices:
+            point[d.name] = to_optuna(value)
+        elif d.choices is None and value is not None and d.low <= value <= d.high:
+            point[d.name] = value
+    return point
+
+
 def settings(dimensions: list[Dimension], params: dict) -> dict:
     """The settings of Optuna's stored params (trial.params), as the model takes them."""
     return {d.name: _from_optuna(params[d.name]) if d.choices is not None else params[d.name]

@@ -7,9 +7,11 @@
 Each trial is a trainer run (python -m ncae_cuda.train --validation-only: the epoch chosen on
 validation, the test part never scored) in --out/trials/NNNN/, with the recipe's settings
 (--config) and the trial's values of the space's (--space, ncae_cuda/space.py) over them, the
-data flags given here and --seed. Optuna's TPE sampler, seeded, draws the values; a trial that
-falls behind the others at the same epoch stops there (--pruner: the median of the earlier
-trials, or successive halving), heard after every epoch through the trainer's callback.
+data flags given here and --seed. The first trial is the recipe's own values of the space's
+settings (so the best is never behind the recipe); then Optuna's TPE sampler, seeded, draws
+the values. A trial that falls behind the others at the same epoch stops there (--pruner: the
+median of the earlier trials, or successive halving), heard after every epoch through the
+trainer's callback.
 
 The study lives in a storage: by default a journal file in --out (workers on one machine);
 --storage sqlite:///FILE, or postgresql://... for workers on many machines, each running the same
@@ -20,7 +22,7 @@ is marked failed (on this machine at once, by its worker's lock; elsewhere once 
 is GRACE seconds old) and the study goes on; the same command again continues the study. At the
 end, in --out: best.toml, a recipe for train --config whose comment names the study, the trial
 and its validation score; trials.csv, every trial; tune.png, the score against the trial and
-each setting's effect. Needs the [tune] extra (Optuna, and psycopg2 for PostgreSQL).
+each setting's effect. Needs the [tune] extra (Optuna, and psycopg for PostgreSQL).
 """
 from __future__ import annotations
 
@@ -178,6 +180,8 @@ def open_study(args, found: Setup, storage):
     made = study.user_attrs.get("ncae_cuda")
     if made is None:
         study.set_user_attr("ncae_cuda", identity)
+        study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe),
+                            skip_if_exists=True)      # (two machines may both make the study)
     elif made != identity:
         changed = "; ".join(differences(made, identity)[:3])
         raise TuneError(f"study {found.study} in {found.storage} tunes other settings "

@@ -151,6 +151,26 @@ def test_the_command_writes_its_table_and_json(tmp_path, capsys):
     assert "EASE: 2 settings scored on validation" in capsys.readouterr().out
 
 
+def test_the_command_keeps_a_run_folder_another_run_never_overwrites(tmp_path, capsys):
+    """An --out holds one run's results: another is refused, --overwrite starts over, --resume
+    runs again only the same settings (a pool's killed cell)."""
+    def command(l2, *more):
+        return baselines.main(["--dataset", "synthetic-tiny", "--models", "ease", "--grid",
+                               f"ease.l2={l2}", "--out", str(tmp_path), *more])
+    assert command(5) == 0
+    before = (tmp_path / "baselines.json").read_bytes()
+    assert command(50) == 2
+    assert "holds another run's files" in capsys.readouterr().err
+    assert (tmp_path / "baselines.json").read_bytes() == before
+    assert command(50, "--resume") == 2
+    assert "grid.ease.l2: [5.0] -> [50.0]" in capsys.readouterr().err  # what differs, named
+    assert command(5, "--resume") == 0
+    assert json.loads((tmp_path / "run.json").read_text())["finished"]
+    assert command(50, "--overwrite") == 0
+    chosen = json.loads((tmp_path / "baselines.json").read_text())["models"]["ease"]["chosen"]
+    assert chosen == {"l2": 50}
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--models", "ease,knn"], "'knn' is not a baseline"),
     (["--grid", "ease.alpha=1"], "MODEL.SETTING one of"),

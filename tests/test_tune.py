@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ncae_cuda import space, train, tune
-from ncae_cuda.config import read_recipe
+from ncae_cuda.config import DEFAULTS, read_recipe
 
 optuna = pytest.importorskip("optuna", reason="the [tune] extra: pip install -e '.[tune]'")
 from optuna.storages import RDBStorage  # noqa: E402
@@ -104,6 +104,21 @@ def test_one_worker_draws_the_same_trials_each_time(tmp_path):
         assert tune.main([*flags, "--trials", "4", "--out", str(tmp_path / name)]) == 0
         params.append([t.params for t in journal(tmp_path / name).get_trials()])
     assert params[0] == params[1] and len({str(p) for p in params[0]}) == 4
+    # the first trial is where the recipe stands: its (default) dropout and L2, both inside the
+    # space; its hidden (500, 500) is not among the choices, so the sampler draws that one
+    assert params[0][0]["dropout"] == DEFAULTS.dropout == 0.5
+    assert params[0][0]["weight_decay"] == DEFAULTS.weight_decay == 1e-3
+    assert all(p["dropout"] != 0.5 for p in params[0][1:])
+
+
+def test_the_recipe_point_is_the_recipe_where_the_space_holds_it():
+    dims = [space.Dimension("hidden", choices=((4,), (8, 4))),
+            space.Dimension("dropout", low=0.0, high=0.6),
+            space.Dimension("weight_decay", low=1e-2, high=1e-1, log=True),
+            space.Dimension("lr", low=1e-4, high=1e-2, log=True)]
+    point = space.recipe_point(dims, {"hidden": [8, 4], "dropout": 0.7, "weight_decay": 0.05})
+    # a choice as Optuna stores it; out of range (0.7) left to the sampler; lr: the default's
+    assert point == {"hidden": "8,4", "weight_decay": 0.05, "lr": DEFAULTS.lr}
 
 
 def test_a_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path):
