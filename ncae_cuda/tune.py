@@ -7,7 +7,8 @@
 Each trial is a trainer run (python -m ncae_cuda.train --validation-only: the epoch chosen on
 validation, the test part never scored) in --out/trials/NNNN/, with the recipe's settings
 (--config) and the trial's values of the space's (--space, ncae_cuda/space.py) over them, the
-data flags given here and --seed. The first trial is the recipe's own values of the space's
+data flags given here and --seed; with --split-seeds, a run on each of these splits and the
+mean of their validation scores. The first trial is the recipe's own values of the space's
 settings (so the best is never behind the recipe); then Optuna's TPE sampler, seeded, draws
 the values. A trial that falls behind the others at the same epoch stops there (--pruner: the
 median of the earlier trials, or successive halving), heard after every epoch through the
@@ -89,13 +90,15 @@ class Setup:
     metric: str                    # the validation figure, e.g. rmse or ndcg@100
     higher: bool                   # whether more is better
     data: dict                     # the data flags given (not their defaults, nor folders)
+    split_seeds: tuple             # a trial's score: the mean over these splits' validation
     storage: str                   # how the storage is shown (no password)
     study: str
 
     def identity(self, seed: int) -> dict:
         """What makes two commands one study: their trials are comparable."""
         return json_ready({"metric": self.metric, "data": self.data, "recipe": self.recipe,
-                           "space": [asdict(d) for d in self.dimensions], "seed": seed})
+                           "space": [asdict(d) for d in self.dimensions], "seed": seed,
+                           "split_seeds": self.split_seeds})
 
     def data_text(self) -> str:
         """The data flags given, as a command line has them."""
@@ -115,17 +118,26 @@ def setup(parser, args) -> Setup:
     except ValueError as e:
         parser.error(f"--space {args.space}: {e}")
     metric, higher = Config(**train.model_settings(probe)).resolved().selection_metric
-    return Setup(recipe, dimensions, metric, higher, train.given_data(args), _shown(args),
-                 args.study)
+    if args.split_seeds and min(args.split_seeds) < 0:
+        parser.error(f"--split-seeds must be >= 0; got {','.join(map(str, args.split_seeds))}")
+    if args.split_seeds and len(set(args.split_seeds)) < len(args.split_seeds):
+        parser.error("--split-seeds: each split once")
+    if args.split_seeds and "split_seed" in train.given_data(args):
+        parser.error("--split-seed and --split-seeds: give one")
+    return Setup(recipe, dimensions, metric, higher, train.given_data(args),
+                 args.split_seeds or (probe.split_seed,), _shown(args), args.study)
 
 
-def trainer_args(parser, args, recipe: dict, settings: dict, out: Path):
+def trainer_args(parser, args, recipe: dict, settings: dict, out: Path,
+                 split_seed: int | None = None):
     """The trainer's flags of a trial: the recipe, the trial's settings over it, the data flags
-    given here, --seed and --device, its folder; validation only. parser.error names a data
-    flag that is wrong."""
+    given here (split_seed, where given, for --split-seed's), --seed and --device, its folder;
+    validation only. parser.error names a data flag that is wrong."""
     targs = train.build_parser().parse_args([])
     for name, value in {**recipe, **settings, **train.data_flags(args)}.items():
         setattr(targs, name, value)
+    if split_seed is not None:
+        targs.split_seed = split_seed
     targs.seed, targs.device, targs.out, targs.validation_only = args.seed, args.device, out, True
     train.resolve_defaults(parser, targs)
     return targs
@@ -308,11 +320,16 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
         trial.report(record["valid"][found.metric], record["epoch"])
         if trial.should_prune():
             raise optuna.TrialPruned(f"epoch {record['epoch']}")
+    several = len(found.split_seeds) > 1
     try:
         Config(**{**found.recipe, **settings}).resolved()
-        targs = trainer_args(parser, args, found.recipe, settings, folder)
-        with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
-            summary = train.run(targs, on_epoch=heard)
+        summaries = []
+        for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
+            targs = trainer_args(parser, args, found.recipe, settings,
+                                 folder / f"split{split_seed}" if several else folder,
+                                 split_seed)
+            with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
+                summaries.append(train.run(targs, on_epoch=None if summaries else heard))
     except optuna.TrialPruned as e:
         _said(args, trial, f"pruned at {e}", start, study, found, True)
         raise
@@ -321,10 +338,13 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
         outcome.append("failed")
         _said(args, trial, f"failed: {e}", start, study, found, False)
         return math.nan                # Optuna marks the trial failed
-    trial.set_user_attr("best_epoch", summary["best_epoch"])
-    value = summary["valid"][found.metric]
-    _said(args, trial, f"{found.metric} {value:.4f} (epoch {summary['best_epoch']})", start,
-          study, found, True, value)
+    epochs = "/".join(str(summary["best_epoch"]) for summary in summaries)
+    trial.set_user_attr("best_epoch", epochs)
+    values = [summary["valid"][found.metric] for summary in summaries]
+    trial.set_user_attr("valid_by_split", values)
+    value = sum(values) / len(values)
+    _said(args, trial, f"{found.metric} {value:.4f} (epoch {epochs})", start, study, found,
+          True, value)
     return value
 
 
@@ -361,10 +381,12 @@ def write_outputs(args, found: Setup, study) -> None:
                         f"under {args.out / TRIALS}") from None
     finished = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
     command = f"python -m ncae_cuda.train --config {args.out / BEST} {found.data_text()}"
+    over = (f" (the mean over split seeds {','.join(map(str, found.split_seeds))})"
+            if len(found.split_seeds) > 1 else "")
     comment = (f"Tuned by python -m ncae_cuda.tune: study {found.study} ({found.storage}), "
                f"trial {best.number}, the best of {finished} finished trials:\n"
                f"validation {found.metric} {best.value:.4f} at epoch "
-               f"{best.user_attrs['best_epoch']}, seed {args.seed}"
+               f"{best.user_attrs['best_epoch']}, seed {args.seed}{over}"
                f"{', on ' + found.data_text() if found.data else ''}.\n"
                f"  {command.rstrip()}")
     settings = {**found.recipe, **space.settings(found.dimensions, best.params)}
@@ -472,6 +494,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0,
                    help="seed of the sampler and of every trial's training (default: "
                         "%(default)s)")
+    g.add_argument("--split-seeds", type=train.int_list, metavar="S1,S2,...",
+                   help="score a trial by the mean of its validation score over these splits "
+                        "(a fit each; the pruner hears the first's epochs): where one split's "
+                        "validation part is small, e.g. one item a user (default: --split-seed "
+                        "alone)")
     train.add_data_flags(p)
     g = p.add_argument_group("the study and its workers")
     g.add_argument("--out", type=Path, required=True,

@@ -111,6 +111,34 @@ def test_one_worker_draws_the_same_trials_each_time(tmp_path):
     assert all(p["dropout"] != 0.5 for p in params[0][1:])
 
 
+def test_a_trial_over_several_splits_scores_the_mean_of_their_validation(tmp_path, capsys):
+    out = tmp_path / "study"
+    assert tune.main([*files(tmp_path, 3), "--trials", "2", "--split-seeds", "0,2",
+                      "--out", str(out)]) == 0
+    complete = by_state(journal(out))[TrialState.COMPLETE]
+    assert len(complete) == 2
+    for t in complete:              # a trainer run on each split, in a folder of its own
+        runs = [json.loads((out / "trials" / f"{t.number:04d}" / f"split{seed}" /
+                            "metrics.json").read_text()) for seed in (0, 2)]
+        assert [r["config"]["split_seed"] for r in runs] == [0, 2]
+        assert t.user_attrs["valid_by_split"] == [r["valid"]["rmse"] for r in runs]
+        assert t.value == pytest.approx((runs[0]["valid"]["rmse"] + runs[1]["valid"]["rmse"]) / 2)
+    assert "(the mean over split seeds 0,2)" in (out / "best.toml").read_text()
+    refused(tune.main, [*files(tmp_path, 3), "--split-seeds", "0,1", "--split-seed", "1",
+                        "--out", str(tmp_path / "other")], capsys,
+            "--split-seed and --split-seeds: give one")
+
+
+@pytest.mark.parametrize("name, recipe", [("explicit", "ml-100k-explicit"),
+                                          ("implicit", "ml-100k-implicit")])
+def test_each_shipped_space_holds_its_recipe_whole(name, recipe):
+    """A study of the README's recipe starts at the recipe itself: every setting the space
+    searches has the recipe's value inside it."""
+    settings = read_recipe(REPO / "recipes" / f"{recipe}.toml")
+    dims = space.read_space(REPO / "recipes" / "spaces" / f"{name}.toml", settings)
+    assert set(space.recipe_point(dims, settings)) == {d.name for d in dims}
+
+
 def test_the_recipe_point_is_the_recipe_where_the_space_holds_it():
     dims = [space.Dimension("hidden", choices=((4,), (8, 4))),
             space.Dimension("dropout", low=0.0, high=0.6),
