@@ -456,8 +456,9 @@ def _figure(found: Setup, trials) -> bytes:
             ax.set_xticks(range(len(shown)), [str(c) for c in shown], fontsize=7)
             ax.set_xlim(-0.5, len(shown) - 0.5)
             values = [shown.index(v) for v in values]
-        elif d.log:
+        elif d.log:                     # labels at the decades only: the others overlap
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.plot(values, [t.value for t in done], "o", alpha=0.7)
         ax.set(xlabel=d.name, ylabel=label)
     for ax in axes[panels:]:
