@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import train
+from . import rundir, train
 from .baseline_models import BASELINES, Baseline, implicit_has_gpu, model_list
 from .config import DEFAULTS, Config
 from .data import DataError, Interactions
@@ -34,7 +34,6 @@ from .estimator import OutOfMemory
 from .fitdata import FitData
 from .metrics import format_table
 from .modelfile import atomic_write
-from .rundir import RunDirectory
 from .ops import BackendUnavailable, get_backend
 from .splits import Split
 
@@ -174,10 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", type=Path,
                    help="folder for baselines.json and baselines.md (default: "
                         "runs/baselines-<data set>-<date>-<time>)")
-    g.add_argument("--resume", action="store_true",
-                   help="run again the baselines of --out that did not finish (same settings)")
-    g.add_argument("--overwrite", action="store_true",
-                   help="start over in an --out that holds another run's files, removing them")
+    rundir.add_flags(g, resume="run again the baselines of --out that did not finish (same "
+                               "settings)")
     return p
 
 
@@ -195,12 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         if key not in args.models:
             parser.error(f"--grid {key}.{name}: {key} is not in --models")
         grids.setdefault(key, {})[name] = values
-    if args.resume and args.out is None:
-        parser.error("--resume continues the run in --out: name it")
+    rundir.check_flags(parser, args)
     args.out = args.out or train.new_folder(f"baselines-{Path(args.train or args.dataset).stem}")
     # a folder of one run's files, as the trainer's (a pool of them resumes what did not finish)
     settings = json.loads(json.dumps({**train.recorded(args), "grid": grids}))  # as run.json
-    folder = RunDirectory(args.out, {"baselines": settings})
+    folder = rundir.RunDirectory(args.out, {"baselines": settings})
     try:
         folder.open(resume=args.resume, overwrite=args.overwrite)
         ops = get_backend(args.device)

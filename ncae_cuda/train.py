@@ -48,14 +48,13 @@ import warnings
 from dataclasses import fields
 from pathlib import Path
 
-from . import datasets, metrics, splits, stopping
+from . import datasets, metrics, rundir, splits, stopping
 from .baseline_models import beside_ncae
 from .config import Config, SettingError, read_recipe
 from .data import DataError, Interactions, read_table
 from .estimator import NCAE, SHARDS, OutOfMemory
 from .modelfile import atomic_write
 from .ops import HAS_CUDA, BackendUnavailable
-from .rundir import RunDirectory
 from .session import CHECKPOINT_EVERY
 
 # Model settings whose CLI default comes from the data: (help of the default).
@@ -219,10 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "for learning curves; never used to choose anything")
     g.add_argument("--out", type=Path,
                    help="the run's folder (default: runs/<data set>-<date>-<time>)")
-    g.add_argument("--resume", action="store_true",
-                   help="continue the run in --out where it stopped")
-    g.add_argument("--overwrite", action="store_true",
-                   help="start over in an --out that holds another run's files, removing them")
+    rundir.add_flags(g, resume="continue the run in --out where it stopped")
     g.add_argument("--checkpoint-every", type=_seconds, default=CHECKPOINT_EVERY,
                    metavar="SECONDS",
                    help="save the run's checkpoint at the end of an epoch once this many seconds "
@@ -250,8 +246,7 @@ def resolve_defaults(parser, args) -> None:
     if args.validation_only and args.curves:
         parser.error("--curves scores the test part after every epoch; --validation-only never "
                      "scores it")
-    if args.resume and args.out is None:
-        parser.error("--resume continues the run in --out: name it")
+    rundir.check_flags(parser, args)
     args.out = args.out or new_folder(Path(args.train or args.dataset).stem)
 
 
@@ -432,7 +427,7 @@ def run(args, on_epoch=None) -> dict:
     run_id = {"settings": recorded(args), "backend": model.ops.name}
     if comm is not None:
         run_id["processes"] = comm.world
-    folder = RunDirectory(args.out, run_id)
+    folder = rundir.RunDirectory(args.out, run_id)
     with contextlib.ExitStack() as stack:
         if not model.leader:                # the other ranks work in step, silently
             stack.enter_context(contextlib.redirect_stdout(open(os.devnull, "w")))
