@@ -81,9 +81,9 @@ class Plan:
                 "--dataset", self.args.dataset, *self.quick, *self.extra, *flags,
                 "--seed", str(seed))))
 
-    def results(self, cell: str) -> list[dict]:
-        """metrics.json of the cell's run for each seed."""
-        return [json.loads((self.folder / f"{cell}-seed{seed}" / "metrics.json").read_text())
+    def results(self, cell: str, file: str = "metrics.json") -> list[dict]:
+        """`file` of the cell's run for each seed (a trainer's metrics.json by default)."""
+        return [json.loads((self.folder / f"{cell}-seed{seed}" / file).read_text())
                 for seed in range(self.args.repeats)]
 
     def baselines(self, cell: str, flags: list[str], own: list[str] = ()) -> None:
@@ -96,16 +96,17 @@ class Plan:
         trainer = train.parse(parser, ["--dataset", self.args.dataset, *self.extra, *flags])
         firsts = [f"--grid={key}.{name}={values[0]}" for key in self.args.baselines
                   for name, values in BASELINES[key].settings.items()] if self.args.quick else []
+        shared = (*train.data_argv(train.given_data(trainer)),
+                  "--models", ",".join(self.args.baselines),
+                  "--cutoffs", ",".join(map(str, trainer.cutoffs)), *firsts, *own)
         for seed in range(self.args.repeats):
-            self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.baselines", (
-                *train.data_argv(train.given_data(trainer)), "--models", ",".join(self.args.baselines),
-                "--cutoffs", ",".join(map(str, trainer.cutoffs)), *firsts, *own,
-                "--seed", str(seed))))
+            self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.baselines",
+                                      (*shared, "--seed", str(seed))))
 
     def baseline_results(self, cell: str) -> list[dict]:
         """Each seed's {model key: its figures} of a cell of baselines (empty without them)."""
-        return [json.loads((self.folder / f"{cell}-seed{seed}" / "baselines.json").read_text())
-                ["models"] for seed in range(self.args.repeats if self.args.baselines else 0)]
+        return ([r["models"] for r in self.results(cell, "baselines.json")]
+                if self.args.baselines else [])
 
 
 def stat(results: list[dict], value) -> tuple[float, float | None]:

@@ -157,20 +157,24 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
                    help="seed of the split and the D-sample (default: %(default)s)")
 
 
-def data_flags(args) -> dict:
-    """The values of args' data flags (add_data_flags), by name."""
+def data_defaults() -> dict:
+    """The data flags (add_data_flags) with their defaults, by name."""
     p = argparse.ArgumentParser()
     add_data_flags(p)
-    return {name: getattr(args, name) for name in vars(p.parse_args([]))}
+    return vars(p.parse_args([]))
+
+
+def data_flags(args) -> dict:
+    """The values of args' data flags (add_data_flags), by name."""
+    return {name: getattr(args, name) for name in data_defaults()}
 
 
 def given_data(args) -> dict:
     """args' data flags that differ from their defaults, by name, as text, but the folders
     (where the data is kept is not what a run is): what another command hands on to the runs
     it starts."""
-    defaults = data_flags(build_parser().parse_args([]))
-    return {k: str(v) for k, v in data_flags(args).items()
-            if v != defaults[k] and k not in ("data_dir", "cache_dir")}
+    return {k: str(getattr(args, k)) for k, default in data_defaults().items()
+            if getattr(args, k) != default and k not in ("data_dir", "cache_dir")}
 
 
 def data_argv(given: dict) -> list[str]:

@@ -122,10 +122,11 @@ def setup(parser, args) -> Setup:
         parser.error(f"--split-seeds must be >= 0; got {','.join(map(str, args.split_seeds))}")
     if args.split_seeds and len(set(args.split_seeds)) < len(args.split_seeds):
         parser.error("--split-seeds: each split once")
-    if args.split_seeds and "split_seed" in train.given_data(args):
+    data = train.given_data(args)
+    if args.split_seeds and "split_seed" in data:
         parser.error("--split-seed and --split-seeds: give one")
-    return Setup(recipe, dimensions, metric, higher, train.given_data(args),
-                 args.split_seeds or (probe.split_seed,), _shown(args), args.study)
+    return Setup(recipe, dimensions, metric, higher, data, args.split_seeds or (probe.split_seed,),
+                 _shown(args), args.study)
 
 
 def trainer_args(parser, args, recipe: dict, settings: dict, out: Path,
