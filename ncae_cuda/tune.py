@@ -308,7 +308,8 @@ def work(parser, args, found: Setup, study) -> None:
 
 def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLock,
               outcome: list) -> float:
-    """A trial's validation score: its trainer run, pruned where it falls behind."""
+    """A trial's validation score: its trainer run (one a split, their mean), pruned where it
+    falls behind."""
     optuna = _optuna()
     trial.set_user_attr("worker", me)
     settings = {d.name: d.suggest(trial) for d in found.dimensions}
