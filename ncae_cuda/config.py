@@ -75,6 +75,12 @@ class Config:
                                         "0 = off)")
     augment_p: float = setting(0.8, "augmentation: the extra row drops this share of the row's "
                                "most popular items")
+    recency_boost: float = setting(0.0, "implicit, user-based: score items from a user's row "
+                                   "weighted 1 + boost * 2^(-r/recency_halflife) at each "
+                                   "interaction, r = how many of theirs are later (needs "
+                                   "timestamps; training rows stay 0/1; 0 = off, the paper's)")
+    recency_halflife: float = setting(2.0, "recency weighting: interactions this many places "
+                                      "before the latest have half its boost")
     pretrain: str = setting("BP", "greedy layer-wise pre-training before fine-tuning: BP = none, "
                             "S+U+S = the paper's three stages (see ncae_cuda.pretrain)",
                             choices=VARIANTS)
@@ -240,14 +246,16 @@ def _check_range(c: Config) -> None:
     checks = [("dropout", 0 <= c.dropout < 1, "in [0, 1)"),
               ("augment_p", 0 < c.augment_p <= 1, "in (0, 1]"),
               ("lr", 0 < c.lr < math.inf, "a finite number > 0"),
-              ("lr_decay", 0 < c.lr_decay <= 1, "in (0, 1]")]
+              ("lr_decay", 0 < c.lr_decay <= 1, "in (0, 1]"),
+              ("recency_halflife", 0 < c.recency_halflife < math.inf, "a finite number > 0")]
     for name in ("epochs", "pretrain_epochs", "batch_size"):
         checks.append((name, _is_int(getattr(c, name)) and getattr(c, name) >= 1,
                        "an integer >= 1"))
     for name in ("patience", "seed"):
         checks.append((name, _is_int(getattr(c, name)) and getattr(c, name) >= 0,
                        "an integer >= 0"))
-    for name in ("alpha", "beta", "c0", "omega", "uniform_c", "weight_decay", "row_norm"):
+    for name in ("alpha", "beta", "c0", "omega", "uniform_c", "weight_decay", "row_norm",
+                 "recency_boost"):
         checks.append((name, 0 <= getattr(c, name) < math.inf, "a finite number >= 0"))
     for name, ok, wanted in checks:
         if not ok:
@@ -261,10 +269,12 @@ def _is_int(value) -> bool:
 def _resolved_variant(c: Config) -> Config:
     """variant, weighting and augment_eps: implicit settings that must agree."""
     if not c.implicit:
-        for name in ("variant", "weighting", "augment_eps"):
+        for name in ("variant", "weighting", "augment_eps", "recency_boost"):
             if getattr(c, name):
                 raise SettingError(name, "is for implicit feedback")
         return replace(c, augment_eps=0.0)
+    if c.recency_boost and c.based != "user":
+        raise SettingError("recency_boost", "weighs the rows of users: it needs based='user'")
     for name in ("output", "row_norm"):
         if getattr(c, name) != getattr(DEFAULTS, name):
             raise SettingError(name, "is for explicit feedback")

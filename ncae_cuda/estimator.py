@@ -20,16 +20,17 @@ without the training data at hand.
 from __future__ import annotations
 
 import numbers
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import __version__, modelfile
 from .config import Config
 from .data import DataError, Interactions, from_matrix, lookup_ids
 from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
                        rating_report, row_codes, top_m)
-from .fitdata import FitData, as_interactions
+from .fitdata import FitData, as_interactions, scored_rows
 from .layout import SHARDED, AdamConfig, NCAELayout
 from .model import Network, Objective
 from .ops import get_backend
@@ -249,12 +250,15 @@ class NCAE:
                               self.data.item_columns, self.comm)
         return self._item_results(idx, vals, ratings=not self.config.implicit)
 
-    def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+    def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
+                      times=None) -> tuple[np.ndarray, np.ndarray]:
         """recommend() for users the model was not fit on, folded in from their interactions
         without retraining: X_new is a scipy.sparse (new users x items) matrix whose column j
         is item_ids[j]. The autoencoder encodes any row, so this needs a user-based model; an
         item-based model's users are its columns, each with an embedding learned in training.
+        A model with recency_boost weighs each new user's interactions by their times: `times`,
+        a matrix of X_new's shape holding each interaction's time at its place (any numbers
+        that grow with time, e.g. seconds).
         """
         self._check_fitted()
         if self.config.based != "user":
@@ -265,7 +269,12 @@ class NCAE:
         if new.n_items != len(self.item_ids):
             raise DataError(f"X_new has {new.n_items} columns; the model has "
                             f"{len(self.item_ids)} items (column j is item_ids[j])")
-        csr = self.data.part(new.to_csr("user", implicit=self.config.implicit))
+        if self.config.recency_boost and times is None:
+            raise ValueError("the model scores from rows weighted by recency (recency_boost): "
+                             "give times=, each interaction's time at its place in X_new")
+        if times is not None:
+            new = replace(new, timestamps=_times_at(times, new))
+        csr = self.data.part(scored_rows(new, self.config, "X_new"))
         n, candidates = self.data.candidates(n, items)
         excluded = excluded_entries(self.ops, csr) if filter_seen else None
         with self.ops.session():
@@ -402,3 +411,17 @@ class NCAE:
 def _entries(part: Interactions | None) -> tuple:
     """What a fit trains or validates on, for its checkpoint's fingerprint."""
     return (None, None, None) if part is None else (part.users, part.items, part.ratings)
+
+
+def _times_at(times, new: Interactions) -> np.ndarray:
+    """(nnz,) float64 the time at each of new's entries, read from `times` (a matrix of X_new's
+    shape); DataError where it has another shape or a time is not a finite number."""
+    m = sp.csr_matrix(times)
+    if m.shape != (new.n_users, new.n_items):
+        raise DataError(f"times is {m.shape[0]} x {m.shape[1]}; X_new is {new.n_users} x "
+                        f"{new.n_items}")
+    at = np.asarray(m[new.users, new.items], np.float64).ravel()          # (nnz,)
+    if not np.isfinite(at).all():
+        raise DataError(f"times: {int((~np.isfinite(at)).sum())} entries of X_new have no finite "
+                        "time")
+    return at

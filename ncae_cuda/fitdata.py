@@ -17,12 +17,13 @@ training matrix's entries.
 from __future__ import annotations
 
 import numbers
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from . import metrics
+from . import metrics, recency
 from .augment import column_weights, sparse_row_copies
 from .config import Config
 from .data import DataError, Interactions, check_values, from_matrix, lookup_ids
@@ -38,9 +39,9 @@ class FitData:
                  seen: sp.csr_matrix, rating_scale: tuple[float, float] | None):
         self.config, self.ops = config, ops
         self.user_ids, self.item_ids = user_ids, item_ids     # (n_users,), (n_items,) source ids
-        self.seen = seen                      # (n_users, n_items) the fit interactions (implicit:
-                                              # ones), users encoded from them, seen items
-                                              # filtered by them
+        self.seen = seen                      # (n_users, n_items) the fit interactions as
+                                              # scored_rows(): users encoded from them, seen
+                                              # items filtered by them
         self.rating_scale = rating_scale      # explicit: (r_min, r_max)
         self.columns = Columns(0, self.n_cols, self.n_cols)   # the network's columns held here
         self.bounds = np.array([0, self.n_cols])            # ... and every rank's: (ranks+1,)
@@ -72,7 +73,7 @@ class FitData:
                                 f"scale {scale}")
             rating_scale = tuple(float(r) for r in scale)
         return cls(config, ops, _storable(data.user_ids), _storable(data.item_ids),
-                   data.to_csr("user", implicit=config.implicit), rating_scale)
+                   scored_rows(data, config, data.name), rating_scale)
 
     @classmethod
     def from_arrays(cls, config: Config, ops, arrays: dict,
@@ -143,6 +144,8 @@ class FitData:
     def _training_matrix(self) -> sp.csr_matrix:
         if self._training is None:
             c, m = self.config, self.matrix()
+            if c.recency_boost:               # recency weighs the rows scored, not those learned
+                m = _binary(m)
             if c.implicit and c.augment_eps > 0:
                 m = sp.vstack([m, sparse_row_copies(m, c.augment_eps, c.augment_p)],
                               format="csr")
@@ -257,6 +260,16 @@ class FitData:
         ids = self.item_ids[np.maximum(idx, 0)]
         ids[idx < 0] = "" if ids.dtype.kind == "U" else -1
         return ids
+
+
+def scored_rows(data: Interactions, config: Config, name: str) -> sp.csr_matrix:
+    """Users x items as the network reads them to score items: the ratings (explicit), ones
+    (implicit), or with recency_boost each user's recency weights (recency.py; DataError where
+    data, named `name`, has no timestamps)."""
+    if config.recency_boost:
+        w = recency.weights(data, config.recency_boost, config.recency_halflife, name)
+        return replace(data, ratings=w).to_csr("user")
+    return data.to_csr("user", implicit=config.implicit)
 
 
 def as_interactions(X, name: str, empty_ok: bool = False) -> Interactions:

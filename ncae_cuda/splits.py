@@ -21,6 +21,7 @@ from .data import NO_TIME, DataError, Interactions
 # Part labels: one int8 per entry says where it goes.
 TRAIN, VALID, TEST = 0, 1, 2
 KINDS = ("random", "loo")     # the splits made here; data sets' own split files come beside
+VALID_ITEMS = ("random", "latest")   # leave-one-out's validation item: a random or the latest other
 
 
 @dataclass(frozen=True)
@@ -120,34 +121,44 @@ def carve_validation(split: Split, valid_ratio: float, seed: int = 0) -> Split:
                          f"{train.nnz}, seed {seed}) carved from train")
 
 
-def leave_one_out(data: Interactions, seed: int = 0) -> Split:
-    """Per user: the latest interaction is the test item, one random other the validation item.
+def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random") -> Split:
+    """Per user: the latest interaction is the test item, one other the validation item: a
+    random one, or with valid_item='latest' the latest of the others (the second-latest, so
+    validation asks what test asks: the next item from the ones before it).
 
-    Ties between equal latest timestamps are broken at random; without timestamps the test item
-    is a random interaction, and so it is for a user whose interactions are all undated
-    (data.NO_TIME, earlier than any time). Users with 2 interactions get a test item only;
-    users with 1 stay in train and are not evaluated.
+    Ties between equal timestamps are broken at random; without timestamps the test and
+    validation items are random interactions, and so they are for a user whose interactions
+    are all undated (data.NO_TIME, earlier than any time). Users with 2 interactions get a test
+    item only; users with 1 stay in train and are not evaluated. The test items depend on the
+    seed alone, not on valid_item: the two validations choose for the same test.
     """
+    if valid_item not in VALID_ITEMS:
+        raise ValueError(f"valid_item must be one of {', '.join(VALID_ITEMS)}; got {valid_item!r}")
     rng = np.random.default_rng(seed)
     counts = np.bincount(data.users, minlength=data.n_users)   # (n_users,) int64
     row_count = counts[data.users]                             # (nnz,) the entry's user's
     test_candidate = row_count >= 2
     if data.timestamps is not None:
-        latest = np.full(data.n_users, np.iinfo(np.int64).min)
-        np.maximum.at(latest, data.users, data.timestamps)
-        test_candidate &= data.timestamps == latest[data.users]
+        test_candidate &= _latest_in_row(data, row_count >= 2)
     test = _pick_one_per_row(data.users, data.n_users, test_candidate, rng)
-    valid = _pick_one_per_row(data.users, data.n_users, ~test & (row_count >= 3), rng)
+    valid_candidate = ~test & (row_count >= 3)
+    if valid_item == "latest" and data.timestamps is not None:
+        valid_candidate &= _latest_in_row(data, valid_candidate)
+    valid = _pick_one_per_row(data.users, data.n_users, valid_candidate, rng)
     label = np.full(data.nnz, TRAIN, np.int8)
     label[test] = TEST
     label[valid] = VALID
 
-    how = "latest interaction by timestamp" if data.timestamps is not None else "random interaction"
+    dated = data.timestamps is not None
+    how = "latest interaction by timestamp" if dated else "random interaction"
+    valid_how = "the latest" if valid_item == "latest" and dated else "a random"
     notes = [f"leave-one-out (seed {seed}): test item = each user's {how}, "
-             "validation item = a random other interaction"]
+             f"validation item = {valid_how} other interaction"]
     if data.timestamps is None:
         notes.append("no timestamps: leave-one-out holds out a random interaction per user")
     elif (data.timestamps == NO_TIME).any():
+        latest = np.full(data.n_users, NO_TIME)
+        np.maximum.at(latest, data.users, data.timestamps)
         undated = int(np.count_nonzero((latest == NO_TIME) & (counts >= 2)))
         notes.append(f"{np.count_nonzero(data.timestamps == NO_TIME)} interactions have no "
                      f"time and count as earlier than any dated one; {undated} users have "
@@ -200,6 +211,13 @@ def _random_labels(nnz: int, parts: list[tuple[int, int]],
         label[perm[start:start + count]] = part
         start += count
     return label
+
+
+def _latest_in_row(data: Interactions, among: np.ndarray) -> np.ndarray:
+    """(nnz,) bool: the entries of `among` whose time is their user's latest among them."""
+    latest = np.full(data.n_users, np.iinfo(np.int64).min)
+    np.maximum.at(latest, data.users[among], data.timestamps[among])
+    return among & (data.timestamps == latest[data.users])
 
 
 def _pick_one_per_row(rows: np.ndarray, n_rows: int, candidate: np.ndarray,

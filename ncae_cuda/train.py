@@ -150,6 +150,11 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
                    help="the share held out for validation: of all entries (random split) or "
                         "of the training file (u1..ub, --train); 0 = no validation, train "
                         "--epochs (default: %(default)g)")
+    g.add_argument("--valid-item", choices=splits.VALID_ITEMS, default="random",
+                   help="leave-one-out: the validation item is a random other interaction, or "
+                        "the latest other one (by time: the test item is the latest, so "
+                        "validation then asks for the next item as test does) (default: "
+                        "%(default)s)")
     g.add_argument("--data-ratio", type=float, default=1.0,
                    help="the paper's D: keep this share of each row's training entries "
                         "(default: %(default)g)")
@@ -283,6 +288,9 @@ def resolve_data(parser, args) -> None:
         args.split = args.split or ("random" if args.feedback == "explicit" else "loo")
         if args.feedback == "implicit" and args.split != "loo":
             parser.error("implicit feedback is evaluated by leave-one-out: use --split loo")
+        if args.valid_item != "random" and args.split != "loo":
+            parser.error(f"--valid-item {args.valid_item} chooses leave-one-out's validation "
+                         "item: use it with --split loo")
         if args.split not in splits.KINDS and not datasets.has_split(args.dataset, args.split):
             parser.error(f"--split {args.split}: {args.dataset} has no such split files (they "
                          "ship with ml-100k); use --split random or loo")
@@ -308,6 +316,9 @@ def _check_given_split(parser, args) -> None:
         if other is not None:
             parser.error(f"{flag} {other}: with --train and --test the data and split are "
                          "those files")
+    if args.valid_item != "random":
+        parser.error(f"--valid-item {args.valid_item}: with --train and --test the validation "
+                     "part is --valid, or carved from --train by --valid-ratio")
     for flag, path in (("--train", args.train), ("--test", args.test), ("--valid", args.valid)):
         if path is not None and not path.is_file():
             parser.error(f"{flag} {path}: no such file")
@@ -385,7 +396,7 @@ def given_split(args) -> tuple[Interactions, splits.Split]:
 
 def make_split(args, data: Interactions) -> splits.Split:
     if args.split == "loo":
-        split = splits.leave_one_out(data, seed=args.split_seed)
+        split = splits.leave_one_out(data, seed=args.split_seed, valid_item=args.valid_item)
     elif args.split == "random":
         split = splits.random_split(data, args.test_ratio, args.valid_ratio, seed=args.split_seed)
     else:

@@ -51,8 +51,12 @@ def assert_partition(split, data):
 
 def assert_same_split(a, b):
     for pa, pb in zip((a.train, a.valid, a.test), (b.train, b.valid, b.test)):
-        np.testing.assert_array_equal(pa.users, pb.users)
-        np.testing.assert_array_equal(pa.items, pb.items)
+        assert_same_entries(pa, pb)
+
+
+def assert_same_entries(pa, pb):
+    np.testing.assert_array_equal(pa.users, pb.users)
+    np.testing.assert_array_equal(pa.items, pb.items)
 
 
 # --- random_split ---------------------------------------------------------------------------
@@ -254,6 +258,41 @@ def test_leave_one_out_random_data_picks_latest():
     for u, t in zip(split.test.users, split.test.timestamps):
         assert t == data.timestamps[data.users == u].max()
     assert_same_split(split, leave_one_out(data, seed=2))
+
+
+def test_leave_one_out_latest_validation_by_hand():
+    data = hand_data()
+    tied = set()
+    for seed in range(40):
+        split = leave_one_out(data, seed, valid_item="latest")
+        assert_partition(split, data)
+        assert (entries(split.test, 0), entries(split.valid, 0)) == ([1], [0])   # times 9, 5
+        pair = entries(split.test, 1) + entries(split.valid, 1)                  # a tie at 7
+        assert sorted(pair) == [0, 1] and entries(split.train, 1) == [2]
+        tied.add(tuple(pair))
+        assert (entries(split.test, 2), entries(split.valid, 2)) == ([5], [])
+        assert_same_entries(split.test, leave_one_out(data, seed).test)   # test: the seed's alone
+    assert tied == {(0, 1), (1, 0)}
+    assert "validation item = the latest other interaction" in leave_one_out(
+        data, valid_item="latest").notes[0]
+
+
+def test_leave_one_out_latest_validation_random_data():
+    data = random_data(seed=6, nnz=1500)
+    split = leave_one_out(data, seed=3, valid_item="latest")
+    assert_partition(split, data)
+    for u, t in zip(split.valid.users, split.valid.timestamps):
+        assert t == split.train.timestamps[split.train.users == u].max(initial=t)
+        assert t <= split.test.timestamps[split.test.users == u][0]
+    assert_same_entries(split.test, leave_one_out(data, seed=3).test)
+    assert not np.array_equal(split.valid.items, leave_one_out(data, seed=3).valid.items)
+
+
+def test_leave_one_out_latest_validation_without_timestamps_is_random():
+    data = hand_data(timestamps=False)
+    assert_same_split(leave_one_out(data, 4, valid_item="latest"), leave_one_out(data, 4))
+    with pytest.raises(ValueError, match="valid_item must be one of random, latest"):
+        leave_one_out(data, valid_item="second")
 
 
 def test_leave_one_out_without_timestamps():
