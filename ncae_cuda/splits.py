@@ -157,9 +157,7 @@ def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random")
     if data.timestamps is None:
         notes.append("no timestamps: leave-one-out holds out a random interaction per user")
     elif (data.timestamps == NO_TIME).any():
-        latest = np.full(data.n_users, NO_TIME)
-        np.maximum.at(latest, data.users, data.timestamps)
-        undated = int(np.count_nonzero((latest == NO_TIME) & (counts >= 2)))
+        undated = int(np.count_nonzero(data.timestamps[test] == NO_TIME))   # latest undated
         notes.append(f"{np.count_nonzero(data.timestamps == NO_TIME)} interactions have no "
                      f"time and count as earlier than any dated one; {undated} users have "
                      "none dated, and a random test item")
