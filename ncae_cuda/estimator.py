@@ -124,7 +124,7 @@ class NCAE:
                 planner = Planner(csr, rows, Schedule(c.seed, c.batch_size, c.dropout))
                 self._net.prepare(planner.geometry)
                 identity = {"settings": {**c.as_dict(), "epochs": int(epochs)},
-                            "data": fingerprint(*_entries(fit), *_entries(valid)),
+                            "data": fingerprint(*_entries(fit, c), *_entries(valid, c)),
                             "backend": self.ops.name}
                 if comm is not None:
                     identity["shard"] = {"processes": comm.world, "rank": comm.rank,
@@ -408,9 +408,14 @@ class NCAE:
             raise RuntimeError("the model is not trained: call fit() or NCAE.load() first")
 
 
-def _entries(part: Interactions | None) -> tuple:
-    """What a fit trains or validates on, for its checkpoint's fingerprint."""
-    return (None, None, None) if part is None else (part.users, part.items, part.ratings)
+def _entries(part: Interactions | None, config: Config) -> tuple:
+    """What a fit trains or validates on, for its checkpoint's fingerprint: the entries, and
+    their times where the fit scores rows weighted by them (recency_boost > 0); otherwise the
+    times change nothing, and a checkpoint stays valid whatever they are."""
+    timed = config.recency_boost > 0
+    if part is None:
+        return (None,) * (4 if timed else 3)
+    return (part.users, part.items, part.ratings) + ((part.timestamps,) if timed else ())
 
 
 def _times_at(times, new: Interactions) -> np.ndarray:

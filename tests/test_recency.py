@@ -94,6 +94,20 @@ def test_recency_refusals():
         model.recommend_new(X[:2], times=X[:2, :29])
 
 
+def test_a_checkpoint_is_of_the_times_it_scored_with(tmp_path):
+    """With recency weights the times steer validation, so a checkpoint is refused for other
+    times; without them it is not, as the times change nothing."""
+    path = tmp_path / "checkpoint.npz"
+    data, retimed = timed(matrix(), seed=0), timed(matrix(), seed=1)
+    NCAE(**SMALL, recency_boost=2.0).fit(data, epochs=2, checkpoint=path, verbose=False)
+    with pytest.raises(DataError, match=r"of another fit \(data: \w+ -> \w+\)"):
+        NCAE(**SMALL, recency_boost=2.0).fit(retimed, epochs=2, checkpoint=path, resume=True,
+                                             verbose=False)
+    NCAE(**SMALL).fit(data, epochs=2, checkpoint=path, verbose=False)
+    resumed = NCAE(**SMALL).fit(retimed, epochs=2, checkpoint=path, resume=True, verbose=False)
+    assert len(resumed.history) == 2
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--feedback", "explicit", "--recency-boost", "2"], "--recency-boost: is for implicit"),
     (["--feedback", "implicit", "--based", "item", "--recency-boost", "2"],
