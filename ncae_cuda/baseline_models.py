@@ -3,7 +3,9 @@ ones and scoring every item for given users:
 
 - EASE (Steck, WWW 2019): the item-item weights B = argmin ||X - XB||² + λ||B||² with
   diag(B) = 0, in closed form: P = (XᵀX + λI)⁻¹, B = I - P diag(1/diag(P)); a user's scores are
-  their row of XB. One setting, λ.
+  their row of XB. Settings λ, and recency_boost and recency_halflife: with a boost > 0 the row
+  that multiplies B holds the user's recency weights (ncae_cuda.recency), as NCAE scores from
+  them; B is still fit on X.
 - iALS (Hu, Koren, Volinsky, ICDM 2008): the `implicit` library's AlternatingLeastSquares, which
   fits user and item factors to 1 at observed entries weighted `alpha` and to 0 at all others
   weighted 1, with L2 `regularization` on both (conjugate-gradient steps); scores u·v.
@@ -12,7 +14,8 @@ ones and scoring every item for given users:
 - POP: every item scored by its number of interactions in X, for every user alike.
 
 iALS and BPR need the optional extra (pip install -e ".[baselines]"); they fit on the GPU where
-the `implicit` build has CUDA and the caller asks for it. A fit returns Scores: users (B,) ->
+the `implicit` build has CUDA and the caller asks for it. A fit takes the training part's
+Interactions (X: its matrix of ones, `ones`) and returns Scores: users (B,) ->
 (B, n_items) float32 on the host. A model trained over iterations also hands the Scores of
 each count in `at` to `check` as it passes it, so one fit scores every count on validation.
 """
@@ -28,7 +31,10 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from . import metrics
+from .config import DEFAULTS, Config
+from .data import Interactions
 from .estimator import OutOfMemory
+from .fitdata import scored_rows
 from .ops import BackendUnavailable
 
 Scores = Callable[[np.ndarray], np.ndarray]          # (B,) users -> (B, n_items) float32
@@ -40,7 +46,7 @@ EASE_COPIES = 3                   # items x items float64 arrays alive at once: 
 class Baseline:
     name: str                               # as tables print it
     grid: dict                              # each setting chosen on validation: its values
-    fit: Callable                           # fit(X, settings, seed, gpu, at, check) -> Scores
+    fit: Callable                           # fit(part, settings, seed, gpu, at, check) -> Scores
     iterations: tuple[int, ...] = ()        # the counts scored on validation along one fit
 
     @property
@@ -49,11 +55,20 @@ class Baseline:
         return {**self.grid, **({"iterations": self.iterations} if self.iterations else {})}
 
 
-def fit_ease(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, at=(),
+def ones(part: Interactions) -> sp.csr_matrix:
+    """(users, items) float32 X: 1 at every interaction of `part`, what the baselines fit on."""
+    return part.to_csr("user", implicit=True)
+
+
+def fit_ease(part: Interactions, settings: dict, seed: int = 0, gpu: bool = False, at=(),
              check: Check | None = None) -> Scores:
-    """EASE's scores XB (closed form: the module's docstring); seed, gpu and at are unused."""
-    B = ease_weights(X, settings["l2"])
-    return lambda users: np.asarray(X[users] @ B, np.float32)
+    """EASE's scores, a user's row times B (the module's docstring); seed, gpu and at are
+    unused. DataError where recency_boost > 0 and the part has no timestamps."""
+    B = ease_weights(ones(part), settings["l2"])
+    rows = scored_rows(part, Config(feedback="implicit", recency_boost=settings["recency_boost"],
+                                    recency_halflife=settings["recency_halflife"]).resolved(),
+                       "the training part")                                # (users, items)
+    return lambda users: np.asarray(rows[users] @ B, np.float32)
 
 
 def ease_weights(X: sp.csr_matrix, l2: float) -> np.ndarray:
@@ -78,14 +93,14 @@ def available_memory() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def fit_pop(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, at=(),
+def fit_pop(part: Interactions, settings: dict, seed: int = 0, gpu: bool = False, at=(),
             check: Check | None = None) -> Scores:
-    """Every user's scores are the items' interaction counts in X."""
-    counts = metrics.popularity_scores(X)
+    """Every user's scores are the items' interaction counts in the part."""
+    counts = metrics.popularity_scores(ones(part))
     return lambda users: np.broadcast_to(counts, (len(users), len(counts)))
 
 
-def fit_ials(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, at=(),
+def fit_ials(part: Interactions, settings: dict, seed: int = 0, gpu: bool = False, at=(),
              check: Check | None = None) -> Scores:
     implicit = _implicit()
     with threadpool_limits(1, "blas"):    # implicit's advice: its own threads, not BLAS's
@@ -93,10 +108,10 @@ def fit_ials(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False,
             factors=settings["factors"], regularization=settings["regularization"],
             alpha=settings["alpha"], iterations=settings["iterations"], use_gpu=gpu,
             random_state=seed)
-        return _fit_factors(model, X, at, check)
+        return _fit_factors(model, ones(part), at, check)
 
 
-def fit_bpr(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, at=(),
+def fit_bpr(part: Interactions, settings: dict, seed: int = 0, gpu: bool = False, at=(),
             check: Check | None = None) -> Scores:
     implicit = _implicit()
     with threadpool_limits(1, "blas"):
@@ -106,7 +121,7 @@ def fit_bpr(X: sp.csr_matrix, settings: dict, seed: int = 0, gpu: bool = False, 
             factors=settings["factors"], learning_rate=settings["learning_rate"],
             regularization=settings["regularization"], iterations=settings["iterations"],
             use_gpu=gpu, num_threads=1, random_state=seed)
-        return _fit_factors(model, X, at, check)
+        return _fit_factors(model, ones(part), at, check)
 
 
 def _fit_factors(model, X: sp.csr_matrix, at, check: Check | None) -> Scores:
@@ -151,7 +166,10 @@ def implicit_has_gpu() -> bool:
 # ahead, BPR's learning rate 0.001-0.003 over several hundred iterations (its validation
 # figure falls after too many).
 BASELINES = {
-    "ease": Baseline("EASE", {"l2": (50.0, 100.0, 200.0, 400.0, 800.0, 1600.0)}, fit_ease),
+    "ease": Baseline("EASE", {"l2": (50.0, 100.0, 200.0, 400.0, 800.0, 1600.0),
+                              # off unless a grid override tries boosts (NCAE's default)
+                              "recency_boost": (DEFAULTS.recency_boost,),
+                              "recency_halflife": (DEFAULTS.recency_halflife,)}, fit_ease),
     "ials": Baseline("iALS", {"factors": (64, 128, 256, 512),
                               "regularization": (2.5, 5.0, 10.0, 20.0, 40.0),
                               "alpha": (0.5, 1.0, 2.0, 4.0)},

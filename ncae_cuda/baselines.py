@@ -3,6 +3,8 @@
     python -m ncae_cuda.baselines --dataset ml-100k --out runs/baselines
     python -m ncae_cuda.baselines --dataset ml-100k --models ease,ials --split-seed 1
     python -m ncae_cuda.baselines --dataset ml-100k --models ials --grid ials.factors=64,128
+    python -m ncae_cuda.baselines --dataset ml-100k --models ease --valid-item latest \
+        --grid ease.recency_boost=0,5,10,20,50 --grid ease.recency_halflife=1,2,3,5,8
     python -m ncae_cuda.train --dataset ml-100k --feedback implicit --baselines ease,ials
 
 Each model (ncae_cuda.baseline_models) goes through the trainer's protocol on the split the
@@ -60,7 +62,7 @@ def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops
     metric = f"ndcg@{cutoffs[-1]}"
     grid = dict(grid)
     counts = tuple(grid.pop("iterations", model.iterations))
-    train_X, seen = _matrix(split.train), FitData.of(split.train, IMPLICIT, ops)
+    seen = FitData.of(split.train, IMPLICIT, ops)
     runs, start = [], time.perf_counter()
     for values in itertools.product(*grid.values()):
         settings = dict(zip(grid, values))
@@ -72,14 +74,15 @@ def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops
                                                       if iterations else {})},
                          "valid": figures, "seconds": time.perf_counter() - fit_start})
         if counts:
-            model.fit(train_X, {**settings, "iterations": max(counts)}, seed, gpu, counts, check)
+            model.fit(split.train, {**settings, "iterations": max(counts)}, seed, gpu, counts,
+                      check)
         else:
-            check(None, model.fit(train_X, settings, seed, gpu))
+            check(None, model.fit(split.train, settings, seed, gpu))
     best = max(runs, key=lambda run: run["valid"][metric])        # the first of equals
     selected = time.perf_counter() - start
     fold = split.fold_validation().train
     fit_start = time.perf_counter()
-    scores = model.fit(_matrix(fold), best["settings"], seed, gpu)
+    scores = model.fit(fold, best["settings"], seed, gpu)
     fit_seconds = time.perf_counter() - fit_start
     test = _ranked(ops, FitData.of(fold, IMPLICIT, ops), split.test, split.valid, cutoffs,
                    scores)
@@ -90,11 +93,6 @@ def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops
                                                     if counts else {})},
             "validation": runs, "chosen": best["settings"], "valid": best["valid"],
             "test": test, "seconds_select": selected, "seconds_fit": fit_seconds}
-
-
-def _matrix(part: Interactions):
-    """users x items, 1 at every interaction: what the baselines fit on."""
-    return part.to_csr("user", implicit=True)
 
 
 def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:
@@ -123,7 +121,8 @@ def table(results: dict, cutoffs: tuple[int, ...]) -> list[dict]:
 
 def grid_override(text: str) -> tuple[str, str, tuple]:
     """'ials.factors=64,128' -> ('ials', 'factors', (64, 128)): values of one setting of a
-    model's grid, numbers > 0 of the setting's kind."""
+    model's grid, numbers of the setting's kind, > 0 (>= 0 where its own values hold 0: a
+    recency_boost of 0 is none)."""
     target, _, values = text.partition("=")
     key, _, name = target.partition(".")
     model = BASELINES.get(key)
@@ -137,8 +136,10 @@ def grid_override(text: str) -> tuple[str, str, tuple]:
         parsed = tuple(kind(v) for v in values.split(","))
     except ValueError:
         parsed = ()
-    if not parsed or min(parsed) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: {name} takes numbers > 0 ({kind.__name__})")
+    zero_ok = min(settings[name]) == 0
+    if not parsed or min(parsed) < 0 or (min(parsed) == 0 and not zero_ok):
+        raise argparse.ArgumentTypeError(f"{text!r}: {name} takes numbers "
+                                         f"{'>= 0' if zero_ok else '> 0'} ({kind.__name__})")
     return key, name, parsed
 
 

@@ -3,6 +3,7 @@ validation, the figures of NCAE's evaluator against an independent count, iALS a
 the implicit library, and the command lines."""
 import csv
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,10 +11,12 @@ import scipy.sparse as sp
 
 from ncae_cuda import baseline_models, baselines, datasets, experiments, splits, train
 from ncae_cuda.baseline_models import Baseline, ease_weights
+from ncae_cuda.data import DataError, from_matrix
 from ncae_cuda.estimator import OutOfMemory
 from ncae_cuda.ops import get_backend
 
 CPU = get_backend("cpu")
+NO_RECENCY = {"recency_boost": 0.0, "recency_halflife": 2.0}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,7 @@ def test_ease_on_a_hand_worked_4x4_case():
                                np.float32))
     expected = np.array([[0, 2 / 3, 0, 0], [2 / 3, 0, 0, 0], [0, 0, 0, 1 / 3], [0, 0, 1 / 2, 0]])
     np.testing.assert_allclose(ease_weights(X, 1.0), expected, atol=1e-12)
-    scores = baseline_models.fit_ease(X, {"l2": 1.0})(np.array([3, 0]))
+    scores = baseline_models.fit_ease(from_matrix(X), {**NO_RECENCY, "l2": 1.0})(np.array([3, 0]))
     np.testing.assert_allclose(scores, [[0, 0, 0, 1 / 3], [2 / 3, 2 / 3, 0, 0]], rtol=1e-6)
 
 
@@ -47,6 +50,28 @@ def test_ease_is_each_columns_least_squares_solution_on_random_data():
         column = np.linalg.solve(G[np.ix_(others, others)] + l2 * np.eye(11), G[others, j])
         np.testing.assert_allclose(B[others, j], column, rtol=1e-9, atol=1e-12)
         assert B[j, j] == 0
+
+
+def test_ease_with_recency_scores_weighted_rows_through_b_fit_on_ones():
+    # a user's scores: their row of weights 1 + boost * 2^(-r / halflife), r counted by brute
+    # force, times the B of the 0/1 matrix; without timestamps a boost is refused
+    rng = np.random.default_rng(4)
+    dense = (rng.random((30, 15)) < 0.3).astype(np.float32)
+    dense[3] = 0                                             # a user with no interactions
+    X = sp.csr_matrix(dense)
+    part = from_matrix(X, "X")
+    part = replace(part, timestamps=rng.integers(0, 5, part.nnz))        # ties among them
+    later = np.array([np.count_nonzero((part.users == u) & (part.timestamps > t))
+                      for u, t in zip(part.users, part.timestamps)])
+    rows = np.zeros((30, 15))
+    rows[part.users, part.items] = 1 + 6.0 * 0.5 ** (later / 1.5)
+    want = rows @ ease_weights(X, 2.0)
+    settings = {"l2": 2.0, "recency_boost": 6.0, "recency_halflife": 1.5}
+    users = np.arange(30)
+    np.testing.assert_allclose(baseline_models.fit_ease(part, settings)(users), want,
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(DataError, match="the training part has no timestamps"):
+        baseline_models.fit_ease(from_matrix(X, "X"), settings)
 
 
 def test_ease_refuses_what_memory_cannot_hold_naming_the_sizes(monkeypatch, capsys, tmp_path):
@@ -151,6 +176,17 @@ def test_the_command_writes_its_table_and_json(tmp_path, capsys):
     assert "EASE: 2 settings scored on validation" in capsys.readouterr().out
 
 
+def test_the_command_chooses_eases_recency_boost_on_validation(tmp_path):
+    code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease", "--valid-item",
+                           "latest", "--grid", "ease.l2=5", "--grid", "ease.recency_boost=0,8",
+                           "--out", str(tmp_path)])
+    assert code == 0
+    ease = json.loads((tmp_path / "baselines.json").read_text())["models"]["ease"]
+    runs = {run["settings"]["recency_boost"]: run["valid"] for run in ease["validation"]}
+    assert set(runs) == {0, 8} and runs[0] != runs[8]
+    assert ease["chosen"]["recency_boost"] == max(runs, key=lambda b: runs[b]["ndcg@100"])
+
+
 def test_the_command_keeps_a_run_folder_another_run_never_overwrites(tmp_path, capsys):
     """An --out holds one run's results: another is refused, --overwrite starts over, --resume
     runs again only the same settings (a pool's killed cell)."""
@@ -168,13 +204,14 @@ def test_the_command_keeps_a_run_folder_another_run_never_overwrites(tmp_path, c
     assert json.loads((tmp_path / "run.json").read_text())["finished"]
     assert command(50, "--overwrite") == 0
     chosen = json.loads((tmp_path / "baselines.json").read_text())["models"]["ease"]["chosen"]
-    assert chosen == {"l2": 50}
+    assert chosen == {"l2": 50, **NO_RECENCY}
 
 
 @pytest.mark.parametrize("flags, message", [
     (["--models", "ease,knn"], "'knn' is not a baseline"),
     (["--grid", "ease.alpha=1"], "MODEL.SETTING one of"),
     (["--grid", "ials.factors=0"], "factors takes numbers > 0"),
+    (["--grid", "ease.recency_boost=-1"], "recency_boost takes numbers >= 0"),
     (["--models", "ease", "--grid", "ials.factors=8"], "ials is not in --models"),
     (["--split", "random"], "use --split loo"),
 ])
