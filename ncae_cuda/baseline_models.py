@@ -15,9 +15,11 @@ ones and scoring every item for given users:
 
 iALS and BPR need the optional extra (pip install -e ".[baselines]"); they fit on the GPU where
 the `implicit` build has CUDA and the caller asks for it. A fit takes the training part's
-Interactions (X: its matrix of ones, `ones`) and returns Scores: users (B,) ->
-(B, n_items) float32 on the host. A model trained over iterations also hands the Scores of
-each count in `at` to `check` as it passes it, so one fit scores every count on validation.
+Interactions (X: its matrix of ones, `ones`) and hands `check` the Scores, users (B,) ->
+(B, n_items) float32 on the host, at each point of its `along` settings: those one fit is
+scored at every value of, so it is not repeated for each (iALS's and BPR's iteration counts,
+checked as the fit passes them; EASE's recency weights, which change the rows that multiply B
+and not B).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from .fitdata import scored_rows
 from .ops import BackendUnavailable
 
 Scores = Callable[[np.ndarray], np.ndarray]          # (B,) users -> (B, n_items) float32
-Check = Callable[[int, Scores], None]                # (iterations done, the Scores then)
+Check = Callable[[dict, Scores], None]               # (a point of the along settings, its Scores)
 EASE_COPIES = 3                   # items x items float64 arrays alive at once: XᵀX + λI, P, B
 
 
@@ -46,13 +48,8 @@ EASE_COPIES = 3                   # items x items float64 arrays alive at once: 
 class Baseline:
     name: str                               # as tables print it
     grid: dict                              # each setting chosen on validation: its values
-    fit: Callable                           # fit(part, settings, seed, gpu, at, check) -> Scores
-    iterations: tuple[int, ...] = ()        # the counts scored on validation along one fit
-
-    @property
-    def settings(self) -> dict:
-        """What validation chooses, with the values it tries: the grid's, the iteration counts."""
-        return {**self.grid, **({"iterations": self.iterations} if self.iterations else {})}
+    fit: Callable                           # fit(part, settings, points, check, seed, gpu)
+    along: tuple[str, ...] = ()             # settings of the grid scored along one fit
 
 
 def ones(part: Interactions) -> sp.csr_matrix:
@@ -60,15 +57,16 @@ def ones(part: Interactions) -> sp.csr_matrix:
     return part.to_csr("user", implicit=True)
 
 
-def fit_ease(part: Interactions, settings: dict, seed: int = 0, gpu: bool = False, at=(),
-             check: Check | None = None) -> Scores:
-    """EASE's scores, a user's row times B (the module's docstring); seed, gpu and at are
-    unused. DataError where recency_boost > 0 and the part has no timestamps."""
-    B = ease_weights(ones(part), settings["l2"])
-    rows = scored_rows(part, Config(feedback="implicit", recency_boost=settings["recency_boost"],
-                                    recency_halflife=settings["recency_halflife"]).resolved(),
-                       "the training part")                                # (users, items)
-    return lambda users: np.asarray(rows[users] @ B, np.float32)
+def fit_ease(part: Interactions, settings: dict, points: list[dict], check: Check,
+             seed: int = 0, gpu: bool = False) -> None:
+    """EASE (the module's docstring): B fit once, then at each point (recency_boost,
+    recency_halflife) a user's scores are their row of its weights times B; seed and gpu are
+    unused. DataError where a boost is > 0 and the part has no timestamps."""
+    B = ease_weights(ones(part), settings["l2"])                          # (items, items)
+    for point in points:
+        rows = scored_rows(part, Config(feedback="implicit", **point).resolved(),
+                           "the training part")                           # (users, items)
+        check(point, lambda users, rows=rows: np.asarray(rows[users] @ B, np.float32))
 
 
 def ease_weights(X: sp.csr_matrix, l2: float) -> np.ndarray:
@@ -93,44 +91,51 @@ def available_memory() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def fit_pop(part: Interactions, settings: dict, seed: int = 0, gpu: bool = False, at=(),
-            check: Check | None = None) -> Scores:
+def fit_pop(part: Interactions, settings: dict, points: list[dict], check: Check,
+            seed: int = 0, gpu: bool = False) -> None:
     """Every user's scores are the items' interaction counts in the part."""
-    counts = metrics.popularity_scores(ones(part))
-    return lambda users: np.broadcast_to(counts, (len(users), len(counts)))
+    counts = metrics.popularity_scores(ones(part))                       # (items,)
+    for point in points:
+        check(point, lambda users: np.broadcast_to(counts, (len(users), len(counts))))
 
 
-def fit_ials(part: Interactions, settings: dict, seed: int = 0, gpu: bool = False, at=(),
-             check: Check | None = None) -> Scores:
+def fit_ials(part: Interactions, settings: dict, points: list[dict], check: Check,
+             seed: int = 0, gpu: bool = False) -> None:
     implicit = _implicit()
     with threadpool_limits(1, "blas"):    # implicit's advice: its own threads, not BLAS's
         model = implicit.als.AlternatingLeastSquares(
             factors=settings["factors"], regularization=settings["regularization"],
-            alpha=settings["alpha"], iterations=settings["iterations"], use_gpu=gpu,
+            alpha=settings["alpha"], iterations=_most_iterations(points), use_gpu=gpu,
             random_state=seed)
-        return _fit_factors(model, ones(part), at, check)
+        _fit_factors(model, ones(part), points, check)
 
 
-def fit_bpr(part: Interactions, settings: dict, seed: int = 0, gpu: bool = False, at=(),
-            check: Check | None = None) -> Scores:
+def fit_bpr(part: Interactions, settings: dict, points: list[dict], check: Check,
+            seed: int = 0, gpu: bool = False) -> None:
     implicit = _implicit()
     with threadpool_limits(1, "blas"):
         # one thread: implicit's BPR updates factors from several threads at once (Hogwild), so
         # two threads give another model every run
         model = implicit.bpr.BayesianPersonalizedRanking(
             factors=settings["factors"], learning_rate=settings["learning_rate"],
-            regularization=settings["regularization"], iterations=settings["iterations"],
+            regularization=settings["regularization"], iterations=_most_iterations(points),
             use_gpu=gpu, num_threads=1, random_state=seed)
-        return _fit_factors(model, ones(part), at, check)
+        _fit_factors(model, ones(part), points, check)
 
 
-def _fit_factors(model, X: sp.csr_matrix, at, check: Check | None) -> Scores:
-    """Fit an `implicit` factor model, handing check the Scores after each count in `at`."""
+def _most_iterations(points: list[dict]) -> int:
+    return max(point["iterations"] for point in points)
+
+
+def _fit_factors(model, X: sp.csr_matrix, points: list[dict], check: Check) -> None:
+    """Fit an `implicit` factor model, handing check the Scores at each point's iteration
+    count as the fit passes it."""
+    at = {point["iterations"]: point for point in points}
+
     def callback(iteration, *progress):       # iALS and BPR report other figures after it
-        if check is not None and iteration + 1 in at:
-            check(iteration + 1, _factor_scores(model))
+        if iteration + 1 in at:
+            check(at[iteration + 1], _factor_scores(model))
     model.fit(X.astype(np.float32), show_progress=False, callback=callback)
-    return _factor_scores(model)
 
 
 def _factor_scores(model) -> Scores:
@@ -169,14 +174,15 @@ BASELINES = {
     "ease": Baseline("EASE", {"l2": (50.0, 100.0, 200.0, 400.0, 800.0, 1600.0),
                               # off unless a grid override tries boosts (NCAE's default)
                               "recency_boost": (DEFAULTS.recency_boost,),
-                              "recency_halflife": (DEFAULTS.recency_halflife,)}, fit_ease),
+                              "recency_halflife": (DEFAULTS.recency_halflife,)},
+                     fit_ease, along=("recency_boost", "recency_halflife")),
     "ials": Baseline("iALS", {"factors": (64, 128, 256, 512),
                               "regularization": (2.5, 5.0, 10.0, 20.0, 40.0),
-                              "alpha": (0.5, 1.0, 2.0, 4.0)},
-                     fit_ials, iterations=(10, 20, 30, 50)),
+                              "alpha": (0.5, 1.0, 2.0, 4.0), "iterations": (10, 20, 30, 50)},
+                     fit_ials, along=("iterations",)),
     "bpr": Baseline("BPR", {"factors": (64, 128, 256), "learning_rate": (0.001, 0.003, 0.01),
-                            "regularization": (0.001, 0.01)},
-                    fit_bpr, iterations=(100, 200, 400, 800)),
+                            "regularization": (0.001, 0.01), "iterations": (100, 200, 400, 800)},
+                    fit_bpr, along=("iterations",)),
     "pop": Baseline("POP", {}, fit_pop),
 }
 

@@ -10,12 +10,13 @@
 Each model (ncae_cuda.baseline_models) goes through the trainer's protocol on the split the
 trainer makes of the same data flags (leave-one-out by time): every point of its grid is fit
 on the training part and scores the validation part (iALS and BPR after each of their
-iteration counts, along one fit); the best NDCG at the last cutoff chooses (on a tie, the first
-in grid order); the chosen settings are refit on training + validation, and the test part is
-scored once. The figures are NCAE's evaluator's (FitData.ranker): the same candidates (every
-item the user has no training or validation interaction with), exclusions and tie rule (ties
-count against the held-out item). Under --out: baselines.json (every validation figure, the
-choice, the test figures, the seconds) and baselines.md.
+iteration counts, along one fit; EASE at each of its recency points, from one B); the best
+NDCG at the last cutoff chooses (on a tie, the first in grid order); the chosen settings are
+refit on training + validation, and the test part is scored once. The figures are NCAE's
+evaluator's (FitData.ranker): the same candidates (every item the user has no training or
+validation interaction with), exclusions and tie rule (ties count against the held-out item).
+Under --out: baselines.json (every validation figure, the choice, the test figures, the
+seconds) and baselines.md.
 """
 from __future__ import annotations
 
@@ -61,38 +62,36 @@ def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops
     settings chosen, the test figures, and the seconds the selection and the final fit took."""
     metric = f"ndcg@{cutoffs[-1]}"
     grid = dict(grid)
-    counts = tuple(grid.pop("iterations", model.iterations))
+    along = {name: grid.pop(name) for name in model.along}
+    points = [dict(zip(along, values)) for values in itertools.product(*along.values())]
     seen = FitData.of(split.train, IMPLICIT, ops)
     runs, start = [], time.perf_counter()
     for values in itertools.product(*grid.values()):
         settings = dict(zip(grid, values))
         fit_start = time.perf_counter()
 
-        def check(iterations, scores, settings=settings):
-            figures = _ranked(ops, seen, split.valid, None, cutoffs, scores)
-            runs.append({"settings": {**settings, **({"iterations": iterations}
-                                                      if iterations else {})},
-                         "valid": figures, "seconds": time.perf_counter() - fit_start})
-        if counts:
-            model.fit(split.train, {**settings, "iterations": max(counts)}, seed, gpu, counts,
-                      check)
-        else:
-            check(None, model.fit(split.train, settings, seed, gpu))
+        def check(point, scores, settings=settings):
+            runs.append({"settings": {**settings, **point},
+                         "valid": _ranked(ops, seen, split.valid, None, cutoffs, scores),
+                         "seconds": time.perf_counter() - fit_start})
+        model.fit(split.train, settings, points, check, seed, gpu)
     best = max(runs, key=lambda run: run["valid"][metric])        # the first of equals
     selected = time.perf_counter() - start
     fold = split.fold_validation().train
     fit_start = time.perf_counter()
-    scores = model.fit(fold, best["settings"], seed, gpu)
+    fit_settings = {name: best["settings"][name] for name in grid}
+    point = {name: best["settings"][name] for name in along}
+    final = []                                          # the refit's Scores, at its one point
+    model.fit(fold, fit_settings, [point], lambda _, scores: final.append(scores), seed, gpu)
     fit_seconds = time.perf_counter() - fit_start
     test = _ranked(ops, FitData.of(fold, IMPLICIT, ops), split.test, split.valid, cutoffs,
-                   scores)
+                   final[0])
     log(f"{model.name}: {len(runs)} settings scored on validation ({selected:.1f} s), chose "
         f"{_shown(best['settings'])} ({metric} {best['valid'][metric]:.4f}); refit on "
         f"training + validation in {fit_seconds:.2f} s: test {metric} {test[metric]:.4f}")
-    return {"name": model.name, "grid": {**grid, **({"iterations": list(counts)}
-                                                    if counts else {})},
-            "validation": runs, "chosen": best["settings"], "valid": best["valid"],
-            "test": test, "seconds_select": selected, "seconds_fit": fit_seconds}
+    return {"name": model.name, "grid": {**grid, **along}, "validation": runs,
+            "chosen": best["settings"], "valid": best["valid"], "test": test,
+            "seconds_select": selected, "seconds_fit": fit_seconds}
 
 
 def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:
@@ -126,9 +125,9 @@ def grid_override(text: str) -> tuple[str, str, tuple]:
     target, _, values = text.partition("=")
     key, _, name = target.partition(".")
     model = BASELINES.get(key)
-    settings = {} if model is None else model.settings
+    settings = {} if model is None else model.grid
     if name not in settings:
-        known = [f"{k}.{s}" for k, m in BASELINES.items() for s in m.settings]
+        known = [f"{k}.{s}" for k, m in BASELINES.items() for s in m.grid]
         raise argparse.ArgumentTypeError(f"{target!r}: expected MODEL.SETTING=V1,V2,... with "
                                          f"MODEL.SETTING one of {', '.join(known)}")
     kind = int if all(isinstance(v, int) for v in settings[name]) else float
@@ -149,7 +148,6 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False, epilog=__doc__.split("\n\n", 2)[2] + "\n\nGrids: " + "; ".join(
             f"{m.name}: " + ", ".join(f"{s} {'/'.join(f'{v:g}' for v in vs)}"
                                       for s, vs in m.grid.items())
-            + (f", iterations {'/'.join(map(str, m.iterations))}" if m.iterations else "")
             for m in BASELINES.values() if m.grid),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_data_flags(p)

@@ -95,7 +95,7 @@ class Plan:
         parser = train.build_parser()
         trainer = train.parse(parser, ["--dataset", self.args.dataset, *self.extra, *flags])
         firsts = [f"--grid={key}.{name}={values[0]}" for key in self.args.baselines
-                  for name, values in BASELINES[key].settings.items()] if self.args.quick else []
+                  for name, values in BASELINES[key].grid.items()] if self.args.quick else []
         shared = (*train.data_argv(train.given_data(trainer)),
                   "--models", ",".join(self.args.baselines),
                   "--cutoffs", ",".join(map(str, trainer.cutoffs)), *firsts, *own)
@@ -248,7 +248,7 @@ def factors(r: Plan):
         # the factor models' K is the row's (a later --grid wins over --quick's)
         r.baselines(f"K{k}-baselines", r.variant("NCAE"),
                     [f"--grid={key}.factors={k}" for key in r.args.baselines
-                     if "factors" in BASELINES[key].settings])
+                     if "factors" in BASELINES[key].grid])
 
     def table():
         rows = []

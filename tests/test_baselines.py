@@ -19,6 +19,13 @@ CPU = get_backend("cpu")
 NO_RECENCY = {"recency_boost": 0.0, "recency_halflife": 2.0}
 
 
+def scored(fit, part, settings, point):
+    """The Scores a baseline's fit hands its check at one point of its along settings."""
+    got = []
+    fit(part, settings, [point], lambda _, scores: got.append(scores))
+    return got[0]
+
+
 @pytest.fixture(scope="module")
 def split():
     return splits.leave_one_out(datasets.load("synthetic-tiny"), seed=1)
@@ -33,7 +40,8 @@ def test_ease_on_a_hand_worked_4x4_case():
                                np.float32))
     expected = np.array([[0, 2 / 3, 0, 0], [2 / 3, 0, 0, 0], [0, 0, 0, 1 / 3], [0, 0, 1 / 2, 0]])
     np.testing.assert_allclose(ease_weights(X, 1.0), expected, atol=1e-12)
-    scores = baseline_models.fit_ease(from_matrix(X), {**NO_RECENCY, "l2": 1.0})(np.array([3, 0]))
+    scores = scored(baseline_models.fit_ease, from_matrix(X), {"l2": 1.0}, NO_RECENCY)(
+        np.array([3, 0]))
     np.testing.assert_allclose(scores, [[0, 0, 0, 1 / 3], [2 / 3, 2 / 3, 0, 0]], rtol=1e-6)
 
 
@@ -66,12 +74,12 @@ def test_ease_with_recency_scores_weighted_rows_through_b_fit_on_ones():
     rows = np.zeros((30, 15))
     rows[part.users, part.items] = 1 + 6.0 * 0.5 ** (later / 1.5)
     want = rows @ ease_weights(X, 2.0)
-    settings = {"l2": 2.0, "recency_boost": 6.0, "recency_halflife": 1.5}
+    point = {"recency_boost": 6.0, "recency_halflife": 1.5}
     users = np.arange(30)
-    np.testing.assert_allclose(baseline_models.fit_ease(part, settings)(users), want,
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(scored(baseline_models.fit_ease, part, {"l2": 2.0}, point)(users),
+                               want, rtol=1e-5, atol=1e-6)
     with pytest.raises(DataError, match="the training part has no timestamps"):
-        baseline_models.fit_ease(from_matrix(X, "X"), settings)
+        scored(baseline_models.fit_ease, from_matrix(X, "X"), {"l2": 2.0}, point)
 
 
 def test_ease_refuses_what_memory_cannot_hold_naming_the_sizes(monkeypatch, capsys, tmp_path):
@@ -96,7 +104,7 @@ def test_the_grid_chooses_on_validation_where_test_would_choose_otherwise(split)
         favoured[x] = np.full(split.train.n_users, -1)
         favoured[x][part.users] = part.items
 
-    def fit(X, settings, seed=0, gpu=False, at=(), check=None):
+    def fit(part, settings, points, check, seed=0, gpu=False):
         items = favoured[settings["x"]]
 
         def scores(users):
@@ -104,7 +112,7 @@ def test_the_grid_chooses_on_validation_where_test_would_choose_otherwise(split)
             has = items[users] >= 0
             s[np.flatnonzero(has), items[users][has]] = 1
             return s
-        return scores
+        check(points[0], scores)
     model = Baseline("fake", {"x": (2, 1)}, fit)
     result = baselines.select_and_test(model, split, (10,), CPU, 0, model.grid, log=lambda _: 0)
     assert result["chosen"] == {"x": 1}
@@ -176,7 +184,11 @@ def test_the_command_writes_its_table_and_json(tmp_path, capsys):
     assert "EASE: 2 settings scored on validation" in capsys.readouterr().out
 
 
-def test_the_command_chooses_eases_recency_boost_on_validation(tmp_path):
+def test_the_command_chooses_eases_recency_boost_on_validation(tmp_path, monkeypatch):
+    inverses = []                                # B depends on λ alone: one a λ, and the refit
+    real = baseline_models.ease_weights
+    monkeypatch.setattr(baseline_models, "ease_weights",
+                        lambda X, l2: inverses.append(l2) or real(X, l2))
     code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease", "--valid-item",
                            "latest", "--grid", "ease.l2=5", "--grid", "ease.recency_boost=0,8",
                            "--out", str(tmp_path)])
@@ -185,6 +197,7 @@ def test_the_command_chooses_eases_recency_boost_on_validation(tmp_path):
     runs = {run["settings"]["recency_boost"]: run["valid"] for run in ease["validation"]}
     assert set(runs) == {0, 8} and runs[0] != runs[8]
     assert ease["chosen"]["recency_boost"] == max(runs, key=lambda b: runs[b]["ndcg@100"])
+    assert inverses == [5, 5]
 
 
 def test_the_command_keeps_a_run_folder_another_run_never_overwrites(tmp_path, capsys):
