@@ -412,10 +412,8 @@ def _entries(part: Interactions | None, config: Config) -> tuple:
     """What a fit trains or validates on, for its checkpoint's fingerprint: the entries, and
     their times where the fit scores rows weighted by them (recency_boost > 0); otherwise the
     times change nothing, and a checkpoint stays valid whatever they are."""
-    timed = config.recency_boost > 0
-    if part is None:
-        return (None,) * (4 if timed else 3)
-    return (part.users, part.items, part.ratings) + ((part.timestamps,) if timed else ())
+    names = ("users", "items", "ratings") + (("timestamps",) if config.recency_boost else ())
+    return tuple(None if part is None else getattr(part, name) for name in names)
 
 
 def _times_at(times, new: Interactions) -> np.ndarray:
