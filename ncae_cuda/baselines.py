@@ -31,6 +31,7 @@ import numpy as np
 
 from . import rundir, train
 from .baseline_models import BASELINES, Baseline, implicit_has_gpu, model_list
+from .cli import Parser
 from .config import DEFAULTS, Config
 from .data import DataError, Interactions
 from .estimator import OutOfMemory
@@ -143,9 +144,9 @@ def grid_override(text: str) -> tuple[str, str, tuple]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m ncae_cuda.baselines", description=__doc__.split("\n\n")[0],
-        allow_abbrev=False, epilog=__doc__.split("\n\n", 2)[2] + "\n\nGrids: " + "; ".join(
+        epilog=__doc__.split("\n\n", 2)[2] + "\n\nGrids: " + "; ".join(
             f"{m.name}: " + ", ".join(f"{s} {'/'.join(f'{v:g}' for v in vs)}"
                                       for s, vs in m.grid.items())
             for m in BASELINES.values() if m.grid),

@@ -16,7 +16,6 @@ Exit status 0 when every op passes and training runs, 1 otherwise (a line per fa
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -32,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import __version__, ops
+from .cli import Parser
 from .ops import reference as ref
 from .ops.common import adam_state
 
@@ -490,8 +490,8 @@ def format_report(report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m ncae_cuda.check", allow_abbrev=False,
+    p = Parser(
+        prog="python -m ncae_cuda.check",
         description="Check this machine: versions, the device, the kernels compiled, every op "
                     "against the numpy reference, two training epochs beside their floor. "
                     "Exit status 0 when all pass, 1 otherwise.")

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cli import Parser
 from .data import (ENCODING, DataError, Interactions, codecs_name, read_delicious,
                    read_lastfm_artists, read_lastfm_tag_timestamps, read_movielens_100k,
                    read_movielens_csv, read_movielens_dat, read_table, table_layout, with_times)
@@ -558,17 +559,16 @@ def add_file_flags(parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ncae_cuda.datasets", allow_abbrev=False,
+    parser = Parser(
+        prog="python -m ncae_cuda.datasets",
         description="List the named data sets, or describe one (reading, and for a published "
                     "one downloading, it).")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("list", help="names with a one-line description", allow_abbrev=False)
+    commands.add_parser("list", help="names with a one-line description")
     shown = commands.add_parser(
         "describe", help="users, items, interactions, sparsity, ratings and timestamps",
         description="Print a data set's users, items, interactions and sparsity (the paper's "
-                    "Table 2 columns) and whether it has ratings and timestamps.",
-        allow_abbrev=False)
+                    "Table 2 columns) and whether it has ratings and timestamps.")
     shown.add_argument("name", help=f"a data set name ({', '.join(DATASETS)}) or a CSV/TSV "
                                     "file's path")
     shown.add_argument("--data-dir", help="an extracted copy: the folder holding the files, "

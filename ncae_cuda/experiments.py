@@ -37,6 +37,7 @@ import numpy as np
 
 from . import pool, train
 from .baseline_models import BASELINES, beside_ncae
+from .cli import Parser
 from .config import DEFAULTS, VARIANT_SETTINGS, read_recipe
 from .datasets import DATA_ENV
 from .metrics import format_table
@@ -428,9 +429,8 @@ def _baseline_list(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
-        allow_abbrev=False,
         epilog="\n".join(textwrap.fill(" ".join(f.__doc__.split("\n\n")[0].split()), width=96,
                                        initial_indent=f"{name}: ", subsequent_indent="  ",
                                        break_on_hyphens=False)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cli import Parser
 from .data import DataError, lookup_ids
 from .estimator import NCAE
 from .modelfile import atomic_write
@@ -32,9 +33,8 @@ MODEL = "model.npz"       # what a run folder holds (ncae_cuda.train)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m ncae_cuda.recommend", description=__doc__.split("\n\n")[0],
-        allow_abbrev=False)
+    p = Parser(
+        prog="python -m ncae_cuda.recommend", description=__doc__.split("\n\n")[0])
     p.add_argument("model", type=Path, help=f"{MODEL} written by ncae_cuda.train or NCAE.save, "
                                             "or the run folder that holds it")
     who = p.add_mutually_exclusive_group(required=True)

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from . import datasets, metrics, rundir, splits, stopping
 from .baseline_models import beside_ncae
+from .cli import Parser
 from .config import Config, SettingError, read_recipe
 from .data import DataError, Interactions, read_table
 from .estimator import NCAE, SHARDS, OutOfMemory
@@ -188,9 +189,8 @@ def data_argv(given: dict) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m ncae_cuda.train", description=__doc__.split("\n\n")[0],
-        allow_abbrev=False,
         epilog="Data sets: " + ", ".join(datasets.names()) + ". Defaults follow the paper "
                "where it states them.")
     p.add_argument("--config", type=Path, metavar="RECIPE",

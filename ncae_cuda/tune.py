@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import errno
 import fcntl
 import io
 import json
@@ -45,6 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import datasets, pool, rundir, space, train
+from .cli import Parser
 from .config import Config, SettingError, read_recipe, recipe_text
 from .data import DataError
 from .estimator import OutOfMemory
@@ -56,6 +58,7 @@ HEARTBEAT, GRACE = 60, 180       # seconds: a running trial's heartbeat in a dat
                                  # and how old it is when another machine marks it failed
 POLL = 2.0                       # seconds between looks at a study whose last trials run elsewhere
 OPEN_TRIES = 5                   # at opening a database storage that others are making too
+CONNECT_TIMEOUT = 10             # seconds a PostgreSQL server has to answer at opening
 PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
 PRUNE_AFTER_EPOCHS = 10          # ones, and never before this epoch
 FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often stops
@@ -63,6 +66,8 @@ JOURNAL, MARKER, TRIALS, WORKERS, ASK = "study.journal", "tune.json", "trials", 
 BEST, TABLE, FIGURE = "best.toml", "trials.csv", "tune.png"
 # what a trial's run can fail of, its settings' fault: the trial fails, the study goes on
 TRIAL_ERRORS = (SettingError, DataError, BackendUnavailable, FloatingPointError, OutOfMemory)
+# ...but a full disk is no trial's fault: it stops the study (errno.EDQUOT: a quota's)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 HOST = socket.gethostname()
 
 
@@ -159,19 +164,32 @@ def _shown(args) -> str:
 
 
 def open_storage(args):
+    """The study's storage, opened: the journal file in --out (made, and checked: TuneError
+    names a damaged line), or the database; TuneError says why it cannot be opened."""
     optuna = _optuna()
     if args.storage is None:
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
-        return JournalStorage(JournalFileBackend(str(args.out / JOURNAL)))
+        from optuna.storages.journal import (JournalFileBackend, JournalFileSymlinkLock,
+                                             JournalStorage)
+        _make_out(args)
+        path = str(args.out / JOURNAL)
+        lock = JournalFileSymlinkLock(path)           # Optuna's own, that its writers hold
+        _check_journal(Path(path), lock)
+        return JournalStorage(JournalFileBackend(path, lock_obj=lock))
     import sqlalchemy.exc
-    url = args.storage
+    url, engine = args.storage, {}
     if url.startswith("postgresql://"):          # the driver the [tune] extra installs, whatever
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")   # SQLAlchemy's own
+    if url.startswith("postgresql"):
+        # a server that takes the connection and never answers: refused after this, not hung
+        engine = {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
+        if args.worker is None:
+            print(f"connecting to {_shown(args)} (waiting up to {CONNECT_TIMEOUT} s for its "
+                  "answer) ...", flush=True)
     try:
         for attempt in range(OPEN_TRIES):
             try:
                 return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT,
-                                                  grace_period=GRACE)
+                                                  grace_period=GRACE, engine_kwargs=engine)
             except sqlalchemy.exc.IntegrityError:
                 # PostgreSQL: another process made the tables at the same moment (a duplicate
                 # in pg_type); they are there now, and the next try finds them
@@ -181,6 +199,43 @@ def open_storage(args):
     except (ImportError, sqlalchemy.exc.SQLAlchemyError, ValueError) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TuneError(f"--storage {_shown(args)}: cannot open it ({reason})") from None
+
+
+def _make_out(args) -> None:
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TuneError(f"--out {args.out}: cannot write there ({e.strerror or e})") from None
+
+
+def _check_journal(path: Path, lock) -> None:
+    """A journal whose last line a crash cut short loses that line (Optuna's reader skips it,
+    but its next record would be written onto it); TuneError names a line that is not one of
+    Optuna's records."""
+    if not path.exists():
+        return
+    lock.acquire()                    # no writer is midway through a line while it is held
+    try:
+        text = path.read_bytes()
+        if text and not text.endswith(b"\n"):
+            kept = text[:text.rfind(b"\n") + 1]
+            with open(path, "r+b") as f:
+                f.truncate(len(kept))
+            print(f"note: {path}: its last line was cut short (a write that never ended): "
+                  "removed", file=sys.stderr, flush=True)
+            text = kept
+    finally:
+        lock.release()
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            record = json.loads(line.decode())
+            whole = isinstance(record, dict) and isinstance(record.get("op_code"), int)
+        except ValueError:                     # UnicodeDecodeError and JSONDecodeError among them
+            whole = False
+        if not whole:
+            raise TuneError(f"{path}:{number}: damaged, not a record of Optuna's journal: "
+                            "restore the file from a copy, or start over with --overwrite "
+                            "(its trials are lost)")
 
 
 def open_study(args, found: Setup, storage):
@@ -335,7 +390,13 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
     except optuna.TrialPruned as e:
         _said(args, trial, f"pruned at {e}", start, study, found, True)
         raise
+    except OSError as e:
+        if e.errno not in DISK_FULL:
+            raise
+        raise _disk_full(f"{e.filename or folder}: cannot write it ({e.strerror})") from None
     except TRIAL_ERRORS as e:
+        if any(os.strerror(n) in str(e) for n in DISK_FULL):    # a DataError of a write
+            raise _disk_full(str(e)) from None
         trial.set_user_attr("error", str(e))
         outcome.append("failed")
         _said(args, trial, f"failed: {e}", start, study, found, False)
@@ -348,6 +409,12 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
     _said(args, trial, f"{found.metric} {value:.4f} (epoch {epochs})", start, study, found,
           True, value)
     return value
+
+
+def _disk_full(what: str) -> TuneError:
+    """The error that stops a study whose disk is full (the trial under way fails)."""
+    return TuneError(f"{what}: the disk is full: free some space and run the same command "
+                     "again (the study goes on)")
 
 
 def _said(args, trial, what: str, start: float, study, found: Setup, finished: bool,
@@ -396,6 +463,10 @@ def write_outputs(args, found: Setup, study) -> None:
              FIGURE: _figure(found, trials)}
     for name, content in files.items():
         atomic_write(args.out / name, lambda f, content=content: f.write(content))
+    # what a later command checks its storage against (_check_kept): the study that holds
+    # this trial, with this score, is the one best.toml came from, and its best is no worse
+    _write_marker(args, {"study": found.study, "storage": found.storage,
+                         "best": {"trial": best.number, "value": best.value}})
     print(f"best: trial {best.number}, validation {found.metric} {best.value:.4f}: "
           + ", ".join(f"{k} {v}" for k, v in space.settings(found.dimensions,
                                                               best.params).items()))
@@ -476,9 +547,9 @@ def _figure(found: Setup, trials) -> bytes:
 # the command
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m ncae_cuda.tune", description=__doc__.split("\n\n")[0],
-        allow_abbrev=False, epilog="Data sets: " + ", ".join(datasets.names()) + ". The study, "
+        epilog="Data sets: " + ", ".join(datasets.names()) + ". The study, "
         "its storage, workers and outputs: see the module's docstring (pydoc ncae_cuda.tune).")
     g = p.add_argument_group("the search")
     g.add_argument("--config", type=Path, metavar="RECIPE",
@@ -537,21 +608,31 @@ def main(argv: list[str] | None = None) -> int:
     except (TuneError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:               # the storage's own write (a journal in --out) included
+        if e.errno not in DISK_FULL:
+            raise
+        print(f"error: {_disk_full(f'{e.filename or args.out}: cannot write it ({e.strerror})')}",
+              file=sys.stderr)
+        return 2
 
 
 def _command(args, argv: list[str], found: Setup) -> int:
     """Start the study (over, with --overwrite), run --jobs workers, write the outputs."""
     if args.overwrite:
         _start_over(args, found)
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise TuneError(f"--out {args.out}: cannot write there ({e.strerror or e})") from None
-    _mark(args, found)
-    study = open_study(args, found, open_storage(args))
+    held = _held(args, found)
+    storage = open_storage(args)
+    _make_out(args)
+    _check_kept(args, found, storage, held)
+    study = open_study(args, found, storage)
+    if held is None:                  # --out is bound to the study once its storage has opened
+        _write_marker(args, {"study": found.study, "storage": found.storage})
+    now = census(study)
     print(f"study {found.study} in {found.storage}: validation {found.metric}, "
-          f"{census(study).finished} of {args.trials} trials finished; workers: {args.jobs}",
-          flush=True)
+          f"{now.finished} of {args.trials} trials finished; workers: {args.jobs}", flush=True)
+    failed = retry_recipe(study, found) if now.finished < args.trials else None
+    if failed is not None:
+        print(f"trial {failed}, the recipe's own values, failed: they run again", flush=True)
     workers = [a for a in argv if a != "--overwrite"]
     with pool.Processes(args.jobs, args.gpus) as processes:
         for i in range(args.jobs):
@@ -587,18 +668,80 @@ def _worker(parser, args, found: Setup) -> int:
     return 0
 
 
-def _mark(args, found: Setup) -> None:
-    """--out names its study (tune.json): a folder of one study's trials is never another's."""
-    marker, mine = args.out / MARKER, {"study": found.study, "storage": found.storage}
-    if marker.exists():
-        held = json.loads(marker.read_text())
-        if held != mine:
-            raise TuneError(f"--out {args.out} holds the trials of study {held['study']} in "
-                            f"{held['storage']}: tune that with its --study and --storage, "
-                            "start over with --overwrite, or choose another --out")
-        return
-    text = json.dumps(mine, indent=2).encode()
-    atomic_write(marker, lambda f: f.write(text))
+def _held(args, found: Setup) -> dict | None:
+    """What --out's tune.json records: the study whose trials it holds (a folder of one study's
+    trials is never another's), and the trial best.toml holds; None where there is none yet.
+    TuneError where it names another study or is damaged."""
+    marker = args.out / MARKER
+    if not marker.exists():
+        return None
+    try:
+        held = json.loads(marker.read_bytes().decode())
+    except ValueError:                         # UnicodeDecodeError and JSONDecodeError among them
+        held = None
+    if not _whole(held):
+        raise TuneError(f"{marker}: damaged, not the record of a study (its name and storage): "
+                        "remove it and run the same command again (the trials in --out are "
+                        "checked against that study), or start over with --overwrite")
+    if (held["study"], held["storage"]) != (found.study, found.storage):
+        raise TuneError(f"--out {args.out} holds the trials of study {held['study']} in "
+                        f"{held['storage']}: tune that with its --study and --storage, "
+                        "start over with --overwrite, or choose another --out")
+    return held
+
+
+def _whole(held) -> bool:
+    """Whether tune.json's content is what _write_marker writes."""
+    if not (isinstance(held, dict) and all(isinstance(held.get(k), str)
+                                           for k in ("study", "storage"))):
+        return False
+    best = held.get("best")
+    return best is None or (isinstance(best, dict) and isinstance(best.get("trial"), int)
+                            and isinstance(best.get("value"), (int, float)))
+
+
+def _write_marker(args, held: dict) -> None:
+    text = json.dumps(held, indent=2).encode()
+    atomic_write(args.out / MARKER, lambda f: f.write(text))
+
+
+def _check_kept(args, found: Setup, storage, held: dict | None) -> None:
+    """TuneError where the storage has lost trials that ran in --out (its study emptied, cut
+    short or replaced): a study started over on top of them would find their folders taken
+    and replace best.toml by a worse one."""
+    folders = args.out / TRIALS
+    ran = sorted(int(p.name) for p in folders.iterdir()
+                 if p.name.isdigit()) if folders.is_dir() else []
+    try:
+        trials = {t.number: t for t in storage.get_all_trials(
+            storage.get_study_id_from_name(found.study), deepcopy=False)}
+    except KeyError:                                      # no such study
+        trials = {}
+    missing = [f"{n:04d}" for n in ran if n not in trials]
+    lost = ([f"{len(missing)} trials that ran in {folders} ({', '.join(missing[:3])}"
+             f"{', ...' if len(missing) > 3 else ''})"] if missing else [])
+    best = held and held.get("best")
+    if best and (best["trial"] not in trials or trials[best["trial"]].value != best["value"]):
+        lost.append(f"trial {best['trial']} of {args.out / BEST} ({found.metric} "
+                    f"{best['value']:.4f})")
+    if lost:
+        raise TuneError(f"study {found.study} in {found.storage} has no record of "
+                        f"{', '.join(lost)}: its storage was emptied or replaced: restore it "
+                        "from a copy, or start over with --overwrite")
+
+
+def retry_recipe(study, found: Setup) -> int | None:
+    """Where every trial of the recipe's own values (the one enqueued trial of a study, its
+    first) has failed, e.g. its worker died or its disk was full: they are enqueued again, so
+    the best is never behind the recipe. Once a command, and only where no trial of them is
+    waiting, running or finished: a recipe that always fails costs a trial a rerun, never a
+    loop. The failed trial's number, where enqueued."""
+    from optuna.trial import TrialState
+    recipe = [t for t in study.get_trials(deepcopy=False) if "fixed_params" in t.system_attrs]
+    if not recipe or any(t.state != TrialState.FAIL for t in recipe):
+        return None
+    study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe))
+    return recipe[-1].number
 
 
 def _start_over(args, found: Setup) -> None:

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import (NCAE, datasets, estimator, experiments, loop, modelfile, ops, recommend,
-                       train)
+from ncae_cuda import (NCAE, baselines, check, datasets, estimator, experiments, loop, modelfile,
+                       ops, recommend, train, tune)
 from ncae_cuda.data import DataError, read_movielens_100k, read_table
 from ncae_cuda.estimator import OutOfMemory
 from ncae_cuda.ops import BackendUnavailable
@@ -539,3 +539,16 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
             assert not re.search(r"\(default: [^)]*\) \(default:|\(default: (None|False)\)",
                                  text), (name, text)
     assert len(built) >= 15 and all(not abbrev for _, abbrev in built), built
+
+
+@pytest.mark.parametrize("module, argv", [
+    (train, []), (tune, []), (baselines, []), (experiments, ["configurations"]),
+    (recommend, ["model.npz"]), (datasets, []), (datasets, ["describe", "x"]), (check, []),
+])
+def test_a_flag_mistake_prints_one_line_that_names_help(module, argv, capsys):
+    code, err = cli(module.main, [*argv, "--no-such-flag"], capsys)
+    assert code == 2 and re.fullmatch(rf"python -m {module.__name__}: error: [^\n]+ "
+                                      r"\(see --help\)\n", err), err
+    with pytest.raises(SystemExit) as help_:                # --help: all of it, as before
+        module.main([*argv[:1], "--help"] if module is datasets else ["--help"])
+    assert help_.value.code == 0 and capsys.readouterr().out.startswith("usage: ")
