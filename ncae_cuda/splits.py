@@ -156,6 +156,9 @@ def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random")
              f"validation item = {valid_how} other interaction"]
     if data.timestamps is None:
         notes.append("no timestamps: leave-one-out holds out a random interaction per user")
+        if valid_item == "latest":
+            notes.append("no timestamps: the validation item is a random other interaction, "
+                         "not the latest (--valid-item latest orders by time)")
     elif (data.timestamps == NO_TIME).any():
         undated = int(np.count_nonzero(data.timestamps[test] == NO_TIME))   # latest undated
         notes.append(f"{np.count_nonzero(data.timestamps == NO_TIME)} interactions have no "

@@ -552,3 +552,13 @@ def test_a_flag_mistake_prints_one_line_that_names_help(module, argv, capsys):
     with pytest.raises(SystemExit) as help_:                # --help: all of it, as before
         module.main([*argv[:1], "--help"] if module is datasets else ["--help"])
     assert help_.value.code == 0 and capsys.readouterr().out.startswith("usage: ")
+
+
+def test_latest_validation_on_data_without_times_says_it_is_random(tmp_path, capsys):
+    undated = tmp_path / "undated.csv"
+    undated.write_text("user,item\n" + "".join(f"{u},{i}\n" for u in range(6) for i in range(4)))
+    assert train.main(["--dataset", str(undated), "--feedback", "implicit", "--valid-item",
+                       "latest", "--hidden", "4", "--epochs", "1", "--device", "cpu", "--out",
+                       str(tmp_path / "run")]) == 0
+    assert ("note: no timestamps: the validation item is a random other interaction, not the "
+            "latest (--valid-item latest orders by time)") in capsys.readouterr().out
