@@ -250,7 +250,8 @@ class Pool:
                     folder.mkdir(exist_ok=True)
                     processes.start(run, run.command(folder, states[run.name] == "unfinished"),
                                     self.env, folder / LOG)
-                    self._progress(share, processes, todo, seconds, [f"{run.name} started"])
+                    self._progress(share, processes, todo, seconds, failed,
+                                   [f"{run.name} started"])
                 time.sleep(POLL)
                 events = []
                 for run, code, took in processes.ended():
@@ -261,7 +262,7 @@ class Pool:
                         failed.append(run)
                         events.append(f"{run.name} {'stopped' if processes.stopped else 'failed'}")
                 if events:
-                    self._progress(share, processes, todo, seconds, events)
+                    self._progress(share, processes, todo, seconds, failed, events)
         if processes.stopped:
             raise Stopped(processes.stopped)
         if failed:
@@ -270,11 +271,14 @@ class Pool:
                 f"{self.folder_of(run) / LOG})" for run in failed)
                 + "\nthe same command reruns the failed runs; the finished ones are kept")
 
-    def _progress(self, share, processes: Processes, todo, seconds, events: list[str]) -> None:
-        """The progress line: runs done, running and left of `share`, the time left at the mean
-        of the runs finished so far (the slots working in parallel), and what happened."""
+    def _progress(self, share, processes: Processes, todo, seconds, failed,
+                  events: list[str]) -> None:
+        """The progress line: runs done, failed (or stopped), running and left of `share`, the
+        time left at the mean of the runs finished so far (the slots working in parallel), and
+        what happened."""
         running, left = len(processes.running), len(todo)
-        done = len(share) - running - left
+        done = len(share) - len(failed) - running - left
+        ended = f"{len(failed)} {'stopped' if processes.stopped else 'failed'}, " if failed else ""
         if not running + left:
             eta = "nothing left"
         elif seconds:
@@ -284,7 +288,7 @@ class Pool:
             eta = f"about {duration(work / processes.jobs)} left"
         else:
             eta = "time left: once a run has finished"
-        print(f"{self.what}: {done} done, {running} running, {left} left, {eta} | "
+        print(f"{self.what}: {done} done, {ended}{running} running, {left} left, {eta} | "
               f"{'; '.join(events)}", flush=True)
 
 

@@ -145,3 +145,13 @@ def test_the_pool_flags_are_checked(capsys):
         with pytest.raises(SystemExit):
             experiments.main(["configurations", "--quick", *flags])
         assert message in capsys.readouterr().err
+
+
+def test_a_failed_run_is_counted_as_failed_not_done(tmp_path, capsys):
+    refused = pool.Run("refused", "ncae_cuda.train", ("--hidden", "0"))     # exits 2 at once
+    never = pool.Run("never", "ncae_cuda.train", ("--hidden", "0"))  # not started after a failure
+    runs = pool.Pool(tmp_path, "check", [refused, never])
+    with pytest.raises(pool.PoolError, match="refused failed"):
+        runs.run([refused, never], jobs=1, gpus=[])
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "check: 0 done, 1 failed, 0 running, 1 left,")
