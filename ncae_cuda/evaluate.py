@@ -141,9 +141,7 @@ def ranking_report(ops, score_users: Scorer, exclude: CSR, users: np.ndarray, it
         for m in cutoffs:
             per_row[f"hr@{m}"] = metrics.hit_rate(ranks, m)
             per_row[f"ndcg@{m}"] = metrics.ndcg(ranks, m)
-        counts = user_counts[users]
-        result["clusters"] = metrics.cluster_table(counts, metrics.cluster_edges(counts),
-                                                   means=per_row)
+        result["clusters"] = _clusters(user_counts[users], means=per_row)
     return result
 
 
@@ -154,10 +152,16 @@ def rating_report(yhat: np.ndarray, ratings: np.ndarray, users: np.ndarray,
     if user_counts is not None:
         sq_sum, n = metrics.row_squared_errors(users, yhat, ratings, len(user_counts))
         rated = n > 0
-        counts = user_counts[rated]
-        result["clusters"] = metrics.cluster_table(counts, metrics.cluster_edges(counts),
-                                                   rmse=(sq_sum[rated], n[rated]))
+        result["clusters"] = _clusters(user_counts[rated], rmse=(sq_sum[rated], n[rated]))
     return result
+
+
+def _clusters(counts: np.ndarray, **figures) -> list[dict]:
+    """metrics.cluster_table of the evaluated users by their counts; no rows for none (an empty
+    held-out part, whose figures are nan)."""
+    if not len(counts):
+        return []
+    return metrics.cluster_table(counts, metrics.cluster_edges(counts), **figures)
 
 
 def constant_scorer(ops, scores: np.ndarray) -> Scorer:

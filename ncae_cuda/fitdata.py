@@ -202,9 +202,9 @@ class FitData:
         them."""
         seen = self.seen if exclude is None else _union(
             self.seen, self.held_out(exclude, "exclude").to_csr("user"))
-        clash = np.asarray(seen[held.users, held.items]).ravel() != 0
-        if clash.any():
-            raise DataError(f"{int(clash.sum())} held-out interactions are also in the fit "
+        clash = held.to_csr("user", implicit=True).multiply(seen).count_nonzero()
+        if clash:
+            raise DataError(f"{clash} held-out interactions are also in the fit "
                             "data or in exclude: a held-out item must be a candidate")
         return self.part(_binary(seen), self.item_columns)
 

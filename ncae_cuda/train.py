@@ -475,6 +475,12 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
     if args.validation_only and not has_valid:
         raise DataError("--validation-only: this split has no validation part (--valid-ratio "
                         "0)")
+    if not split.test.nnz and not args.validation_only:     # (a split's files are never empty)
+        why = (f"--test-ratio {args.test_ratio:g} of {data.nnz} entries is none"
+               if args.split == "random" else
+               "leave-one-out tests the users with 2 or more interactions; there are none")
+        raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
+                        "to score")
 
     def logged(phase: str, part: Interactions, then=None):
         """callback of a fit: the phase in each record; with --curves, test (and explicit:

@@ -16,7 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 from ncae_cuda import (NCAE, baselines, check, datasets, estimator, experiments, loop, modelfile,
-                       ops, recommend, train, tune)
+                       ops, recommend, splits, train, tune)
 from ncae_cuda.data import DataError, read_movielens_100k, read_table
 from ncae_cuda.estimator import OutOfMemory
 from ncae_cuda.ops import BackendUnavailable
@@ -562,3 +562,36 @@ def test_latest_validation_on_data_without_times_says_it_is_random(tmp_path, cap
                        str(tmp_path / "run")]) == 0
     assert ("note: no timestamps: the validation item is a random other interaction, not the "
             "latest (--valid-item latest orders by time)") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("rows, flags, message", [
+    ("user,item\n1,1\n", ["--feedback", "implicit"],           # one row: no user to test
+     "the split has no test entries (leave-one-out tests the users with 2 or more "
+     "interactions; there are none)"),
+    ("user,item\n" + "".join(f"{u},7\n" for u in range(30)), [],   # one item: the same
+     "the split has no test entries (leave-one-out tests the users with 2 or more "
+     "interactions; there are none)"),
+    ("user,item,rating\n1,1,4\n1,2,3\n2,1,1\n2,2,5\n", [],        # explicit: 0.1 of 4 is 0
+     "the split has no test entries (--test-ratio 0.1 of 4 entries is none)"),
+])
+def test_a_split_without_test_entries_is_refused_before_training(tmp_path, capsys, rows, flags,
+                                                                 message):
+    data = tmp_path / "few.csv"
+    data.write_text(rows)
+    code = train.main(["--dataset", str(data), *flags, "--hidden", "4", "--device", "cpu",
+                       "--out", str(tmp_path / "run")])
+    out, err = capsys.readouterr()
+    assert code == 2 and f"error: few.csv: {message}" in err and "Traceback" not in err, err
+    assert "select: training" not in out
+
+
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_an_empty_held_out_part_scores_nan_through_the_api(feedback):
+    data = datasets.load("synthetic-tiny")
+    split = splits.leave_one_out(data)
+    model = NCAE(device="cpu", feedback=feedback, hidden=(4,), epochs=1).fit(split.train,
+                                                                            verbose=False)
+    figures = model.evaluate(split.test.subset(slice(0, 0)), exclude=split.valid, per_user=True)
+    assert figures.pop("clusters") == [] and figures.pop("entries" if feedback == "explicit"
+                                                         else "rows") == 0
+    assert figures and all(np.isnan(v) for v in figures.values()), figures
