@@ -20,10 +20,14 @@ command against one study (its own --out: its trials' folders). --jobs N runs N 
 processes (ncae_cuda.pool's slots: the cores shared out, --gpus one each), each taking trials
 until the study has --trials of them finished (complete or pruned). A trial whose worker dies
 is marked failed (on this machine at once, by its worker's lock; elsewhere once its heartbeat
-is GRACE seconds old) and the study goes on; the same command again continues the study. At the
-end, in --out: best.toml, a recipe for train --config whose comment names the study, the trial
-and its validation score; trials.csv, every trial; tune.png, the score against the trial and
-each setting's effect. Needs the [tune] extra (Optuna, and psycopg for PostgreSQL).
+is GRACE seconds old) and the study goes on; the same command again continues the study (its
+recipe's trial again, where that failed), and refuses a storage that has lost trials run in
+--out (a journal emptied or replaced) rather than start over on top of them; a full disk
+stops the study. At the end, in --out: best.toml, a recipe for train --config whose comment
+names the study, the trial and its validation score (tune.json records that trial: only the
+study that holds it replaces it, with a best no worse); trials.csv, every trial; tune.png, the
+score against the trial and each setting's effect. Needs the [tune] extra (Optuna, and
+psycopg for PostgreSQL).
 """
 from __future__ import annotations
 
@@ -227,15 +231,19 @@ def _check_journal(path: Path, lock) -> None:
     finally:
         lock.release()
     for number, line in enumerate(text.splitlines(), start=1):
-        try:
-            record = json.loads(line.decode())
-            whole = isinstance(record, dict) and isinstance(record.get("op_code"), int)
-        except ValueError:                     # UnicodeDecodeError and JSONDecodeError among them
-            whole = False
-        if not whole:
+        record = _parsed(line)
+        if not (isinstance(record, dict) and isinstance(record.get("op_code"), int)):
             raise TuneError(f"{path}:{number}: damaged, not a record of Optuna's journal: "
                             "restore the file from a copy, or start over with --overwrite "
                             "(its trials are lost)")
+
+
+def _parsed(text: bytes):
+    """The JSON value of `text`, None where it is not JSON in UTF-8 (a file a crash cut)."""
+    try:
+        return json.loads(text.decode())
+    except ValueError:                         # UnicodeDecodeError and JSONDecodeError among them
+        return None
 
 
 def open_study(args, found: Setup, storage):
@@ -393,10 +401,10 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
     except OSError as e:
         if e.errno not in DISK_FULL:
             raise
-        raise _disk_full(f"{e.filename or folder}: cannot write it ({e.strerror})") from None
+        _stop_full(trial, f"{e.filename or folder}: cannot write it ({e.strerror})")
     except TRIAL_ERRORS as e:
         if any(os.strerror(n) in str(e) for n in DISK_FULL):    # a DataError of a write
-            raise _disk_full(str(e)) from None
+            _stop_full(trial, str(e))
         trial.set_user_attr("error", str(e))
         outcome.append("failed")
         _said(args, trial, f"failed: {e}", start, study, found, False)
@@ -412,9 +420,17 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
 
 
 def _disk_full(what: str) -> TuneError:
-    """The error that stops a study whose disk is full (the trial under way fails)."""
+    """The error that stops a study whose disk is full."""
     return TuneError(f"{what}: the disk is full: free some space and run the same command "
                      "again (the study goes on)")
+
+
+def _stop_full(trial, what: str) -> None:
+    """The trial under way fails, and the study stops: a full disk is no fault of the space's
+    values (the trial's note may itself not be written, where the storage is on that disk)."""
+    full = _disk_full(what)
+    trial.set_user_attr("error", str(full))
+    raise full from None
 
 
 def _said(args, trial, what: str, start: float, study, found: Setup, finished: bool,
@@ -675,10 +691,7 @@ def _held(args, found: Setup) -> dict | None:
     marker = args.out / MARKER
     if not marker.exists():
         return None
-    try:
-        held = json.loads(marker.read_bytes().decode())
-    except ValueError:                         # UnicodeDecodeError and JSONDecodeError among them
-        held = None
+    held = _parsed(marker.read_bytes())
     if not _whole(held):
         raise TuneError(f"{marker}: damaged, not the record of a study (its name and storage): "
                         "remove it and run the same command again (the trials in --out are "

@@ -2,6 +2,8 @@
 processes, and in a PostgreSQL server this test starts, shared by two commands (as two
 machines would run them); a worker killed mid-trial; the best recipe retrained to its score;
 and a user's mistakes in one line each."""
+import contextlib
+import errno
 import glob
 import json
 import os
@@ -11,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -288,3 +291,199 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     refused(tune.main, [*flags, "--storage", "nonsense"], capsys, "not a database URL")
     assert tune.main([*flags, "--seed", "1", "--overwrite"]) == 0           # starts over
     assert len(journal(tmp_path / "o").get_trials()) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# a damaged or lost study, a full disk, a server that never answers
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished study of 2 trials (its --out, and a copy of it): restore() puts the copy
+    back in place, to be damaged anew."""
+    root = tmp_path_factory.mktemp("finished")
+    out = root / "o"
+    flags = [*files(root, 2), "--trials", "2", "--out", str(out)]
+    assert tune.main(flags) == 0
+    shutil.copytree(out, root / "copy")
+
+    def restore():
+        shutil.rmtree(out)
+        shutil.copytree(root / "copy", out)
+        return out
+    return flags, restore
+
+
+def test_a_study_whose_storage_lost_its_trials_is_refused_and_best_toml_kept(finished, capsys):
+    flags, restore = finished
+    out = restore()
+    best = min(journal(out).get_trials(), key=lambda t: t.value)
+    held = json.loads((out / tune.MARKER).read_text())
+    assert held["best"] == {"trial": best.number, "value": best.value}
+    recipe = (out / "best.toml").read_bytes()
+    (out / tune.JOURNAL).write_bytes(b"")                 # the journal emptied
+    refused(tune.main, [*flags, "--trials", "3"], capsys,
+            f"error: study o in {out / tune.JOURNAL} has no record of 2 trials that ran in "
+            f"{out / 'trials'} (0000, 0001), trial {best.number} of {out / 'best.toml'} (rmse "
+            f"{best.value:.4f}): its storage was emptied or replaced: restore it from a copy, "
+            "or start over with --overwrite")
+    assert (out / tune.JOURNAL).read_bytes() == b"" and (out / "best.toml").read_bytes() == recipe
+    # without the trials' folders, best.toml's own trial still tells the storage was lost
+    shutil.rmtree(out / "trials")
+    refused(tune.main, [*flags, "--trials", "3"], capsys,
+            f"has no record of trial {best.number} of {out / 'best.toml'}")
+    assert (out / "best.toml").read_bytes() == recipe
+
+
+def test_a_journal_line_cut_short_by_a_crash_is_dropped_and_the_study_goes_on(finished, capsys):
+    flags, restore = finished
+    out = restore()
+    with open(out / tune.JOURNAL, "ab") as f:            # a record a crash cut mid-write
+        f.write(b'{"op_code":5,"worker_id":"w","trial_id":')
+    assert tune.main([*flags, "--trials", "3"]) == 0
+    assert f"note: {out / tune.JOURNAL}: its last line was cut short" in capsys.readouterr().err
+    lines = (out / tune.JOURNAL).read_bytes().splitlines()
+    assert all(isinstance(json.loads(line), dict) for line in lines)
+    assert [t.state for t in journal(out).get_trials()] == [TrialState.COMPLETE] * 3
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    (tune.JOURNAL, lambda b: b + b"\xff\xfe garbage\n", "{path}:{lines}: damaged, not a record "
+     "of Optuna's journal: restore the file from a copy, or start over with --overwrite"),
+    (tune.JOURNAL, lambda b: b"\x00" + b, "{path}:1: damaged"),
+    (tune.JOURNAL, lambda b: b + b"{}\n", "{path}:{lines}: damaged"),
+    (tune.JOURNAL, lambda b: b + b"[1, 2]\n" + b, "{path}:{lines}: damaged"),
+    (tune.MARKER, lambda b: b[:20], "{path}: damaged, not the record of a study (its name and "
+     "storage): remove it and run the same command again"),
+    (tune.MARKER, lambda b: b"[1, 2]", "{path}: damaged"),
+    (tune.MARKER, lambda b: b'{"study": "o"}', "{path}: damaged"),
+    (tune.MARKER, lambda b: b"\xff\xfe" + b, "{path}: damaged"),
+    (tune.MARKER, lambda b: b.replace(b'"trial": ', b'"trial": 0.5, "was": '), "{path}: damaged"),
+])
+def test_a_damaged_journal_or_tune_json_is_refused_in_a_line(finished, capsys, name, damage,
+                                                             message):
+    flags, restore = finished
+    out = restore()
+    path = out / name
+    before = path.read_bytes()
+    path.write_bytes(damage(before))
+    refused(tune.main, flags, capsys,
+            message.format(path=path, lines=len(before.splitlines()) + 1))
+
+
+def test_the_recipes_trial_runs_again_once_where_it_failed(tmp_path, monkeypatch, capsys):
+    """Its worker stopped by a full disk (the trial failed, not 10 of them), the recipe's own
+    values run again at the next command, once."""
+    out = tmp_path / "o"
+    flags = [*files(tmp_path, 2), "--out", str(out)]
+
+    def full(targs, on_epoch=None):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(targs.out / "model.npz"))
+    with monkeypatch.context() as m:
+        m.setattr(train, "run", full)
+        refused(tune.main, [*flags, "--trials", "2", "--worker", "0"], capsys,
+                f"error: {out / 'trials' / '0000' / 'model.npz'}: cannot write it (No space "
+                "left on device): the disk is full: free some space and run the same command "
+                "again (the study goes on)")
+    [trial] = journal(out).get_trials()
+    assert trial.state == TrialState.FAIL and "the disk is full" in trial.user_attrs["error"]
+    recipe = trial.params
+    assert tune.main([*flags, "--trials", "2"]) == 0
+    assert "trial 0, the recipe's own values, failed: they run again" in capsys.readouterr().out
+    study = journal(out)
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL] + [TrialState.COMPLETE] * 2
+    assert {k: trials[1].params[k] for k in ("dropout", "weight_decay")} == {
+        "dropout": DEFAULTS.dropout, "weight_decay": DEFAULTS.weight_decay} == {
+        k: recipe[k] for k in ("dropout", "weight_decay")}
+    assert tune.main([*flags, "--trials", "2"]) == 0           # it completed: not again
+    assert "run again" not in capsys.readouterr().out and len(journal(out).get_trials()) == 3
+
+
+def test_a_recipe_that_always_fails_is_enqueued_once_a_command(tmp_path):
+    study = optuna.create_study(storage=JournalStorage(JournalFileBackend(
+        str(tmp_path / "j"))))
+    found = tune.Setup({}, [space.Dimension("dropout", low=0.0, high=0.6)], "rmse", False, {},
+                       (0,), "j", "s")
+    study.enqueue_trial({"dropout": 0.5})
+    assert tune.retry_recipe(study, found) is None            # waiting: not again
+    for failed in range(2):                                  # fails each time it runs
+        trial = study.ask()
+        study.tell(trial, state=TrialState.FAIL)
+        assert tune.retry_recipe(study, found) == trial.number
+        assert tune.retry_recipe(study, found) is None
+    assert [t.state for t in study.get_trials()] == [TrialState.FAIL] * 2 + [TrialState.WAITING]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB file system (tmpfs), unmounted after."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_full_disk_stops_the_study_and_says_so(tmp_path, tiny_disk):
+    out = tiny_disk / "o"
+    done = subprocess.run(command(*files(tmp_path, 2), "--trials", 3, "--out", out),
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert ": the disk is full: free some space and run the same command again" in done.stderr
+    assert "is the space's range too wide" not in done.stderr
+    assert len(journal(out).get_trials()) == 1               # one trial, not 10
+
+
+@pytest.fixture
+def silent_server():
+    """The port of a server on 127.0.0.1 that takes connections and never answers (for
+    20 CONNECT_TIMEOUTs, then it closes them and stops)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    end = time.monotonic() + 20 * tune.CONNECT_TIMEOUT
+
+    def serve():
+        taken = []
+        while time.monotonic() < end:
+            with contextlib.suppress(TimeoutError):
+                taken.append(listener.accept()[0])
+        for connection in taken:
+            connection.close()
+        listener.close()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    end = 0
+    thread.join()
+
+
+def test_a_postgresql_server_that_never_answers_is_given_up_on_after_a_while(
+        tmp_path, capsys, silent_server):
+    pytest.importorskip("psycopg", reason="no psycopg (the [tune] extra)")
+    url = f"postgresql://ncae@127.0.0.1:{silent_server}/postgres"
+    start = time.monotonic()
+    code = tune.main([*files(tmp_path, 2), "--storage", url, "--out", str(tmp_path / "o")])
+    seconds = time.monotonic() - start
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err
+    assert f"connecting to {url} (waiting up to {tune.CONNECT_TIMEOUT} s for its answer)" in out
+    assert f"error: --storage {url}: cannot open it (" in err and "timeout" in err
+    assert tune.CONNECT_TIMEOUT <= seconds < tune.CONNECT_TIMEOUT + 5
+
+
+def test_a_storage_that_does_not_open_leaves_out_unbound(tmp_path, capsys):
+    pytest.importorskip("psycopg", reason="no psycopg (the [tune] extra)")
+    with socket.socket() as s:                                   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "o"
+    flags = [*files(tmp_path, 2), "--trials", "1", "--out", str(out)]
+    refused(tune.main, [*flags, "--storage", f"postgresql://ncae@127.0.0.1:{port}/postgres"],
+            capsys, "cannot open it")
+    assert not out.exists()
+    assert tune.main(flags) == 0                       # the default storage, in the same --out
