@@ -171,10 +171,14 @@ class NCAE:
         lines = [f"out of memory on the {self.ops.name} backend ({error})",
                  f"  parameters, gradients and Adam's m, v: 4 x {size:,} floats = "
                  f"{4 * size * mib:,.0f} MiB (lower --hidden)"]
+        B, N = min(c.batch_size, self.data.matrix().shape[0]), self.data.n_cols  # (plan.Planner)
         if c.implicit:
-            B, N = c.batch_size, self.data.n_cols
             lines.append(f"  dense output of a batch: about 3 x {B} x {N:,} floats = "
                          f"{3 * B * N * mib:,.0f} MiB (lower --batch-size)")
+        else:
+            K = sum(c.hidden)
+            lines.append(f"  a batch's hidden layers and their gradients: about 2 x {B} x {K:,} "
+                         f"floats = {2 * B * K * mib:,.0f} MiB (lower --batch-size)")
         if self.ops.name != "cpu":
             lines.append("  or train with --device cpu")
         return "\n".join(lines)

@@ -242,8 +242,9 @@ def _edited(**settings):
     ("made", dict(params=_poke(np.inf)), "params holds NaN or infinite values"),
     ("made", dict(seen_indices=_poke(10 ** 6)), "indices must be <"),
     # before, a model with three equal ids loaded, and recommend printed one list three times
-    ("made", dict(user_ids=_poke(1, at=1)), "a damaged model file (ValueError: 1 duplicate user "
-                                            "ids, e.g. 1)"),
+    ("made", dict(user_ids=_poke(1, at=1)), "a damaged ncae_cuda model file: its contents are "
+                                            "inconsistent (ValueError: 1 duplicate user ids, "
+                                            "e.g. 1): train it again"),
 ])
 def test_a_damaged_model_file_is_refused(tmp_path, saved, checksum, changes, message):
     with pytest.raises(DataError, match=re.escape(message)):
@@ -595,3 +596,31 @@ def test_an_empty_held_out_part_scores_nan_through_the_api(feedback):
     assert figures.pop("clusters") == [] and figures.pop("entries" if feedback == "explicit"
                                                          else "rows") == 0
     assert figures and all(np.isnan(v) for v in figures.values()), figures
+
+
+def test_a_batch_larger_than_the_rows_is_the_rows():
+    X = sp.random(60, 50, density=0.2, format="csr", random_state=3) * 4 + 0
+    X.data = np.ceil(X.data)
+    rows = int((X.getnnz(axis=0) > 0).sum())          # item-based: a row is an item
+    fitted = [NCAE(device="cpu", hidden=(6,), epochs=3, batch_size=b).fit(X, verbose=False)
+              for b in (10**9, rows)]         # a billion asked for 78 GiB of padding before
+    np.testing.assert_array_equal(*(m.ops.to_host(m._net.params) for m in fitted))
+    assert [h["loss"] for h in fitted[0].history] == [h["loss"] for h in fitted[1].history]
+
+
+@pytest.mark.parametrize("feedback, lines", [
+    ("explicit", "a batch's hidden layers and their gradients: about 2 x 50 x 14 floats"),
+    ("implicit", "dense output of a batch: about 3 x 60 x 50 floats"),
+])
+def test_out_of_memory_names_the_batch_at_the_size_it_has(monkeypatch, feedback, lines):
+    from ncae_cuda import model as network
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 1 TiB")
+    monkeypatch.setattr(network, "StepMemory", no_memory)
+    X = sp.random(60, 50, density=0.2, format="csr", random_state=3) * 4 + 0
+    X.data = np.ceil(X.data)
+    with pytest.raises(OutOfMemory) as e:
+        NCAE(device="cpu", feedback=feedback, hidden=(8, 6), batch_size=10**9).fit(
+            X, epochs=1, verbose=False)
+    assert f"{lines} = 0 MiB (lower --batch-size)" in str(e.value), str(e.value)
