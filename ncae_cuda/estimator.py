@@ -384,9 +384,9 @@ class NCAE:
             model._net = Network(layout, model.ops, model._objective(), a["params"],
                                  a.get("col_weights"))
             model._net.counter[0] = meta["steps"]
+            model.history, model.best_epoch = meta["history"], meta["best_epoch"]
         except (KeyError, ValueError, TypeError) as e:
-            raise DataError(f"{path}: a damaged model file ({type(e).__name__}: {e})") from None
-        model.history, model.best_epoch = meta["history"], meta["best_epoch"]
+            raise modelfile.inconsistent(path, "model", e) from None
         return model
 
     # -----------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ with another's.
   names, and says what differs otherwise.
 - .lock is held (flock) while a process uses the folder, so a second run on it refuses at
   start instead of both writing the same files; the system drops the lock when the process
-  ends, however it ends.
+  ends, however it ends. The process that takes the folder removes the temporary files a
+  killed writer of the run's files left there.
 - A folder that is a file, cannot be created or is not writable is refused before any data is
   loaded.
 - A sharded run's rank 0 takes the folder; the other ranks join it (on a machine of their own,
@@ -22,7 +23,7 @@ import os
 from pathlib import Path
 
 from .data import DataError
-from .modelfile import atomic_write
+from .modelfile import atomic_write, remove_temporaries
 from .session import differences
 
 MANIFEST = "run.json"
@@ -43,6 +44,8 @@ class RunDirectory:
         self.join()
         try:
             self._lock = lock(self.path / LOCK)
+            # what a process killed while writing left behind: no other process writes here now
+            remove_temporaries(self.path, (*FILES, SHARD_FILES))
         except Held as e:
             raise DataError(f"{here}: another run ({e.holder}) is using this folder: wait for it "
                             "to end, or choose another --out") from None

@@ -98,11 +98,18 @@ class Checkpoint:
     def _read(self, path: Path, net: Network) -> tuple[Progress, object]:
         meta, arrays = modelfile.read(path, self.kind)
         self._check(path, meta, self.identity)
-        if arrays["state"].shape != (3, net.layout.size):
-            raise DataError(f"{path}: a damaged checkpoint (state {arrays['state'].shape})")
-        net.restore(*arrays["state"], meta["steps"])
-        best = arrays.get("best")
-        return Progress(**meta["progress"]), None if best is None else net.ops.to_device(best)
+        try:
+            state, best, steps = arrays["state"], arrays.get("best"), int(meta["steps"])
+            size = net.layout.size
+            if state.shape != (3, size) or best is not None and best.shape != (size,):
+                raise ValueError(f"state {state.shape} and best "
+                                 f"{None if best is None else best.shape}; the fit has {size} "
+                                 "parameters")
+            progress = Progress(**meta["progress"])
+        except (KeyError, ValueError, TypeError) as e:
+            raise modelfile.inconsistent(path, self.kind, e) from None
+        net.restore(*state, steps)
+        return progress, None if best is None else net.ops.to_device(best)
 
     def _check(self, path: Path, meta: dict, identity: dict) -> None:
         """DataError where the file's fit is not this one: other settings, data or backend, or
@@ -173,7 +180,10 @@ class ShardCheckpoint(Checkpoint):
         """The generation the manifest names, where it is this fit's (rank 0)."""
         meta, _ = modelfile.read(self.path, "checkpoint")
         self._check(self.path, meta, self.common)
-        return int(meta["generation"])
+        try:
+            return int(meta["generation"])
+        except (KeyError, ValueError, TypeError) as e:
+            raise modelfile.inconsistent(self.path, "checkpoint", e) from None
 
     def _from_rank0(self, value: int) -> int:
         mine = np.array([value if self.comm.rank == 0 else 0], np.int64)

@@ -1,8 +1,14 @@
-"""Random test inputs, one planned training step on any backend, and the float32-vs-float64
-comparison shared by the test files."""
+"""Random test inputs, one planned training step on any backend, the float32-vs-float64
+comparison, and a read-only file system, shared by the test files."""
+import builtins
+import errno
+import os
+from pathlib import Path
+
 import numpy as np
 import scipy.sparse as sp
 
+from ncae_cuda import modelfile
 from ncae_cuda.check import TOLERANCE as F32_RTOL, long_row_matrix  # noqa: F401 (for tests)
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.memory import StepMemory
@@ -59,3 +65,20 @@ def assert_close(actual, expected, rtol=F32_RTOL):
     expected = np.asarray(expected, np.float64)
     scale = max(np.abs(expected).max(initial=0.0), 1.0)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=rtol * scale)
+
+
+def read_only(monkeypatch, since: str = "open") -> None:
+    """ncae_cuda.modelfile's writes fail as on a read-only file system (EROFS) from `since` on:
+    "open", a file opened to write; "replace", the rename of a file written (a file system
+    remounted read-only meanwhile). Unlink always fails: Linux refuses it there even for a file
+    that is not there."""
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    def opened(file, mode="r", *args, **kwargs):
+        if since == "open" and set(mode) & set("wxa+"):
+            refuse()
+        return builtins.open(file, mode, *args, **kwargs)
+    monkeypatch.setattr(modelfile, "open", opened, raising=False)
+    monkeypatch.setattr(modelfile.os, "replace", refuse)
+    monkeypatch.setattr(Path, "unlink", refuse)

@@ -12,6 +12,8 @@ import pytest
 
 from ncae_cuda import NCAE, datasets, recommend
 
+from helpers import read_only
+
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
@@ -83,6 +85,26 @@ def test_a_truncated_model_is_refused(saved, tmp_path, capsys):
     cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     assert recommend.main([str(cut), "--all"]) == 2
     assert "truncated" in capsys.readouterr().err
+
+
+def test_a_csv_is_not_a_model_file(tmp_path, capsys):
+    # Before: "... (ValueError: This file contains pickled (object) data. If you trust the file
+    # you can load it unsafely using the `allow_pickle=` keyword argument or `pickle.load()`.)"
+    ratings = tmp_path / "ratings.csv"
+    ratings.write_text("user,item,rating\n1,2,5\n")
+    assert recommend.main([str(ratings), "--all"]) == 2
+    assert capsys.readouterr().err == (f"error: {ratings}: not an ncae_cuda model file (no .npz "
+                                       "archive)\n")
+
+
+def test_out_on_a_read_only_file_system_is_one_line(saved, tmp_path, capsys, monkeypatch):
+    # Before: OSError from removing the temporary file that could not be made, a traceback.
+    _, path = saved
+    out = tmp_path / "top.csv"
+    read_only(monkeypatch)
+    assert recommend.main([str(path), "--all", "--device", "cpu", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"error: {out}: cannot write it (Read-only file system)\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_run_folder_stands_for_its_model(saved, capsys):
