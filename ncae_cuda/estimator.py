@@ -89,7 +89,8 @@ class NCAE:
         validation: held-out interactions of the same users and items, scored after every
             epoch (RMSE, or NDCG at the last cutoff); training stops after `patience` epochs
             without a better score, and the model keeps its best epoch's parameters.
-        epochs: most epochs (default: the model's `epochs` setting; 0: pre-training only).
+        epochs: most epochs (default: the model's `epochs` setting; 0: pre-training only, for
+            a pretrain other than BP).
         callback(model, record): after every epoch, with the epoch's record (loss, seconds,
             validation figures) before it is logged; what it adds to the record is kept in
             model.history.
@@ -103,19 +104,21 @@ class NCAE:
         verbose: print one line per epoch.
         """
         c, comm = self.config, self.comm
+        epochs = c.epochs if epochs is None else epochs
+        # 0 epochs train nothing but pre-training: without it (BP), a fit of 0 is no fit
+        least = 1 if c.pretrain == "BP" else 0
+        if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < least:
+            raise ValueError(f"epochs must be an integer >= 1 (0: pre-training only, where "
+                             f"pretrain is not BP); got {epochs!r}")
+        if isinstance(checkpoint_every, bool) or not (isinstance(checkpoint_every, numbers.Real)
+                                                      and checkpoint_every >= 0):
+            raise ValueError(f"checkpoint_every must be a number of seconds >= 0 (0: after every "
+                             f"epoch); got {checkpoint_every!r}")
         fit = as_interactions(X, "X")
         data = FitData.of(fit, c, self.ops)
         if comm is not None:
             data.shard(comm.rank, comm.world)
         valid = None if validation is None else data.held_out(validation, "validation")
-        epochs = c.epochs if epochs is None else epochs
-        if not isinstance(epochs, numbers.Integral) or epochs < 0:
-            raise ValueError(f"epochs must be an integer >= 0 (0: pre-training only); got "
-                             f"{epochs!r}")
-        if isinstance(checkpoint_every, bool) or not (isinstance(checkpoint_every, numbers.Real)
-                                                      and checkpoint_every >= 0):
-            raise ValueError(f"checkpoint_every must be a number of seconds >= 0 (0: after every "
-                             f"epoch); got {checkpoint_every!r}")
         self.data, verbose = data, verbose and self.leader
         with self.ops.session():
             try:

@@ -633,6 +633,23 @@ def test_checkpoint_every_must_be_seconds(every):
         new_model().fit(matrix(), epochs=1, checkpoint_every=every, verbose=False)
 
 
+@pytest.mark.parametrize("epochs", [0, -1, 1.0, True])
+def test_epochs_must_train_something(epochs):
+    # Before, fit(epochs=0) without pre-training returned its random start as a fitted model.
+    model = new_model()
+    with pytest.raises(ValueError, match=rf"^epochs must be an integer >= 1 \(0: pre-training "
+                                         rf"only, where pretrain is not BP\); got {epochs!r}$"):
+        model.fit(matrix(), epochs=epochs, verbose=False)
+    assert model.data is None
+
+
+def test_zero_epochs_is_pre_training_only():
+    # what train's refit asks for where the pre-trained network scored best on validation
+    model = new_model(pretrain="S+U+S", pretrain_epochs=1).fit(matrix(), epochs=0,
+                                                                verbose=False)
+    assert [r["epoch"] for r in model.history] == [0] and model.history[0]["pretrain"]
+
+
 def test_learning_rate_decays_by_fine_tuning_epoch(monkeypatch):
     # pre-training's steps at lr; fine-tuning's epoch e at lr * 0.5^(e-1), counted from its start
     lrs = []
