@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 
 import numpy as np
 
@@ -36,6 +37,17 @@ class ShardLost(RuntimeError):
     """Another process of the sharded fit stopped or refused: this one cannot go on."""
 
 
+# what a process says, after why, where another process of the job stopped
+ENDS = "the job ends; run it again with --resume to continue from its last checkpoint"
+
+
+def peer(rank: int, world: int) -> str:
+    """The process whose stop ends the job, as rank `rank` of `world` can name it: of two
+    ranks the other; of more, neither the engine's error (it names an address) nor the
+    launcher's SIGTERM says which."""
+    return f"rank {1 - rank}" if world == 2 else "another process of the job"
+
+
 def _torch():
     try:
         import torch
@@ -52,12 +64,24 @@ def joined(device: str):
     describes in the environment: NCCL on the GPU, gloo on the CPU. On a GPU each process takes
     the device of its LOCAL_RANK; on the CPU the processes of a machine share its cores among
     Numba's threads, unless NUMBA_NUM_THREADS says otherwise. Leaving it leaves the group, so
-    no thread of the engine outlives the interpreter (gloo's would abort the process)."""
+    no thread of the engine outlives the interpreter (gloo's would abort the process).
+
+    The launcher ends the job when one of its processes stops: it sends the others SIGTERM.
+    Within it, SIGTERM raises ShardLost; once it is left, the process is on its way
+    out, with its message said, and a SIGTERM then is ignored rather than cutting the exit
+    short with a traceback."""
     torch, dist = _torch()
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise ShardLost("--shard columns runs as processes of a torch.distributed job: launch "
                         "it with torchrun --nproc-per-node R -m ncae_cuda.train --shard columns "
                         "... (several machines: torchrun's --nnodes and rendezvous flags)")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+
+    def stopped(number, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)       # once: the job is ending
+        raise ShardLost(f"this process got SIGTERM, the launcher's when {peer(rank, world)} "
+                        f"has stopped or the job is cancelled: {ENDS}")
+    signal.signal(signal.SIGTERM, stopped)
     local = int(os.environ.get("LOCAL_RANK", 0))
     if device == "gpu":
         import cupy
@@ -67,11 +91,14 @@ def joined(device: str):
         import numba
         share = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // share))
-    dist.init_process_group("nccl" if device == "gpu" else "gloo")
     try:
-        yield
+        dist.init_process_group("nccl" if device == "gpu" else "gloo")
+        try:
+            yield
+        finally:
+            dist.destroy_process_group()
     finally:
-        dist.destroy_process_group()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 class Collectives:
@@ -143,10 +170,11 @@ class Collectives:
         try:
             with self._on_the_kernels_stream():
                 all_gather(self._tensor(out), self._tensor(flat))
+        except ShardLost:                     # the launcher's SIGTERM, said already
+            raise
         except RuntimeError as e:             # a peer gone: gloo's and NCCL's own errors
-            raise ShardLost(f"another process of the sharded fit stopped ({_first_line(e)}): "
-                            "the job ends; run it again with --resume to continue from its "
-                            "last checkpoint") from None
+            raise ShardLost(f"{peer(self.rank, self.world)} stopped ({_first_line(e)}): "
+                            f"{ENDS}") from None
         return out
 
     def _tensor(self, a):

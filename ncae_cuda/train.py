@@ -592,9 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     resolve_defaults(parser, args)
     from .distributed import ShardLost
     job = contextlib.nullcontext()
-    if args.shard != "none":      # the launcher ends the job when one of its processes stops
+    if args.shard != "none":
         from . import distributed
-        signal.signal(signal.SIGTERM, _stopped)
         job = distributed.joined("gpu" if args.device == "gpu" or args.device == "auto"
                                  and HAS_CUDA else "cpu")
     try:
@@ -612,12 +611,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: continue with --resume --out {args.out}", file=sys.stderr)
         return 130
     return 0
-
-
-def _stopped(signum, frame):
-    from .distributed import ShardLost
-    raise ShardLost("stopped by the launcher (SIGTERM): a process of the job has stopped, or "
-                    "the job was cancelled")
 
 
 if __name__ == "__main__":
