@@ -21,8 +21,10 @@ seconds) and baselines.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -39,14 +41,16 @@ from .fitdata import FitData
 from .metrics import format_table
 from .modelfile import atomic_write
 from .ops import BackendUnavailable, get_backend
+from .pool import duration
 from .splits import Split
 
 IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
 DEFAULT_MODELS = ("ease", "ials", "bpr", "pop")
+say = functools.partial(print, flush=True)   # a line the moment it is known, through a pipe too
 
 
 def compare(split: Split, models, cutoffs: tuple[int, ...], ops, seed: int = 0,
-            grids: dict | None = None, log=print) -> dict:
+            grids: dict | None = None, log=say) -> dict:
     """{model key: select_and_test's result} for each key of BASELINES in `models`, on `split`;
     grids: {key: {setting: values}} in place of a model's own (ncae_cuda.baseline_models)."""
     gpu = ops.name == "gpu" and implicit_has_gpu()
@@ -58,15 +62,17 @@ def compare(split: Split, models, cutoffs: tuple[int, ...], ops, seed: int = 0,
 
 
 def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops, seed: int,
-                    grid: dict, gpu: bool = False, log=print) -> dict:
+                    grid: dict, gpu: bool = False, log=say) -> dict:
     """The protocol of the module's docstring for one model: every validation figure, the
-    settings chosen, the test figures, and the seconds the selection and the final fit took."""
+    settings chosen, the test figures, and the seconds the selection and the final fit took.
+    log hears a line per point scored on validation, with the time the grid has left."""
     metric = f"ndcg@{cutoffs[-1]}"
     grid = dict(grid)
     along = {name: grid.pop(name) for name in model.along}
     points = [dict(zip(along, values)) for values in itertools.product(*along.values())]
     seen = FitData.of(split.train, IMPLICIT, ops)
     runs, start = [], time.perf_counter()
+    total = len(points) * math.prod(len(values) for values in grid.values())
     for values in itertools.product(*grid.values()):
         settings = dict(zip(grid, values))
         fit_start = time.perf_counter()
@@ -75,6 +81,10 @@ def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops
             runs.append({"settings": {**settings, **point},
                          "valid": _ranked(ops, seen, split.valid, None, cutoffs, scores),
                          "seconds": time.perf_counter() - fit_start})
+            took = time.perf_counter() - start
+            log(f"{model.name} {len(runs)}/{total}: {_shown(runs[-1]['settings'])}: valid "
+                f"{metric} {runs[-1]['valid'][metric]:.4f} | {duration(took)}, about "
+                f"{duration(took / len(runs) * (total - len(runs)))} left")
         model.fit(split.train, settings, points, check, seed, gpu)
     best = max(runs, key=lambda run: run["valid"][metric])        # the first of equals
     selected = time.perf_counter() - start

@@ -3,6 +3,7 @@ validation, the figures of NCAE's evaluator against an independent count, iALS a
 the implicit library, and the command lines."""
 import csv
 import json
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -265,3 +266,19 @@ def test_experiments_draw_the_baselines_beside_ncae(tmp_path):
         m = row["M"]
         assert float(row["EASE NDCG@M mean"]) == pytest.approx(
             run["models"]["ease"]["test"][f"ndcg@{m}"], abs=1e-4)
+
+
+def test_a_line_per_point_scored_with_the_time_left():
+    split = splits.leave_one_out(datasets.load("synthetic-tiny"))
+    lines = []
+    ease = baseline_models.BASELINES["ease"]
+    result = baselines.select_and_test(ease, split, (10,), CPU, 0,
+                                       {**ease.grid, "l2": (10.0, 100.0)}, log=lines.append)
+    runs = result["validation"]
+    assert len(runs) == 2 and len(lines) == 3                # a line a point, then the choice
+    for k, (line, run) in enumerate(zip(lines, runs), 1):
+        assert line.startswith(f"EASE {k}/2: l2 {run['settings']['l2']:g}, recency_boost 0, "
+                               f"recency_halflife {run['settings']['recency_halflife']:g}: "
+                               f"valid ndcg@10 {run['valid']['ndcg@10']:.4f} | "), line
+        assert re.search(r"\| \d+ s, about \d+ s left$", line), line
+    assert lines[1].endswith("about 0 s left")
