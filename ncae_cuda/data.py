@@ -12,6 +12,12 @@ its split files), 1M/10M (`ratings.dat`), 20M/25M/32M (`ratings.csv`), HetRec 20
 separator, a header's names mapped to columns, any encoding, compressed or not). Bad input stops
 with a `DataError` whose message starts with `path:line:`.
 
+Ids are the file's own text. A column's ids are int64 only where every one of them is an integer
+written as Python prints it (str(int(text)) == text: "7" and "-7", but not "007", "+7", " 7",
+"7.0" or "7_000"), so each prints back as the file wrote it; a column with any other id keeps all
+its ids as text, and "007" and "7" are two ids. The published formats' ids are such integers,
+and their readers refuse any other form, naming its line.
+
 Duplicate (user, item) pairs are merged by one rule, and the count of records merged away is
 kept in `Interactions.n_duplicates_merged`:
   - rating data (MovieLens, `read_table`, `user_artists.dat`) keep the most recent record: the
@@ -41,6 +47,7 @@ from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import scipy.sparse as sp
 
@@ -126,6 +133,8 @@ class Interactions:
 
 
 NO_TIME = np.iinfo(np.int64).min     # the timestamp of an interaction of unknown time
+FLOAT32_MAX = float(np.finfo(np.float32).max)    # ratings are held as float32
+BEYOND_FLOAT32 = f"beyond float32's range (+-{FLOAT32_MAX:.3g})"
 
 
 def with_times(data: Interactions, times: Interactions) -> Interactions:
@@ -178,8 +187,9 @@ class UnknownIds(DataError, KeyError):
 def lookup_ids(ids: np.ndarray, wanted, what: str) -> np.ndarray:
     """(n,) int32 index in `ids` (source ids, as Interactions.user_ids) of each wanted id.
 
-    Text such as "196" finds the integer id 196 (ids read from a command line or a CSV). Ids
-    that are not there raise UnknownIds naming them, never drop silently."""
+    Text such as "196" finds the integer id 196 (ids read from a command line or a CSV) where it
+    writes it as a file does (the module's docstring: "0196" and "196.0" do not). Ids that are
+    not there raise UnknownIds naming them, never drop silently."""
     if ids.dtype == object:                  # text ids held as Python objects
         ids = ids.astype(str)
     wanted = np.atleast_1d(np.asarray(wanted))
@@ -206,27 +216,28 @@ def lookup_ids(ids: np.ndarray, wanted, what: str) -> np.ndarray:
 
 
 def _integer(x) -> int | None:
-    """x as an integer id if it spells one ("196", "196.0", 196.0); None otherwise."""
-    text = str(x).strip()
+    """x as an integer id: text that writes one as a file does ("196"), or a number that is one
+    (196, 196.0); None otherwise."""
+    if isinstance(x, str):
+        return None if _id_problem(x) else int(x)
     try:
-        return int(text)                       # exact for ids beyond float precision
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
+        return int(x) if float(x).is_integer() else None
+    except (TypeError, ValueError):
         return None
-    return int(value) if value.is_integer() else None
 
 
 def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
-    """Refuse NaN, infinite and negative values with a DataError naming the first one's entry."""
+    """Refuse NaN, infinite and negative values, and values float32 cannot hold, with a
+    DataError naming the first one's entry."""
     values = np.asarray(values, np.float64)
-    for bad, what in ((~np.isfinite(values), "NaN or infinite"), (values < 0, "negative")):
+    for bad, what in ((~np.isfinite(values), "NaN or infinite values"),
+                      (np.abs(values) > FLOAT32_MAX, f"values {BEYOND_FLOAT32}"),
+                      (values < 0, "negative values")):
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
-            raise DataError(f"{name}: {int(bad.sum())} {what} values, e.g. {values[k]} at "
-                            f"({rows[k]}, {cols[k]}): ratings and interaction counts are >= 0")
+            raise DataError(f"{name}: {int(bad.sum())} {what}, e.g. {values[k]} at "
+                            f"({rows[k]}, {cols[k]}): ratings and interaction counts are >= 0, "
+                            "held as float32")
 
 
 def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None
@@ -278,7 +289,7 @@ _COLUMN_OF = {name: key for key, names in COLUMN_NAMES.items() for name in names
 # A compressed file is told by its first bytes, not its name.
 _COMPRESSED = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
 _UNIT_SEP = "\x1f"           # ASCII unit separator: what a separator of several characters becomes
-_ARROW_TYPES = {"user": pa.int64(), "item": pa.int64(), "timestamp": pa.int64(),
+_ARROW_TYPES = {"user": pa.string(), "item": pa.string(), "timestamp": pa.int64(),
                 "rating": pa.float64(), "weight": pa.float64()}
 _BLOCK_BYTES = 1 << 20       # lines the line-by-line reading decodes, converts and checks at once
 ENCODING = "utf-8"           # a data file's text, unless told otherwise
@@ -289,7 +300,8 @@ class _Layout:
     sep: str                        # field separator as written: "\t", ",", "::"
     columns: tuple[str, ...]        # what each column holds: a key of _LABELS, or "" (unused)
     header: bool                    # line 1 is a header
-    int_ids: bool = True            # ids must be integers; False keeps any text (read_table)
+    int_ids: bool = True            # ids must be integers as written (the module's docstring);
+                                    # False keeps any text (read_table)
     rating_scale: tuple[float, float] | None = None   # ratings outside it are errors
     encoding: str = ENCODING
     names: tuple[str, ...] = ()     # the header's names, where the columns were mapped by them
@@ -374,7 +386,8 @@ def read_table(path: str | os.PathLike, sep: str | None = None,
     rating[, timestamp]] in this order. Interactions.columns says which way they were read.
     Text: decoded as `encoding`, strictly (a byte that is not is an error naming its line);
     fields may be quoted ("1","52",4).
-    Ids: int64 when every id in a column is an integer, else str.
+    Ids: int64 where every id of a column is a plain integer (the module's docstring), else
+    str: each as the file writes it.
     Ratings: >= 0 and inside rating_scale; with rating_scale None it is inferred as the (min,
     max) of the ratings in the file. Timestamps must be integers (seconds).
     """
@@ -479,24 +492,37 @@ def _interactions(path: str | os.PathLike, columns: dict,
 
 
 def _indexed(column) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted unique ids, (n,) int32 index) of an id column: integers, or text ids coded as
-    (unique texts, (n,) codes), which become integers where every one spells an integer."""
-    if isinstance(column, tuple):
-        texts, codes = column
-        numbers = _integers(texts)
-        if numbers is None:
-            order = np.argsort(texts)
-            rank = np.empty(len(order), np.int32)
-            rank[order] = np.arange(len(order), dtype=np.int32)
-            return texts[order], rank[codes]
-        column = numbers[codes]
-    return index_ids(column)
+    """(sorted unique ids, (n,) int32 index) of an id column (_id_column's)."""
+    if not isinstance(column, tuple):
+        return index_ids(column)
+    texts, codes = column
+    order = np.argsort(texts)
+    rank = np.empty(len(order), np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    return texts[order], rank[codes]
 
 
-def _integers(texts: np.ndarray) -> np.ndarray | None:
-    """(n,) int64 of texts that all spell integers; None where one does not."""
-    numbers, failure = _column_values(texts.tolist(), "id", int)
-    return None if failure else numbers
+def _id_column(texts: np.ndarray, codes: np.ndarray):
+    """An id column read as (unique texts, (n,) codes): (n,) int64 ids where every text writes
+    an integer id (the module's docstring), else (texts, codes) as they are."""
+    listed = texts.tolist()
+    if any(map(_id_problem, listed)):
+        return texts, codes
+    return np.fromiter(map(int, listed), np.int64, len(listed))[codes]
+
+
+def _id_problem(text: str) -> str | None:
+    """What keeps `text` from being an integer id as the module's docstring defines them (None
+    where it is one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        return "is not an integer"
+    if str(value) != text:
+        return "is not written as a plain integer (no leading zeros, '+', spaces or '_')"
+    if not -2**63 <= value < 2**63:
+        return "is out of the int64 range"
+    return None
 
 
 def _deduplicated(users: np.ndarray, items: np.ndarray, n_items: int,
@@ -533,8 +559,9 @@ def _sep_name(sep: str) -> str:
 def _parse(path: str | os.PathLike, layout: _Layout) -> tuple[dict, int]:
     """All data records of the file: ({column: (n,) values}, line number of the first).
 
-    Ids and timestamps come back int64 (text ids, where layout.int_ids is False, as (unique
-    texts, (n,) codes)), ratings and weights float64, each in file order.
+    Ids come back int64 where every id of the column is an integer as written (always, where
+    layout.int_ids), else as (unique texts, (n,) int32 codes); timestamps int64, ratings and
+    weights float64, each in file order.
     """
     head = list(itertools.islice(itertools.chain.from_iterable(_records(path, layout)), 2))
     if not head:
@@ -555,42 +582,58 @@ def _parse(path: str | os.PathLike, layout: _Layout) -> tuple[dict, int]:
 
 
 def _read_fast(path: str | os.PathLike, layout: _Layout) -> dict | None:
-    """The file's columns as pyarrow's CSV reader parses them; None where it refuses the file
-    (with text ids allowed, after trying integer ids first: integer columns are faster)."""
+    """The file's columns as pyarrow's CSV reader parses them; None where it refuses the file.
+    Ids are read as text: pyarrow's integer columns take "007" and " 7" for 7."""
     names = [key or f"unused {k}" for k, key in enumerate(layout.columns)]
     types = {key: _ARROW_TYPES[key] for key in layout.columns if key}
-    attempts = [types] if layout.int_ids else [types, {**types, "user": pa.string(),
-                                                       "item": pa.string()}]
-    for attempt in attempts:
-        try:
-            with _open(path) as f:
-                source = f
-                if len(layout.sep) > 1:
-                    source = pa.BufferReader(f.read().replace(
-                        layout.sep.encode(layout.encoding), _UNIT_SEP.encode(layout.encoding)))
-                table = pa_csv.read_csv(
-                    source,
-                    read_options=pa_csv.ReadOptions(column_names=names,
-                                                    skip_rows=int(layout.header),
-                                                    encoding=layout.encoding),
-                    parse_options=pa_csv.ParseOptions(
-                        delimiter=layout.sep if len(layout.sep) == 1 else _UNIT_SEP),
-                    convert_options=pa_csv.ConvertOptions(
-                        column_types=attempt, include_columns=list(attempt), null_values=[],
-                        strings_can_be_null=False, quoted_strings_can_be_null=False))
-        except (pa.ArrowInvalid, UnicodeError, OSError, EOFError, lzma.LZMAError):
-            continue
-        return {key: _arrow_column(table.column(key)) for key in attempt}
-    return None
+    try:
+        with _open(path) as f:
+            source = f
+            if len(layout.sep) > 1:
+                source = pa.BufferReader(f.read().replace(
+                    layout.sep.encode(layout.encoding), _UNIT_SEP.encode(layout.encoding)))
+            table = pa_csv.read_csv(
+                source,
+                read_options=pa_csv.ReadOptions(column_names=names, skip_rows=int(layout.header),
+                                                encoding=layout.encoding),
+                parse_options=pa_csv.ParseOptions(
+                    delimiter=layout.sep if len(layout.sep) == 1 else _UNIT_SEP),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=types, include_columns=list(types), null_values=[],
+                    strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, UnicodeError, OSError, EOFError, lzma.LZMAError):
+        return None
+    return {key: _arrow_column(table.column(key)) for key in types}
 
 
 def _arrow_column(column: pa.ChunkedArray):
-    """numpy values of a column; a text column as (unique texts, (n,) int32 codes)."""
+    """numpy values of a column; an id column as _id_column gives it."""
     if column.type != pa.string():
         return np.require(column.to_numpy(), requirements="W")    # arrow's own are read-only
+    numbers = _arrow_integer_ids(column)
+    if numbers is not None:
+        return numbers
     coded = column.combine_chunks().dictionary_encode()
-    return (coded.dictionary.to_numpy(zero_copy_only=False).astype(str),
-            coded.indices.to_numpy())
+    return _id_column(coded.dictionary.to_numpy(zero_copy_only=False).astype(str),
+                      coded.indices.to_numpy())
+
+
+def _arrow_integer_ids(column: pa.ChunkedArray) -> np.ndarray | None:
+    """(n,) int64 of an id column where every text writes an integer id, None where one may
+    not: _id_column's rule at arrow's speed. Arrow's cast takes [-]digits and [-]0x hex, so the
+    texts it takes that are not plain integers are those that start with 0 and say more than
+    "0", and those that start with -0."""
+    try:
+        numbers = np.require(pc.cast(column, pa.int64()).to_numpy(), requirements="W")
+    except pa.ArrowInvalid:
+        return None
+    zero_led = pc.starts_with(column, "0")
+    if pc.any(zero_led).as_py() and pc.any(
+            pc.and_(zero_led, pc.greater(pc.binary_length(column), 1))).as_py():
+        return None
+    if numbers.min() <= 0 and pc.any(pc.starts_with(column, "-0")).as_py():
+        return None
+    return numbers
 
 
 def _read_slowly(path: str | os.PathLike, layout: _Layout) -> dict:
@@ -614,9 +657,8 @@ def _read_slowly(path: str | os.PathLike, layout: _Layout) -> dict:
                 parts[key].append(values[key])
     columns = {key: np.concatenate(chunks) for key, chunks in parts.items()}
     for key in ("user", "item"):
-        if not layout.int_ids:
-            texts, codes = np.unique(columns[key], return_inverse=True)
-            columns[key] = texts, codes.astype(np.int32).reshape(-1)
+        texts, codes = np.unique(columns[key], return_inverse=True)
+        columns[key] = _id_column(texts, codes.astype(np.int32).reshape(-1))
     return columns
 
 
@@ -646,9 +688,8 @@ def _converted(records: list[tuple[int, list[str]]], layout: _Layout
     values = {}
     for column, key in enumerate(layout.columns):
         if key:
-            kind = str if key in ("user", "item") and not layout.int_ids else _KINDS[key]
             values[key], failure = _column_values(
-                [fields[column] for _, fields in records[:rows]], _LABELS[key], kind)
+                [fields[column] for _, fields in records[:rows]], _LABELS[key], _KINDS[key])
             failures += [failure] if failure else []
     failure = min(failures, default=None)
     if failure is not None:
@@ -656,7 +697,7 @@ def _converted(records: list[tuple[int, list[str]]], layout: _Layout
     return values, failure
 
 
-_KINDS = {"user": int, "item": int, "timestamp": int, "rating": float, "weight": float}
+_KINDS = {"user": str, "item": str, "timestamp": int, "rating": float, "weight": float}
 _DTYPES = {int: np.int64, float: np.float64, str: str}
 
 
@@ -704,15 +745,24 @@ def _first_bad(values: dict, layout: _Layout) -> tuple[int, str, str] | None:
     """(row, column, what is wrong) of the first row whose values fail a check, or None."""
     failed = []                                        # (row, key, what)
     for key in ("user", "item"):
-        if isinstance(values.get(key), tuple):         # text ids: none may be empty
-            texts, codes = values[key]
-            empty = np.flatnonzero(texts == "")
-            if len(empty):
-                failed.append((int(np.argmax(codes == empty[0])), key, "is empty"))
+        value = values.get(key)
+        if value is None or not isinstance(value, tuple) and value.dtype.kind == "i":
+            continue                                   # integer ids: checked as converted
+        # text ids: (unique texts, codes) as read whole, a block's texts as read line by line
+        texts, codes = value if isinstance(value, tuple) else (value, None)
+        bad = (np.array([_id_problem(text) is not None for text in texts.tolist()], bool)
+               if layout.int_ids else texts == "")
+        if bad.any():
+            row = int(np.argmax(bad if codes is None else bad[codes]))
+            text = texts[row if codes is None else codes[row]]
+            failed.append((row, key, _id_problem(text) if layout.int_ids else "is empty"))
     for key, value in values.items():
         if key not in ("rating", "weight"):
             continue
         checks = [(~np.isfinite(value), "is not a finite number")]
+        if key == "rating":
+            checks.append((np.isfinite(value) & (np.abs(value) > FLOAT32_MAX),
+                           f"is {BEYOND_FLOAT32}"))
         scale = layout.rating_scale if key == "rating" else None
         if scale is not None:
             checks.append(((value < scale[0]) | (value > scale[1]),

@@ -2,9 +2,12 @@
 import bz2
 import gzip
 import lzma
+import re
+import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from ncae_cuda import data
 from ncae_cuda.data import (DataError, index_ids, read_delicious, read_lastfm_artists,
@@ -135,9 +138,65 @@ def test_the_line_by_line_reading_reads_what_pyarrow_reads(tmp_path, monkeypatch
         ("u 1", "pen", 1.0, 13)]
     for d in (both, slow):
         assert d.user_ids.tolist() == ["u 1", "u,2", "u3"] and d.user_ids.dtype.kind == "U"
-    integer_ids = write(tmp_path, "i.csv", "7,1,3\n007,2,4\n12,1,5\n")
-    assert entries(read_table(integer_ids)) == [(7, 1, 3.0, None), (7, 2, 4.0, None),
-                                                (12, 1, 5.0, None)]
+
+
+# Ids that Python's int() or pyarrow's integer columns read as an integer, written otherwise
+NOT_PLAIN_INTEGERS = ["007", "00007", "+7", " 7", "7 ", "7_0", "0x7", "-0", "-07", "00",
+                      "9" * 20]
+
+
+@pytest.mark.parametrize("reading", ["pyarrow", "line by line"])
+def test_ids_are_the_files_text_unless_every_one_is_a_plain_integer(tmp_path, monkeypatch,
+                                                                     reading):
+    if reading == "line by line":
+        monkeypatch.setattr(data, "_read_fast", lambda path, layout: None)
+    plain = ["7", "-7", "0", str(2**63 - 1), str(-2**63)]
+    d = read_table(write(tmp_path, "p.csv", "".join(f"{u},{u},1\n" for u in plain)))
+    assert d.user_ids.dtype == d.item_ids.dtype == np.int64
+    assert sorted(d.user_ids.tolist()) == sorted(map(int, plain))
+    for form in NOT_PLAIN_INTEGERS + ["7.0", "1e1"]:
+        d = read_table(write(tmp_path, "t.csv", f"7,1,3\n{form},2,4\n12,{form},5\n"))
+        assert entries(d) == [("7", "1", 3.0, None), (form, "2", 4.0, None),
+                              ("12", form, 5.0, None)], form
+        assert d.n_users == 3 and d.n_duplicates_merged == 0
+
+
+@pytest.mark.parametrize("form", NOT_PLAIN_INTEGERS)
+def test_a_published_format_refuses_an_id_that_is_not_a_plain_integer(tmp_path, form):
+    path = write(tmp_path, "u.data", f"1\t2\t3\t4\n{form}\t2\t3\t4\n")
+    with pytest.raises(DataError, match=rf"^{path}:2: user id '{re.escape(form)}' is (not an "
+                                        r"integer|not written as a plain integer \(no leading "
+                                        r"zeros|out of the int64 range)"):
+        read_movielens_100k(path)
+
+
+def test_text_finds_an_integer_id_only_as_a_file_writes_it():
+    ids = np.array([1, 7, 196])
+    np.testing.assert_array_equal(data.lookup_ids(ids, ["196", "7"], "user"), [2, 1])
+    np.testing.assert_array_equal(data.lookup_ids(ids, [7, 1.0], "user"), [1, 0])
+    for wanted in ("0196", "196.0", " 196", "+196", "1_96"):
+        with pytest.raises(data.UnknownIds, match=f"unknown to the model: {re.escape(wanted)}$"):
+            data.lookup_ids(ids, [wanted], "user")
+    texts = np.array(["007", "7", "x"])
+    np.testing.assert_array_equal(data.lookup_ids(texts, ["7", 7, "007"], "user"), [1, 1, 0])
+
+
+def test_a_rating_beyond_float32_is_refused_without_a_warning(tmp_path):
+    # Before: an overflow warning, then "X: NaN or infinite values" in training, or a NaN loss.
+    path = write(tmp_path, "t.csv", "user,item,rating\na,b,1\na,c,1e300\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DataError, match=rf"^{path}:3: rating '1e300' is beyond float32's "
+                                            r"range \(\+-3\.4e\+38\)$"):
+            read_table(path)
+    assert read_table(write(tmp_path, "ok.csv", "a,b,3e38\n")).ratings.tolist() == [
+        np.float32(3e38)]
+    X = sp.csr_matrix(np.array([[0, 1e300], [2, 0]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DataError, match=r"^X: 1 values beyond float32's range "
+                                            r"\(\+-3\.4e\+38\), e\.g\. 1e\+300 at \(0, 1\)"):
+            data.from_matrix(X)
 
 
 def test_chunks_of_the_line_by_line_reading_join_and_count_lines(tmp_path, monkeypatch):

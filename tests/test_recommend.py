@@ -138,3 +138,22 @@ def test_out_is_written_whole_or_not_at_all(saved, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["top.csv"]
     assert recommend.main([str(path), "--all", "-n", "20", "--out", str(out)]) == 0
     assert len(rows_of(out.read_text())) == 20 * 60
+
+
+def test_ids_print_as_the_file_wrote_them(tmp_path, capsys):
+    # Before, users "00007", "007" and "7" were one user 7, and item "01" printed as 1.
+    seen = {"00007": ["01", "1"], "007": ["1", "2"], "7": ["2", "3"], "00001": ["01", "3"]}
+    path = tmp_path / "ids.csv"
+    path.write_text("user,item\n" + "".join(f"{u},{i}\n" for u, items in seen.items()
+                                             for i in items))
+    model = NCAE(feedback="implicit", hidden=(4,), batch_size=4, device="cpu")
+    model.fit(datasets.load(str(path)), epochs=1, verbose=False)
+    assert sorted(model.user_ids.tolist()) == sorted(seen)
+    assert sorted(model.item_ids.tolist()) == ["01", "1", "2", "3"]
+    model.save(tmp_path / "model.npz")
+    assert recommend.main([str(tmp_path / "model.npz"), "--users", "007,7,00007", "-n",
+                           "4"]) == 0
+    rows = rows_of(capsys.readouterr().out)
+    assert [r["user"] for r in rows] == ["007"] * 2 + ["7"] * 2 + ["00007"] * 2
+    for r in rows:                     # each user's unseen items, as written
+        assert r["item"] in {"01", "1", "2", "3"} - set(seen[r["user"]])
