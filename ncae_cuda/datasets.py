@@ -168,10 +168,11 @@ DATASETS: dict[str, Published | Generated] = {entry.name: entry for entry in _RE
 
 def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
          cache_dir: str | os.PathLike | None = None, download: bool = True,
-         seed: int = 0, sep: str | None = None, encoding: str = ENCODING) -> Interactions:
+         seed: int = 0, sep: str | None = None, encoding: str = ENCODING,
+         rating_scale: tuple[float, float] | None = None) -> Interactions:
     """The named data set (see DATASETS), or a CSV/TSV file of user, item[, rating[,
-    timestamp]] given by its path (data.read_table, with `sep` and `encoding`); `seed` only
-    matters for the synthetic ones.
+    timestamp]] given by its path (data.read_table, with `sep`, `encoding` and `rating_scale`;
+    a named data set has its own scale); `seed` only matters for the synthetic ones.
 
     data_dir: an extracted copy, either the folder holding the files (.../ml-100k/u.data) or its
     parent (.../ml-100k/ under it). Without it, an extracted copy in $NCAE_CUDA_DATA is used
@@ -181,7 +182,7 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
     CatalogueWarning.
     """
     if is_file(name):
-        return read_table(name, sep, encoding=encoding)
+        return read_table(name, sep, rating_scale, encoding)
     entry = _entry(name)
     if isinstance(entry, Generated):
         return replace(synthetic(entry.preset, seed), name=entry.name)

@@ -66,7 +66,9 @@ class FitData:
                                 "rating_scale that starts at 0")
             scale = declared or (float(data.ratings.min()), float(data.ratings.max()))
             if not scale[0] < scale[1]:
-                raise DataError(f"{data.name}: every rating is {scale[0]}: give rating_scale")
+                raise DataError(f"{data.name}: every rating is {scale[0]:g}: give the rating "
+                                "scale (--rating-scale LOW,HIGH; rating_scale=(low, high) in "
+                                "the API)")
             outside = (data.ratings < scale[0]) | (data.ratings > scale[1])
             if outside.any():
                 raise DataError(f"{data.name}: {int(outside.sum())} ratings outside the rating "

@@ -71,8 +71,10 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
                 ) -> tuple[Interactions, Split]:
     """A split the user gives as files, each read with its own id maps (data.read_table): (all
     their entries, the split), both on one id map, the union of the parts' ids (as text where
-    one part's are text and another's integers). A note counts the test and validation entries
-    whose (user, item) pair is in the training part too."""
+    one part's are text and another's integers: integer ids print as their files wrote them).
+    The rating scale is the training part's: held-out ratings never widen it (read the held-out
+    files on it, as the CLI does, to refuse a rating outside it). A note counts the test and
+    validation entries whose (user, item) pair is in the training part too."""
     parts = {"train": train, "valid": valid, "test": test}
     parts = {name: part for name, part in parts.items() if part is not None}
     ids = {}
@@ -83,9 +85,7 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
             parts = {name: replace(part, **{side: a})
                      for (name, part), a in zip(parts.items(), arrays)}
         ids[side] = np.unique(np.concatenate(arrays))
-    scales = [part.rating_scale for part in parts.values()]
-    scale = None if None in scales else (min(s[0] for s in scales), max(s[1] for s in scales))
-    shell = replace(_empty(train), rating_scale=scale, n_duplicates_merged=0, **ids)
+    shell = replace(_empty(train), n_duplicates_merged=0, **ids)
     on_one_map = {name: _reindex(part, shell) for name, part in parts.items()}
     data = replace(functools.reduce(Interactions.concat, on_one_map.values()),
                    n_duplicates_merged=sum(part.n_duplicates_merged for part in parts.values()))

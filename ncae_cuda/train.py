@@ -343,8 +343,10 @@ def prepare(args, device: str, trained: str | None = None) -> tuple[Interactions
     """Load and split the data, and say what will be trained (default: the NCAE of args) on
     what."""
     data, split = given_split(args) if args.train else dataset_split(args)
-    if args.feedback == "explicit" and data.ratings is None:
-        raise DataError(f"{data.name} has no ratings: use --feedback implicit")
+    unrated = [part.name for part in (split.train, split.valid, split.test)
+               if part.ratings is None]
+    if args.feedback == "explicit" and unrated:
+        raise DataError(f"{unrated[0]} has no ratings: use --feedback implicit")
     trained = trained or f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}"
     print(f"{data.name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions | "
           f"train {split.train.nnz}, valid {split.valid.nnz}, test {split.test.nnz} | "
@@ -363,31 +365,45 @@ def dataset_split(args) -> tuple[Interactions, splits.Split]:
         for kind in (datasets.CatalogueWarning, datasets.NoTimesWarning):
             warnings.simplefilter("always", kind)
         data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir,
-                             sep=args.sep, encoding=args.encoding)
+                             sep=args.sep, encoding=args.encoding,
+                             rating_scale=given_scale(args))
     for warning in caught:
         print(f"warning: {warning.message}")
     if datasets.is_file(args.dataset):
-        say_how_it_was_read(args.dataset, data)
+        say_how_it_was_read(args, args.dataset, data)
     return data, make_split(args, data)
 
 
-def say_how_it_was_read(path, data: Interactions) -> None:
-    """The columns a file was read by, and the rating scale read off it."""
-    scale = ("" if data.ratings is None else
-             f"; ratings {data.rating_scale[0]:g} to {data.rating_scale[1]:g} (read off "
-             "the file: give --rating-scale LOW,HIGH if the scale is wider)")
+def given_scale(args) -> tuple[float, float] | None:
+    """--rating-scale where the feedback is explicit (implicit feedback has no scale, and the
+    commands that train only on it have no such flag)."""
+    return args.rating_scale if args.feedback == "explicit" else None
+
+
+def say_how_it_was_read(args, path, data: Interactions, scaled: bool = True) -> None:
+    """The columns a file was read by, and where `scaled`, the rating scale it was read on."""
+    scale = ""
+    if scaled and data.ratings is not None:
+        origin = ("--rating-scale" if given_scale(args) else
+                  "read off the file: give --rating-scale LOW,HIGH if the scale is wider")
+        scale = f"; ratings {data.rating_scale[0]:g} to {data.rating_scale[1]:g} ({origin})"
     print(f"{path}: {data.columns}{scale}")
 
 
 def given_split(args) -> tuple[Interactions, splits.Split]:
     """--train, --test and --valid, each read as a table, on the id maps of all of them; a
-    validation part carved from --train where --valid is not given."""
-    parts = {}
-    for name in ("train", "valid", "test"):
+    validation part carved from --train where --valid is not given. Explicit feedback reads
+    them on one rating scale, --rating-scale or else the training file's: a held-out rating
+    outside it is refused with its file and line, and nothing of the held-out files reaches
+    the model."""
+    scale, parts = given_scale(args), {}
+    for name in ("train", "valid", "test"):       # train first: the others read on its scale
         path = getattr(args, name)
         if path is not None:
-            parts[name] = read_table(path, args.sep, encoding=args.encoding)
-            say_how_it_was_read(path, parts[name])
+            parts[name] = read_table(path, args.sep, scale, args.encoding)
+            say_how_it_was_read(args, path, parts[name], scaled=name == "train")
+            if name == "train" and args.feedback == "explicit":
+                scale = parts[name].rating_scale
     data, split = splits.given_split(**parts)
     if not split.valid.nnz and args.valid_ratio > 0:
         split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)

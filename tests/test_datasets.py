@@ -83,6 +83,24 @@ def test_split_files(tmp_path):
     assert read_movielens_100k(test).nnz == 1
 
 
+def test_a_data_sets_own_split_is_read_on_its_declared_scale(tmp_path):
+    folder = make_ml100k(tmp_path / "ml-100k")
+    (folder / "u1.test").write_text("1\t10\t4\t100\n2\t11\t10\t300\n")
+    with pytest.raises(DataError, match=rf"^{folder / 'u1.test'}:2: rating '10' is outside the "
+                                        r"rating scale \[1, 5\]$"):
+        datasets.load_split("ml-100k", "u1", data_dir=tmp_path)
+
+
+def test_a_files_rating_scale_is_given_or_read_off_it(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("user,item,rating\n1,2,2\n1,3,4\n")
+    assert load(str(path)).rating_scale == (2, 4)
+    assert load(str(path), rating_scale=(1, 10)).rating_scale == (1, 10)
+    with pytest.raises(DataError, match=rf"^{path}:3: rating '4' is outside the rating scale "
+                                        r"\[1, 3\]$"):
+        load(str(path), rating_scale=(1, 3))
+
+
 @pytest.mark.parametrize("name, split, message", [
     ("ml-1m", "u1", "ml-1m has no split files"),
     ("ml-100k", "u6", "its splits are u1, u2, u3, u4, u5, ua, ub"),

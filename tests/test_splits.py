@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -165,6 +166,17 @@ def test_given_split_meets_text_and_integer_ids_as_text():
     assert data.user_ids.tolist() == ["1", "2", "x"]
     assert data.user_ids[split.test.users].tolist() == ["1", "x"]
     assert split.valid.nnz == 0
+
+
+def test_given_split_keeps_the_training_parts_rating_scale():
+    # Before, the scale was the union of the parts': a test rating of 10 beside training
+    # ratings of 1-5 made the model's scale 1-10.
+    train = replace(make([0, 1], [0, 1], ratings=[1, 5], name="train.csv"), rating_scale=(1, 5))
+    test = replace(make([0, 1], [1, 0], ratings=[10, 3], name="test.csv"), rating_scale=(3, 10))
+    data, split = given_split(train, test)
+    for part in (data, split.train, split.valid, split.test):
+        assert part.rating_scale == (1, 5)
+    np.testing.assert_array_equal(split.test.ratings, [10, 3])     # held out as they are
 
 
 def test_cold_notes_follow_moved_entries():

@@ -10,10 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from ncae_cuda import loop, modelfile, ops, train
+from ncae_cuda import NCAE, loop, modelfile, ops, train
 from ncae_cuda.config import Config
 
 from conftest import GPUS
+from test_user_errors import refused, tiny_rows, write_table
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8,6", "--batch-size", "16", "--device", "cpu"]
 
@@ -185,6 +186,46 @@ def test_a_given_split_is_the_data_sets_own_split(tmp_path, shared_data):
                     for name in ("split", "given"))
     assert given["test"] == split["test"] and given["data"] == split["data"]
     np.testing.assert_array_equal(params(tmp_path / "given"), params(tmp_path / "split"))
+
+
+def given_split_flags(tmp_path, **held: list[tuple]) -> list[str]:
+    """--train (synthetic-tiny's first 500 ratings) and a flag and file for each held part."""
+    flags = ["--train", str(write_table(tmp_path / "train.csv", "user,item,rating",
+                                        [row[:3] for row in tiny_rows()[:500]]))]
+    for part, rows in held.items():
+        header = ",".join(["user", "item", "rating"][:len(rows[0])])
+        flags += [f"--{part}", str(write_table(tmp_path / f"{part}.csv", header, rows))]
+    return [*flags, *TINY[2:], "--epochs", "1"]
+
+
+@pytest.mark.parametrize("part", ["test", "valid"])
+def test_a_held_out_rating_outside_the_training_files_scale_is_refused(tmp_path, capsys, part):
+    # Before, the scale was read off every file: a test rating of 10 beside training ratings of
+    # 1-5 trained a model of a 1-10 scale.
+    held = [row[:3] for row in tiny_rows()[500:]]
+    held[6] = (*held[6][:2], 10)                                        # line 8
+    parts = {"test": held} if part == "test" else {"test": held[:50], "valid": held}
+    flags = given_split_flags(tmp_path, **parts)
+    refused(train.main, [*flags, "--out", str(tmp_path / "a")], capsys,
+            f"error: {tmp_path / part}.csv:8: rating '10' is outside the rating scale [1, 5]\n")
+    assert not (tmp_path / "a" / "model.npz").exists()
+    assert train.main([*flags, "--rating-scale", "1,10", "--out", str(tmp_path / "b")]) == 0
+    assert NCAE.load(tmp_path / "b" / "model.npz", device="cpu").rating_scale == (1, 10)
+
+
+def test_a_held_out_file_without_ratings_is_the_one_named(tmp_path, capsys):
+    # Before: "train.csv has no ratings", of the file that has them.
+    flags = given_split_flags(tmp_path, test=[row[:2] for row in tiny_rows()[500:]])
+    refused(train.main, [*flags, "--out", str(tmp_path / "run")], capsys,
+            "error: test.csv has no ratings: use --feedback implicit\n")
+
+
+def test_ratings_all_equal_ask_for_the_scale_by_the_flags_name(tmp_path, capsys):
+    path = write_table(tmp_path / "same.csv", "user,item,rating",
+                       [(*row[:2], 3) for row in tiny_rows()])
+    refused(train.main, ["--dataset", str(path), *TINY[2:], "--out", str(tmp_path / "run")],
+            capsys, "same.csv: every rating is 3: give the rating scale (--rating-scale "
+                    "LOW,HIGH; rating_scale=(low, high) in the API)")
 
 
 @pytest.mark.parametrize("device", GPUS)
