@@ -37,6 +37,7 @@ READ_BYTES = 1 << 24                  # read at a time: the most of an array hel
 TEMPORARY_DIGITS = 12                 # of a temporary file's name: <name>.<hex digits>.tmp
 TEMPORARY = re.compile(rf"(?P<name>.+)\.[0-9a-f]{{{TEMPORARY_DIGITS}}}\.tmp")
 NPY_VERSIONS = {(1, 0): "<H", (2, 0): "<I"}    # of .npy, np.save's: its header length's format
+NPY_TYPE = re.compile(r"[<>|][biufSU][0-9]+")    # as np.save writes numbers' and text's: <f4
 MAX_NPY_HEADER = 10_000                         # bytes, as numpy reads them
 # What reading a damaged file raises: zipfile's errors, a zip entry's flags, method or version
 # (NotImplementedError), its encryption bit (RuntimeError), an array header that is no longer
@@ -205,14 +206,12 @@ def _npy_header(f) -> tuple[tuple, str, np.dtype]:
         raise ValueError(f"an array header of {size} bytes")
     header = ast.literal_eval(f.read(size).decode("latin1"))
     if not (isinstance(header, dict) and header.keys() == {"descr", "fortran_order", "shape"}
-            and isinstance(header["descr"], str) and isinstance(header["fortran_order"], bool)
-            and isinstance(header["shape"], tuple)
+            and isinstance(header["descr"], str) and NPY_TYPE.fullmatch(header["descr"])
+            and isinstance(header["fortran_order"], bool) and isinstance(header["shape"], tuple)
             and all(type(n) is int and n >= 0 for n in header["shape"])):
-        raise ValueError("its array header is not one numpy writes")
+        raise ValueError(f"not an array header of numbers or text: {header!r}"[:200])
     try:
         dtype = np.dtype(header["descr"])
-    except TypeError as e:
+    except TypeError as e:                          # a size numpy has not: <f3
         raise ValueError(e) from None
-    if dtype.kind not in "biufSU":
-        raise ValueError(f"an array of {dtype}, not of numbers or text")
     return header["shape"], "F" if header["fortran_order"] else "C", dtype

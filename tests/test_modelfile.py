@@ -77,22 +77,31 @@ def test_a_damaged_file_says_what_to_do(files, kind, tmp_path):
         modelfile.read(cut, kind)
 
 
-def test_a_shape_larger_than_the_file_is_refused_before_it_is_allocated(tmp_path):
-    # an entry whose CRC and sizes agree with it (as a zip tool would write it) but whose array
-    # header says 1 TB: before, numpy allocated that (MemoryError) before reading 16 bytes
-    path = tmp_path / "huge.npz"
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("header, message", [
+    # before, numpy allocated 931 GiB (MemoryError) before reading the entry's 16 bytes
+    (dict(descr="<f4", shape=(250_000_000_000,)), r"params\.npy: its header says "
+     r"\(250000000000,\) float32, 1000000000000 bytes; it holds 16\)"),
+    # f flipped to a: numpy's deprecated alias of S, and a warning
+    (dict(descr="<a4", shape=(4,)), r"not an array header of numbers or text: \{'descr': '<a4'"),
+    (dict(descr="|O", shape=(2,)), r"not an array header of numbers or text: \{'descr': '\|O'"),
+    (dict(descr="<f3", shape=(4,)), r"data type '<f3' not understood"),
+])
+def test_an_array_header_is_checked_before_its_array_is_made(tmp_path, header, message):
+    # an entry whose CRC and sizes agree with it, as a zip tool would write it: only its array
+    # header is wrong
+    path = tmp_path / "crafted.npz"
     modelfile.write(path, "model", {}, {"params": np.zeros(4, np.float32)})
     with zipfile.ZipFile(path) as z:
         entries = {info.filename: z.read(info) for info in z.infolist()}
     npy = io.BytesIO()
-    np.lib.format.write_array_header_1_0(npy, {"descr": "<f4", "fortran_order": False,
-                                              "shape": (250_000_000_000,)})
+    np.lib.format.write_array_header_1_0(npy, {"fortran_order": False, **header})
     entries["params.npy"] = npy.getvalue() + np.zeros(4, np.float32).tobytes()
     with zipfile.ZipFile(path, "w") as z:
         for name, data in entries.items():
             z.writestr(name, data)
-    with pytest.raises(DataError, match=r"params\.npy: its header says \(250000000000,\) float32, "
-                                        r"1000000000000 bytes; it holds 16"):
+    with pytest.raises(DataError, match=r"a damaged ncae_cuda model file: truncated or "
+                                        r"unreadable \(ValueError: .*" + message):
         modelfile.read(path, "model")
 
 
