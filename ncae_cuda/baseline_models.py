@@ -3,7 +3,8 @@ ones and scoring every item for given users:
 
 - EASE (Steck, WWW 2019): the item-item weights B = argmin ||X - XB||² + λ||B||² with
   diag(B) = 0, in closed form: P = (XᵀX + λI)⁻¹, B = I - P diag(1/diag(P)); a user's scores are
-  their row of XB. Settings λ, and recency_boost and recency_halflife: with a boost > 0 the row
+  their row of XB. Solved in float64 in the smaller of the item and user spaces (`ease`): where
+  users are fewer than items, through users x users and users x items matrices alone. Settings λ, and recency_boost and recency_halflife: with a boost > 0 the row
   that multiplies B holds the user's recency weights (ncae_cuda.recency), as NCAE scores from
   them; B is still fit on X.
 - iALS (Hu, Koren, Volinsky, ICDM 2008): the `implicit` library's AlternatingLeastSquares, which
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
@@ -42,6 +44,7 @@ from .ops import BackendUnavailable
 Scores = Callable[[np.ndarray], np.ndarray]          # (B,) users -> (B, n_items) float32
 Check = Callable[[dict, Scores], None]               # (a point of the along settings, its Scores)
 EASE_COPIES = 3                   # items x items float64 arrays alive at once: XᵀX + λI, P, B
+EASE_ROWS = 2                     # users x items ones in the user space: K⁻¹X, a batch's scores
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,15 @@ class Baseline:
     grid: dict                              # each setting chosen on validation: its values
     fit: Callable                           # fit(part, settings, points, check, seed, gpu)
     along: tuple[str, ...] = ()             # settings of the grid scored along one fit
+    # (setting, other): the setting changes no score where the other is 0 (EASE's recency
+    # halflife without a boost); grid points that differ only in such settings are one
+    only_with: tuple[tuple[str, str], ...] = ()
+
+    def relevant(self, settings: dict) -> dict:
+        """settings less those that change no score (only_with's where their other is 0): two
+        points of a grid are equivalent, and scored once, where this is the same for both."""
+        idle = {name for name, other in self.only_with if settings.get(other) == 0}
+        return {name: value for name, value in settings.items() if name not in idle}
 
 
 def ones(part: Interactions) -> sp.csr_matrix:
@@ -59,25 +71,54 @@ def ones(part: Interactions) -> sp.csr_matrix:
 
 def fit_ease(part: Interactions, settings: dict, points: list[dict], check: Check,
              seed: int = 0, gpu: bool = False) -> None:
-    """EASE (the module's docstring): B fit once, then at each point (recency_boost,
+    """EASE (the module's docstring): solved once, then at each point (recency_boost,
     recency_halflife) a user's scores are their row of its weights times B; seed and gpu are
     unused. DataError where a boost is > 0 and the part has no timestamps."""
-    B = ease_weights(ones(part), settings["l2"])                          # (items, items)
+    times_b = ease(ones(part), settings["l2"])
     for point in points:
         rows = scored_rows(part, Config(feedback="implicit", **point).resolved(),
                            "the training part")                           # (users, items)
-        check(point, lambda users, rows=rows: np.asarray(rows[users] @ B, np.float32))
+        check(point, lambda users, rows=rows: times_b(rows[users]).astype(np.float32))
+
+
+def ease(X: sp.csr_matrix, l2: float, space: str | None = None
+         ) -> Callable[[sp.csr_matrix], np.ndarray]:
+    """rows (B, items) -> rows @ B (B, items) float64, B EASE's weights for X, solved in float64
+    in the smaller of the user and item spaces (or `space`, "users" or "items"): with fewer
+    users than items, by the push-through identity P = (I - Xᵀ K⁻¹ X) / λ, K = XXᵀ + λI
+    (users x users), so that B = offdiag(A) diag(1 / (1 - diag A)) with A = Xᵀ (K⁻¹ X), and no
+    items x items matrix is formed. OutOfMemory, naming the sizes, where the chosen space's
+    matrices would not fit in the memory there is."""
+    users, items = X.shape
+    if (space or ("users" if users < items else "items")) == "items":
+        B = ease_weights(X, l2)                                           # (items, items)
+        return lambda rows: np.asarray(rows @ B)
+    _fits(f"1 users x users and {EASE_ROWS} users x items matrices: {users:,} x ({users:,} + "
+          f"{EASE_ROWS} x {items:,}) float64", 8 * users * (users + EASE_ROWS * items))
+    X = X.astype(np.float64)
+    K = (X @ X.T).toarray()                                               # (users, users)
+    K[np.diag_indices(users)] += l2
+    Q = scipy.linalg.cho_solve(scipy.linalg.cho_factor(K, overwrite_a=True), X.toarray(),
+                               overwrite_b=True)                          # (users, items) K⁻¹X
+    a = np.asarray(X.multiply(Q).sum(axis=0)).ravel()                     # (items,) diag A < 1
+    scale = 1 / (1 - a)                                                   # (items,)
+
+    def times_b(rows: sp.csr_matrix) -> np.ndarray:
+        rows = sp.csr_matrix(rows, dtype=np.float64)
+        scores = (rows @ X.T).toarray() @ Q                               # (B, items) rows A
+        own = rows.multiply(a).tocoo()                    # the diagonal of A, which B holds 0
+        scores[own.row, own.col] -= own.data
+        return scores * scale
+    return times_b
 
 
 def ease_weights(X: sp.csr_matrix, l2: float) -> np.ndarray:
-    """(n_items, n_items) float64 B of EASE; OutOfMemory, naming the sizes, where the items x
-    items matrices would not fit in the memory there is."""
+    """(n_items, n_items) float64 B of EASE in the item space: P = (XᵀX + λI)⁻¹,
+    B = I - P diag(1/diag(P)); OutOfMemory, naming the sizes, where the items x items matrices
+    would not fit in the memory there is."""
     n = X.shape[1]
-    need, have = EASE_COPIES * 8 * n * n, available_memory()
-    if need > have:
-        raise OutOfMemory(f"EASE needs {EASE_COPIES} items x items matrices: {EASE_COPIES} x "
-                          f"{n:,} x {n:,} float64 = {need / 2**30:,.1f} GiB, and {have / 2**30:,.1f}"
-                          " GiB of memory is available: leave EASE out (--models)")
+    _fits(f"{EASE_COPIES} items x items matrices: {EASE_COPIES} x {n:,} x {n:,} float64",
+          EASE_COPIES * 8 * n * n)
     G = (X.T @ X).toarray().astype(np.float64)
     G[np.diag_indices(n)] += l2
     P = np.linalg.inv(G)
@@ -86,8 +127,25 @@ def ease_weights(X: sp.csr_matrix, l2: float) -> np.ndarray:
     return B
 
 
+def _fits(matrices: str, need: int) -> None:
+    """OutOfMemory where EASE's `matrices`, `need` bytes, would not fit in the memory there is."""
+    have = available_memory()
+    if need > have:
+        raise OutOfMemory(f"EASE needs {matrices} = {need / 2**30:,.1f} GiB, and "
+                          f"{have / 2**30:,.1f} GiB of memory is available: leave EASE out "
+                          "(--models)")
+
+
 def available_memory() -> int:
-    """Bytes of physical memory free now."""
+    """Bytes of memory a new allocation can have now without swapping: the kernel's estimate
+    (MemAvailable: free pages and the page cache it can drop), else the free pages alone."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024                    # given in kB
+    except OSError:
+        pass
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
@@ -175,7 +233,8 @@ BASELINES = {
                               # off unless a grid override tries boosts (NCAE's default)
                               "recency_boost": (DEFAULTS.recency_boost,),
                               "recency_halflife": (DEFAULTS.recency_halflife,)},
-                     fit_ease, along=("recency_boost", "recency_halflife")),
+                     fit_ease, along=("recency_boost", "recency_halflife"),
+                     only_with=(("recency_halflife", "recency_boost"),)),
     "ials": Baseline("iALS", {"factors": (64, 128, 256, 512),
                               "regularization": (2.5, 5.0, 10.0, 20.0, 40.0),
                               "alpha": (0.5, 1.0, 2.0, 4.0), "iterations": (10, 20, 30, 50)},

@@ -10,7 +10,8 @@
 Each model (ncae_cuda.baseline_models) goes through the trainer's protocol on the split the
 trainer makes of the same data flags (leave-one-out by time): every point of its grid is fit
 on the training part and scores the validation part (iALS and BPR after each of their
-iteration counts, along one fit; EASE at each of its recency points, from one B); the best
+iteration counts, along one fit; EASE at each of its recency points, from one B; points that
+cannot differ once: a recency halflife where the boost is 0 is left out of the point); the best
 NDCG at the last cutoff chooses (on a tie, the first in grid order); the chosen settings are
 refit on training + validation, and the test part is scored once. The figures are NCAE's
 evaluator's (FitData.ranker): the same candidates (every item the user has no training or
@@ -24,7 +25,6 @@ import argparse
 import functools
 import itertools
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -67,14 +67,11 @@ def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops
     settings chosen, the test figures, and the seconds the selection and the final fit took.
     log hears a line per point scored on validation, with the time the grid has left."""
     metric = f"ndcg@{cutoffs[-1]}"
-    grid = dict(grid)
-    along = {name: grid.pop(name) for name in model.along}
-    points = [dict(zip(along, values)) for values in itertools.product(*along.values())]
+    fits = distinct_points(model, grid)
     seen = FitData.of(split.train, IMPLICIT, ops)
     runs, start = [], time.perf_counter()
-    total = len(points) * math.prod(len(values) for values in grid.values())
-    for values in itertools.product(*grid.values()):
-        settings = dict(zip(grid, values))
+    total = sum(len(points) for _, points in fits)
+    for settings, points in fits:
         fit_start = time.perf_counter()
 
         def check(point, scores, settings=settings):
@@ -90,8 +87,8 @@ def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops
     selected = time.perf_counter() - start
     fold = split.fold_validation().train
     fit_start = time.perf_counter()
-    fit_settings = {name: best["settings"][name] for name in grid}
-    point = {name: best["settings"][name] for name in along}
+    fit_settings = {k: v for k, v in best["settings"].items() if k not in model.along}
+    point = {k: v for k, v in best["settings"].items() if k in model.along}
     final = []                                          # the refit's Scores, at its one point
     model.fit(fold, fit_settings, [point], lambda _, scores: final.append(scores), seed, gpu)
     fit_seconds = time.perf_counter() - fit_start
@@ -100,9 +97,24 @@ def select_and_test(model: Baseline, split: Split, cutoffs: tuple[int, ...], ops
     log(f"{model.name}: {len(runs)} settings scored on validation ({selected:.1f} s), chose "
         f"{_shown(best['settings'])} ({metric} {best['valid'][metric]:.4f}); refit on "
         f"training + validation in {fit_seconds:.2f} s: test {metric} {test[metric]:.4f}")
-    return {"name": model.name, "grid": {**grid, **along}, "validation": runs,
+    return {"name": model.name, "grid": grid, "validation": runs,
             "chosen": best["settings"], "valid": best["valid"], "test": test,
             "seconds_select": selected, "seconds_fit": fit_seconds}
+
+
+def distinct_points(model: Baseline, grid: dict) -> list[tuple[dict, list[dict]]]:
+    """[(the settings of one fit, the points of model.along scored along it)], every point of
+    `grid` in its order, less those equivalent to one before (Baseline.relevant: a setting that
+    changes no score where another is 0 is left out of the point)."""
+    fits: dict[tuple, list[dict]] = {}
+    along = [name for name in grid if name in model.along]
+    for values in itertools.product(*grid.values()):
+        point = model.relevant(dict(zip(grid, values)))
+        points = fits.setdefault(tuple((k, v) for k, v in point.items() if k not in along), [])
+        point = {k: v for k, v in point.items() if k in along}
+        if point not in points:
+            points.append(point)
+    return [(dict(settings), points) for settings, points in fits.items()]
 
 
 def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:

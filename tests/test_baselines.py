@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from ncae_cuda import baseline_models, baselines, datasets, experiments, splits, train
-from ncae_cuda.baseline_models import Baseline, ease_weights
+from ncae_cuda.baseline_models import Baseline, ease, ease_weights
 from ncae_cuda.data import DataError, from_matrix
 from ncae_cuda.estimator import OutOfMemory
 from ncae_cuda.ops import get_backend
@@ -83,11 +83,74 @@ def test_ease_with_recency_scores_weighted_rows_through_b_fit_on_ones():
         scored(baseline_models.fit_ease, from_matrix(X, "X"), {"l2": 2.0}, point)
 
 
+def brute_force_ease(X: sp.csr_matrix, l2: float) -> np.ndarray:
+    """(items, items) B of EASE from the explicit float64 inverse of XᵀX + λI."""
+    X = X.toarray().astype(np.float64)
+    P = np.linalg.inv(X.T @ X + l2 * np.eye(X.shape[1]))
+    B = np.eye(X.shape[1]) - P / np.diag(P)
+    np.fill_diagonal(B, 0.0)
+    return B
+
+
+@pytest.mark.parametrize("users, items, empty", [
+    (12, 40, "user"), (40, 12, "user"), (12, 40, "item"), (40, 12, "item"), (1, 9, None),
+    (9, 9, None)])
+def test_ease_in_the_user_and_the_item_space_is_the_brute_force_inverse(users, items, empty,
+                                                                         monkeypatch):
+    # plain rows (X) and recency-like rows (X's entries weighted 1..7) through B, each space
+    # against the explicit items x items inverse; the default space is the smaller one
+    rng = np.random.default_rng(users * items)
+    dense = (rng.random((users, items)) < 0.3).astype(np.float32)
+    dense[:, 0] = 1                                        # no user without interactions...
+    if empty == "user":
+        dense[users // 2] = 0                              # ...but this one
+    elif empty == "item":
+        dense[:, items // 2] = 0
+    X = sp.csr_matrix(dense)
+    weighted = X.multiply(1 + 6 * rng.random(X.shape)).tocsr()
+    B = brute_force_ease(X, 2.5)
+    picked = []
+    real = baseline_models.ease_weights
+    monkeypatch.setattr(baseline_models, "ease_weights",
+                        lambda X, l2: picked.append("items") or real(X, l2))
+    chosen = ease(X, 2.5)
+    monkeypatch.undo()
+    assert picked == ([] if users < items else ["items"])
+    for rows in (X, weighted):
+        want = rows.toarray() @ B                                         # (users, items)
+        for times_b in (ease(X, 2.5, "users"), ease(X, 2.5, "items"), chosen):
+            got = times_b(rows)
+            assert got.dtype == np.float64 and got.shape == (users, items)
+            np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-8 * np.abs(want).max())
+        some = rng.permutation(users)[:max(1, users // 3)]              # a batch of users
+        np.testing.assert_allclose(ease(X, 2.5, "users")(rows[some]), want[some], rtol=1e-8,
+                                   atol=1e-8 * np.abs(want).max())
+
+
+def test_ease_scores_a_users_own_item_from_the_others_alone():
+    # a row holding only item i scores i by B_ii = 0, in either space; items never seen score 0
+    rng = np.random.default_rng(2)
+    X = sp.csr_matrix((rng.random((5, 30)) < 0.4).astype(np.float32))
+    for space in ("users", "items"):
+        times_b = ease(X, 1.0, space)
+        for i in np.flatnonzero(X.getnnz(axis=0)):
+            row = sp.csr_matrix(([3.0], ([0], [i])), shape=(1, 30))
+            assert abs(times_b(row)[0, i]) < 1e-12
+        assert not times_b(X)[:, X.getnnz(axis=0) == 0].any()
+
+
 def test_ease_refuses_what_memory_cannot_hold_naming_the_sizes(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(baseline_models, "available_memory", lambda: 2**30)
-    X = sp.csr_matrix((3, 20000), dtype=np.float32)
+    X = sp.csr_matrix((20001, 20000), dtype=np.float32)
     with pytest.raises(OutOfMemory, match=r"3 x 20,000 x 20,000 float64 = 8.9 GiB.*1.0 GiB"):
-        ease_weights(X, 1.0)
+        ease(X, 1.0)
+    # fewer users than items: users x users and users x items, never items x items
+    X = sp.csr_matrix((2000, 200000), dtype=np.float32)
+    with pytest.raises(OutOfMemory, match=r"1 users x users and 2 users x items matrices: "
+                                          r"2,000 x \(2,000 \+ 2 x 200,000\) float64 = 6.0 GiB"):
+        ease(X, 1.0)
+    monkeypatch.setattr(baseline_models, "available_memory", lambda: 7 * 2**30)
+    assert ease(sp.csr_matrix((3, 300000), dtype=np.float32), 1.0)   # 14 MiB, not 670 GiB
     monkeypatch.setattr(baseline_models, "available_memory", lambda: 100)
     code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease", "--out",
                            str(tmp_path)])
@@ -187,9 +250,8 @@ def test_the_command_writes_its_table_and_json(tmp_path, capsys):
 
 def test_the_command_chooses_eases_recency_boost_on_validation(tmp_path, monkeypatch):
     inverses = []                                # B depends on λ alone: one a λ, and the refit
-    real = baseline_models.ease_weights
-    monkeypatch.setattr(baseline_models, "ease_weights",
-                        lambda X, l2: inverses.append(l2) or real(X, l2))
+    real = baseline_models.ease
+    monkeypatch.setattr(baseline_models, "ease", lambda X, l2: inverses.append(l2) or real(X, l2))
     code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease", "--valid-item",
                            "latest", "--grid", "ease.l2=5", "--grid", "ease.recency_boost=0,8",
                            "--out", str(tmp_path)])
@@ -218,7 +280,7 @@ def test_the_command_keeps_a_run_folder_another_run_never_overwrites(tmp_path, c
     assert json.loads((tmp_path / "run.json").read_text())["finished"]
     assert command(50, "--overwrite") == 0
     chosen = json.loads((tmp_path / "baselines.json").read_text())["models"]["ease"]["chosen"]
-    assert chosen == {"l2": 50, **NO_RECENCY}
+    assert chosen == {"l2": 50, "recency_boost": 0}      # a halflife without a boost is none
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -277,8 +339,30 @@ def test_a_line_per_point_scored_with_the_time_left():
     runs = result["validation"]
     assert len(runs) == 2 and len(lines) == 3                # a line a point, then the choice
     for k, (line, run) in enumerate(zip(lines, runs), 1):
-        assert line.startswith(f"EASE {k}/2: l2 {run['settings']['l2']:g}, recency_boost 0, "
-                               f"recency_halflife {run['settings']['recency_halflife']:g}: "
+        assert line.startswith(f"EASE {k}/2: l2 {run['settings']['l2']:g}, recency_boost 0: "
                                f"valid ndcg@10 {run['valid']['ndcg@10']:.4f} | "), line
         assert re.search(r"\| \d+ s, about \d+ s left$", line), line
     assert lines[1].endswith("about 0 s left")
+
+
+def test_points_that_cannot_differ_are_scored_once():
+    # a halflife changes no score without a boost: boosts 0, 8 x halflives 1, 2, 3 are 4 points
+    # (boost 0 once, without a halflife), each scored as its own one-point grid scores it
+    split = splits.leave_one_out(datasets.load("synthetic-tiny"), valid_item="latest")
+    ease_model = baseline_models.BASELINES["ease"]
+    grid = {"l2": (10.0, 100.0), "recency_boost": (0.0, 8.0), "recency_halflife": (1.0, 2.0, 3.0)}
+    lines = []
+    result = baselines.select_and_test(ease_model, split, (10,), CPU, 0, grid, log=lines.append)
+    got = [run["settings"] for run in result["validation"]]
+    assert got == [point for l2 in (10.0, 100.0) for point in (
+        {"l2": l2, "recency_boost": 0.0},
+        *({"l2": l2, "recency_boost": 8.0, "recency_halflife": h} for h in (1.0, 2.0, 3.0)))]
+    assert [line.split(":")[0] for line in lines[:-1]] == [f"EASE {k}/8" for k in range(1, 9)]
+    for run in result["validation"]:
+        alone = baselines.select_and_test(
+            ease_model, split, (10,), CPU, 0, {name: (run["settings"].get(name, 2.0),)
+                                               for name in grid}, log=lambda _: 0)
+        assert alone["validation"][0]["valid"] == run["valid"]
+    assert baselines.distinct_points(ease_model, {**grid, "recency_boost": (8.0,)}) == [
+        ({"l2": l2}, [{"recency_boost": 8.0, "recency_halflife": h} for h in (1.0, 2.0, 3.0)])
+        for l2 in (10.0, 100.0)]
