@@ -14,15 +14,17 @@ for each setting it searches, either a range of numbers or choices of values:
     [hidden]                    # any setting: one of the choices
     choices = [[300], [500], [300, 300]]
 
-recipes/spaces/ holds one for explicit and one for implicit feedback. Every value a space can
-give is checked against Config before a trial runs, on top of the recipe it searches from; a
-setting that changes what the score means (feedback, cutoffs) or that a recipe does not hold
-(seed) is refused. Optuna draws the values (suggest); a choice that is a list, e.g. hidden
-[300, 300], is a string to Optuna ('300,300') and a tuple to the model.
+The package holds one for explicit and one for implicit feedback (ncae_cuda/spaces/, package
+data: tune's default for the feedback). Every value a space can give is checked against Config
+before a trial runs, on top of the recipe it searches from; a setting that changes what the
+score means (feedback, cutoffs) or that a recipe does not hold (seed) is refused. Optuna draws
+the values (suggest); a choice that is a list, e.g. hidden [300, 300], is a string to Optuna
+('300,300') and a tuple to the model.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from importlib import resources
 from pathlib import Path
 
 from .config import DEFAULTS, NOT_IN_A_RECIPE, Config, SettingError, read_toml
@@ -30,6 +32,9 @@ from .config import DEFAULTS, NOT_IN_A_RECIPE, Config, SettingError, read_toml
 # Settings a search cannot move: the score must mean the same thing in every trial.
 FIXED = ("feedback", "cutoffs")
 RANGE_KEYS = {"low", "high", "log", "step"}
+# Settings that weigh a user's interactions by their time: a space's are searched only where
+# the data has timestamps and the model can weigh its rows (tune leaves them out elsewhere)
+TIMED = ("recency_boost", "recency_halflife")
 
 
 @dataclass(frozen=True)
@@ -62,10 +67,27 @@ class Dimension:
         return self.choices if self.choices is not None else (self.low, self.high)
 
 
-def read_space(path: Path, recipe: dict) -> list[Dimension]:
+def default(feedback: str) -> resources.abc.Traversable:
+    """The space the package holds for `feedback` (explicit or implicit)."""
+    return resources.files(__package__) / "spaces" / f"{feedback}.toml"
+
+
+def read_space(path: Path | resources.abc.Traversable, recipe: dict) -> list[Dimension]:
     """The dimensions of the space in the TOML file at `path`, each value checked on top of
     `recipe`; ValueError names the setting and what is wrong with it."""
-    tables = read_toml(path)
+    return dimensions(read_tables(path), recipe)
+
+
+def read_tables(path: Path | resources.abc.Traversable) -> dict:
+    """The tables of the space's TOML file (a file or the package's); ValueError where it cannot
+    be read."""
+    with resources.as_file(path) as file:      # a file of its own, where the package is zipped
+        return read_toml(file)
+
+
+def dimensions(tables: dict, recipe: dict) -> list[Dimension]:
+    """The dimensions of a space's tables, each value checked on top of `recipe`; ValueError
+    names the setting and what is wrong with it."""
     if not tables:
         raise ValueError("no setting to search: a table for each, e.g. [dropout] low = 0.1 "
                          "high = 0.8")
@@ -147,6 +169,12 @@ def recipe_point(dimensions: list[Dimension], recipe: dict) -> dict:
         elif d.choices is None and value is not None and d.low <= value <= d.high:
             point[d.name] = value
     return point
+
+
+def shown(settings: dict) -> str:
+    """Settings in short, for a line: hidden 300,300 dropout 0.312 lr 0.00112."""
+    return " ".join(f"{name} {f'{value:.3g}' if isinstance(value, float) else to_optuna(value)}"
+                    for name, value in settings.items())
 
 
 def settings(dimensions: list[Dimension], params: dict) -> dict:

@@ -1,32 +1,40 @@
 """Search the model's settings for a data set with Optuna, scored on validation only.
 
     python -m ncae_cuda.tune --dataset ml-100k --split u1 --config recipes/ml-100k-explicit.toml \\
-        --space recipes/spaces/explicit.toml --trials 30 --jobs 2 --out runs/tune-u1
+        --trials 30 --budget 60 --jobs 2 --out runs/tune-u1
     python -m ncae_cuda.tune ... --storage postgresql://USER@HOST/DB --study u1   # on each machine
 
 Each trial is a trainer run (python -m ncae_cuda.train --validation-only: the epoch chosen on
 validation, the test part never scored) in --out/trials/NNNN/, with the recipe's settings
-(--config) and the trial's values of the space's (--space, ncae_cuda/space.py) over them, the
-data flags given here and --seed; with --split-seeds, a run on each of these splits and the
-mean of their validation scores. The first trial is the recipe's own values of the space's
-settings (so the best is never behind the recipe); then Optuna's TPE sampler, seeded, draws
-the values. A trial that falls behind the others at the same epoch stops there (--pruner: the
-median of the earlier trials, or successive halving), heard after every epoch through the
-trainer's callback.
+(--config) and the trial's values of the space's (--space, ncae_cuda/space.py; by default the
+package's space of the run's feedback, ncae_cuda/spaces/) over them, the data flags given here
+and --seed; with --split-seeds, a run on each of these splits and the mean of their validation
+scores. The space's settings that weigh a user's interactions by their time (space.TIMED) are
+left out, at the recipe's values, where the data has no timestamps or the model cannot weigh
+its rows; a recipe that weighs by time on data without timestamps is refused. The first trial
+is the recipe's own values of the space's settings (so the best is never behind the recipe);
+then Optuna's TPE sampler, seeded, draws the values. A trial that falls behind the others at
+the same epoch stops there (--pruner: the median of the earlier trials, or successive halving),
+heard after every epoch through the trainer's callback.
 
 The study lives in a storage: by default a journal file in --out (workers on one machine);
 --storage sqlite:///FILE, or postgresql://... for workers on many machines, each running the same
 command against one study (its own --out: its trials' folders). --jobs N runs N worker
 processes (ncae_cuda.pool's slots: the cores shared out, --gpus one each), each taking trials
-until the study has --trials of them finished (complete or pruned). A trial whose worker dies
-is marked failed (on this machine at once, by its worker's lock; elsewhere once its heartbeat
-is GRACE seconds old) and the study goes on; the same command again continues the study (its
-recipe's trial again, where that failed), and refuses a storage that has lost trials run in
---out (a journal emptied or replaced) rather than start over on top of them; a full disk
-stops the study. At the end, in --out: best.toml, a recipe for train --config whose comment
-names the study, the trial and its validation score (tune.json records that trial: only the
-study that holds it replaces it, with a best no worse); trials.csv, every trial; tune.png, the
-score against the trial and each setting's effect. Needs the [tune] extra (Optuna, and
+until the study has --trials of them finished (complete or pruned), or until --budget minutes
+of this command's wall time have passed: then no worker starts another trial (each starts at
+least one), the trials running finish, and the outputs are written of the study so far (the
+same command again continues it, with a budget of its own). A worker prints a line a trial: its
+settings, its score, the best so far, the time since the command started and the time left,
+against --trials and --budget. A trial whose worker dies is marked failed (on this machine at
+once, by its worker's lock; elsewhere once its heartbeat is GRACE seconds old) and the study
+goes on; the same command again continues the study (its recipe's trial again, where that
+failed), and refuses a storage that has lost trials run in --out (a journal emptied or
+replaced) rather than start over on top of them; a full disk stops the study. At the end, in
+--out: best.toml, a recipe for train --config whose comment names the study, the trial and its
+validation score (tune.json records that trial: only the study that holds it replaces it, with
+a best no worse); trials.csv, every trial; tune.png, the score against the trial and each
+setting's effect. Needs the [tune] extra (Optuna, and
 psycopg for PostgreSQL).
 """
 from __future__ import annotations
@@ -46,12 +54,12 @@ import socket
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from . import datasets, pool, rundir, space, train
 from .cli import Parser
-from .config import Config, SettingError, read_recipe, recipe_text
+from .config import DEFAULTS, Config, SettingError, read_recipe, recipe_text
 from .data import DataError
 from .estimator import OutOfMemory
 from .modelfile import atomic_write, json_ready
@@ -102,6 +110,7 @@ class Setup:
     split_seeds: tuple             # a trial's score: the mean over these splits' validation
     storage: str                   # how the storage is shown (no password)
     study: str
+    feedback: str = DEFAULTS.feedback   # the trials' (the recipe's, or else the data's)
 
     def identity(self, seed: int) -> dict:
         """What makes two commands one study: their trials are comparable."""
@@ -121,11 +130,21 @@ def setup(parser, args) -> Setup:
     except ValueError as e:
         parser.error(f"--config {args.config}: {e}")
     probe = trainer_args(parser, args, recipe, {}, args.out / TRIALS)
-    feedback = {"feedback": probe.feedback}
+    named = (f"--space {args.space}" if args.space else
+             f"the default space (ncae_cuda/spaces/{probe.feedback}.toml)")
     try:
-        dimensions = space.read_space(args.space, {**recipe, **feedback})
+        tables = space.read_tables(args.space or space.default(probe.feedback))
+        timed = [name for name in space.TIMED if name in tables]
+        unweighted = _unweighted(parser, args, probe) if timed or probe.recency_boost else None
+        if timed and unweighted:
+            tables = {k: v for k, v in tables.items() if k not in timed}
+            if args.worker is None:
+                fixed = ", ".join(f"{name} {getattr(probe, name):g}" for name in timed)
+                print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
+                      f"recipe's {fixed}", flush=True)
+        dimensions = space.dimensions(tables, {**recipe, "feedback": probe.feedback})
     except ValueError as e:
-        parser.error(f"--space {args.space}: {e}")
+        parser.error(f"{named}: {e}")
     metric, higher = Config(**train.model_settings(probe)).resolved().selection_metric
     if args.split_seeds and min(args.split_seeds) < 0:
         parser.error(f"--split-seeds must be >= 0; got {','.join(map(str, args.split_seeds))}")
@@ -135,7 +154,27 @@ def setup(parser, args) -> Setup:
     if args.split_seeds and "split_seed" in data:
         parser.error("--split-seed and --split-seeds: give one")
     return Setup(recipe, dimensions, metric, higher, data, args.split_seeds or (probe.split_seed,),
-                 _shown(args), args.study)
+                 _shown(args), args.study, probe.feedback)
+
+
+def _unweighted(parser, args, probe) -> str | None:
+    """Why the trials' model cannot weigh a user's interactions by their time (recency_boost):
+    its settings, or data without timestamps (read as a trial reads them); None where it can.
+    parser.error where the recipe weighs by time and the data has no timestamps: every trial
+    would fail."""
+    try:
+        replace(Config(**train.model_settings(probe)), recency_boost=1.0).resolved()
+    except SettingError as e:
+        return f"{e.setting} {e.reason}"
+    with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
+        _, split = train.prepare(probe, args.device)
+    if split.train.timestamps is not None:
+        return None
+    if probe.recency_boost:
+        parser.error(f"--config {args.config}: recency_boost {probe.recency_boost:g} weighs a "
+                     "user's interactions by their time, and the data has no timestamps: set "
+                     "recency_boost = 0 (e.g. recipes/ml-100k-implicit-no-time.toml)")
+    return "the data has no timestamps"
 
 
 def trainer_args(parser, args, recipe: dict, settings: dict, out: Path,
@@ -341,18 +380,20 @@ class AskLock:
 
 
 def work(parser, args, found: Setup, study) -> None:
-    """A worker: trials until the study has --trials finished ones."""
+    """A worker: trials until the study has --trials finished ones, or --budget has passed
+    (after its first)."""
     optuna = _optuna()
     (args.out / WORKERS).mkdir(parents=True, exist_ok=True)
     held = rundir.lock(args.out / WORKERS / f"{HOST}-{os.getpid()}.lock")
     me = {"host": HOST, "pid": os.getpid(), "lock": str(Path(held.name).resolve())}
-    asking, fails = AskLock(args.out), 0
+    asking, fails, started = AskLock(args.out), 0, 0
     while True:
         with asking:
             now = census(study)
-            if now.finished >= args.trials:
+            if now.finished >= args.trials or started and _budget_left(args) <= 0:
                 return
             if now.finished + now.running < args.trials:
+                started += 1
                 # seeded by the trials so far: one worker draws the same each time, and two
                 # never from one state
                 study.sampler = optuna.samplers.TPESampler(seed=args.seed + now.total,
@@ -366,7 +407,9 @@ def work(parser, args, found: Setup, study) -> None:
                     raise TuneError(f"{fails} trials in a row failed (see their log.txt under "
                                     f"{args.out / TRIALS}): is the space's range too wide?")
                 continue
-        time.sleep(POLL)              # the trials left run in other workers: wait for them
+        if _budget_left(args) <= 0:   # the trials left run in other workers: none to start
+            return
+        time.sleep(POLL)              # ... or wait for them, in case they fail
 
 
 def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLock,
@@ -387,7 +430,7 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
             raise optuna.TrialPruned(f"epoch {record['epoch']}")
     several = len(found.split_seeds) > 1
     try:
-        Config(**{**found.recipe, **settings}).resolved()
+        Config(**{**found.recipe, "feedback": found.feedback, **settings}).resolved()
         summaries = []
         for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
             targs = trainer_args(parser, args, found.recipe, settings,
@@ -436,21 +479,31 @@ def _stop_full(trial, what: str) -> None:
 def _said(args, trial, what: str, start: float, study, found: Setup, finished: bool,
           value: float | None = None) -> None:
     """A worker's line at the end of a trial (`finished`: complete or pruned, not failed;
-    `value`: its score, where complete): what it scored, the best so far, the study's progress,
-    and the time left at the mean trial's pace over the workers running."""
+    `value`: its score, where complete): its settings, what it scored, the best so far, the
+    study's progress, the time since the command started, and the time left: at the mean
+    trial's pace over the workers running, for the trials left, or --budget's where less."""
     now = census(study)                      # this trial still runs: Optuna files it after
     done, others = now.finished + finished, now.running - 1
     best = [(t.value, t.number) for t in study.get_trials(deepcopy=False)
             if t.state.name == "COMPLETE"] + ([(value, trial.number)] if value is not None else [])
     best = (max if found.higher else min)(best, default=None)
     left = max(args.trials - done - others, 0)
-    eta = ""
-    if now.seconds and left:
-        seconds = sum(now.seconds) / len(now.seconds) * left / (others + 1)
-        eta = f", about {pool.duration(seconds)} left"
-    print(f"worker {args.worker}: trial {trial.number} {what} in {time.monotonic() - start:.1f} s"
+    budget, eta = _budget_left(args), ""
+    if left and budget <= 0:
+        eta = ", --budget passed: no trial starts"
+    elif left:
+        seconds = (sum(now.seconds) / len(now.seconds) * left / (others + 1) if now.seconds
+                   else math.inf)
+        if seconds < math.inf and seconds <= budget:
+            eta = f", about {pool.duration(seconds)} left"
+        elif budget < math.inf:
+            eta = f", about {pool.duration(budget)} left (--budget)"
+    print(f"worker {args.worker}: trial {trial.number} "
+          f"[{space.shown(space.settings(found.dimensions, trial.params))}] {what} "
+          f"in {time.monotonic() - start:.1f} s"
           + (f" | best {found.metric} {best[0]:.4f} (trial {best[1]})" if best else "")
-          + f" | {done} of {args.trials} finished, {others} running{eta}", flush=True)
+          + f" | {done} of {args.trials} finished, {others} running | "
+          f"{pool.duration(time.monotonic() - args.started)} elapsed{eta}", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,7 +527,8 @@ def write_outputs(args, found: Setup, study) -> None:
                f"{best.user_attrs['best_epoch']}, seed {args.seed}{over}"
                f"{', on ' + found.data_text() if found.data else ''}.\n"
                f"  {command.rstrip()}")
-    settings = {**found.recipe, **space.settings(found.dimensions, best.params)}
+    settings = {**found.recipe, "feedback": found.feedback,      # the data's, where not given
+                **space.settings(found.dimensions, best.params)}
     files = {BEST: recipe_text(settings, comment).encode(), TABLE: _table(found, trials),
              FIGURE: _figure(found, trials)}
     for name, content in files.items():
@@ -571,12 +625,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--config", type=Path, metavar="RECIPE",
                    help="the settings the space does not search (a recipe, recipes/) "
                         "(default: the trainer's defaults)")
-    g.add_argument("--space", type=Path, required=True, metavar="SPACE.toml",
-                   help="the settings to search, their ranges and choices "
-                        "(recipes/spaces/explicit.toml, recipes/spaces/implicit.toml)")
+    g.add_argument("--space", type=Path, metavar="SPACE.toml",
+                   help="the settings to search, their ranges and choices (default: the "
+                        "package's space of the run's feedback, ncae_cuda/spaces/explicit.toml "
+                        "or implicit.toml; the settings that weigh by time are searched only "
+                        "where the data has timestamps)")
     g.add_argument("--trials", type=pool.count, default=30,
                    help="finished trials (complete or pruned) the study ends with, over every "
                         "worker and rerun (default: %(default)s)")
+    g.add_argument("--budget", type=_minutes, metavar="MINUTES",
+                   help="this command's wall time: once it has passed no worker starts a trial "
+                        "(each starts at least one; those running finish) and the study so far "
+                        "is written; with --trials, whichever comes first; the same command "
+                        "again continues the study with a budget of its own (default: none)")
     g.add_argument("--pruner", choices=("median", "halving", "none"), default="median",
                    help=f"stop a trial at an epoch where it falls behind: median of the earlier "
                         f"trials there, or successive halving; from epoch {PRUNE_AFTER_EPOCHS} "
@@ -605,13 +666,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start over: remove the study from the storage and its trials from "
                         "--out")
     g.add_argument("--worker", type=int, help=argparse.SUPPRESS)     # a worker process's number
-    return p
+    g.add_argument("--started", type=float, help=argparse.SUPPRESS)  # the command's start
+    return p                                                          # (time.monotonic)
+
+
+def _minutes(text: str) -> float:
+    """An argparse type: a number of minutes > 0."""
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = math.nan
+    if not 0 < minutes < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number of minutes > 0, got {text!r}")
+    return minutes
+
+
+def _budget_left(args) -> float:
+    """Seconds of --budget left to this command (< 0: passed; inf: no budget)."""
+    if args.budget is None:
+        return math.inf
+    return args.started + 60 * args.budget - time.monotonic()
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started = args.started or time.monotonic()       # a worker's: its command's
     args.study = args.study or args.out.resolve().name
     pool.check_slots(args)
     if args.out.exists() and not args.out.is_dir():
@@ -649,7 +730,8 @@ def _command(args, argv: list[str], found: Setup) -> int:
     failed = retry_recipe(study, found) if now.finished < args.trials else None
     if failed is not None:
         print(f"trial {failed}, the recipe's own values, failed: they run again", flush=True)
-    workers = [a for a in argv if a != "--overwrite"]
+    before = now.finished
+    workers = [a for a in argv if a != "--overwrite"] + ["--started", repr(args.started)]
     with pool.Processes(args.jobs, args.gpus) as processes:
         for i in range(args.jobs):
             processes.start(i, [sys.executable, "-m", "ncae_cuda.tune", *workers,
@@ -661,9 +743,13 @@ def _command(args, argv: list[str], found: Setup) -> int:
             print(f"{processes.stopped}: stopped with {now.finished} of {args.trials} trials "
                   "finished: the same command continues the study", file=sys.stderr)
             return 128 + signal.Signals[processes.stopped]
-        raise TuneError(f"{now.finished} of {args.trials} trials finished; "
-                        + "; ".join(f"worker {i} ended with exit {code}"
-                                    for i, code, _ in ended if code))
+        if args.budget is None or any(code for _, code, _ in ended):
+            raise TuneError(f"{now.finished} of {args.trials} trials finished; "
+                            + "; ".join(f"worker {i} ended with exit {code}"
+                                        for i, code, _ in ended if code))
+        print(f"--budget {args.budget:g} min: {now.finished - before} trials finished within "
+              f"it (and those under way then), {now.finished} of {args.trials} in the study: "
+              "the same command continues it", flush=True)
     for i, code, _ in ended:
         if code:
             print(f"note: worker {i} ended with exit {code}; the others finished the study",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ncae_cuda import space, train, tune
+from ncae_cuda import datasets, space, train, tune
 from ncae_cuda.config import DEFAULTS, read_recipe
 
 optuna = pytest.importorskip("optuna", reason="the [tune] extra: pip install -e '.[tune]'")
@@ -136,10 +136,103 @@ def test_a_trial_over_several_splits_scores_the_mean_of_their_validation(tmp_pat
                                           ("implicit", "ml-100k-implicit")])
 def test_each_shipped_space_holds_its_recipe_whole(name, recipe):
     """A study of the README's recipe starts at the recipe itself: every setting the space
-    searches has the recipe's value inside it."""
+    searches has the recipe's value inside it. The spaces are the package's data, read as an
+    installed package reads them."""
     settings = read_recipe(REPO / "recipes" / f"{recipe}.toml")
-    dims = space.read_space(REPO / "recipes" / "spaces" / f"{name}.toml", settings)
+    dims = space.read_space(space.default(name), settings)
     assert set(space.recipe_point(dims, settings)) == {d.name for d in dims}
+    shipped = [line.strip() for line in (REPO / "pyproject.toml").read_text().splitlines()]
+    assert '"ncae_cuda" = ["spaces/*.toml"]' in " ".join(shipped)
+
+
+def undated(tmp_path) -> Path:
+    """synthetic-tiny's interactions as a file of user,item: implicit, without timestamps."""
+    data = datasets.load("synthetic-tiny")
+    path = tmp_path / "undated.csv"
+    path.write_text("".join(f"{u},{i}\n" for u, i in zip(data.user_ids[data.users],
+                                                        data.item_ids[data.items])))
+    return path
+
+
+def test_the_default_space_leaves_out_time_where_the_data_has_none(tmp_path, capsys):
+    """Without --space, tune searches the package's space of the data's feedback; on data
+    without timestamps its recency settings are left out (at the recipe's 0), so every trial
+    completes, and a recipe that weighs by time is refused before any trial."""
+    (tmp_path / "recipe.toml").write_text("epochs = 2\npatience = 0\nbatch_size = 16\n")
+    flags = ["--dataset", undated(tmp_path), "--config", tmp_path / "recipe.toml", "--device",
+             "cpu", "--pruner", "none", "--trials", 3]
+    assert tune.main([*map(str, flags), "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert ("recency_boost, recency_halflife: not searched (the data has no timestamps): each "
+            f"trial has the recipe's recency_boost 0, recency_halflife "
+            f"{DEFAULTS.recency_halflife:g}") in out
+    trials = journal(tmp_path / "o").get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+    searched = set(space.read_tables(space.default("implicit"))) - set(space.TIMED)
+    assert all(set(t.params) == searched for t in trials)
+    assert "recency_boost" not in read_recipe(tmp_path / "o" / "best.toml")
+    # the same space where the data has timestamps: the recency settings are searched
+    (tmp_path / "implicit.toml").write_text('feedback = "implicit"\nepochs = 2\n')
+    timed = [*map(str, flags), "--dataset", "synthetic-tiny", "--config",
+             str(tmp_path / "implicit.toml"), "--trials", "1"]
+    assert tune.main([*timed, "--out", str(tmp_path / "dated")]) == 0
+    assert "not searched" not in capsys.readouterr().out
+    assert set(journal(tmp_path / "dated").get_trials()[0].params) == searched | set(space.TIMED)
+    (tmp_path / "timed.toml").write_text('feedback = "implicit"\nrecency_boost = 10.0\n')
+    refused(tune.main, [*map(str, flags), "--config", str(tmp_path / "timed.toml"), "--out",
+                        str(tmp_path / "t")], capsys,
+            f"--config {tmp_path / 'timed.toml'}: recency_boost 10 weighs a user's interactions "
+            "by their time, and the data has no timestamps: set recency_boost = 0")
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_budget_in_minutes_stops_the_workers_after_a_trial_each(tmp_path):
+    """--budget 0.01 (0.6 s, gone before a worker has started): each of the 2 workers runs one
+    trial and the command writes the study so far and says so; a line a trial, with its
+    settings, its score, the best so far and the time since the command started. The same
+    command again continues the study with a budget of its own."""
+    out = tmp_path / "study"
+    flags = [*files(tmp_path, 3), "--trials", 10, "--jobs", 2, "--budget", 0.01, "--out", out]
+    for run in (1, 2):
+        done = subprocess.run(command(*flags), capture_output=True, text=True, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        assert ("--budget 0.01 min: 2 trials finished within it (and those under way then), "
+                f"{2 * run} of 10 in the study: the same command continues it") in done.stdout
+        trials = journal(out).get_trials()
+        assert [t.state for t in trials] == [TrialState.COMPLETE] * 2 * run
+        assert len(workers(trials[-2:])) == 2                      # one trial each
+        lines = [line for line in done.stdout.splitlines() if line.startswith("worker ")]
+        assert len(lines) == 2, done.stdout
+        for line in lines:
+            number = int(line.split(": trial ")[1].split()[0])
+            t = trials[number]
+            assert f"] rmse {t.value:.4f} (epoch " in line and " | best rmse " in line
+            assert f"dropout {t.params['dropout']:.3g} " in line
+            assert " elapsed, --budget passed: no trial starts" in line or line.endswith(
+                " elapsed")
+        assert (out / "best.toml").exists() and len((out / "trials.csv").read_text()
+                                                    .splitlines()) == 2 * run + 1
+    refused_budget = subprocess.run(command(*flags[:-4], "--budget", "0", "--out", out),
+                                    capture_output=True, text=True, cwd=REPO)
+    assert refused_budget.returncode == 2
+    assert "--budget: expected a number of minutes > 0, got '0'" in refused_budget.stderr
+
+
+def test_epochs_is_searched_and_early_stopping_picks_the_best_epoch(tmp_path):
+    """A space may hold epochs (the most a trial trains; validation still picks its epoch)."""
+    flags = files(tmp_path, 3)
+    (tmp_path / "space.toml").write_text("[epochs]\nlow = 2\nhigh = 6\n[dropout]\nlow = 0.0\n"
+                                         "high = 0.6\n")
+    out = tmp_path / "o"
+    assert tune.main([*flags, "--trials", "3", "--out", str(out)]) == 0
+    trials = journal(out).get_trials()
+    assert trials[0].params["epochs"] == 3                        # the recipe's own
+    for t in trials:
+        metrics = json.loads((out / "trials" / f"{t.number:04d}" / "metrics.json").read_text())
+        assert metrics["config"]["epochs"] == t.params["epochs"] == t.last_step
+        assert 1 <= int(t.user_attrs["best_epoch"]) == metrics["best_epoch"] <= t.last_step
+    best = min(trials, key=lambda t: t.value)
+    assert read_recipe(out / "best.toml")["epochs"] == best.params["epochs"]
 
 
 def test_the_recipe_point_is_the_recipe_where_the_space_holds_it():
