@@ -133,8 +133,9 @@ def batch_loss(model: TorchNCAE, batch, keep, q: float, objective, col_weights):
     a = model.encode(cols, vals * keep / (1 - q), offsets)              # (B, K_last)
     if objective.feedback == "explicit":
         yhat = objective.s * torch.tanh(model.entry_logits(a, entry_rows, cols)) + objective.m_off
-        # alpha/|K| on errors at dropped inputs, beta/|K| at kept ones
-        w = torch.where(keep, objective.beta, objective.alpha) / counts[entry_rows]  # (nnz,)
+        # alpha/|K| on errors at dropped inputs, beta/|K| at kept ones, in the unit range
+        w = (torch.where(keep, objective.beta, objective.alpha) * objective.unit
+             / counts[entry_rows])                                       # (nnz,)
         return (w * (yhat - vals) ** 2).sum() / len(counts)
     yhat = torch.tanh(model.out(a))                                      # (B, N)
     target = torch.zeros_like(yhat)

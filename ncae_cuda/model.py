@@ -49,6 +49,13 @@ class Objective:
     def implicit(cls) -> Objective:
         return cls("implicit")
 
+    @property
+    def unit(self) -> float:
+        """Explicit: the weight 1/s^2 that puts the squared errors in ratings mapped to the unit
+        range, so that the data term weighs the same beside the L2 term on any rating scale
+        (the same lr, weight_decay, alpha and beta train a 1-5 and a 1-100 scale alike)."""
+        return 1.0 / self.s ** 2
+
     def rating(self, out, xp=np):
         """Explicit: the predicted rating from the logits `out`."""
         if self.identity:
@@ -158,11 +165,13 @@ class Network(Parameters):
         acts = self.hidden_forward(batch, scale, mem.acts)
         a, da = acts[-1], mem.das[-1]                                 # (B, K_last)
         if obj.feedback == "explicit":
-            alpha = 0.0 if obj.target_corrupted else obj.alpha
+            # errors in the unit range: 1/s^2 folds into the weights, so the row losses the fit
+            # reports are the unit range's too
+            alpha = 0.0 if obj.target_corrupted else obj.alpha * obj.unit
             g = mem.g[:len(batch.cols)]                               # (nnz,)
             ops.sparse_output_backward(da, d["V"], d["c"], mem.row_loss, g, a, p["V"], p["c"],
-                                       batch, alpha, obj.beta, obj.s, obj.m_off, obj.identity,
-                                       obj.row_norm)
+                                       batch, alpha, obj.beta * obj.unit, obj.s, obj.m_off,
+                                       obj.identity, obj.row_norm)
         else:
             z, dout = mem.z, mem.dout                                 # (B, N)
             ops.gemm(z, a, p["V"], trans_b=True)

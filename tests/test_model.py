@@ -1,5 +1,6 @@
 """The whole network's gradient against finite differences (float64, reference ops), and the
 fast backends' training steps against the reference's."""
+import copy
 from dataclasses import replace
 
 import numpy as np
@@ -162,3 +163,32 @@ def test_backend_epochs_match_the_reference_in_loss(backend, feedback):
         losses.append([run_epoch(lambda b, s: net.train_step(b, s, adam), net.memory, csr,
                                  planner.plan(epoch), "test") for epoch in (1, 2, 3)])
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
+
+
+
+def test_explicit_loss_and_gradients_are_the_unit_ranges_on_any_scale():
+    """The same ratings on 1-5 and mapped affinely to 1-100 and to 0.5-5: with the input
+    layer's part taken out (E = 0, as the input reads ratings as they are), the tanh output's
+    loss and the gradients of every layer above the input's are the same, so one lr and
+    weight decay train them alike; on 1-5 the loss is the data's squared error / s^2 = / 4
+    (float64 brute force)."""
+    problem = Problem("explicit", (5, 4))
+    problem.layout.views(problem.params)["E"][...] = 0
+    above_input = problem.layout.offsets["b1"]                   # E comes first
+    found = []
+    for low, high in ((1.0, 5.0), (1.0, 100.0), (0.5, 5.0)):
+        scaled = copy.copy(problem)
+        scaled.m = problem.m.copy()
+        scaled.m.data = low + (problem.m.data - 1.0) * (high - low) / 4        # 1..5 -> low..high
+        net, batch = scaled.network(ref, Objective.explicit(low, high, 1.0, 0.4), np.float64)
+        loss = float(net.loss_and_grad(batch, 2.0) @ batch.row_weight)
+        found.append((loss, net.grads[above_input:].copy(), net, batch))
+    (loss5, grads5, net, batch), *others = found
+    assert np.abs(grads5).max() > 1e-3                           # not vacuous
+    for loss, grads, *_ in others:
+        assert loss == pytest.approx(loss5, rel=1e-12)
+        np.testing.assert_allclose(grads, grads5, rtol=1e-10, atol=1e-14)
+    yhat = net.predict_entries(batch, batch)
+    w = np.where(batch.keep.astype(bool), 0.4, 1.0) / batch.row_entries[batch.entry_rows]
+    expected = batch.row_weight[batch.entry_rows] @ (w * (yhat - batch.vals) ** 2) / 4
+    assert loss5 == pytest.approx(expected, rel=1e-12)
