@@ -25,7 +25,7 @@ from dataclasses import asdict, replace
 import numpy as np
 import scipy.sparse as sp
 
-from . import __version__, modelfile
+from . import __version__, modelfile, stopping
 from .config import Config
 from .data import DataError, Interactions, from_matrix, lookup_ids
 from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
@@ -60,6 +60,8 @@ class NCAE:
         self.data = None                              # FitData: what the fit derived from its
                                                       # data (ncae_cuda.fitdata)
         self.history, self.best_epoch = [], 0
+        # the last fit ran out of epochs while validation was still improving (stopping.py)
+        self.still_improving = False
         self._net = None
         self.comm = None                              # a sharded model's collectives
         if shard == "columns":
@@ -88,7 +90,9 @@ class NCAE:
 
         validation: held-out interactions of the same users and items, scored after every
             epoch (RMSE, or NDCG at the last cutoff); training stops after `patience` epochs
-            without a better score, and the model keeps its best epoch's parameters.
+            without a better score, and the model keeps its best epoch's parameters;
+            model.still_improving is True where it ran out of epochs with its best among the
+            last few (ncae_cuda.stopping.still_improving): more epochs may help.
         epochs: most epochs (default: the model's `epochs` setting; 0: pre-training only, for
             a pretrain other than BP).
         callback(model, record): after every epoch, with the epoch's record (loss, seconds,
@@ -146,6 +150,8 @@ class NCAE:
             except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
                 raise OutOfMemory(self._out_of_memory(e)) from None
         self.history, self.best_epoch = progress.history, progress.best_epoch
+        self.still_improving = stopping.still_improving(self.history, self.best_epoch,
+                                                        int(epochs), c.patience)
         return self
 
     @property

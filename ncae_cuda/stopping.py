@@ -7,6 +7,8 @@ passing it on. A resumed fit starts that epoch at the next step, so it ends exac
 uninterrupted one does. (Stopped in pre-training, a fit resumes from the checkpoint saved before
 it, as after a kill.) A second signal stops at once, as a KeyboardInterrupt, without a
 checkpoint; outside a fit, signals are as Python has them.
+
+still_improving() tells a fit that ran out of epochs while validation was still improving.
 """
 from __future__ import annotations
 
@@ -51,3 +53,19 @@ def deferred():
         for number, handler in previous.items():
             signal.signal(number, handler)
         _asked.clear()
+
+
+# A fit that ran its whole budget ended still improving when its best validation epoch is among
+# the last few: with patience p, the last p (early stopping had not given up on it: a best epoch
+# further back would have stopped it); without patience, the last 5% (15 of 300: a curve that
+# has levelled off sets its best further back than that).
+STILL_IMPROVING_SHARE = 0.05
+
+
+def still_improving(history: list, best_epoch: int, epochs: int, patience: int) -> bool:
+    """Whether a fit of `epochs` epochs with this history (its records, by epoch) and best
+    validation epoch ran them all and was still improving at the end: more epochs may help."""
+    validated = any("valid" in record for record in history)
+    ran_out = bool(history) and history[-1]["epoch"] == epochs
+    few = patience or max(1, round(STILL_IMPROVING_SHARE * epochs))
+    return validated and ran_out and best_epoch > epochs - few

@@ -526,6 +526,10 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
     seconds = {"seconds_select": time.perf_counter() - start}
     seconds["seconds_fit"] = seconds["seconds_select"]
     history, best_epoch = list(model.history), model.best_epoch
+    still_improving = model.still_improving
+    if still_improving:
+        print(f"note: the best epoch is {best_epoch} of {args.epochs}: validation was still "
+              "improving; more --epochs may help", flush=True)
     if args.validation_only:
         best = next(h for h in history if h["epoch"] == best_epoch and "valid" in h)
         result = {"valid": best["valid"]}
@@ -555,7 +559,8 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
         "dataset": args.dataset, "device": model.ops.name, "config": recorded(args),
         "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
                  "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz},
-        "notes": split.notes, "best_epoch": best_epoch, "history": history,
+        "notes": split.notes, "best_epoch": best_epoch, "still_improving": still_improving,
+        "history": history,
         # the first epoch of a process also compiles the kernels (Numba's, or NVRTC's)
         "seconds_first_epoch": trained[0] if trained else None,
         "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from ncae_cuda import NCAE, loop, modelfile, ops, train
+from ncae_cuda import NCAE, loop, modelfile, ops, stopping, train
 from ncae_cuda.config import Config
 
 from conftest import GPUS
@@ -338,6 +338,40 @@ def test_validation_only_never_scores_test(tmp_path, monkeypatch, capsys):
     assert [r["epoch"] for r in heard] == [1, 2, 3, 4]             # every epoch, as it ended
     assert json.loads((tmp_path / "v" / "metrics.json").read_text())["valid"] == summary["valid"]
     assert "validation, best epoch" in capsys.readouterr().out
+
+
+def test_a_run_out_of_epochs_while_improving_says_so(tmp_path, capsys):
+    code, out = run(tmp_path, "--epochs", "3", "--lr", "1e-2")
+    printed = capsys.readouterr().out
+    result = json.loads((out / "metrics.json").read_text())
+    valid = [h["valid"]["rmse"] for h in result["history"] if h["phase"] == "select"]
+    assert code == 0 and valid[-1] == min(valid) and result["best_epoch"] == 3
+    assert result["still_improving"] is True
+    assert ("note: the best epoch is 3 of 3: validation was still improving; more --epochs "
+            "may help") in printed
+    code, out = run(tmp_path, "--epochs", "3", "--valid-ratio", "0", name="unvalidated")
+    assert json.loads((out / "metrics.json").read_text())["still_improving"] is False
+    assert "note: the best epoch" not in capsys.readouterr().out
+
+
+def record(epoch, validated=True):
+    return {"epoch": epoch, **({"valid": {"rmse": 1.0}} if validated else {})}
+
+
+@pytest.mark.parametrize("last, best, epochs, patience, validated, expected", [
+    (300, 286, 300, 15, True, True),      # ran out, early stopping not yet given up
+    (300, 285, 300, 15, True, False),     # stopped early on the budget's last epoch
+    (290, 275, 300, 15, True, False),     # stopped early
+    (300, 286, 300, 0, True, True),       # no patience: the last 5%, 15 of 300
+    (300, 285, 300, 0, True, False),
+    (3, 3, 3, 0, True, True),             # at least the last epoch
+    (3, 2, 3, 0, True, False),
+    (3, 3, 3, 15, False, False),          # no validation: nothing to say
+])
+def test_still_improving_is_a_best_epoch_among_the_last_few(last, best, epochs, patience,
+                                                             validated, expected):
+    history = [record(e, validated) for e in range(1, last + 1)]
+    assert stopping.still_improving(history, best, epochs, patience) is expected
 
 
 def test_validation_only_needs_validation_and_no_curves(tmp_path, capsys):
