@@ -128,7 +128,11 @@ class NCAE:
             try:
                 self._net = self._new_network()
                 csr, rows = data.training(verbose)
-                planner = Planner(csr, rows, Schedule(c.seed, c.batch_size, c.dropout))
+                # a batch of more rows than there are is all of them (the same training: the
+                # padding rows are empty), so its memory is the rows' and a batch_size of a
+                # billion asks for no terabytes; the ops still take a B over the rows
+                B = max(1, min(c.batch_size, len(rows)))
+                planner = Planner(csr, rows, Schedule(c.seed, B, c.dropout))
                 self._net.prepare(planner.geometry)
                 identity = {"settings": {**c.as_dict(), "epochs": int(epochs)},
                             "data": fingerprint(*_entries(fit, c), *_entries(valid, c)),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
@@ -171,10 +171,7 @@ class Planner:
         indptr, indices = csr.host_indptr, csr.host_indices
         self._ahead = {}                                  # epoch: the plan being made
         self.rows = np.asarray(rows, np.int32)
-        # a batch of more rows than there are is all of them: its memory is the rows' (a
-        # batch_size of a billion asked for terabytes of padding)
-        self.schedule = replace(schedule, batch_size=max(1, min(schedule.batch_size,
-                                                                len(self.rows))))
+        self.schedule = schedule
         self._indptr = indptr
         self._lengths = (indptr[1:] - indptr[:-1]).astype(np.int64)        # (all rows,)
         # the column index: every entry in column order (rows ascending within a column) as
@@ -184,7 +181,7 @@ class Planner:
         self._column_rows = row_of_entry[by_column]                         # (nnz,)
         self._column_offsets = (by_column - indptr[self._column_rows]).astype(np.int32)
         lengths = self._lengths[self.rows]
-        B = self.schedule.batch_size
+        B = schedule.batch_size
         self.geometry = Geometry(
             batch_size=B, rows=len(self.rows),
             max_entries=int(np.sort(lengths)[-B:].sum()) if len(lengths) else 0,

@@ -22,7 +22,6 @@ def test_plan_against_numpy(n_rows, n_cols, batch_size):
     m = random_matrix(np.random.default_rng(n_rows), n_rows, n_cols, density=0.2)
     planner, rows = planner_of(m, batch_size)
     plan = planner.plan(5)
-    batch_size = min(batch_size, len(rows))          # a batch is at most every row
     assert sorted(plan.order) == sorted(rows) and plan.steps == -(-len(rows) // batch_size)
     for s in range(plan.steps):
         chunk = plan.order[s * batch_size:(s + 1) * batch_size]
