@@ -30,8 +30,8 @@ def skewed() -> sp.csr_matrix:
 USERS, ITEMS = [0, 3, 17, 29], [1, 5, 44]          # positions in the model's id maps
 CASES = {   # name: (data, split, settings)
     "explicit": ("synthetic-tiny", "random", dict(feedback="explicit", hidden=(12, 7),
-                                                  epochs=3, batch_size=16, patience=0)),
-    "implicit": ("synthetic-tiny", "loo", dict(feedback="implicit", hidden=(9,), epochs=3,
+                                                  epochs=2, batch_size=16, patience=0)),
+    "implicit": ("synthetic-tiny", "loo", dict(feedback="implicit", hidden=(9,), epochs=2,
                                                batch_size=16, augment_eps=0.2, patience=0)),
     "skewed": (None, None, dict(feedback="implicit", hidden=(5,), epochs=2, batch_size=4,
                                 variant="NCAE", patience=0)),
