@@ -124,6 +124,7 @@ class NCAE:
             data.shard(comm.rank, comm.world)
         valid = None if validation is None else data.held_out(validation, "validation")
         self.data, verbose = data, verbose and self.leader
+        B = c.batch_size                # the batch, until the rows it is capped at are known
         with self.ops.session():
             try:
                 self._net = self._new_network()
@@ -152,7 +153,7 @@ class NCAE:
                     checkpoint_every=checkpoint_every, verbose=verbose)
                 progress = session.run(int(epochs), resume)
             except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
-                raise OutOfMemory(self._out_of_memory(e)) from None
+                raise OutOfMemory(self._out_of_memory(e, B)) from None
         self.history, self.best_epoch = progress.history, progress.best_epoch
         self.still_improving = stopping.still_improving(self.history, self.best_epoch,
                                                         int(epochs), c.patience)
@@ -177,14 +178,15 @@ class NCAE:
         return Objective.explicit(*self.data.rating_scale, c.alpha, c.beta,
                                   identity=c.output == "identity", row_norm=c.row_norm)
 
-    def _out_of_memory(self, error: MemoryError) -> str:
-        """What needed the memory, with the sizes, and the setting that lowers each."""
+    def _out_of_memory(self, error: MemoryError, B: int) -> str:
+        """What needed the memory at a batch of B rows, with the sizes, and the setting that
+        lowers each."""
         c, mib = self.config, 4 / 2**20                                 # float32 MiB
         size = NCAELayout(self.data.n_cols, c.hidden).size
         lines = [f"out of memory on the {self.ops.name} backend ({error})",
                  f"  parameters, gradients and Adam's m, v: 4 x {size:,} floats = "
                  f"{4 * size * mib:,.0f} MiB (lower --hidden)"]
-        B, N = min(c.batch_size, self.data.matrix().shape[0]), self.data.n_cols  # (plan.Planner)
+        N = self.data.n_cols
         if c.implicit:
             lines.append(f"  dense output of a batch: about 3 x {B} x {N:,} floats = "
                          f"{3 * B * N * mib:,.0f} MiB (lower --batch-size)")
