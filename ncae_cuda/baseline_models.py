@@ -25,6 +25,7 @@ and not B).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -56,6 +57,7 @@ class Baseline:
     # (setting, other): the setting changes no score where the other is 0 (EASE's recency
     # halflife without a boost); grid points that differ only in such settings are one
     only_with: tuple[tuple[str, str], ...] = ()
+    library: str | None = None              # the module it is fit with, where an extra brings it
 
     def relevant(self, settings: dict) -> dict:
         """settings less those that change no score (only_with's where their other is 0): two
@@ -203,13 +205,15 @@ def _factor_scores(model) -> Scores:
     return lambda rows: users[rows] @ items.T
 
 
+INSTALL = 'pip install -e ".[baselines]"'   # what brings each Baseline's library
+
+
 def _implicit():
     try:
         import implicit.als
         import implicit.bpr
     except ImportError:
-        raise BackendUnavailable("iALS and BPR are fit by the implicit library: pip install -e "
-                                 "\".[baselines]\"") from None
+        raise BackendUnavailable(f"iALS and BPR are fit by the implicit library: {INSTALL}") from None
     return implicit
 
 
@@ -240,12 +244,24 @@ BASELINES = {
     "ials": Baseline("iALS", {"factors": (64, 128, 256, 512, 1024),
                               "regularization": (0.1, 1.0, 10.0, 100.0, 1000.0),
                               "alpha": (0.3, 1.0, 3.0, 10.0), "iterations": (5, 10, 20, 30, 50)},
-                     fit_ials, along=("iterations",)),
+                     fit_ials, along=("iterations",), library="implicit"),
     "bpr": Baseline("BPR", {"factors": (64, 256, 1024), "learning_rate": (0.001, 0.01, 0.1),
                             "regularization": (0.001, 0.01), "iterations": (50, 100, 200, 400)},
-                    fit_bpr, along=("iterations",)),
+                    fit_bpr, along=("iterations",), library="implicit"),
     "pop": Baseline("POP", {}, fit_pop),
 }
+
+
+def installed(models: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    """The keys of `models` whose library is installed, and a line naming the others and what
+    installs them ('' where none is left out): a default list draws only what can run."""
+    missing = [key for key in models if BASELINES[key].library
+               and importlib.util.find_spec(BASELINES[key].library) is None]
+    kept = tuple(key for key in models if key not in missing)
+    if not missing:
+        return kept, ""
+    names = ", ".join(BASELINES[key].name for key in missing)
+    return kept, f"left out {names}: their library is not installed ({INSTALL})"
 
 
 def model_list(text: str) -> tuple[str, ...]:

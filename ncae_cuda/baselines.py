@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from . import rundir, train
-from .baseline_models import BASELINES, Baseline, implicit_has_gpu, model_list
+from .baseline_models import BASELINES, Baseline, implicit_has_gpu, installed, model_list
 from .cli import Parser
 from .config import DEFAULTS, Config
 from .data import DataError, Interactions
@@ -175,9 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_data_flags(p)
     g = p.add_argument_group("baselines")
-    g.add_argument("--models", type=model_list, default=DEFAULT_MODELS, metavar="M1,M2,...",
-                   help=f"which, of {', '.join(BASELINES)} (default: "
-                        f"{','.join(DEFAULT_MODELS)})")
+    g.add_argument("--models", type=model_list, metavar="M1,M2,...",
+                   help=f"which, of {', '.join(BASELINES)} (default: those of "
+                        f"{','.join(DEFAULT_MODELS)} installed)")
     g.add_argument("--grid", type=grid_override, action="append", default=[],
                    metavar="MODEL.SETTING=V1,V2",
                    help="these values of one setting instead of its grid's (repeatable), e.g. "
@@ -209,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0; got {args.seed}")
+    if args.models is None:
+        args.models, left_out = installed(DEFAULT_MODELS)
+        if left_out:
+            say(left_out)
     grids = {}
     for key, name, values in args.grid:
         if key not in args.models:

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from . import pool, train
-from .baseline_models import BASELINES, beside_ncae
+from .baseline_models import BASELINES, beside_ncae, installed
 from .cli import Parser
 from .config import DEFAULTS, VARIANT_SETTINGS, read_recipe
 from .datasets import DATA_ENV
@@ -45,6 +45,7 @@ from .modelfile import atomic_write
 from .pretrain import VARIANTS
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
+BESIDE = ("ease", "ials", "bpr")        # --baselines' default, of those installed
 
 
 def _numbers(values: str) -> list:
@@ -450,11 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant-flags", action="append", default=[], metavar="NAME=FLAGS",
                    help='trainer flags for one implicit variant\'s runs, e.g. '
                         '"NCAE-=--weight-decay 1e-2" (repeatable)')
-    p.add_argument("--baselines", type=_baseline_list, default=("ease", "ials", "bpr"),
-                   metavar="M1,M2,...|none",
+    p.add_argument("--baselines", type=_baseline_list, metavar="M1,M2,...|none",
                    help="factors, topm: these of ease, ials, bpr beside NCAE (python -m "
                         "ncae_cuda.baselines; iALS's and BPR's factors are the row's K in "
-                        "factors) (default: ease,ials,bpr)")
+                        f"factors) (default: those of {','.join(BESIDE)} installed)")
     p.add_argument("--ks", default="100,300,500",
                    help="configurations: hidden widths K (default: %(default)s)")
     p.add_argument("--k", type=int, default=500,
@@ -513,8 +513,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: a file, not a folder")
     pool.check_flags(parser, args)
+    left_out = ""
+    if args.baselines is None:
+        args.baselines, left_out = installed(BESIDE)
     plan = Plan(args, extra)
     table = EXPERIMENTS[args.name](plan)
+    if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):
+        print(f"{args.name}: {left_out}", flush=True)
     # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is
     runs = pool.Pool(plan.folder, args.name, plan.runs,
                      env={DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None)

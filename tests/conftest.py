@@ -8,6 +8,8 @@ import pytest
 from ncae_cuda import datasets, estimator, ops
 from ncae_cuda.ops.emulator import CXX, emulated_backend
 
+from helpers import missing_extra
+
 
 # cpu: Numba. gpu-emulated: the CUDA kernels and their launchers, run on the CPU (g++).
 # gpu: the same on a CUDA device.
@@ -16,6 +18,16 @@ GPUS = [
     pytest.param("gpu", marks=pytest.mark.skipif(not ops.HAS_CUDA, reason=ops.NO_CUDA_REASON)),
 ]
 BACKENDS = ["cpu", *GPUS]
+
+
+def pytest_runtest_setup(item):
+    """@pytest.mark.extra(NAME): skipped where the extra is not installed, saying which; with
+    optional=True the test runs either way (it takes another path with the extra). CI runs the
+    suite with the quick start's install, then `-m extra` once the extras are in."""
+    for mark in item.iter_markers("extra"):
+        reason = missing_extra(mark.args[0])
+        if reason and not mark.kwargs.get("optional"):
+            pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,11 @@
 """Random test inputs, one planned training step on any backend, the float32-vs-float64
-comparison, and a read-only file system, shared by the test files."""
+comparison, a read-only file system, and which package extras are installed, shared by the test
+files."""
 import builtins
 import errno
+import importlib.metadata
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,19 @@ from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops.common import Batch, CSR
 from ncae_cuda.plan import Planner, Schedule
 
+
+def missing_extra(name: str) -> str:
+    """Why a test that needs the package's extra `name` cannot run here, naming the extra and
+    its install command; '' where every requirement the extra adds is installed."""
+    needs = [re.match(r"[A-Za-z0-9_.-]+", r).group() for r in importlib.metadata.requires(
+        "ncae-cuda") if re.search(rf"""extra == ["']{name}["']""", r)]
+    assert needs, f"the package has no extra [{name}]"
+    for dist in needs:
+        try:
+            importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return f"needs the [{name}] extra ({dist} is not installed): pip install -e '.[{name}]'"
+    return ""
 
 
 def random_matrix(rng, n_rows, n_cols, density=0.15, empty_share=0.2) -> sp.csr_matrix:

@@ -4,6 +4,7 @@ the implicit library, and the command lines."""
 import csv
 import json
 import re
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -215,8 +216,8 @@ def test_baselines_through_ncae_evaluator_match_an_independent_count(split):
             assert results[key]["test"][f"ndcg@{m}"] == pytest.approx(ndcg, abs=1e-12)
 
 
+@pytest.mark.extra("baselines")
 def test_ials_and_bpr_score_each_iteration_count_along_one_fit_and_repeat(split):
-    pytest.importorskip("implicit")
     grids = {"ials": {"factors": (8,), "regularization": (1.0,), "alpha": (1.0, 4.0),
                       "iterations": (2, 5)},
              "bpr": {"factors": (8,), "learning_rate": (0.05,), "regularization": (0.01,),
@@ -328,6 +329,33 @@ def test_experiments_draw_the_baselines_beside_ncae(tmp_path):
         m = row["M"]
         assert float(row["EASE NDCG@M mean"]) == pytest.approx(
             run["models"]["ease"]["test"][f"ndcg@{m}"], abs=1e-4)
+
+
+@pytest.fixture
+def no_implicit_library(monkeypatch):
+    """Python as on a machine without the [baselines] extra: `implicit` neither found nor
+    imported (a None in sys.modules is how Python marks a module that is not there)."""
+    monkeypatch.setitem(sys.modules, "implicit", None)
+
+
+def test_a_default_list_draws_only_the_installed_baselines_and_says_which_it_left_out(
+        tmp_path, capsys, no_implicit_library):
+    note = 'left out iALS, BPR: their library is not installed (pip install -e ".[baselines]")'
+    assert experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--out",
+                             str(tmp_path / "exp"), "--", "--batch-size", "16"]) == 0
+    assert capsys.readouterr().out.count(note) == 1
+    run = json.loads((tmp_path / "exp" / "runs" / "topm" / "baselines-seed0" / "baselines.json")
+                     .read_text())
+    assert set(run["models"]) == {"ease"}
+    assert baselines.main(["--dataset", "synthetic-tiny", "--grid", "ease.l2=10",
+                           "--out", str(tmp_path / "b")]) == 0
+    assert note in capsys.readouterr().out
+    run = json.loads((tmp_path / "b" / "baselines.json").read_text())
+    assert set(run["models"]) == {"ease", "pop"}
+    # asked for by name, a model without its library is an error, not left out
+    assert baselines.main(["--dataset", "synthetic-tiny", "--models", "bpr",
+                           "--out", str(tmp_path / "c")]) == 2
+    assert "pip install -e \".[baselines]\"" in capsys.readouterr().err
 
 
 def test_a_line_per_point_scored_with_the_time_left():

@@ -113,6 +113,7 @@ def test_a_bench_says_what_is_wrong_in_a_line(tmp_path, capsys, bench, argv, mes
     assert code == 2 and message in err and "Traceback" not in err, err
 
 
+@pytest.mark.extra("bench", optional=True)         # the PyTorch peers beside the NumPy ones
 def test_kernel_peers_quick(tmp_path):
     assert kernel_peers.main(["--device", "cpu", "--quick", "--shapes", "lastfm", "--repeats",
                               "2", "--out", str(tmp_path)]) == 0

@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch.distributed", reason="the [distributed] extra (PyTorch) is not "
-                                                 "installed")
+from helpers import missing_extra
+
+pytestmark = pytest.mark.extra("distributed")
+pytest.importorskip("torch.distributed", reason=missing_extra("distributed"))
 
 from ncae_cuda import NCAE, datasets, ops, splits, train       # noqa: E402
 from ncae_cuda.modelfile import read                             # noqa: E402

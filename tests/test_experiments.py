@@ -14,7 +14,13 @@ OWN_FLAGS = {"recipes": ["--recipes", str(RECIPES / "ml-100k-implicit-ncae.toml"
                          str(RECIPES / "ml-100k-implicit-ncae-minus.toml")]}
 
 
-@pytest.mark.parametrize("name", list(experiments.EXPERIMENTS))
+# factors and topm draw iALS and BPR beside NCAE where the [baselines] extra is installed
+BESIDE_BASELINES = pytest.mark.extra("baselines", optional=True)
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=BESIDE_BASELINES)
+                                  if name in ("factors", "topm") else name
+                                  for name in experiments.EXPERIMENTS])
 def test_experiment_runs_and_writes_its_outputs(tmp_path, name):
     code = experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--repeats", "2",
                              "--jobs", "2", *OWN_FLAGS.get(name, []), "--out", str(tmp_path),

@@ -1,13 +1,16 @@
 """bench.peer_torch: the PyTorch peer computes ncae_cuda's exact loss, gradients and Adam steps,
 the benchmark writes its report, and both models reach the same test RMSE. Skipped without
-torch (CI has none)."""
+the [bench] extra (PyTorch)."""
 import json
 import math
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from helpers import missing_extra
+
+pytestmark = pytest.mark.extra("bench")
+torch = pytest.importorskip("torch", reason=missing_extra("bench"))
 
 from bench import peer_torch                                      # noqa: E402
 from ncae_cuda.floors import Ceilings                                 # noqa: E402

@@ -22,7 +22,10 @@ import pytest
 from ncae_cuda import datasets, space, train, tune
 from ncae_cuda.config import DEFAULTS, read_recipe
 
-optuna = pytest.importorskip("optuna", reason="the [tune] extra: pip install -e '.[tune]'")
+from helpers import missing_extra
+
+pytestmark = pytest.mark.extra("tune")
+optuna = pytest.importorskip("optuna", reason=missing_extra("tune"))
 from optuna.storages import RDBStorage  # noqa: E402
 from optuna.storages.journal import JournalFileBackend, JournalStorage  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
@@ -295,7 +298,6 @@ def postgres():
     if bin_dir is None:
         pytest.skip("no PostgreSQL server is installed (CI installs one: apt-get install "
                     "postgresql)")
-    pytest.importorskip("psycopg", reason="no psycopg (the [tune] extra)")
     root = Path(tempfile.mkdtemp(prefix="ncae-postgres-"))
     as_user = []
     if os.geteuid() == 0:                          # the server refuses to run as root
@@ -557,7 +559,6 @@ def silent_server():
 
 def test_a_postgresql_server_that_never_answers_is_given_up_on_after_a_while(
         tmp_path, capsys, silent_server):
-    pytest.importorskip("psycopg", reason="no psycopg (the [tune] extra)")
     url = f"postgresql://ncae@127.0.0.1:{silent_server}/postgres"
     start = time.monotonic()
     code = tune.main([*files(tmp_path, 2), "--storage", url, "--out", str(tmp_path / "o")])
@@ -570,7 +571,6 @@ def test_a_postgresql_server_that_never_answers_is_given_up_on_after_a_while(
 
 
 def test_a_storage_that_does_not_open_leaves_out_unbound(tmp_path, capsys):
-    pytest.importorskip("psycopg", reason="no psycopg (the [tune] extra)")
     with socket.socket() as s:                                   # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
