@@ -17,7 +17,6 @@ with another's.
 from __future__ import annotations
 
 import datetime
-import fcntl
 import json
 import os
 from pathlib import Path
@@ -134,13 +133,40 @@ class Held(Exception):
         self.holder = holder
 
 
+def exclusive(f, wait: bool = True) -> None:
+    """Lock the open file f for this process (flock; on Windows, msvcrt's lock of its first
+    byte), waiting for another holder or else raising BlockingIOError, until unlock(f) or f is
+    closed, however the process ends. (Imported here: fcntl is POSIX's, msvcrt Windows'.)"""
+    if os.name == "nt":
+        import msvcrt
+        f.seek(0)
+        try:
+            msvcrt.locking(f.fileno(), msvcrt.LK_LOCK if wait else msvcrt.LK_NBLCK, 1)
+        except OSError as e:      # LK_LOCK gives up after 10 tries: a holder that stays
+            raise BlockingIOError(*e.args) from None
+        return
+    import fcntl
+    fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+
+
+def unlock(f) -> None:
+    """Let go of exclusive(f)'s lock, f staying open."""
+    if os.name == "nt":
+        import msvcrt
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+        return
+    import fcntl
+    fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def lock(path: Path):
-    """The file at `path` (made where absent), locked (flock) for this process and naming it, held
-    until the returned file is closed or the process ends, however it ends. Held where another
-    process holds it; OSError where it cannot be made."""
+    """The file at `path` (made where absent), locked (exclusive) for this process and naming it,
+    held until the returned file is closed or the process ends, however it ends. Held where
+    another process holds it; OSError where it cannot be made."""
     f = open(path, "a+")
     try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        exclusive(f, wait=False)
     except BlockingIOError:
         f.seek(0)
         holder = f.read().strip() or "another process"

@@ -39,7 +39,6 @@ import datetime
 import json
 import math
 import os
-import resource
 import signal
 import statistics
 import sys
@@ -564,7 +563,7 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
         # the first epoch of a process also compiles the kernels (Numba's, or NVRTC's)
         "seconds_first_epoch": trained[0] if trained else None,
         "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,
-        **seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **seconds, "peak_rss_mb": peak_rss_mb(),
         **result}
     if model.comm is not None:
         comm = model.comm
@@ -574,6 +573,16 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
         text = json.dumps(summary, indent=2, default=float).encode()
         atomic_write(args.out / "metrics.json", lambda f: f.write(text))
     return summary
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MiB; None where the OS does not say (resource is
+    POSIX's: Windows has none)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def report(model: NCAE, result: dict) -> None:

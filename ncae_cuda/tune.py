@@ -43,7 +43,6 @@ import argparse
 import contextlib
 import csv
 import errno
-import fcntl
 import io
 import json
 import math
@@ -369,11 +368,11 @@ class AskLock:
         self.file = open(folder / ASK, "a")
 
     def __enter__(self) -> AskLock:
-        fcntl.flock(self.file, fcntl.LOCK_EX)
+        rundir.exclusive(self.file)
         return self
 
     def release(self) -> None:
-        fcntl.flock(self.file, fcntl.LOCK_UN)
+        rundir.unlock(self.file)
 
     def __exit__(self, *error) -> None:
         self.release()

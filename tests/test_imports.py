@@ -1,0 +1,27 @@
+"""The package imports on any OS: the POSIX-only modules (fcntl, resource) are imported where
+they are used, never at a module's top, so `import ncae_cuda` and the commands' modules load on
+Windows, where the CPU backend runs."""
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# in a fresh interpreter, fcntl and resource made unimportable (a None in sys.modules is how
+# Python marks a module that is not there), then every module of the package and its commands
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+sys.modules.update(fcntl=None, resource=None)
+import ncae_cuda
+names = [m.name for m in pkgutil.walk_packages(ncae_cuda.__path__, "ncae_cuda.")]
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+"""
+
+
+def test_every_module_imports_without_fcntl_and_resource():
+    done = subprocess.run([sys.executable, "-c", IMPORT_ALL], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout) >= 30                  # the package's modules, every one of them
