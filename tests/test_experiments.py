@@ -14,12 +14,12 @@ OWN_FLAGS = {"recipes": ["--recipes", str(RECIPES / "ml-100k-implicit-ncae.toml"
                          str(RECIPES / "ml-100k-implicit-ncae-minus.toml")]}
 
 
-# factors and topm draw iALS and BPR beside NCAE where the [baselines] extra is installed
+# factors draws iALS and BPR beside NCAE where the [baselines] extra is installed
 BESIDE_BASELINES = pytest.mark.extra("baselines", optional=True)
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=BESIDE_BASELINES)
-                                  if name in ("factors", "topm") else name
+                                  if name == "factors" else name
                                   for name in experiments.EXPERIMENTS])
 def test_experiment_runs_and_writes_its_outputs(tmp_path, name):
     code = experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--repeats", "2",
