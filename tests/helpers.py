@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ncae_cuda import modelfile
-from ncae_cuda.check import TOLERANCE as F32_RTOL, long_row_matrix  # noqa: F401 (for tests)
+from ncae_cuda.ops.conformance import TOLERANCE as F32_RTOL, long_row_matrix  # noqa: F401 (for tests)
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops.common import Batch, CSR

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ncae_cuda import check, ops
-from ncae_cuda.ops import cpu
+from ncae_cuda.ops import conformance, cpu
 
 OPS = ("cut_batch", "cut_rows", "dropout_keep", "gather_forward", "scatter_backward",
        "sparse_output_forward", "sparse_output_backward", "reweighted_error", "gemm",
@@ -16,7 +16,7 @@ OPS = ("cut_batch", "cut_rows", "dropout_keep", "gather_forward", "scatter_backw
 
 def results(backend) -> dict:
     with backend.session():
-        return {r.op: r for r in map(check.check_op, check.op_cases(backend))}
+        return {r.op: r for r in map(conformance.check_op, conformance.op_cases(backend))}
 
 
 def test_every_op_passes(backend):
@@ -80,15 +80,15 @@ def test_an_op_that_raises_fails(monkeypatch):
 
 def test_compare_hand_cases():
     f = np.float64
-    assert check.compare(np.float32([1, 2]), f([1, 2 + 1e-6]), False)[0] == pytest.approx(5e-7)
+    assert conformance.compare(np.float32([1, 2]), f([1, 2 + 1e-6]), False)[0] == pytest.approx(5e-7)
     # relative to the largest expected value, or 1 where all are smaller
-    assert check.compare(np.float32([100.0]), f([100.01]), False)[0] == pytest.approx(0.01 / 100.01)
-    assert check.compare(np.float32([0.0]), f([1e-3]), False)[0] == pytest.approx(1e-3)
+    assert conformance.compare(np.float32([100.0]), f([100.01]), False)[0] == pytest.approx(0.01 / 100.01)
+    assert conformance.compare(np.float32([0.0]), f([1e-3]), False)[0] == pytest.approx(1e-3)
     # equal infinities and NaN differ by nothing; a NaN where a number belongs is infinite
-    assert check.compare(f([-np.inf, np.nan]), f([-np.inf, np.nan]), False)[0] == 0
-    assert check.compare(f([np.nan]), f([0.0]), False)[0] == np.inf
-    assert check.compare(f([1.0, 2.0]), f([1.0, 2.0 + 1e-9]), True)[:2] == (1.0, 0.0)
-    assert check.compare(np.zeros(3), np.zeros(4), False)[0] == np.inf
+    assert conformance.compare(f([-np.inf, np.nan]), f([-np.inf, np.nan]), False)[0] == 0
+    assert conformance.compare(f([np.nan]), f([0.0]), False)[0] == np.inf
+    assert conformance.compare(f([1.0, 2.0]), f([1.0, 2.0 + 1e-9]), True)[:2] == (1.0, 0.0)
+    assert conformance.compare(np.zeros(3), np.zeros(4), False)[0] == np.inf
 
 
 def test_command_on_the_cpu_passes_with_the_floor(tmp_path, capsys):
