@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ncae_cuda import datasets, ops, pool
-from ncae_cuda.data import DataError
+from ncae_cuda.errors import NcaeError
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
 from ncae_cuda.model import Network, Objective
@@ -117,7 +117,7 @@ def time_cell(args) -> int:
                                      "epochs": args.epochs, "quick": args.quick})
     try:
         folder.open(resume=args.resume)
-    except DataError as e:
+    except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     backend = ops.get_backend(args.device)

@@ -35,12 +35,12 @@ from . import rundir, train
 from .baseline_models import BASELINES, Baseline, implicit_has_gpu, installed, model_list
 from .cli import Parser
 from .config import DEFAULTS, Config
-from .data import DataError, Interactions
-from .estimator import OutOfMemory
+from .data import Interactions
+from .errors import NcaeError
 from .fitdata import FitData
 from .metrics import format_table
 from .modelfile import atomic_write
-from .ops import BackendUnavailable, get_backend
+from .ops import get_backend
 from .pool import duration
 from .splits import Split
 
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                                   "valid": split.valid.nnz, "test": split.test.nnz},
                          "models": results}, table(results, args.cutoffs))
         folder.finish()
-    except (DataError, BackendUnavailable, OutOfMemory) as e:
+    except NcaeError as e:
         folder.abandon()
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ try:
 except ImportError:                   # Python 3.10
     import tomli as tomllib
 
+from .errors import NcaeError
 from .pretrain import VARIANTS
 
 # The paper's implicit models: (weighting of unobserved entries, sparsity-aware augmentation).
@@ -28,7 +29,7 @@ WEIGHTING = ("popularity", "uniform")
 OUTPUTS = ("tanh", "identity")
 
 
-class SettingError(ValueError):
+class SettingError(NcaeError, ValueError):
     """A setting out of range, of the wrong kind, or contradicting another; `setting` names it."""
 
     def __init__(self, setting: str, message: str):

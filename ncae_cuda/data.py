@@ -51,8 +51,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import scipy.sparse as sp
 
+from .errors import NcaeError
 
-class DataError(ValueError):
+
+class DataError(NcaeError, ValueError):
     """Bad input data: the message names the file and line (where there is one) and the fix."""
 
 

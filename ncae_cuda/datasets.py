@@ -33,6 +33,7 @@ from .cli import Parser
 from .data import (ENCODING, DataError, Interactions, codecs_name, read_delicious,
                    read_lastfm_artists, read_lastfm_tag_timestamps, read_movielens_100k,
                    read_movielens_csv, read_movielens_dat, read_table, table_layout, with_times)
+from .errors import NcaeError
 
 DEFAULT = "synthetic"
 DATA_ENV = "NCAE_CUDA_DATA"          # where extracted copies of the published data sets are
@@ -597,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.seed, args.sep, args.encoding)
         for warning in caught:
             print(f"note: {warning.message}", file=sys.stderr)
-    except DataError as error:
+    except NcaeError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(describe(data, DATASETS.get(args.name)))

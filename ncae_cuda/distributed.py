@@ -22,7 +22,7 @@ import signal
 
 import numpy as np
 
-from .data import DataError
+from .errors import NcaeError
 from .ops import ledger
 
 
@@ -33,7 +33,7 @@ def step_bytes(batch_size: int, hidden: tuple[int, ...]) -> int:
     return 4 * batch_size * (hidden[0] + hidden[-1] + 1)
 
 
-class ShardLost(RuntimeError):
+class ShardLost(NcaeError, RuntimeError):
     """Another process of the sharded fit stopped or refused: this one cannot go on."""
 
 
@@ -140,12 +140,12 @@ class Collectives:
         return np.asarray(self.ops.to_host(x))
 
     def together(self, work, what: str):
-        """work() on this rank, going on only where it succeeded on every rank: its DataError
+        """work() on this rank, going on only where it succeeded on every rank: its NcaeError
         here where it failed here, ShardLost on the ranks where it did not; returns its
         result."""
         try:
             result, error = work(), None
-        except DataError as e:
+        except NcaeError as e:
             result, error = None, e
         failed = int(self.sum_host(np.array([error is not None], np.int64))[0])
         if error is not None:

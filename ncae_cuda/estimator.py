@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from . import __version__, modelfile, stopping
 from .config import Config
 from .data import DataError, Interactions, from_matrix, lookup_ids
+from .errors import NcaeError
 from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
                        rating_report, row_codes, top_m)
 from .fitdata import FitData, as_interactions, scored_rows
@@ -40,7 +41,7 @@ from .session import CHECKPOINT_EVERY, Checkpoint, Session, ShardCheckpoint, fin
 SHARDS = (None, "columns")      # one process; the columns shared out among a process group's
 
 
-class OutOfMemory(RuntimeError):
+class OutOfMemory(NcaeError, RuntimeError):
     """The device ran out of memory: the message names what needed it and what lowers it."""
 
 

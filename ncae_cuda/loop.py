@@ -11,12 +11,18 @@ import numpy as np
 from tqdm import tqdm
 
 from . import stopping
+from .errors import NcaeError
 from .memory import StepMemory
 from .ops.common import CSR
 from .plan import EpochPlan
 
 # step(batch, scale = 1/(1-q)) -> the batch's row_loss (B,) on the device
 Step = Callable[[object, float], object]
+
+
+class Diverged(NcaeError, FloatingPointError):
+    """The fit's training loss or validation score became NaN or infinite: the message says
+    where, and to lower the learning rate."""
 
 
 def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: str,
@@ -56,7 +62,7 @@ def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: 
     losses = ops.to_host(memory.losses[:plan.steps]).astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(losses))
     if len(bad):
-        raise FloatingPointError(
+        raise Diverged(
             f"the training loss became {losses[bad[0]]} at step {bad[0] + 1} of {len(losses)} "
             f"in {label}: lower the learning rate (lr, --lr)")
     sizes = np.array([plan.rows(s) for s in range(plan.steps)])          # (steps,) real rows

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import rundir
-from .data import DataError
+from .errors import NcaeError
 from .modelfile import atomic_write
 
 LISTING = "runs.json"            # the pool's manifest: its runs and their commands
@@ -43,7 +43,7 @@ POLL = 0.2                       # seconds between looks at the running processe
 PR_SET_PDEATHSIG = 1             # prctl(2): the signal a process gets when its parent dies
 
 
-class PoolError(Exception):
+class PoolError(NcaeError):
     """A pool that cannot run, or whose runs failed: the message says why, in one line each."""
 
 
@@ -404,7 +404,7 @@ def check_flags(parser: argparse.ArgumentParser, args) -> None:
 def run_share(pool: Pool, args) -> bool:
     """What the pool's flags ask of `pool`: the task's share of the runs run (nothing with
     --collect); True where every run of the pool is finished and the tables can be written.
-    PoolError, DataError and Stopped say why not."""
+    An NcaeError (PoolError; DataError, a write's) and Stopped say why not."""
     lock_name = rundir.LOCK if args.tasks == 1 else f"{rundir.LOCK}-task{args.task}"
     with contextlib.closing(pool.take(args.overwrite, lock_name)):
         if not args.collect:
@@ -430,4 +430,4 @@ def exit_code(error: Exception) -> int:
     return 2
 
 
-ERRORS = (PoolError, DataError, Stopped)        # what exit_code reports
+ERRORS = (NcaeError, Stopped)     # what exit_code reports

@@ -24,9 +24,9 @@ import numpy as np
 
 from .cli import Parser
 from .data import DataError, lookup_ids
+from .errors import NcaeError
 from .estimator import NCAE
 from .modelfile import atomic_write
-from .ops import BackendUnavailable
 
 USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held before writing
 MODEL = "model.npz"       # what a run folder holds (ncae_cuda.train)
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         rows = written(args.out, lambda out: write_recommendations(
             out, model, users, args.n, not args.keep_seen, items))
-    except (DataError, BackendUnavailable) as e:
+    except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"top-{args.n} for {len(users)} users: {rows} rows in "

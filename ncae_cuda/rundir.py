@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from .data import DataError
+from .errors import NcaeError
 from .modelfile import atomic_write, remove_temporaries
 from .session import differences
 
@@ -32,13 +32,19 @@ FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", "model.npz",
 SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (session.ShardCheckpoint)
 
 
+class RunFolderError(NcaeError):
+    """A run folder this run cannot use (another run holds it or its files are another run's,
+    it cannot be written, its manifest is not one): the message names it and what to do."""
+
+
 class RunDirectory:
     def __init__(self, path: str | os.PathLike, run: dict):
         self.path, self.run = Path(path), run      # run: JSON-ready settings that identify it
         self._lock = None
 
     def open(self, resume: bool = False, overwrite: bool = False) -> None:
-        """Take the folder for this run (see the module's docstring); DataError says why not."""
+        """Take the folder for this run (see the module's docstring); RunFolderError says why
+        not."""
         here = f"--out {self.path}"
         self.join()
         try:
@@ -46,41 +52,43 @@ class RunDirectory:
             # what a process killed while writing left behind: no other process writes here now
             remove_temporaries(self.path, (*FILES, SHARD_FILES))
         except Held as e:
-            raise DataError(f"{here}: another run ({e.holder}) is using this folder: wait for it "
-                            "to end, or choose another --out") from None
+            raise RunFolderError(f"{here}: another run ({e.holder}) is using this folder: wait "
+                                 "for it to end, or choose another --out") from None
         except OSError as e:
-            raise DataError(f"{here}: cannot write there ({e.strerror or e})") from None
+            raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})") from None
         manifest = read_manifest(self.path)
         if resume:
             if manifest is None:
-                raise DataError(f"--resume: {self.path} holds no run to continue (no {MANIFEST})")
+                raise RunFolderError(f"--resume: {self.path} holds no run to continue (no "
+                                     f"{MANIFEST})")
             changed = differences(manifest["run"], self.run)
             if changed:
-                raise DataError(f"--resume: {self.path} holds another run ({'; '.join(changed)})"
-                                ": resume with its settings, or choose another --out")
+                raise RunFolderError(f"--resume: {self.path} holds another run "
+                                     f"({'; '.join(changed)}): resume with its settings, or "
+                                     "choose another --out")
         else:
             present = self._files()
             if present and not overwrite:
                 status = "finished" if manifest and manifest.get("finished") else "unfinished"
-                raise DataError(f"{here} holds another run's files ({', '.join(present)}; "
-                                f"{status}): continue it with --resume, start over with "
-                                "--overwrite, or choose another --out")
+                raise RunFolderError(f"{here} holds another run's files ({', '.join(present)}; "
+                                     f"{status}): continue it with --resume, start over "
+                                     "with --overwrite, or choose another --out")
             for name in present:
                 (self.path / name).unlink()
         self._write(finished=False)
 
     def join(self) -> None:
-        """The folder made where it is not, and refused (DataError) where it is a file or
+        """The folder made where it is not, and refused (RunFolderError) where it is a file or
         cannot be written: what every process of a run needs of it."""
         here = f"--out {self.path}"
         if self.path.exists() and not self.path.is_dir():
-            raise DataError(f"{here}: a file, not a folder: choose another --out")
+            raise RunFolderError(f"{here}: a file, not a folder: choose another --out")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise DataError(f"{here}: cannot write there ({e.strerror or e})") from None
+            raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})") from None
         if not os.access(self.path, os.W_OK):
-            raise DataError(f"{here}: cannot write there (permission denied)")
+            raise RunFolderError(f"{here}: cannot write there (permission denied)")
 
     def finish(self) -> None:
         """Mark the run finished in its manifest."""
@@ -189,7 +197,7 @@ def state(path: Path) -> str:
 
 
 def read_manifest(folder: Path) -> dict | None:
-    """The run manifest in `folder`, or None; DataError where the file is not one."""
+    """The run manifest in `folder`, or None; RunFolderError where the file is not one."""
     path = folder / MANIFEST
     if not path.exists():
         return None
@@ -198,6 +206,6 @@ def read_manifest(folder: Path) -> dict | None:
         if not isinstance(manifest, dict) or "run" not in manifest:
             raise ValueError("no run in it")
     except ValueError as e:
-        raise DataError(f"{path}: not a run manifest ({e}): remove it, or choose another "
-                        "--out") from None
+        raise RunFolderError(f"{path}: not a run manifest ({e}): remove it, or choose "
+                             "another --out") from None
     return manifest

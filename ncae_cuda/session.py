@@ -265,7 +265,7 @@ class Session:
                 record["valid"] = self.score()
                 value = record["valid"][metric]
                 if not math.isfinite(value):
-                    raise FloatingPointError(
+                    raise loop.Diverged(
                         f"the validation {metric} became {value} after epoch "
                         f"{record['epoch']}: lower the learning rate (lr, --lr)")
                 if progress.best_value is None or (value > progress.best_value if higher

@@ -52,7 +52,8 @@ from .baseline_models import beside_ncae
 from .cli import Parser
 from .config import Config, SettingError, read_recipe
 from .data import DataError, Interactions, read_table
-from .estimator import NCAE, SHARDS, OutOfMemory
+from .errors import NcaeError
+from .estimator import NCAE, SHARDS
 from .modelfile import atomic_write
 from .ops import HAS_CUDA, BackendUnavailable
 from .session import CHECKPOINT_EVERY
@@ -620,7 +621,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     resolve_defaults(parser, args)
-    from .distributed import ShardLost
     job = contextlib.nullcontext()
     if args.shard != "none":
         from . import distributed
@@ -629,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with job:
             run(args)
-    except (DataError, BackendUnavailable, FloatingPointError, OutOfMemory, ShardLost) as e:
+    except NcaeError as e:
         rank = os.environ.get("RANK") if args.shard != "none" else None
         print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
         return 2

@@ -60,7 +60,9 @@ from . import datasets, pool, rundir, space, train
 from .cli import Parser
 from .config import DEFAULTS, Config, SettingError, read_recipe, recipe_text
 from .data import DataError
+from .errors import NcaeError
 from .estimator import OutOfMemory
+from .loop import Diverged
 from .modelfile import atomic_write, json_ready
 from .ops import BackendUnavailable
 from .session import differences
@@ -76,13 +78,14 @@ FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often sto
 JOURNAL, MARKER, TRIALS, WORKERS, ASK = "study.journal", "tune.json", "trials", "workers", ".ask"
 BEST, TABLE, FIGURE = "best.toml", "trials.csv", "tune.png"
 # what a trial's run can fail of, its settings' fault: the trial fails, the study goes on
-TRIAL_ERRORS = (SettingError, DataError, BackendUnavailable, FloatingPointError, OutOfMemory)
+TRIAL_ERRORS = (SettingError, DataError, rundir.RunFolderError, BackendUnavailable, Diverged,
+                OutOfMemory)
 # ...but a full disk is no trial's fault: it stops the study (errno.EDQUOT: a quota's)
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 HOST = socket.gethostname()
 
 
-class TuneError(Exception):
+class TuneError(NcaeError):
     """A study that cannot go on: the message says why, in one line."""
 
 
@@ -701,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.worker is not None:
             return _worker(parser, args, found)
         return _command(args, argv, found)
-    except (TuneError, DataError) as e:
+    except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:               # the storage's own write (a journal in --out) included

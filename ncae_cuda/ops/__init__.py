@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 
+from ..errors import NcaeError
+
 
 def _cuda_devices() -> tuple[int, str]:
     """(number of CUDA devices CuPy sees, why none when 0)."""
@@ -28,8 +30,8 @@ HAS_CUDA = N_CUDA_DEVICES > 0
 BACKENDS = ("reference", "cpu", "gpu")
 
 
-class BackendUnavailable(RuntimeError):
-    pass
+class BackendUnavailable(NcaeError, RuntimeError):
+    """The backend asked for cannot run here: the message says why and what to use."""
 
 
 def get_backend(device: str = "auto"):

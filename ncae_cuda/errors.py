@@ -1,0 +1,17 @@
+"""The package's one error family: what a command answers in a line, not a traceback.
+
+Each error the package raises for a user's mistake or a machine's fault derives from NcaeError:
+bad data (data.DataError), a setting (config.SettingError), a run folder
+(rundir.RunFolderError), a backend (ops.BackendUnavailable), the device's memory
+(estimator.OutOfMemory), a fit that diverged (loop.Diverged), a sharded job's lost process
+(distributed.ShardLost), a study (tune.TuneError), a pool of runs (pool.PoolError). Each keeps
+the built-in base it had (ValueError, RuntimeError, ...), so `except ValueError` still catches a
+DataError.
+"""
+from __future__ import annotations
+
+
+class NcaeError(Exception):
+    """A user's mistake or a machine's fault: a command prints it as one line `error: ...` and
+    exits 2; anything else is a bug and keeps its traceback. The message says what was wrong
+    and what to do."""

@@ -1,0 +1,101 @@
+"""The package's one error family (ncae_cuda.errors): every error it raises for a user's
+mistake or a machine's fault is an NcaeError, each command answers one in a line with exit
+status 2, and anything else still shows its traceback."""
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import ncae_cuda
+from ncae_cuda import (baselines, datasets, experiments, pool, recommend, rundir, stopping,
+                       train, tune)
+from ncae_cuda.errors import NcaeError
+
+# Exceptions the package uses for its own control flow, never shown to a user as an error:
+INTERNAL = {
+    stopping.Stopped,      # a signal asked a fit to stop: the command says how to resume
+    pool.Stopped,          # ...and a pool of runs: the same
+    rundir.Held,           # a lock another process holds: its takers raise their own error
+}
+
+
+def defined_exceptions() -> set[type]:
+    """Every exception class a module of the package defines (warnings are not errors)."""
+    found = set()
+    for info in pkgutil.walk_packages(ncae_cuda.__path__, "ncae_cuda."):
+        module = importlib.import_module(info.name)
+        found |= {c for _, c in inspect.getmembers(module, inspect.isclass)
+                  if c.__module__ == info.name and issubclass(c, BaseException)
+                  and not issubclass(c, Warning)}
+    return found
+
+
+def test_every_error_the_package_defines_is_an_ncae_error():
+    found = defined_exceptions()
+    assert INTERNAL <= found                        # the allow-list names no class that is gone
+    assert len(found) >= 12                         # the walk reached the package's modules
+    strays = sorted(c.__qualname__ for c in found - INTERNAL if not issubclass(c, NcaeError))
+    assert not strays, f"not NcaeErrors: {strays}"
+
+
+def test_each_error_keeps_its_built_in_base():
+    from ncae_cuda.config import SettingError
+    from ncae_cuda.data import DataError, UnknownIds
+    from ncae_cuda.distributed import ShardLost
+    from ncae_cuda.estimator import OutOfMemory
+    from ncae_cuda.loop import Diverged
+    from ncae_cuda.ops import BackendUnavailable
+    for error, base in [(DataError, ValueError), (UnknownIds, KeyError),
+                        (SettingError, ValueError), (BackendUnavailable, RuntimeError),
+                        (OutOfMemory, RuntimeError), (ShardLost, RuntimeError),
+                        (Diverged, FloatingPointError)]:
+        assert issubclass(error, NcaeError) and issubclass(error, base), error
+
+
+def test_a_run_folder_error_is_no_data_error(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("x")
+    with pytest.raises(rundir.RunFolderError, match="a file, not a folder") as caught:
+        rundir.RunDirectory(file, {}).open()
+    assert not isinstance(caught.value, ValueError)
+
+
+def fails(error: BaseException):
+    """A stand-in for a command's work that raises `error`, whatever it is called with."""
+    def fail(*args, **kwargs):
+        raise error
+    return fail
+
+
+# each command: its argv, and the work inside its try (module, name) that the test makes fail
+COMMANDS = {
+    "train": (train.main, lambda d: ["--dataset", "synthetic-tiny", "--device", "cpu", "--out",
+                                     str(d / "run")], (train, "run")),
+    "baselines": (baselines.main, lambda d: ["--dataset", "synthetic-tiny", "--models", "pop",
+                                             "--out", str(d / "run")],
+                  (baselines, "get_backend")),
+    "tune": (tune.main, lambda d: ["--out", str(d / "study")], (tune, "setup")),
+    "recommend": (recommend.main, lambda d: [str(d / "model.npz"), "--users", "1"],
+                  (recommend.NCAE, "load")),
+    "experiments": (experiments.main, lambda d: ["configurations", "--dataset", "synthetic-tiny",
+                                                 "--quick", "--out", str(d / "runs")],
+                    (pool, "run_share")),
+    "datasets": (datasets.main, lambda d: ["describe", "synthetic-tiny"], (datasets, "load")),
+}
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_command_prints_an_ncae_error_in_one_line(tmp_path, monkeypatch, capsys, name):
+    main, argv, (owner, work) = COMMANDS[name]
+    monkeypatch.setattr(owner, work, fails(NcaeError("what went wrong: what to do")))
+    assert main(argv(tmp_path)) == 2
+    assert capsys.readouterr().err.splitlines() == ["error: what went wrong: what to do"]
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_command_lets_a_bug_show_its_traceback(tmp_path, monkeypatch, name):
+    main, argv, (owner, work) = COMMANDS[name]
+    monkeypatch.setattr(owner, work, fails(ZeroDivisionError("a bug")))
+    with pytest.raises(ZeroDivisionError, match="a bug"):
+        main(argv(tmp_path))
