@@ -849,7 +849,7 @@ def _open(path: str | os.PathLike) -> BinaryIO:
     except IsADirectoryError:
         raise DataError(f"{path}: a folder, not a data file") from None
     except OSError as error:
-        raise DataError(f"{path}: cannot read: {error.strerror}") from None
+        raise DataError(f"{path}: cannot read: {error.strerror}", errno=error.errno) from None
     with f:
         start = f.read(max(map(len, _COMPRESSED)))
     opener = next((opener for magic, opener in _COMPRESSED.items() if start.startswith(magic)),

@@ -321,7 +321,8 @@ def _locate(entry: Published, file: str, data_dir: str | os.PathLike | None,
             _download(entry, archive, file)
         _extract(entry, archive, file)
     except OSError as error:
-        raise DataError(f"{entry.name}: cannot write into {cache} ({error})") from None
+        raise DataError(f"{entry.name}: cannot write into {cache} ({error})",
+                        errno=error.errno) from None
     if not extracted.is_file():
         raise DataError(f"{entry.name}: {archive} holds no {file}: it is not the "
                         f"{entry.archive.filename} of {entry.archive.url}")

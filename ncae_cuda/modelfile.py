@@ -69,7 +69,8 @@ def _checksum(header: np.ndarray, arrays: dict) -> str:
 def atomic_write(path: str | os.PathLike, fill) -> None:
     """fill(f) writes a binary file object that becomes `path` only once whole (a temporary
     file of this writer's own, synced, then renamed over `path`); on failure or interruption
-    the temporary file is removed, and an OSError becomes a DataError saying why."""
+    the temporary file is removed, and an OSError becomes a DataError saying why (its errno
+    kept)."""
     path = Path(path)
     tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:TEMPORARY_DIGITS]}.tmp")
     try:
@@ -84,7 +85,8 @@ def atomic_write(path: str | os.PathLike, fill) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         if isinstance(e, OSError):
-            raise DataError(f"{path}: cannot write it ({e.strerror or e})") from None
+            raise DataError(f"{path}: cannot write it ({e.strerror or e})",
+                            errno=e.errno) from None
         raise
 
 
@@ -131,7 +133,7 @@ def read(path: str | os.PathLike, kind: str) -> tuple[dict, dict]:
         with open(path, "rb") as f:
             npz = f.read(len(ZIP)) == ZIP
     except OSError as e:
-        raise DataError(f"{path}: cannot read it ({e.strerror or e})") from None
+        raise DataError(f"{path}: cannot read it ({e.strerror or e})", errno=e.errno) from None
     if not npz:
         raise DataError(f"{path}: not an {FORMAT} {kind} file (no .npz archive)")
     try:

@@ -197,7 +197,8 @@ class Pool:
             raise PoolError(f"{self.folder}: another process ({e.holder}) is running these runs: "
                             "wait for it to end") from None
         except OSError as e:
-            raise PoolError(f"{self.folder}: cannot write there ({e.strerror or e})") from None
+            raise PoolError(f"{self.folder}: cannot write there ({e.strerror or e})",
+                            errno=e.errno) from None
         path = self.folder / LISTING
         listed = json.loads(path.read_text()) if path.exists() else None
         if listed is not None and listed != self.listing() and not overwrite:

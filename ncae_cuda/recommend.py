@@ -58,7 +58,7 @@ def read_ids(path: Path) -> np.ndarray:
     try:
         lines = path.read_text().splitlines()
     except OSError as e:
-        raise DataError(f"{path}: {e.strerror}") from None
+        raise DataError(f"{path}: {e.strerror}", errno=e.errno) from None
     return np.array([line.strip() for line in lines if line.strip()])
 
 

@@ -55,7 +55,8 @@ class RunDirectory:
             raise RunFolderError(f"{here}: another run ({e.holder}) is using this folder: wait "
                                  "for it to end, or choose another --out") from None
         except OSError as e:
-            raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})") from None
+            raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})",
+                                 errno=e.errno) from None
         manifest = read_manifest(self.path)
         if resume:
             if manifest is None:
@@ -86,7 +87,8 @@ class RunDirectory:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})") from None
+            raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})",
+                                 errno=e.errno) from None
         if not os.access(self.path, os.W_OK):
             raise RunFolderError(f"{here}: cannot write there (permission denied)")
 

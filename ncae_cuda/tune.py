@@ -250,7 +250,8 @@ def _make_out(args) -> None:
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise TuneError(f"--out {args.out}: cannot write there ({e.strerror or e})") from None
+        raise TuneError(f"--out {args.out}: cannot write there ({e.strerror or e})",
+                        errno=e.errno) from None
 
 
 def _check_journal(path: Path, lock) -> None:
@@ -448,7 +449,7 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
             raise
         _stop_full(trial, f"{e.filename or folder}: cannot write it ({e.strerror})")
     except TRIAL_ERRORS as e:
-        if any(os.strerror(n) in str(e) for n in DISK_FULL):    # a DataError of a write
+        if e.errno in DISK_FULL:         # a write's (a file's, the run folder's) OSError
             _stop_full(trial, str(e))
         trial.set_user_attr("error", str(e))
         outcome.append("failed")

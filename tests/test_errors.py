@@ -1,16 +1,21 @@
 """The package's one error family (ncae_cuda.errors): every error it raises for a user's
 mistake or a machine's fault is an NcaeError, each command answers one in a line with exit
 status 2, and anything else still shows its traceback."""
+import errno
 import importlib
 import inspect
+import os
 import pkgutil
+from pathlib import Path
 
 import pytest
 
 import ncae_cuda
-from ncae_cuda import (baselines, datasets, experiments, pool, recommend, rundir, stopping,
-                       train, tune)
+from ncae_cuda import (baselines, datasets, experiments, modelfile, pool, recommend, rundir,
+                       stopping, train, tune)
 from ncae_cuda.errors import NcaeError
+
+from helpers import read_only
 
 # Exceptions the package uses for its own control flow, never shown to a user as an error:
 INTERNAL = {
@@ -51,6 +56,23 @@ def test_each_error_keeps_its_built_in_base():
                         (OutOfMemory, RuntimeError), (ShardLost, RuntimeError),
                         (Diverged, FloatingPointError)]:
         assert issubclass(error, NcaeError) and issubclass(error, base), error
+
+
+def test_a_wrapped_oserror_keeps_its_errno(tmp_path, monkeypatch):
+    # tune tells a full disk by this attribute, not by the message's text
+    with monkeypatch.context() as m:
+        read_only(m)
+        with pytest.raises(NcaeError) as caught:
+            modelfile.atomic_write(tmp_path / "f", lambda f: f.write(b"x"))
+    assert caught.value.errno == errno.EROFS
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(Path, "mkdir", full)
+    with pytest.raises(rundir.RunFolderError, match="cannot write there") as caught:
+        rundir.RunDirectory(tmp_path / "run", {}).join()
+    assert caught.value.errno == errno.ENOSPC
+    assert NcaeError("not the system's").errno is None
 
 
 def test_a_run_folder_error_is_no_data_error(tmp_path):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ncae_cuda import datasets, space, train, tune
+from ncae_cuda import datasets, modelfile, rundir, space, train, tune
 from ncae_cuda.config import DEFAULTS, read_recipe
 
 from helpers import missing_extra
@@ -492,6 +492,35 @@ def test_the_recipes_trial_runs_again_once_where_it_failed(tmp_path, monkeypatch
         k: recipe[k] for k in ("dropout", "weight_decay")}
     assert tune.main([*flags, "--trials", "2"]) == 0           # it completed: not again
     assert "run again" not in capsys.readouterr().out and len(journal(out).get_trials()) == 3
+
+
+@pytest.mark.parametrize("where, message", [
+    ("file", "{trial}/model.npz: cannot write it"),
+    ("folder", "--out {trial}/run: cannot write there"),
+])
+def test_a_full_disk_met_in_a_trials_write_stops_the_study(tmp_path, monkeypatch, capsys, where,
+                                                           message):
+    """A write's error (a file's DataError, the run folder's RunFolderError) carries the
+    OSError's errno: ENOSPC stops the study as the OSError itself does."""
+    out = tmp_path / "o"
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def full(targs, on_epoch=None):
+        with monkeypatch.context() as m:
+            if where == "file":
+                m.setattr(modelfile, "open", refuse, raising=False)
+                modelfile.atomic_write(targs.out / "model.npz", lambda f: None)
+            m.setattr(Path, "mkdir", refuse)
+            rundir.RunDirectory(targs.out / "run", {}).join()
+    monkeypatch.setattr(train, "run", full)
+    refused(tune.main, [*files(tmp_path, 2), "--out", str(out), "--trials", "2", "--worker",
+                        "0"], capsys,
+            f"error: {message.format(trial=out / 'trials' / '0000')} (No space left on "
+            "device): the disk is full: free some space")
+    [trial] = journal(out).get_trials()
+    assert trial.state == TrialState.FAIL and "the disk is full" in trial.user_attrs["error"]
 
 
 def test_a_recipe_that_always_fails_is_enqueued_once_a_command(tmp_path):
