@@ -31,7 +31,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from ncae_cuda import datasets, metrics, train
+from ncae_cuda import datasets, metrics, protocol, train
 from ncae_cuda.data import Interactions
 
 from bench.cli import out_folder
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                                     data_dir=args.data_dir, cache_dir=None,
                                     test_ratio=args.test_ratio, valid_ratio=args.valid_ratio,
                                     split_seed=args.split_seed, data_ratio=1.0, based="item")
-    split = train.make_split(split_args, data)
+    split = protocol.make_split(split_args, data)
     scale = data.rating_scale or (float(data.ratings.min()), float(data.ratings.max()))
     print(f"{data.name}: train {split.train.nnz}, valid {split.valid.nnz}, test "
           f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas {args.lambdas}, "

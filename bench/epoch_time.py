@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import ops, train
+from ncae_cuda import ops, protocol, runflags, train
 from ncae_cuda.check import device_facts
 from ncae_cuda.floors import Ceilings, Work, epoch_work, measure_ceilings
 
@@ -78,11 +78,11 @@ def epoch_work_of(flags: list[str]) -> Work:
     """The work of one training epoch of the case (ncae_cuda/floors.py's count) over the training
     matrix the trainer builds from these flags (implicit augmentation's extra rows left out,
     which keeps the floor a lower bound)."""
-    parser = train.build_parser()
-    args = train.parse(parser, [*flags, "--out", os.devnull])
-    train.resolve_defaults(parser, args)
+    parser = runflags.build_parser()
+    args = runflags.parse(parser, [*flags, "--out", os.devnull])
+    runflags.resolve_defaults(parser, args)
     with contextlib.redirect_stdout(io.StringIO()):
-        _, split = train.prepare(args, "")
+        _, split = protocol.prepare(args, "")
     m = split.train.to_csr(args.based, implicit=args.feedback == "implicit")
     return epoch_work(m, np.flatnonzero(np.diff(m.indptr)), args.batch_size, args.hidden,
                       args.feedback)

@@ -43,7 +43,7 @@ from torch import nn
 from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit, device_name
 from ncae_cuda.floors import epoch_work
-from ncae_cuda import datasets, metrics, train
+from ncae_cuda import datasets, metrics, protocol, runflags, train
 from ncae_cuda.augment import column_weights
 from ncae_cuda.data import Interactions
 from ncae_cuda.evaluate import EVAL_BATCH, heldout_ranks
@@ -279,7 +279,7 @@ def test_rmse(exp, model: TorchNCAE, csr: DeviceCSR, all_rows: np.ndarray) -> di
 
 def ranking(exp, ops, model: TorchNCAE, csr: DeviceCSR, all_rows: np.ndarray) -> dict:
     """HR@M, NDCG@M of each user's held-out item among the items outside train + validation,
-    ranked by the peer's logits (as train.py ranks, through evaluate.heldout_ranks)."""
+    ranked by the peer's logits (as the trainer ranks, through evaluate.heldout_ranks)."""
     split, args = exp.split, exp.args
     if args.based == "user":
         def scores(users):                                               # (B, items)
@@ -404,14 +404,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--epochs must be >= 1")
     out_folder(parser, args.out)
     argv = trainer_argv(args)
-    trainer = train.build_parser()
+    trainer = runflags.build_parser()
     targs = trainer.parse_args([*argv, "--out", str(args.out)])   # --out unused by the peer
-    train.resolve_defaults(trainer, targs)
+    runflags.resolve_defaults(trainer, targs)
     torch_device = torch.device("cuda" if args.device == "gpu" else "cpu")
 
     ncae = run_ncae(argv)
     ops = get_backend(args.device)                       # the library's metric ops
-    exp = Experiment(targs, *train.prepare(targs, ops.name))   # datasets.load + make_split
+    exp = Experiment(targs, *protocol.prepare(targs, ops.name))   # datasets.load + make_split
     m = exp.split.train.to_csr(targs.based, implicit=exp.implicit)      # (rows, N) scipy
     rows = np.flatnonzero(np.diff(m.indptr) > 0)         # rows with an input to encode
     peer = run_torch(exp, ops, m, rows, torch_device)
@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "device": device_name(args.device), "commit": commit(),
         "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-        "config": {**train.recorded(targs),
+        "config": {**runflags.recorded(targs),
                    "device": args.device, "trainer_argv": argv,
                    "data": {"rows": m.shape[0], "cols": m.shape[1], "train_entries": m.nnz,
                             "trainable_rows": len(rows), "test_entries": n_test}},

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import pool, train
+from . import pool, runflags
 from .baseline_models import BASELINES, beside_ncae, installed
 from .cli import Parser
 from .config import DEFAULTS, VARIANT_SETTINGS, read_recipe
@@ -94,11 +94,11 @@ class Plan:
         its own; --quick: each grid's first values."""
         if not self.args.baselines:
             return
-        parser = train.build_parser()
-        trainer = train.parse(parser, ["--dataset", self.args.dataset, *self.extra, *flags])
+        parser = runflags.build_parser()
+        trainer = runflags.parse(parser, ["--dataset", self.args.dataset, *self.extra, *flags])
         firsts = [f"--grid={key}.{name}={values[0]}" for key in self.args.baselines
                   for name, values in BASELINES[key].grid.items()] if self.args.quick else []
-        shared = (*train.data_argv(train.given_data(trainer)),
+        shared = (*runflags.data_argv(runflags.given_data(trainer)),
                   "--models", ",".join(self.args.baselines),
                   "--cutoffs", ",".join(map(str, trainer.cutoffs)), *firsts, *own)
         for seed in range(self.args.repeats):

@@ -56,7 +56,7 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from . import datasets, pool, rundir, space, train
+from . import datasets, pool, protocol, rundir, runflags, space
 from .cli import Parser
 from .config import DEFAULTS, Config, SettingError, read_recipe, recipe_text
 from .data import DataError
@@ -122,7 +122,7 @@ class Setup:
 
     def data_text(self) -> str:
         """The data flags given, as a command line has them."""
-        return " ".join(train.data_argv(self.data))
+        return " ".join(runflags.data_argv(self.data))
 
 
 def setup(parser, args) -> Setup:
@@ -147,12 +147,12 @@ def setup(parser, args) -> Setup:
         dimensions = space.dimensions(tables, {**recipe, "feedback": probe.feedback})
     except ValueError as e:
         parser.error(f"{named}: {e}")
-    metric, higher = Config(**train.model_settings(probe)).resolved().selection_metric
+    metric, higher = Config(**runflags.model_settings(probe)).resolved().selection_metric
     if args.split_seeds and min(args.split_seeds) < 0:
         parser.error(f"--split-seeds must be >= 0; got {','.join(map(str, args.split_seeds))}")
     if args.split_seeds and len(set(args.split_seeds)) < len(args.split_seeds):
         parser.error("--split-seeds: each split once")
-    data = train.given_data(args)
+    data = runflags.given_data(args)
     if args.split_seeds and "split_seed" in data:
         parser.error("--split-seed and --split-seeds: give one")
     return Setup(recipe, dimensions, metric, higher, data, args.split_seeds or (probe.split_seed,),
@@ -165,11 +165,11 @@ def _unweighted(parser, args, probe) -> str | None:
     parser.error where the recipe weighs by time and the data has no timestamps: every trial
     would fail."""
     try:
-        replace(Config(**train.model_settings(probe)), recency_boost=1.0).resolved()
+        replace(Config(**runflags.model_settings(probe)), recency_boost=1.0).resolved()
     except SettingError as e:
         return f"{e.setting} {e.reason}"
     with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
-        _, split = train.prepare(probe, args.device)
+        _, split = protocol.prepare(probe, args.device)
     if split.train.timestamps is not None:
         return None
     if probe.recency_boost:
@@ -184,13 +184,13 @@ def trainer_args(parser, args, recipe: dict, settings: dict, out: Path,
     """The trainer's flags of a trial: the recipe, the trial's settings over it, the data flags
     given here (split_seed, where given, for --split-seed's), --seed and --device, its folder;
     validation only. parser.error names a data flag that is wrong."""
-    targs = train.build_parser().parse_args([])
-    for name, value in {**recipe, **settings, **train.data_flags(args)}.items():
+    targs = runflags.build_parser().parse_args([])
+    for name, value in {**recipe, **settings, **runflags.data_flags(args)}.items():
         setattr(targs, name, value)
     if split_seed is not None:
         targs.split_seed = split_seed
     targs.seed, targs.device, targs.out, targs.validation_only = args.seed, args.device, out, True
-    train.resolve_defaults(parser, targs)
+    runflags.resolve_defaults(parser, targs)
     return targs
 
 
@@ -440,7 +440,7 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
                                  folder / f"split{split_seed}" if several else folder,
                                  split_seed)
             with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
-                summaries.append(train.run(targs, on_epoch=None if summaries else heard))
+                summaries.append(protocol.run(targs, on_epoch=None if summaries else heard))
     except optuna.TrialPruned as e:
         _said(args, trial, f"pruned at {e}", start, study, found, True)
         raise
@@ -648,12 +648,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0,
                    help="seed of the sampler and of every trial's training (default: "
                         "%(default)s)")
-    g.add_argument("--split-seeds", type=train.int_list, metavar="S1,S2,...",
+    g.add_argument("--split-seeds", type=runflags.int_list, metavar="S1,S2,...",
                    help="score a trial by the mean of its validation score over these splits "
                         "(a fit each; the pruner hears the first's epochs): where one split's "
                         "validation part is small, e.g. one item a user (default: --split-seed "
                         "alone)")
-    train.add_data_flags(p)
+    runflags.add_data_flags(p)
     g = p.add_argument_group("the study and its workers")
     g.add_argument("--out", type=Path, required=True,
                    help="folder of the trials' runs, the outputs and the default storage")
@@ -663,7 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"file, --out/{JOURNAL})")
     g.add_argument("--study", help="the study's name in the storage (default: --out's name)")
     pool.add_slot_flags(g)
-    g.add_argument("--device", choices=train.DEVICES, default="auto",
+    g.add_argument("--device", choices=runflags.DEVICES, default="auto",
                    help="the trials' device (default: %(default)s)")
     g.add_argument("--overwrite", action="store_true",
                    help="start over: remove the study from the storage and its trials from "

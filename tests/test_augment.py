@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import train
+from ncae_cuda import runflags, train
 from ncae_cuda.augment import popularity_weights, sparse_row_copies, uniform_weights
 
 # column popularity (entries per column): 0:3, 1:2, 2:2, 3:1, 4:1, 5:0
@@ -71,9 +71,9 @@ def test_augmented_rows_train_but_are_not_evaluated(tmp_path, capsys):
     (["--weighting", "uniform"], "uniform", 0.001), (["--augment-eps", "0"], "popularity", 0.0),
 ])
 def test_variants_set_weighting_and_augmentation(flags, weighting, eps):
-    parser = train.build_parser()
+    parser = runflags.build_parser()
     args = parser.parse_args([*TINY, *flags])
-    train.resolve_defaults(parser, args)
+    runflags.resolve_defaults(parser, args)
     assert (args.weighting, args.augment_eps) == (weighting, eps)
 
 

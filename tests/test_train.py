@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from ncae_cuda import NCAE, loop, modelfile, ops, stopping, train
+from ncae_cuda import NCAE, loop, modelfile, ops, protocol, runflags, stopping, train
 from ncae_cuda.config import Config
 
 from conftest import GPUS
@@ -130,13 +130,13 @@ def test_cuda_graphs_on_the_cpu_says_it_is_for_the_gpu(tmp_path, capsys):
 
 
 def test_the_cli_and_the_api_have_the_same_defaults(tmp_path):
-    parser = train.build_parser()
+    parser = runflags.build_parser()
     args = parser.parse_args(["--out", str(tmp_path)])
-    train.resolve_defaults(parser, args)
-    assert Config(**train.model_settings(args)).resolved() == Config().resolved()
+    runflags.resolve_defaults(parser, args)
+    assert Config(**runflags.model_settings(args)).resolved() == Config().resolved()
     flags = {a.dest: a for a in parser._actions}
     for f in dataclasses.fields(Config):
-        default = None if f.name in train.FROM_THE_DATA else f.default
+        default = None if f.name in runflags.FROM_THE_DATA else f.default
         assert flags[f.name].default == default and flags[f.name].help, f.name
 
 
@@ -147,7 +147,7 @@ def test_help_explains_flags(capsys):
     for flag in ("--feedback", "--based", "--hidden", "--dropout", "--alpha", "--weighting",
                  "--data-ratio", "--resume", "--patience"):
         assert flag in text
-    assert all(action.help for action in train.build_parser()._actions)
+    assert all(action.help for action in runflags.build_parser()._actions)
     for quirk in ("(default: True)", "(default: False)", "(default: None)"):
         assert quirk not in text
 
@@ -328,10 +328,10 @@ def test_validation_only_never_scores_test(tmp_path, monkeypatch, capsys):
         raise AssertionError("the test part was scored")
     heard = []
     monkeypatch.setattr(NCAE, "evaluate", scored)
-    args = train.parse(train.build_parser(), [*TINY, "--epochs", "4", "--validation-only",
+    args = runflags.parse(runflags.build_parser(), [*TINY, "--epochs", "4", "--validation-only",
                                               "--out", str(tmp_path / "v")])
-    train.resolve_defaults(train.build_parser(), args)
-    summary = train.run(args, on_epoch=heard.append)
+    runflags.resolve_defaults(runflags.build_parser(), args)
+    summary = protocol.run(args, on_epoch=heard.append)
     valid = [h["valid"]["rmse"] for h in summary["history"]]
     assert summary["valid"]["rmse"] == min(valid) and "test" not in summary
     assert summary["best_epoch"] == 1 + valid.index(min(valid))

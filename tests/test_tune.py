@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ncae_cuda import datasets, modelfile, rundir, space, train, tune
+from ncae_cuda import datasets, modelfile, protocol, rundir, space, train, tune
 from ncae_cuda.config import DEFAULTS, read_recipe
 
 from helpers import missing_extra
@@ -474,7 +474,7 @@ def test_the_recipes_trial_runs_again_once_where_it_failed(tmp_path, monkeypatch
     def full(targs, on_epoch=None):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(targs.out / "model.npz"))
     with monkeypatch.context() as m:
-        m.setattr(train, "run", full)
+        m.setattr(protocol, "run", full)
         refused(tune.main, [*flags, "--trials", "2", "--worker", "0"], capsys,
                 f"error: {out / 'trials' / '0000' / 'model.npz'}: cannot write it (No space "
                 "left on device): the disk is full: free some space and run the same command "
@@ -514,7 +514,7 @@ def test_a_full_disk_met_in_a_trials_write_stops_the_study(tmp_path, monkeypatch
                 modelfile.atomic_write(targs.out / "model.npz", lambda f: None)
             m.setattr(Path, "mkdir", refuse)
             rundir.RunDirectory(targs.out / "run", {}).join()
-    monkeypatch.setattr(train, "run", full)
+    monkeypatch.setattr(protocol, "run", full)
     refused(tune.main, [*files(tmp_path, 2), "--out", str(out), "--trials", "2", "--worker",
                         "0"], capsys,
             f"error: {message.format(trial=out / 'trials' / '0000')} (No space left on "
