@@ -41,6 +41,7 @@ class RunDirectory:
     def __init__(self, path: str | os.PathLike, run: dict):
         self.path, self.run = Path(path), run      # run: JSON-ready settings that identify it
         self._lock = None
+        self._wrote_manifest = False               # the folder's run.json is this run's
 
     def open(self, resume: bool = False, overwrite: bool = False) -> None:
         """Take the folder for this run (see the module's docstring); RunFolderError says why
@@ -104,8 +105,9 @@ class RunDirectory:
 
     def abandon(self) -> None:
         """A run that failed before it saved anything leaves no manifest behind, so the same
-        command can run again as a fresh run."""
-        if self._files() == [MANIFEST]:
+        command can run again as a fresh run. Only its own: a run refused the folder (another
+        run holds it, or has files there) leaves that run's manifest where it is."""
+        if self._wrote_manifest and self._files() == [MANIFEST]:
             (self.path / MANIFEST).unlink(missing_ok=True)
 
     def _files(self) -> list[str]:
@@ -118,6 +120,7 @@ class RunDirectory:
                     "updated": datetime.datetime.now().isoformat(timespec="seconds")}
         text = json.dumps(manifest, indent=2).encode()
         atomic_write(self.path / MANIFEST, lambda f: f.write(text))
+        self._wrote_manifest = True
 
 
 def add_flags(group, resume: str) -> None:

@@ -88,6 +88,18 @@ def test_a_second_process_on_one_folder_refuses_at_start(tmp_path):
     assert held.path.is_dir()
 
 
+@pytest.mark.parametrize("held", [True, False], ids=["in use", "another run's files"])
+def test_a_command_refused_a_folder_leaves_the_other_runs_manifest(tmp_path, capsys, held):
+    other = RunDirectory(tmp_path / "D", {"settings": {"other": 1}})
+    other.open()                                 # another run, its manifest all it has saved
+    if not held:
+        other.release()
+    manifest = (other.path / "run.json").read_bytes()
+    refused(baselines.main, ["--dataset", "synthetic-tiny", "--models", "pop", "--out",
+                             str(other.path)], capsys, "--out " + str(other.path))
+    assert (other.path / "run.json").read_bytes() == manifest
+
+
 def test_an_out_that_is_a_file_or_cannot_be_created(tmp_path, capsys):
     file = tmp_path / "file"
     file.write_text("x")
