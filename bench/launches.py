@@ -48,7 +48,7 @@ from ncae_cuda.augment import column_weights
 from ncae_cuda.distributed import step_bytes
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
-from ncae_cuda.model import Network, Objective
+from ncae_cuda.network import Network, Objective
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.plan import Planner, Schedule
 from ncae_cuda.ops.emulator import emulated_backend

@@ -47,7 +47,7 @@ from ncae_cuda import datasets, metrics, protocol, runflags, train
 from ncae_cuda.augment import column_weights
 from ncae_cuda.data import Interactions
 from ncae_cuda.evaluate import EVAL_BATCH, heldout_ranks
-from ncae_cuda.model import Objective
+from ncae_cuda.network import Objective
 from ncae_cuda.ops import get_backend
 from ncae_cuda.ops.common import CSR
 
@@ -128,7 +128,7 @@ class DeviceCSR:
 
 
 def batch_loss(model: TorchNCAE, batch, keep, q: float, objective, col_weights):
-    """The batch's mean row loss, exactly as ncae_cuda.model defines it."""
+    """The batch's mean row loss, exactly as ncae_cuda.network defines it."""
     cols, vals, offsets, entry_rows, counts = batch
     a = model.encode(cols, vals * keep / (1 - q), offsets)              # (B, K_last)
     if objective.feedback == "explicit":

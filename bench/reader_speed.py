@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import data
+from ncae_cuda import reader
 
 from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
@@ -60,10 +60,10 @@ def write(path: Path, values: dict[str, np.ndarray], sep: str, header: str | Non
 CASES = {
     # name: (file name, separator, header, id prefix, reader)
     "u.data layout, read_movielens_100k": ("u.data", "\t", None, "",
-                                           data.read_movielens_100k),
+                                           reader.read_movielens_100k),
     "CSV with header, read_table": ("ratings.csv", ",", "userId,movieId,rating,timestamp", "",
-                                    data.read_table),
-    "CSV with text ids, read_table": ("text.csv", ",", None, "u", data.read_table),
+                                    reader.read_table),
+    "CSV with text ids, read_table": ("text.csv", ",", None, "u", reader.read_table),
 }
 
 
@@ -82,15 +82,15 @@ def main(argv=None) -> int:
               "device": device_name("cpu"), "rows": args.rows, "cases": {}}
     values = columns(args.rows)
     with tempfile.TemporaryDirectory(prefix="ncae-reader-speed-") as folder:
-        for name, (file, sep, header, prefix, reader) in CASES.items():
+        for name, (file, sep, header, prefix, read_file) in CASES.items():
             path = Path(folder) / file
             write(path, values, sep, header, prefix)
-            read = reader(path)
+            read = read_file(path)
             assert read.nnz == args.rows, (name, read.nnz)
             seconds = []
             for _ in range(args.repeats):
                 start = time.perf_counter()
-                reader(path)
+                read_file(path)
                 seconds.append(time.perf_counter() - start)
             result["cases"][name] = {"bytes": path.stat().st_size, "seconds": seconds,
                                      "median": statistics.median(seconds)}

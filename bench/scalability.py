@@ -31,7 +31,7 @@ from ncae_cuda import datasets, ops, pool
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
-from ncae_cuda.model import Network, Objective
+from ncae_cuda.network import Network, Objective
 from ncae_cuda.modelfile import atomic_write
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.plan import Planner, Schedule

@@ -33,10 +33,10 @@ from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_
                        rating_report, row_codes, top_m)
 from .fitdata import FitData, as_interactions, scored_rows
 from .layout import SHARDED, AdamConfig, NCAELayout
-from .model import Network, Objective
+from .network import Network, Objective
 from .ops import get_backend
 from .plan import Planner, Schedule
-from .session import CHECKPOINT_EVERY, Checkpoint, Session, ShardCheckpoint, fingerprint
+from .trainer import CHECKPOINT_EVERY, Checkpoint, ShardCheckpoint, Trainer, fingerprint
 
 SHARDS = (None, "columns")      # one process; the columns shared out among a process group's
 
@@ -142,7 +142,7 @@ class NCAE:
                 if comm is not None:
                     identity["shard"] = {"processes": comm.world, "rank": comm.rank,
                                          "columns": list(data.columns[:2])}
-                session = Session(
+                trainer = Trainer(
                     self._net, csr, planner, AdamConfig(c.lr, weight_decay=c.weight_decay,
                                                          lr_decay=c.lr_decay),
                     c.pretrain, c.pretrain_epochs, c.patience, self.selection_metric,
@@ -152,7 +152,7 @@ class NCAE:
                         Checkpoint(checkpoint, identity) if comm is None
                         else ShardCheckpoint(checkpoint, identity, comm)),
                     checkpoint_every=checkpoint_every, verbose=verbose)
-                progress = session.run(int(epochs), resume)
+                progress = trainer.run(int(epochs), resume)
             except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
                 raise OutOfMemory(self._out_of_memory(e, B)) from None
         self.history, self.best_epoch = progress.history, progress.best_epoch

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import metrics
-from .model import Network
+from .network import Network
 from .ops import reference
 from .ops.common import CSR
 from .shard import Columns

@@ -31,7 +31,7 @@ from .data import DataError
 
 FORMAT = "ncae_cuda"
 VERSION = 4          # 4: with the checksum of header and arrays; 3: models and checkpoints as
-                     # ncae_cuda.estimator and .session write them
+                     # ncae_cuda.estimator and .trainer write them
 ZIP = b"PK\x03\x04"  # how a .npz (a zip archive of .npy entries, np.savez's) begins
 READ_BYTES = 1 << 24                  # read at a time: the most of an array held twice
 TEMPORARY_DIGITS = 12                 # of a temporary file's name: <name>.<hex digits>.tmp

@@ -23,7 +23,7 @@ import numpy as np
 from .layout import AdamConfig, Layout, NCAELayout, Parameters
 from . import loop
 from .memory import StepMemory
-from .model import Network, tanh_layer_backward
+from .network import Network, tanh_layer_backward
 from .ops.common import CSR
 from .plan import Planner
 
@@ -32,19 +32,19 @@ EPOCH_KEYS = 1_000_000    # stage s, epoch e shuffle and drop out as epoch s * E
 
 
 @dataclass(frozen=True)
-class Plan:
+class Stages:
     first: str | None      # 'S' or 'U' for hidden layer 1; None for BP
     higher: str | None     # 'S' or 'U' for hidden layers 2..L
     top: bool              # stage 3: the output layer alone
 
 
-def plan(variant: str) -> Plan:
+def stages(variant: str) -> Stages:
     if variant not in VARIANTS:
         raise ValueError(f"pre-training variant must be one of {', '.join(VARIANTS)}")
     if variant == "BP":
-        return Plan(None, None, False)
+        return Stages(None, None, False)
     parts = variant.split("+")
-    return Plan(parts[0], parts[1], len(parts) == 3)
+    return Stages(parts[0], parts[1], len(parts) == 3)
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Stage:
 
 def pretrain(net: Network, stage: Stage, variant: str) -> dict[str, list[float]]:
     """Pre-train `net` in place by `variant`; returns each stage's losses per epoch."""
-    steps = plan(variant)
+    steps = stages(variant)
     losses = {}
     if steps.first:
         losses[f"layer 1 {steps.first}"] = train_first_layer(net, stage, steps.first)

@@ -33,12 +33,13 @@ import numpy as np
 from . import datasets, metrics, rundir, splits
 from .baseline_models import BASELINES, Baseline, implicit_has_gpu
 from .config import Config
-from .data import DataError, Interactions, read_table
+from .data import DataError, Interactions
 from .estimator import NCAE
 from .fitdata import FitData
 from .modelfile import atomic_write
 from .ops import BackendUnavailable
 from .pool import duration
+from .reader import read_table
 from .runflags import model_settings, recorded
 
 IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items

@@ -23,13 +23,13 @@ from pathlib import Path
 
 from .errors import NcaeError
 from .modelfile import atomic_write, remove_temporaries
-from .session import differences
+from .trainer import differences
 
 MANIFEST = "run.json"
 LOCK = ".lock"
 FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", "model.npz", "metrics.json",
          "baselines.json", "baselines.md")          # the trainer's, python -m ncae_cuda.baselines's
-SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (session.ShardCheckpoint)
+SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (trainer.ShardCheckpoint)
 
 
 class RunFolderError(NcaeError):

@@ -17,7 +17,7 @@ from .cli import Parser
 from .config import Config, SettingError, read_recipe
 from .data import DataError
 from .estimator import SHARDS
-from .session import CHECKPOINT_EVERY
+from .trainer import CHECKPOINT_EVERY
 
 # Model settings whose CLI default comes from the data: (help of the default).
 FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings, implicit for "

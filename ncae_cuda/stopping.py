@@ -1,8 +1,8 @@
 """Stopping a fit at a signal (Ctrl-C's SIGINT, or SIGTERM) where it can be resumed exactly.
 
-While a fit's session runs (`deferred`), the first SIGINT or SIGTERM only asks to stop: the
+While a fit's trainer runs (`deferred`), the first SIGINT or SIGTERM only asks to stop: the
 epoch loop (loop.py) ends the training step under way and raises `Stopped`, which carries the
-losses of the epoch's steps taken so far, and the session saves its checkpoint with them before
+losses of the epoch's steps taken so far, and the trainer saves its checkpoint with them before
 passing it on. A resumed fit starts that epoch at the next step, so it ends exactly where an
 uninterrupted one does. (Stopped in pre-training, a fit resumes from the checkpoint saved before
 it, as after a kill.) A second signal stops at once, as a KeyboardInterrupt, without a

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import data
-from ncae_cuda.data import (DataError, index_ids, read_delicious, read_lastfm_artists,
-                            read_lastfm_tag_timestamps, read_movielens_100k, read_movielens_csv,
-                            read_movielens_dat, read_table)
+from ncae_cuda import data, reader, table_parser
+from ncae_cuda.data import DataError, index_ids
+from ncae_cuda.reader import (read_delicious, read_lastfm_artists, read_lastfm_tag_timestamps,
+                              read_movielens_100k, read_movielens_csv, read_movielens_dat,
+                              read_table)
 
 
 def write(tmp_path, name, text):
@@ -131,7 +132,7 @@ def test_the_line_by_line_reading_reads_what_pyarrow_reads(tmp_path, monkeypatch
     and reads what pyarrow refuses ("+3" here): the same entries and ids."""
     path = write(tmp_path, "t.csv", MIXED)
     both = read_table(path)
-    monkeypatch.setattr(data, "_read_fast", lambda path, layout: None)
+    monkeypatch.setattr(table_parser, "_read_fast", lambda path, layout: None)
     slow = read_table(path)
     assert entries(slow) == entries(both) == [
         ("u 1", "book", 2.0, 10), ("u,2", "book", 4.5, 11), ("u3", "pen", 3.0, 12),
@@ -149,7 +150,7 @@ NOT_PLAIN_INTEGERS = ["007", "00007", "+7", " 7", "7 ", "7_0", "0x7", "-0", "-07
 def test_ids_are_the_files_text_unless_every_one_is_a_plain_integer(tmp_path, monkeypatch,
                                                                      reading):
     if reading == "line by line":
-        monkeypatch.setattr(data, "_read_fast", lambda path, layout: None)
+        monkeypatch.setattr(table_parser, "_read_fast", lambda path, layout: None)
     plain = ["7", "-7", "0", str(2**63 - 1), str(-2**63)]
     d = read_table(write(tmp_path, "p.csv", "".join(f"{u},{u},1\n" for u in plain)))
     assert d.user_ids.dtype == d.item_ids.dtype == np.int64
@@ -206,8 +207,8 @@ def test_chunks_of_the_line_by_line_reading_join_and_count_lines(tmp_path, monke
     text = "".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in rows)
     path = write(tmp_path, "u.data", text)
     whole = read_movielens_100k(path)
-    monkeypatch.setattr(data, "_BLOCK_BYTES", 64)       # a few lines a block
-    monkeypatch.setattr(data, "_read_fast", lambda path, layout: None)
+    monkeypatch.setattr(table_parser, "_BLOCK_BYTES", 64)       # a few lines a block
+    monkeypatch.setattr(table_parser, "_read_fast", lambda path, layout: None)
     assert entries(read_movielens_100k(path)) == entries(whole)
     lines = text.splitlines(keepends=True)
     lines[256] = "1\t2\t3\n"
@@ -351,7 +352,7 @@ def test_without_a_header_the_columns_go_by_position(tmp_path):
     d = read_table(write(tmp_path, "t.tsv", "".join(f"{u}\t{i}\t{r:g}\n" for u, i, r, _ in RATED)))
     assert entries(d) == [row[:3] + (None,) for row in RATED]
     assert d.columns == "columns by position (no header): user id, item id, rating"
-    assert data.table_layout(write(tmp_path, "h.csv", "user,item\na,b\n")).header
+    assert reader.table_layout(write(tmp_path, "h.csv", "user,item\na,b\n")).header
 
 
 def test_quoted_fields_are_read_as_their_text(tmp_path):

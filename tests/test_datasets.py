@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from ncae_cuda import datasets
-from ncae_cuda.data import NO_TIME, DataError, read_movielens_100k
-from ncae_cuda.datasets import (DATA_ENV, DATASETS, PRESETS, Archive, UnverifiedArchiveWarning,
-                                load, main, split_files, synthetic)
+from ncae_cuda.data import NO_TIME, DataError
+from ncae_cuda.reader import read_movielens_100k
+from ncae_cuda.datasets import (DATA_ENV, DATASETS, Archive, UnverifiedArchiveWarning, load,
+                                main, split_files)
+from ncae_cuda.synthetic import PRESETS, synthetic
 from ncae_cuda.splits import leave_one_out
 
 U_DATA = "1\t10\t4\t100\n2\t10\t3\t200\n2\t11\t5\t300\n"

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE, loop, modelfile, session, stopping
+from ncae_cuda import NCAE, loop, modelfile, stopping, trainer
 from ncae_cuda.data import DataError, UnknownIds, from_matrix
-from ncae_cuda.model import Network
+from ncae_cuda.network import Network
 from ncae_cuda.ops import cpu
 
 from conftest import BACKENDS, backend_named
@@ -558,10 +558,10 @@ def test_checkpoints_follow_the_clock_and_resume_from_the_last(tmp_path, monkeyp
     before and after pre-training (epoch 0), at epoch 3 (30 s on) and at the last, epoch 6. A
     fit interrupted in epoch 6 resumes from epoch 3 and ends where an uninterrupted one does."""
     X, path, now = matrix(), tmp_path / "checkpoint.npz", [0.0]
-    monkeypatch.setattr(session.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(trainer.time, "monotonic", lambda: now[0])
     saved = []
-    real_save = session.Checkpoint.save
-    monkeypatch.setattr(session.Checkpoint, "save", lambda self, net, progress, best: (
+    real_save = trainer.Checkpoint.save
+    monkeypatch.setattr(trainer.Checkpoint, "save", lambda self, net, progress, best: (
         saved.append(progress.epoch), real_save(self, net, progress, best)))
 
     def ten_seconds(model, record):

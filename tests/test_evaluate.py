@@ -5,7 +5,7 @@ import scipy.sparse as sp
 
 from ncae_cuda.evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
 from ncae_cuda.layout import NCAELayout
-from ncae_cuda.model import Network, Objective
+from ncae_cuda.network import Network, Objective
 from ncae_cuda.ops.common import CSR
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ncae_cuda import experiments
+from ncae_cuda import experiments, paper_tables
 
 FIGURES = {"pretraining", "augmentation", "factors", "topm"}
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -20,7 +20,7 @@ BESIDE_BASELINES = pytest.mark.extra("baselines", optional=True)
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=BESIDE_BASELINES)
                                   if name == "factors" else name
-                                  for name in experiments.EXPERIMENTS])
+                                  for name in paper_tables.EXPERIMENTS])
 def test_experiment_runs_and_writes_its_outputs(tmp_path, name):
     code = experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--repeats", "2",
                              "--jobs", "2", *OWN_FLAGS.get(name, []), "--out", str(tmp_path),
@@ -55,8 +55,8 @@ def test_variant_flags_reach_only_their_variant(tmp_path):
 
 def test_repeats_give_mean_and_spread():
     results = [{"test": {"rmse": 1.0}}, {"test": {"rmse": 3.0}}]
-    assert experiments.stat(results, lambda m: m["test"]["rmse"]) == (2.0, np.sqrt(2.0))
-    assert experiments.stat(results[:1], lambda m: m["test"]["rmse"]) == (1.0, None)
+    assert paper_tables.stat(results, lambda m: m["test"]["rmse"]) == (2.0, np.sqrt(2.0))
+    assert paper_tables.stat(results[:1], lambda m: m["test"]["rmse"]) == (1.0, None)
 
 
 def test_a_failing_cell_is_reported(tmp_path, capsys):
@@ -91,6 +91,6 @@ def test_help_lists_each_experiment_in_whole_sentences(capsys):
     with pytest.raises(SystemExit):
         experiments.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for name, f in experiments.EXPERIMENTS.items():
+    for name, f in paper_tables.EXPERIMENTS.items():
         # before, only the docstring's first line: "... with (*) S+U+S pre-training,"
         assert f"{name}: {' '.join(f.__doc__.split(chr(10) * 2)[0].split())}" in out

@@ -6,8 +6,8 @@ import pytest
 
 from ncae_cuda.layout import AdamConfig, NCAELayout
 from ncae_cuda.loop import run_epoch, trainable_rows
-from ncae_cuda.model import Network, Objective
-from ncae_cuda.ops import gpu
+from ncae_cuda.network import Network, Objective
+from ncae_cuda.ops import launch_work
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.ledger import DeviceNumpy, Ledger, paused, step_begins
 from ncae_cuda.plan import Planner, Schedule
@@ -74,19 +74,19 @@ def test_summary_reads_slack_and_tail_per_kernel():
 def test_row_windows_are_weighed_by_hand():
     # rows of 10, 1, 0 and 5 entries in windows of 4: row 0 spans windows 0-2 (3 pieces), row
     # 3 windows 2-3 (2 pieces); window 2 may add both rows' pieces, in a read each (UNROLL = 4)
-    busiest, mean, tail = gpu._row_windows_work(np.array([0, 10, 11, 11, 16]), 4)
+    busiest, mean, tail = launch_work.row_windows_work(np.array([0, 10, 11, 11, 16]), 4)
     assert busiest == 4 + 3 + 2 and mean == (16 + 3 + 2) / 4
-    assert tail == 4 + gpu.ENTRIES_PER_READ * 2
+    assert tail == 4 + launch_work.ENTRIES_PER_READ * 2
     # a row of 9 entries in windows of 1: 9 pieces, in three reads of up to 4
-    assert gpu._row_windows_work(np.array([0, 9]), 1)[2] == 1 + gpu.ENTRIES_PER_READ * 3
+    assert launch_work.row_windows_work(np.array([0, 9]), 1)[2] == 1 + launch_work.ENTRIES_PER_READ * 3
 
 
 def test_adam_is_weighed_with_its_corrections():
     # 1000 elements on 2 blocks of 256 threads: 500 a block, two a thread; the step count, the
     # corrections and the elements, one read each
-    busiest, mean, tail = gpu._adam_work(1000, 2)
+    busiest, mean, tail = launch_work.adam_work(1000, 2)
     assert busiest == mean == 500
-    assert tail == gpu.ENTRIES_PER_READ * (1 + gpu.CORRECTIONS_READS + 2)
+    assert tail == launch_work.ENTRIES_PER_READ * (1 + launch_work.CORRECTIONS_READS + 2)
 
 
 def test_no_step_is_an_error():

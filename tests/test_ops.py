@@ -7,7 +7,7 @@ entries among short ones (its sums shared by some 140 windows on the GPU), and 1
 the same 6 columns (each column's run shared by some 10 windows); the training steps' ops are
 run twice and must agree bit for bit (on the emulator, the second time with the blocks in the
 other order). The reference itself is checked against hand-computed cases here and against
-finite differences in test_model.py, so agreement with it is agreement with the math.
+finite differences in test_network.py, so agreement with it is agreement with the math.
 """
 from contextlib import nullcontext
 

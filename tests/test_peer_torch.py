@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason=missing_extra("bench"))
 from bench import peer_torch                                      # noqa: E402
 from ncae_cuda.floors import Ceilings                                 # noqa: E402
 from ncae_cuda.layout import AdamConfig, NCAELayout               # noqa: E402
-from ncae_cuda.model import Network, Objective                    # noqa: E402
+from ncae_cuda.network import Network, Objective                    # noqa: E402
 from ncae_cuda.ops import reference as ref                        # noqa: E402
 from ncae_cuda.ops.common import CSR                              # noqa: E402
 from ncae_cuda.plan import Planner, Schedule                       # noqa: E402

@@ -8,7 +8,7 @@ import pytest
 from ncae_cuda import pretrain, train
 from ncae_cuda.layout import AdamConfig, Layout, NCAELayout, Parameters
 from ncae_cuda.loop import trainable_rows
-from ncae_cuda.model import Network, Objective
+from ncae_cuda.network import Network, Objective
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.plan import Planner, Schedule
@@ -20,7 +20,7 @@ from helpers import random_matrix
     ("BP", (None, None, False)), ("U+U", ("U", "U", False)), ("S+S", ("S", "S", False)),
     ("U+S", ("U", "S", False)), ("S+U", ("S", "U", False)), ("S+U+S", ("S", "U", True))])
 def test_plan(variant, expect):
-    assert tuple(vars(pretrain.plan(variant)).values()) == expect
+    assert tuple(vars(pretrain.stages(variant)).values()) == expect
 
 
 def setup(feedback, hidden=(6, 5, 4)):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ncae_cuda import datasets, modelfile, protocol, rundir, space, train, tune
+from ncae_cuda import datasets, modelfile, protocol, rundir, space, train, tune, tuning
 from ncae_cuda.config import DEFAULTS, read_recipe
 
 from helpers import missing_extra
@@ -60,7 +60,7 @@ def command(*flags) -> list[str]:
 
 def journal(out: Path):
     return optuna.load_study(study_name=out.name,
-                             storage=JournalStorage(JournalFileBackend(str(out / tune.JOURNAL))))
+                             storage=JournalStorage(JournalFileBackend(str(out / tuning.JOURNAL))))
 
 
 def by_state(study) -> dict:
@@ -86,7 +86,7 @@ def test_two_workers_share_a_journal_study_and_the_best_recipe_retrains_to_its_s
         assert metrics["valid"]["rmse"] == t.value and "test" not in metrics
     best = min(complete, key=lambda t: t.value)
     recipe = (out / "best.toml").read_text()
-    assert f"study {out.name} ({out / tune.JOURNAL}), trial {best.number}," in recipe
+    assert f"study {out.name} ({out / tuning.JOURNAL}), trial {best.number}," in recipe
     assert f"validation rmse {best.value:.4f} at epoch" in recipe
     settings = read_recipe(out / "best.toml")
     assert settings["hidden"] == tuple(int(k) for k in best.params["hidden"].split(","))
@@ -257,7 +257,7 @@ def test_a_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path):
     deadline = time.monotonic() + 60
     while victim is None and time.monotonic() < deadline:
         time.sleep(0.2)
-        if not (out / tune.JOURNAL).exists():
+        if not (out / tuning.JOURNAL).exists():
             continue
         for t in journal(out).get_trials(states=(TrialState.RUNNING,)):
             log = out / "trials" / f"{t.number:04d}" / "log.txt"
@@ -379,10 +379,10 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     flags = [*files(tmp_path, 2), "--trials", "2", "--out", str(tmp_path / "o")]
     assert tune.main(flags) == 0
     refused(tune.main, [*flags, "--seed", "1"], capsys,
-            "study o in " + str(tmp_path / "o" / tune.JOURNAL) + " tunes other settings (seed: "
+            "study o in " + str(tmp_path / "o" / tuning.JOURNAL) + " tunes other settings (seed: "
             "0 -> 1): tune with those, choose another --study, or start over with --overwrite")
     refused(tune.main, [*flags, "--storage", f"sqlite:///{tmp_path / 's.db'}"], capsys,
-            f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / tune.JOURNAL}")
+            f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / tuning.JOURNAL}")
     refused(tune.main, [*flags, "--storage", "nonsense"], capsys, "not a database URL")
     assert tune.main([*flags, "--seed", "1", "--overwrite"]) == 0           # starts over
     assert len(journal(tmp_path / "o").get_trials()) == 2
@@ -412,16 +412,16 @@ def test_a_study_whose_storage_lost_its_trials_is_refused_and_best_toml_kept(fin
     flags, restore = finished
     out = restore()
     best = min(journal(out).get_trials(), key=lambda t: t.value)
-    held = json.loads((out / tune.MARKER).read_text())
+    held = json.loads((out / tuning.MARKER).read_text())
     assert held["best"] == {"trial": best.number, "value": best.value}
     recipe = (out / "best.toml").read_bytes()
-    (out / tune.JOURNAL).write_bytes(b"")                 # the journal emptied
+    (out / tuning.JOURNAL).write_bytes(b"")                 # the journal emptied
     refused(tune.main, [*flags, "--trials", "3"], capsys,
-            f"error: study o in {out / tune.JOURNAL} has no record of 2 trials that ran in "
+            f"error: study o in {out / tuning.JOURNAL} has no record of 2 trials that ran in "
             f"{out / 'trials'} (0000, 0001), trial {best.number} of {out / 'best.toml'} (rmse "
             f"{best.value:.4f}): its storage was emptied or replaced: restore it from a copy, "
             "or start over with --overwrite")
-    assert (out / tune.JOURNAL).read_bytes() == b"" and (out / "best.toml").read_bytes() == recipe
+    assert (out / tuning.JOURNAL).read_bytes() == b"" and (out / "best.toml").read_bytes() == recipe
     # without the trials' folders, best.toml's own trial still tells the storage was lost
     shutil.rmtree(out / "trials")
     refused(tune.main, [*flags, "--trials", "3"], capsys,
@@ -432,27 +432,27 @@ def test_a_study_whose_storage_lost_its_trials_is_refused_and_best_toml_kept(fin
 def test_a_journal_line_cut_short_by_a_crash_is_dropped_and_the_study_goes_on(finished, capsys):
     flags, restore = finished
     out = restore()
-    with open(out / tune.JOURNAL, "ab") as f:            # a record a crash cut mid-write
+    with open(out / tuning.JOURNAL, "ab") as f:            # a record a crash cut mid-write
         f.write(b'{"op_code":5,"worker_id":"w","trial_id":')
     assert tune.main([*flags, "--trials", "3"]) == 0
-    assert f"note: {out / tune.JOURNAL}: its last line was cut short" in capsys.readouterr().err
-    lines = (out / tune.JOURNAL).read_bytes().splitlines()
+    assert f"note: {out / tuning.JOURNAL}: its last line was cut short" in capsys.readouterr().err
+    lines = (out / tuning.JOURNAL).read_bytes().splitlines()
     assert all(isinstance(json.loads(line), dict) for line in lines)
     assert [t.state for t in journal(out).get_trials()] == [TrialState.COMPLETE] * 3
 
 
 @pytest.mark.parametrize("name, damage, message", [
-    (tune.JOURNAL, lambda b: b + b"\xff\xfe garbage\n", "{path}:{lines}: damaged, not a record "
+    (tuning.JOURNAL, lambda b: b + b"\xff\xfe garbage\n", "{path}:{lines}: damaged, not a record "
      "of Optuna's journal: restore the file from a copy, or start over with --overwrite"),
-    (tune.JOURNAL, lambda b: b"\x00" + b, "{path}:1: damaged"),
-    (tune.JOURNAL, lambda b: b + b"{}\n", "{path}:{lines}: damaged"),
-    (tune.JOURNAL, lambda b: b + b"[1, 2]\n" + b, "{path}:{lines}: damaged"),
-    (tune.MARKER, lambda b: b[:20], "{path}: damaged, not the record of a study (its name and "
+    (tuning.JOURNAL, lambda b: b"\x00" + b, "{path}:1: damaged"),
+    (tuning.JOURNAL, lambda b: b + b"{}\n", "{path}:{lines}: damaged"),
+    (tuning.JOURNAL, lambda b: b + b"[1, 2]\n" + b, "{path}:{lines}: damaged"),
+    (tuning.MARKER, lambda b: b[:20], "{path}: damaged, not the record of a study (its name and "
      "storage): remove it and run the same command again"),
-    (tune.MARKER, lambda b: b"[1, 2]", "{path}: damaged"),
-    (tune.MARKER, lambda b: b'{"study": "o"}', "{path}: damaged"),
-    (tune.MARKER, lambda b: b"\xff\xfe" + b, "{path}: damaged"),
-    (tune.MARKER, lambda b: b.replace(b'"trial": ', b'"trial": 0.5, "was": '), "{path}: damaged"),
+    (tuning.MARKER, lambda b: b"[1, 2]", "{path}: damaged"),
+    (tuning.MARKER, lambda b: b'{"study": "o"}', "{path}: damaged"),
+    (tuning.MARKER, lambda b: b"\xff\xfe" + b, "{path}: damaged"),
+    (tuning.MARKER, lambda b: b.replace(b'"trial": ', b'"trial": 0.5, "was": '), "{path}: damaged"),
 ])
 def test_a_damaged_journal_or_tune_json_is_refused_in_a_line(finished, capsys, name, damage,
                                                              message):
@@ -526,7 +526,7 @@ def test_a_full_disk_met_in_a_trials_write_stops_the_study(tmp_path, monkeypatch
 def test_a_recipe_that_always_fails_is_enqueued_once_a_command(tmp_path):
     study = optuna.create_study(storage=JournalStorage(JournalFileBackend(
         str(tmp_path / "j"))))
-    found = tune.Setup({}, [space.Dimension("dropout", low=0.0, high=0.6)], "rmse", False, {},
+    found = tuning.Setup({}, [space.Dimension("dropout", low=0.0, high=0.6)], "rmse", False, {},
                        (0,), "j", "s")
     study.enqueue_trial({"dropout": 0.5})
     assert tune.retry_recipe(study, found) is None            # waiting: not again
@@ -569,7 +569,7 @@ def silent_server():
     20 CONNECT_TIMEOUTs, then it closes them and stops)."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
-    end = time.monotonic() + 20 * tune.CONNECT_TIMEOUT
+    end = time.monotonic() + 20 * tuning.CONNECT_TIMEOUT
 
     def serve():
         taken = []
@@ -594,9 +594,9 @@ def test_a_postgresql_server_that_never_answers_is_given_up_on_after_a_while(
     seconds = time.monotonic() - start
     out, err = capsys.readouterr()
     assert code == 2 and "Traceback" not in err
-    assert f"connecting to {url} (waiting up to {tune.CONNECT_TIMEOUT} s for its answer)" in out
+    assert f"connecting to {url} (waiting up to {tuning.CONNECT_TIMEOUT} s for its answer)" in out
     assert f"error: --storage {url}: cannot open it (" in err and "timeout" in err
-    assert tune.CONNECT_TIMEOUT <= seconds < tune.CONNECT_TIMEOUT + 5
+    assert tuning.CONNECT_TIMEOUT <= seconds < tuning.CONNECT_TIMEOUT + 5
 
 
 def test_a_storage_that_does_not_open_leaves_out_unbound(tmp_path, capsys):

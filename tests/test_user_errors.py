@@ -17,7 +17,8 @@ import scipy.sparse as sp
 
 from ncae_cuda import (NCAE, baselines, check, datasets, estimator, experiments, loop, modelfile,
                        ops, recommend, splits, train, tune)
-from ncae_cuda.data import DataError, read_movielens_100k, read_table
+from ncae_cuda.data import DataError
+from ncae_cuda.reader import read_movielens_100k, read_table
 from ncae_cuda.estimator import OutOfMemory
 from ncae_cuda.ops import BackendUnavailable
 from ncae_cuda.rundir import RunDirectory
@@ -625,7 +626,7 @@ def test_a_batch_larger_than_the_rows_is_the_rows():
     ("implicit", "dense output of a batch: about 3 x 60 x 50 floats"),
 ])
 def test_out_of_memory_names_the_batch_at_the_size_it_has(monkeypatch, feedback, lines):
-    from ncae_cuda import model as network
+    from ncae_cuda import network
 
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 1 TiB")

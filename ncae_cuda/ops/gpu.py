@@ -12,7 +12,8 @@ from step to step (the step, its batch's size, Adam's step count, the dropout st
 from device memory, the buffers are the step memory's (memory.py), and the work is dealt out
 in windows of equal length, not by rows (kernels/common.cuh). Kernels over K-vectors run a
 block per window with one warp per slab of K; the others BLOCK threads a block. Every launch
-reports to a ledger (ops/ledger.py) when one is counting: its blocks' work, from its arguments.
+reports to a ledger (ops/ledger.py) when one is counting: its blocks' work, from its arguments
+(ops/launch_work.py).
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from ..plan import EpochPlan
 from . import cublas, ledger
 from .common import (DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows, adam_state,
                      dropout_stream, dropout_threshold, pieces_stride, slabs)
+from .launch_work import (adam_work, bias_backward_work, blocks, column_windows_work, cut_work,
+                          dense_rows_work, even, reads, row_windows_work, windows_even)
 
 # Whether fine-tuning replays each training step from a CUDA graph captured once (KernelOps.
 # graphs; python -m ncae_cuda.train --cuda-graphs). Off until a GPU measurement shows it pays.
@@ -55,10 +58,6 @@ def module_source(paths=tuple(KERNEL_DIR / name for name in KERNEL_FILES)) -> st
             + "".join(f'#line 1 "{path}"\n{Path(path).read_text()}\n' for path in paths))
 
 
-def _blocks(n: int, per_block: int = BLOCK) -> int:
-    return max(1, -(-n // per_block))
-
-
 def _check(dtype, *arrays) -> None:
     # A kernel reads raw memory: a float64 or int64 array here would be misread, not refused.
     for a in arrays:
@@ -70,95 +69,6 @@ def _check(dtype, *arrays) -> None:
 def _check_width(K: int) -> None:
     if K > MAX_WIDTH:
         raise ValueError(f"the GPU kernels take hidden widths up to {MAX_WIDTH}; got {K}")
-
-
-# ---------------------------------------------------------------------------------------------
-# the ledger's weighing of launches: (busiest block's work, mean block's work, serial tail)
-#
-# The serial tail is the longest chain of dependent global reads one block makes, in entries: a
-# window reads UNROLL entries' indices, then their rows, so one read of a chain counts as
-# UNROLL / 2 entries. A thread's element of an elementwise kernel counts as a read (a bound:
-# the compiler may overlap a thread's elements).
-ENTRIES_PER_READ = UNROLL / 2
-# Adam's bias corrections in double (two pow, a division, a square root, a reciprocal): about
-# 4,500 cycles a block in a cycle-level simulation of an A100 (issue 24), taken here as the
-# latency of some 8 global reads (an estimate).
-CORRECTIONS_READS = 8
-
-
-def _reads(n: float) -> float:
-    return n * ENTRIES_PER_READ
-
-
-def _even(n: int, per_block: int, threads: int = BLOCK) -> tuple[float, float, float]:
-    """n elements, per_block a block, one a thread at a time."""
-    blocks = _blocks(n, per_block)
-    return float(min(n, per_block)), n / blocks, _reads(-(-min(n, per_block) // threads))
-
-
-def _windows_even(nnz: int, C: int) -> tuple[float, float, float]:
-    """Windows of C entries that share no sums: a block walks its window's entries."""
-    busiest, mean, _ = _even(nnz, C)
-    return busiest, mean, busiest
-
-
-def _windows_work(starts: np.ndarray, ends: np.ndarray, nnz: int,
-                  C: int) -> tuple[float, float, float]:
-    """Windows of C entries over segments [starts, ends) of entries: each window's entries,
-    and on top, for a segment that several windows share, its pieces, which one of them adds
-    up (any of them may: a bound), UNROLL a read."""
-    windows = _blocks(nnz, C)
-    work = np.full(windows, float(C))
-    work[-1] = nnz - C * (windows - 1)
-    starts, ends = starts.astype(np.int64), ends.astype(np.int64)
-    w0, w1 = starts // C, (ends - 1) // C
-    shared = (ends > starts) & (w1 > w0)
-    fixup = 0
-    bound, tail = work.copy(), work.copy()
-    for a, b in zip(w0[shared], w1[shared]):
-        bound[a:b + 1] += b - a + 1
-        tail[a:b + 1] += _reads(-(-(b - a + 1) // UNROLL))
-        fixup += b - a + 1
-    return float(bound.max()), (work.sum() + fixup) / windows, float(tail.max())
-
-
-def _row_windows_work(indptr: np.ndarray, C: int) -> tuple[float, float, float]:
-    """Windows over entries in row order: the segments are the rows."""
-    return _windows_work(indptr[:-1], indptr[1:], int(indptr[-1]), C)
-
-
-def _column_windows_work(cols: np.ndarray, col_order: np.ndarray,
-                         C: int) -> tuple[float, float, float]:
-    """Windows over entries in column order: the segments are the columns' runs."""
-    ordered = cols[col_order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    return _windows_work(starts, np.r_[starts[1:], len(ordered)], len(ordered), C)
-
-
-def _cut_work(n: int) -> tuple[float, float, float]:
-    """cut_batch, an entry a thread: the step and the batch's entry count, then the entry's
-    row, that row's start in the CSR and the entry there (the binary search over the B+1 row
-    pointers reads cached values, not counted)."""
-    return (*_even(n, BLOCK)[:2], _reads(5))
-
-
-def _dense_rows_work(N: int, lengths: np.ndarray) -> tuple[float, float, float]:
-    """A block a row of N columns, threads striding over them, then over the row's entries
-    (their columns, then their values)."""
-    tail = -(-N // BLOCK) + 2 * -(-int(lengths.max(initial=0)) // BLOCK)
-    return N + float(lengths.max(initial=0)), N + float(lengths.mean()), _reads(tail)
-
-
-def _bias_backward_work(B: int, K: int) -> tuple[float, float, float]:
-    """A block a WARP columns, each of its warps striding over the rows."""
-    return (*_even(K, WARP)[:2], _reads(-(-B // (BLOCK // WARP))))
-
-
-def _adam_work(n: int, grid: int) -> tuple[float, float, float]:
-    """Every block reads its state (the step count, the step's bias corrections), then its
-    threads stride over the elements; then block 0 computes the next step's corrections."""
-    busiest, mean, elements = _even(n, -(-n // grid))
-    return busiest, mean, _reads(1 + CORRECTIONS_READS) + elements
 
 
 class KernelOps:
@@ -217,7 +127,7 @@ class KernelOps:
         even, a read a thread); by_entries: the grid is sized by the batch's entries."""
         if ledger.counting():
             with ledger.paused():
-                busiest, mean, tail = work() if work else (1.0, 1.0, _reads(1))
+                busiest, mean, tail = work() if work else (1.0, 1.0, reads(1))
             ledger.kernel(kernel, busiest, mean, grid / self.sms, tail, by_entries)
         self.device.launch(kernel, grid, block, args)
 
@@ -251,7 +161,7 @@ class KernelOps:
                       xp.empty(nnz, np.int32), None, xp.empty(n, np.float32),
                       xp.empty(n, np.int32),
                       Windows(rows_C, columns_C, xp.empty(2, np.int32), None, None, nnz,
-                              _blocks(nnz, min(rows_C, columns_C))))
+                              blocks(nnz, min(rows_C, columns_C))))
         d = [self.to_device(x) for x in (plan.header, plan.order, plan.batch_indptr,
                                          plan.windows, plan.col_offsets)]
         self._cut(batch, *d, None, csr, n, n)
@@ -269,12 +179,12 @@ class KernelOps:
     def _cut(self, batch, header, order, batch_indptr, windows, col_offsets, epoch_col_order,
              csr, n_rows, B):
         nnz = self._entries(batch)
-        self._launch("cut_batch_kernel", _blocks(max(nnz, B + 1)), BLOCK, (
+        self._launch("cut_batch_kernel", blocks(max(nnz, B + 1)), BLOCK, (
             batch.indptr, batch.cols, batch.vals, batch.keep, batch.entry_rows,
             batch.col_order, batch.row_weight, batch.row_entries, batch.windows.sizes, header,
             order, batch_indptr, windows, col_offsets, epoch_col_order, csr.indptr, csr.indices,
             csr.data, csr.first_entry, csr.row_entries, np.int32(n_rows), np.int32(B)),
-            work=lambda: _cut_work(max(nnz, B + 1)), by_entries=True)
+            work=lambda: cut_work(max(nnz, B + 1)), by_entries=True)
 
     def step_loss(self, losses, step, row_loss, row_weight) -> None:
         _check(np.float32, losses, row_loss, row_weight)
@@ -286,9 +196,9 @@ class KernelOps:
 
     def dropout_keep(self, keep, entry_ids, seed, epoch, q):
         nnz = len(entry_ids)
-        self._launch("dropout_keep_kernel", _blocks(nnz), BLOCK, (
+        self._launch("dropout_keep_kernel", blocks(nnz), BLOCK, (
             keep, entry_ids, np.uint64(dropout_stream(seed, epoch)),
-            np.uint32(dropout_threshold(q)), np.int32(nnz)), work=lambda: _even(nnz, BLOCK),
+            np.uint32(dropout_threshold(q)), np.int32(nnz)), work=lambda: even(nnz, BLOCK),
             by_entries=True)
 
     def _windows_launch(self, kernel: str, batch: Batch, K: int, args: tuple,
@@ -302,12 +212,12 @@ class KernelOps:
 
         def work():
             if not shared:
-                return _windows_even(nnz, C)
+                return windows_even(nnz, C)
             if columns:
-                return _column_windows_work(self._host(batch.cols), self._host(batch.col_order),
+                return column_windows_work(self._host(batch.cols), self._host(batch.col_order),
                                             C)
-            return _row_windows_work(self._host(batch.indptr), C)
-        self._launch(kernel, w.most if self._capturing else _blocks(nnz, C), WARP * slabs(K),
+            return row_windows_work(self._host(batch.indptr), C)
+        self._launch(kernel, w.most if self._capturing else blocks(nnz, C), WARP * slabs(K),
                      args + (np.int32(len(batch.row_weight)), np.int32(K),
                              w.sizes[1:] if columns else w.sizes[:1]),
                      work=work, by_entries=True)
@@ -350,7 +260,7 @@ class KernelOps:
         self._launch("reweighted_error_kernel", B, BLOCK, (
             dout, row_loss, z, c, batch.indptr, batch.cols, batch.keep if kept_only else None,
             weights, batch.row_weight, np.int32(N)),
-            work=lambda: _dense_rows_work(N, np.diff(self._host(batch.indptr))))
+            work=lambda: dense_rows_work(N, np.diff(self._host(batch.indptr))))
 
     def adam(self, params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay,
              lr_decay=1.0, steps_per_epoch=0, decay_start=0):
@@ -360,12 +270,12 @@ class KernelOps:
             raise ValueError(f"Adam's state is {adam_state().shape} int32 (common.adam_state), "
                              f"not {counter.shape}")
         f, n = np.float32, len(params)
-        grid = min(_blocks(n), MAX_GRID)
+        grid = min(blocks(n), MAX_GRID)
         self._launch("adam_kernel", grid, BLOCK, (
             params, m, v, grads, counter, np.float64(lr), np.float64(beta1),
             np.float64(beta2), np.float64(lr_decay), np.int32(steps_per_epoch),
             np.int32(decay_start), f(beta1), f(1.0 - beta1), f(beta2), f(1.0 - beta2), f(eps),
-            f(weight_decay), np.int64(n)), work=lambda: _adam_work(n, grid))
+            f(weight_decay), np.int64(n)), work=lambda: adam_work(n, grid))
 
     # -----------------------------------------------------------------------------------------
     # the dense layers
@@ -379,16 +289,16 @@ class KernelOps:
     def bias_tanh(self, a, b):
         _check(np.float32, a, b)
         B, K = a.shape
-        grid = min(_blocks(B * K), MAX_GRID)
+        grid = min(blocks(B * K), MAX_GRID)
         self._launch("bias_tanh_kernel", grid, BLOCK, (a, b, np.int32(B), np.int32(K)),
-                     work=lambda: _even(B * K, -(-B * K // grid)))
+                     work=lambda: even(B * K, -(-B * K // grid)))
 
     def bias_backward(self, db, dpre, da=None, a=None):
         _check(np.float32, db, dpre)
         B, K = dpre.shape
-        self._launch("bias_backward_kernel", _blocks(K, WARP), BLOCK,
+        self._launch("bias_backward_kernel", blocks(K, WARP), BLOCK,
                      (db, dpre, da, a, np.int32(B), np.int32(K)),
-                     work=lambda: _bias_backward_work(B, K))
+                     work=lambda: bias_backward_work(B, K))
 
     # -----------------------------------------------------------------------------------------
     # evaluation

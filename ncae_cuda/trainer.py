@@ -1,12 +1,12 @@
-"""A fit's training session: pre-training (if asked), then the epochs, each scored on validation
+"""The fit driver (Trainer): pre-training (if asked), then the epochs, each scored on validation
 (early stopping keeps the best epoch's parameters), with a checkpoint at the end of an epoch once
 `checkpoint_every` seconds have passed since the last (and always after pre-training and the last
 epoch), so a fit killed at any point continues from its last checkpoint and ends exactly where
 an uninterrupted one does. A fit stopped by a signal (stopping.py) saves its checkpoint at the
 end of the step under way, and continues from the next step.
 
-The facade (estimator.NCAE) hands a Session the network, its training matrix and batch planner,
-and a scorer of the validation data; the session knows nothing of users, items or ids.
+The facade (estimator.NCAE) hands a Trainer the network, its training matrix and batch planner,
+and a scorer of the validation data; the trainer knows nothing of users, items or ids.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import numpy as np
 from . import loop, modelfile, stopping
 from .data import DataError
 from .layout import AdamConfig
-from .model import Network
+from .network import Network
 from .ops.common import CSR
 from .plan import Planner
 from .pretrain import Stage, pretrain
@@ -214,7 +214,7 @@ def format_record(record: dict, metric: str) -> str:
 
 
 @dataclass
-class Session:
+class Trainer:
     """One fit of `net` on the rows of `csr`, batched by `planner`."""
     net: Network
     csr: CSR

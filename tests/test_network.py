@@ -8,7 +8,7 @@ import pytest
 
 from ncae_cuda.layout import NCAELayout
 from ncae_cuda.loop import run_epoch
-from ncae_cuda.model import AdamConfig, Network, Objective
+from ncae_cuda.network import AdamConfig, Network, Objective
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.plan import Planner, Schedule
