@@ -2,10 +2,12 @@
 processes, and in a PostgreSQL server this test starts, shared by two commands (as two
 machines would run them); a worker killed mid-trial; the best recipe retrained to its score;
 and a user's mistakes in one line each."""
+import argparse
 import contextlib
 import errno
 import glob
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -319,6 +321,33 @@ def postgres():
         run(bin_dir / "pg_ctl", "-D", root / "data", "-m", "fast", "-w", "stop")
         print(f"--- {log}\n{log.read_text()}")
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _open_at_once(url: str, start, failed) -> None:
+    """A worker process of the test below: open the storage once `start` lets every one go."""
+    args = argparse.Namespace(storage=url, study="s", worker=0, out=None)
+    start.wait()
+    try:
+        tuning.open_storage(args)
+    except tuning.TuneError as e:
+        failed.append(str(e))
+
+
+def test_workers_opening_a_new_postgresql_storage_at_once_all_open_it(postgres):
+    """The first to open a database makes Optuna's tables; the others, at the same moment, meet
+    a table made since they looked (a DuplicateTable error, or a duplicate in pg_type) and try
+    again, finding it."""
+    url, _ = postgres
+    context = multiprocessing.get_context("fork")      # started with the package imported
+    with context.Manager() as manager:
+        start, failed = manager.Barrier(8), manager.list()
+        workers = [context.Process(target=_open_at_once, args=(url, start, failed))
+                   for _ in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+        assert [w.exitcode for w in workers] == [0] * 8 and not list(failed), list(failed)
 
 
 def test_two_machines_share_a_postgresql_study(tmp_path, postgres):
