@@ -11,7 +11,7 @@ entries only:  sum_i ||(r_i - out_i) * observed_i||^2 + lambda/2 (||W||^2 + ||V|
 Trained full batch by scipy's L-BFGS-B with the analytic gradient in float64. The prediction
 of rating (u, i) is out_i[u] clipped to the rating scale.
 
-The split is the trainer's own (ncae_cuda.train.make_split with the same --split, --valid-ratio
+The split is the trainer's own (ncae_cuda.protocol.make_split with the same --split, --valid-ratio
 and --split-seed), so validation and test are the entries `python -m ncae_cuda.train` scores.
 lambda and the number of L-BFGS iterations are chosen on validation (scored every --every
 iterations); then the model is retrained on training + validation with them and scored once on
@@ -31,7 +31,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from ncae_cuda import datasets, metrics, protocol, train
+from ncae_cuda import datasets, metrics, protocol
 from ncae_cuda.data import Interactions
 
 from bench.cli import out_folder
@@ -150,10 +150,7 @@ def ncae_run(args, seed: int) -> dict:
             *(["--no-refit"] if not args.refit else [])]
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "log.txt", "w") as log, contextlib.redirect_stdout(log):
-        code = train.main(argv)
-    if code:
-        raise RuntimeError(f"NCAE seed {seed} failed (exit {code}); see {out}/log.txt")
-    result = json.loads((out / "metrics.json").read_text())
+        result = protocol.run_flags(argv)
     valid = [r["valid"]["rmse"] for r in result["history"] if "valid" in r]
     return {"valid_rmse": min(valid) if valid else None, "test_rmse": result["test"]["rmse"],
             "best_epoch": result["best_epoch"], "seconds_per_epoch": result["seconds_per_epoch"]}

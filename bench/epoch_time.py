@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import ops, protocol, runflags, train
-from ncae_cuda.check import device_facts
+from ncae_cuda import ops, protocol, runflags
+from ncae_cuda.environment import device_facts
+from ncae_cuda.errors import NcaeError
 from ncae_cuda.floors import Ceilings, Work, epoch_work, measure_ceilings
 
 from bench.cli import out_folder
@@ -133,11 +134,13 @@ def main(argv=None) -> int:
             work = epoch_work_of(flags)                     # counted once, floored per device
             for device in devices:
                 run_dir = Path(runs) / f"{case}-{device}"
-                code = train.main([*flags, *DEVICE_FLAGS[device], "--epochs",
-                                   str(args.epochs or EPOCHS[device]), "--out", str(run_dir)])
-                if code:
-                    return code
-                history = json.loads((run_dir / "metrics.json").read_text())["history"]
+                try:
+                    history = protocol.run_flags([
+                        *flags, *DEVICE_FLAGS[device], "--epochs",
+                        str(args.epochs or EPOCHS[device]), "--out", str(run_dir)])["history"]
+                except NcaeError as e:
+                    print(f"error: {e}", file=sys.stderr)
+                    return 2
                 seconds = [h["seconds"] for h in history if h["phase"] == "select"]
                 median = statistics.median(seconds[1:] or seconds)
                 floor = work.floor(measured[device])

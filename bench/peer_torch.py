@@ -43,7 +43,7 @@ from torch import nn
 from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit, device_name
 from ncae_cuda.floors import epoch_work
-from ncae_cuda import datasets, metrics, protocol, runflags, train
+from ncae_cuda import datasets, metrics, protocol, runflags
 from ncae_cuda.augment import column_weights
 from ncae_cuda.data import Interactions
 from ncae_cuda.evaluate import EVAL_BATCH, heldout_ranks
@@ -192,14 +192,11 @@ def trainer_argv(args) -> list[str]:
 
 
 def run_ncae(argv: list[str]) -> dict:
-    """Train with python -m ncae_cuda.train in this process; the seconds of every epoch and the
+    """Train as python -m ncae_cuda.train does, in this process; the seconds of every epoch and the
     test figures after the last, from its metrics.json. Its --out (checkpoints of up to GBs) is
     a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="ncae-peer-") as out:
-        code = train.main([*argv, "--out", out, "--overwrite"])
-        if code:
-            raise SystemExit(f"ncae_cuda.train failed (exit code {code})")
-        history = json.loads((Path(out) / "metrics.json").read_text())["history"]
+        history = protocol.run_flags([*argv, "--out", out, "--overwrite"])["history"]
     return {"seconds": [h["seconds"] for h in history],
             "test": {k: v for k, v in history[-1]["test"].items() if k not in ("rows", "entries")}}
 

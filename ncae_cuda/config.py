@@ -17,7 +17,6 @@ except ImportError:                   # Python 3.10
     import tomli as tomllib
 
 from .errors import NcaeError
-from .pretrain import VARIANTS
 
 # The paper's implicit models: (weighting of unobserved entries, sparsity-aware augmentation).
 VARIANT_SETTINGS = {"NCAE-": ("uniform", False), "NCAE": ("popularity", False),
@@ -27,6 +26,7 @@ FEEDBACK = ("explicit", "implicit")
 BASED = ("user", "item")
 WEIGHTING = ("popularity", "uniform")
 OUTPUTS = ("tanh", "identity")
+VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (ncae_cuda.pretrain)
 
 
 class SettingError(NcaeError, ValueError):

@@ -217,3 +217,15 @@ def _npy_header(f) -> tuple[tuple, str, np.dtype]:
     except TypeError as e:                          # a size numpy has not: <f3
         raise ValueError(e) from None
     return header["shape"], "F" if header["fortran_order"] else "C", dtype
+
+
+def differences(saved: dict, now: dict, prefix: str = "") -> list[str]:
+    """'name: saved -> now' for every entry that differs, nested dicts by dotted names."""
+    lines = []
+    for key in sorted(saved.keys() | now.keys()):
+        a, b = saved.get(key), now.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            lines += differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            lines.append(f"{prefix}{key}: {a} -> {b}")
+    return lines

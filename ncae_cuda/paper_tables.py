@@ -11,8 +11,7 @@ import numpy as np
 
 from . import pool, runflags
 from .baseline_models import BASELINES
-from .config import DEFAULTS, VARIANT_SETTINGS
-from .pretrain import VARIANTS
+from .config import DEFAULTS, VARIANT_SETTINGS, VARIANTS
 
 
 def numbers(values: str) -> list:

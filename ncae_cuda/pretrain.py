@@ -22,12 +22,12 @@ import numpy as np
 
 from .layout import AdamConfig, Layout, NCAELayout, Parameters
 from . import loop
+from .config import VARIANTS
 from .memory import StepMemory
 from .network import Network, tanh_layer_backward
 from .ops.common import CSR
 from .plan import Planner
 
-VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")
 EPOCH_KEYS = 1_000_000    # stage s, epoch e shuffle and drop out as epoch s * EPOCH_KEYS + e
 
 

@@ -40,7 +40,7 @@ from .modelfile import atomic_write
 from .ops import BackendUnavailable
 from .pool import duration
 from .reader import read_table
-from .runflags import model_settings, recorded
+from .runflags import build_parser, model_settings, parse, recorded, resolve_defaults
 
 IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
 say = functools.partial(print, flush=True)   # a line the moment it is known, through a pipe too
@@ -149,6 +149,16 @@ def new_model(args, ops=None) -> NCAE:
     """The model of the run's settings, on its device (or backend) and shard."""
     return NCAE(device=ops or args.device, shard=None if args.shard == "none" else args.shard,
                 **model_settings(args))
+
+
+def run_flags(argv: list[str]) -> dict:
+    """The run a command line of the trainer's flags describes (parsed and checked as
+    python -m ncae_cuda.train does), for the programs that start one themselves, the benches:
+    what metrics.json holds. A user's mistake raises (NcaeError; SystemExit for a flag)."""
+    parser = build_parser()
+    args = parse(parser, argv)
+    resolve_defaults(parser, args)
+    return run(args)
 
 
 def run(args, on_epoch=None) -> dict:

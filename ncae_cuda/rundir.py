@@ -22,8 +22,7 @@ import os
 from pathlib import Path
 
 from .errors import NcaeError
-from .modelfile import atomic_write, remove_temporaries
-from .trainer import differences
+from .modelfile import atomic_write, differences, remove_temporaries
 
 MANIFEST = "run.json"
 LOCK = ".lock"

@@ -69,7 +69,7 @@ def file_split(data: Interactions, base: Interactions, test: Interactions) -> Sp
 
 def given_split(train: Interactions, test: Interactions, valid: Interactions | None = None
                 ) -> tuple[Interactions, Split]:
-    """A split the user gives as files, each read with its own id maps (data.read_table): (all
+    """A split the user gives as files, each read with its own id maps (reader.read_table): (all
     their entries, the split), both on one id map, the union of the parts' ids (as text where
     one part's are text and another's integers: integer ids print as their files wrote them).
     The rating scale is the training part's: held-out ratings never widen it (read the held-out

@@ -120,7 +120,7 @@ class Checkpoint:
                 return "in one process" if n is None else f"sharded over {n} processes"
             raise DataError(f"{path}: the checkpoint of a fit {ran(saved)}; this one runs "
                             f"{ran(self.processes)}: resume it as it ran, or start over")
-        changed = differences(meta.get("identity", {}), modelfile.json_ready(identity))
+        changed = modelfile.differences(meta.get("identity", {}), modelfile.json_ready(identity))
         if changed:
             raise DataError(f"{path}: the checkpoint is of another fit ({'; '.join(changed)})"
                             ": resume with what made it, or start over")
@@ -188,18 +188,6 @@ class ShardCheckpoint(Checkpoint):
     def _from_rank0(self, value: int) -> int:
         mine = np.array([value if self.comm.rank == 0 else 0], np.int64)
         return int(self.comm.sum_host(mine)[0])
-
-
-def differences(saved: dict, now: dict, prefix: str = "") -> list[str]:
-    """'name: saved -> now' for every entry that differs, nested dicts by dotted names."""
-    lines = []
-    for key in sorted(saved.keys() | now.keys()):
-        a, b = saved.get(key), now.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            lines += differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            lines.append(f"{prefix}{key}: {a} -> {b}")
-    return lines
 
 
 def format_record(record: dict, metric: str) -> str:

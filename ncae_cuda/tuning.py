@@ -24,9 +24,8 @@ from .data import DataError
 from .errors import NcaeError
 from .estimator import OutOfMemory
 from .loop import Diverged
-from .modelfile import json_ready
+from .modelfile import differences, json_ready
 from .ops import BackendUnavailable
-from .trainer import differences
 
 HEARTBEAT, GRACE = 60, 180       # seconds: a running trial's heartbeat in a database storage,
                                  # and how old it is when another machine marks it failed
