@@ -32,7 +32,8 @@ HEARTBEAT, GRACE = 60, 180       # seconds: a running trial's heartbeat in a dat
 POLL = 2.0                       # seconds between looks at a study whose last trials run elsewhere
 OPEN_TRIES = 5                   # at opening a database storage that others are making too
 CONNECT_TIMEOUT = 10             # seconds a PostgreSQL server has to answer at opening
-DUPLICATE_TABLE = "42P07"        # PostgreSQL's SQLSTATE of a table that is there already
+# PostgreSQL's SQLSTATEs of a table (42P07) or a type (42710) made since the statement looked
+MADE_MEANWHILE = ("42P07", "42710")
 PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
 PRUNE_AFTER_EPOCHS = 10          # ones, and never before this epoch
 FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often stops
@@ -197,10 +198,10 @@ def open_storage(args):
                                                   grace_period=GRACE, engine_kwargs=engine)
             except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as e:
                 # PostgreSQL: another process made the tables at the same moment (a duplicate
-                # in pg_type, or a table made since this one looked: 42P07); they are there
+                # in pg_type, or a table or type made since this one looked); they are there
                 # now, and the next try finds them
                 made_by_another = (isinstance(e, sqlalchemy.exc.IntegrityError)
-                                   or getattr(e.orig, "sqlstate", None) == DUPLICATE_TABLE)
+                                   or getattr(e.orig, "sqlstate", None) in MADE_MEANWHILE)
                 if not made_by_another or attempt == OPEN_TRIES - 1:
                     raise
                 time.sleep(POLL / 4)

@@ -335,8 +335,8 @@ def _open_at_once(url: str, start, failed) -> None:
 
 def test_workers_opening_a_new_postgresql_storage_at_once_all_open_it(postgres):
     """The first to open a database makes Optuna's tables; the others, at the same moment, meet
-    a table made since they looked (a DuplicateTable error, or a duplicate in pg_type) and try
-    again, finding it."""
+    a table or type made since they looked (DuplicateTable, DuplicateObject, or a duplicate in
+    pg_type) and try again, finding it."""
     url, _ = postgres
     context = multiprocessing.get_context("fork")      # started with the package imported
     with context.Manager() as manager:
