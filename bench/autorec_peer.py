@@ -11,8 +11,8 @@ entries only:  sum_i ||(r_i - out_i) * observed_i||^2 + lambda/2 (||W||^2 + ||V|
 Trained full batch by scipy's L-BFGS-B with the analytic gradient in float64. The prediction
 of rating (u, i) is out_i[u] clipped to the rating scale.
 
-The split is the trainer's own (ncae_cuda.protocol.make_split with the same --split, --valid-ratio
-and --split-seed), so validation and test are the entries `python -m ncae_cuda.train` scores.
+The split is the trainer's own (ncae_cuda.runs.protocol.make_split with the same --split,
+--valid-ratio and --split-seed), so validation and test are the entries `python -m ncae_cuda.train` scores.
 lambda and the number of L-BFGS iterations are chosen on validation (scored every --every
 iterations); then the model is retrained on training + validation with them and scored once on
 test (--no-refit: the chosen validation model is scored instead). With --config, NCAE runs
@@ -31,10 +31,11 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from ncae_cuda import datasets, metrics, protocol
-from ncae_cuda.data import Interactions
-
 from bench.cli import out_folder
+from ncae_cuda.data import datasets
+from ncae_cuda.data.interactions import Interactions
+from ncae_cuda.model import metrics
+from ncae_cuda.runs import protocol
 
 
 def shapes(n_cols: int, k: int) -> dict:

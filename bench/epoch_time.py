@@ -9,8 +9,8 @@ CUDA graph: --cuda-graphs on).
 Writes epoch_time.json and epoch_time.md under --out: device names, commit, date, and per case
 the seconds of each training epoch and their median after the first (which holds start-up: the
 GPU's kernel compilation and warm-up), beside the epoch's floor on that device
-(ncae_cuda/floors.py: the case's work over the memory bandwidth and matrix-product rate measured
-there first) and the multiple of it. The runs' own outputs (checkpoints of up to a few GB) go to a
+(ncae_cuda/ops/floors.py: the case's work over the memory bandwidth and matrix-product rate
+measured there first) and the multiple of it. The runs' own outputs (checkpoints of up to a few GB) go to a
 temporary folder, removed at the end.
 """
 from __future__ import annotations
@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import ops, protocol, runflags
-from ncae_cuda.environment import device_facts
-from ncae_cuda.errors import NcaeError
-from ncae_cuda.floors import Ceilings, Work, epoch_work, measure_ceilings
-
 from bench.cli import out_folder
+from ncae_cuda import ops
+from ncae_cuda.errors import NcaeError
+from ncae_cuda.ops.floors import Ceilings, Work, epoch_work, measure_ceilings
+from ncae_cuda.runs import protocol, runflags
+from ncae_cuda.runs.environment import device_facts
 
 CASES = {
     "ml10m": ("synthetic-ml10m: explicit, item-based, hidden 500,500",
@@ -76,8 +76,8 @@ def _measured(device: str, repeats: int) -> Ceilings:
 
 
 def epoch_work_of(flags: list[str]) -> Work:
-    """The work of one training epoch of the case (ncae_cuda/floors.py's count) over the training
-    matrix the trainer builds from these flags (implicit augmentation's extra rows left out,
+    """The work of one training epoch of the case (ncae_cuda/ops/floors.py's count) over the
+    training matrix the trainer builds from these flags (implicit augmentation's extra rows left out,
     which keeps the floor a lower bound)."""
     parser = runflags.build_parser()
     args = runflags.parse(parser, [*flags, "--out", os.devnull])

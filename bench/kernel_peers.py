@@ -1,6 +1,6 @@
 """Each hand-written kernel next to what a user would otherwise call for the same op, on the first
 training step of each benchmark shape's synthetic data, with its achieved GB/s against the memory
-bandwidth measured on the same device (ncae_cuda/floors.py: on a GPU, its copy rate).
+bandwidth measured on the same device (ncae_cuda/ops/floors.py: on a GPU, its copy rate).
 
     python -m bench.kernel_peers --device gpu --out bench/results/DATE-DEVICE-kernel-peers
     python -m bench.kernel_peers --device cpu --quick --out /tmp/kp     # a smoke test
@@ -33,17 +33,17 @@ from typing import Callable
 
 import numpy as np
 
-from ncae_cuda import datasets, ops
-from ncae_cuda.layout import NCAELayout
-from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import adam_state
-
 from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit
-from ncae_cuda.floors import op_work
 from bench.launches import SHAPES
 from bench.timing import cpu_seconds, gpu_seconds
 from dev.cuda.run import first_step
+from ncae_cuda import ops
+from ncae_cuda.data import datasets
+from ncae_cuda.ops import reference as ref
+from ncae_cuda.ops.common import adam_state
+from ncae_cuda.ops.floors import op_work
+from ncae_cuda.ops.layout import NCAELayout
 
 SCALE = 2.0                              # 1 / (1 - q): the kept inputs' scale
 S, M_OFF = 2.0, 3.0                      # the explicit output's scale and offset
@@ -97,7 +97,7 @@ class Pair:
     result: Callable[[], object]
     theirs: Callable[[], object]          # returns its output
     expect: np.ndarray                    # the reference's output, float64
-    counts: dict                          # ncae_cuda.floors.op_work's sizes
+    counts: dict                          # ncae_cuda.ops.floors.op_work's sizes
 
 
 def _sizes(step: Step) -> dict:

@@ -23,11 +23,11 @@ of any launch whose grid is sized by the batch's entries, against the SM count o
 an H100's 132 where it is emulated) and serial_tail (the longest chain of dependent reads any
 block makes, in entries: ops/gpu.py weighs it), each with its kernel and per kernel.
 
---ranks R1,R2,... adds what each rank of a column-sharded fit (ncae_cuda/shard.py) holds and
+--ranks R1,R2,... adds what each rank of a column-sharded fit (ncae_cuda/ops/shard.py) holds and
 shares, planned from the columns' training entries, nothing allocated: its columns and their
 entries, the bytes of its parameters and their state (parameters, gradients, Adam's m and v,
 the best epoch's copy) and the bytes it contributes to a step's collectives
-(ncae_cuda.distributed.step_bytes, which the ledger counts in a sharded fit). Shapes: ML-10M
+(ncae_cuda.model.distributed.step_bytes, which the ledger counts in a sharded fit). Shapes: ML-10M
 (item-based: its 69,878 users are the columns, hidden 500,500) and a catalogue of 10M columns
 with 1G training entries, a column's share of them falling off as a Zipf law of its popularity
 rank (exponent 0.8), the ranks shuffled over the columns (hidden 500,500).
@@ -43,20 +43,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import datasets, ops
-from ncae_cuda.augment import column_weights
-from ncae_cuda.distributed import step_bytes
-from ncae_cuda.layout import AdamConfig, NCAELayout
-from ncae_cuda.loop import run_epoch, trainable_rows
-from ncae_cuda.network import Network, Objective
-from ncae_cuda.ops.common import CSR
-from ncae_cuda.plan import Planner, Schedule
-from ncae_cuda.ops.emulator import emulated_backend
-from ncae_cuda.ops.ledger import Ledger
-from ncae_cuda.shard import Columns, split_columns
-
 from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
+from ncae_cuda import ops
+from ncae_cuda.data import datasets
+from ncae_cuda.model.augment import column_weights
+from ncae_cuda.model.distributed import step_bytes
+from ncae_cuda.model.loop import run_epoch, trainable_rows
+from ncae_cuda.model.network import Network, Objective
+from ncae_cuda.ops.common import CSR
+from ncae_cuda.ops.emulator import emulated_backend
+from ncae_cuda.ops.layout import AdamConfig, NCAELayout
+from ncae_cuda.ops.ledger import Ledger
+from ncae_cuda.ops.plan import Planner, Schedule
+from ncae_cuda.ops.shard import Columns, split_columns
 
 # name: (data set, feedback, rows encoded, hidden widths)
 SHAPES = {

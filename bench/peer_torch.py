@@ -20,7 +20,7 @@ Writes peer_torch.json and peer_torch.md under --out: device, commit, date, the 
 and per model the seconds of every training epoch (evaluation excluded), their median over
 epochs 2..E (the first holds start-up: Numba's cache loading, CUDA compilation, allocation), the
 test figures after E epochs, the torch / ncae_cuda ratio of the medians, and both times as
-multiples of the epoch's floor from ncae_cuda.floors.
+multiples of the epoch's floor from ncae_cuda.ops.floors.
 """
 from __future__ import annotations
 
@@ -42,14 +42,16 @@ from torch import nn
 
 from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit, device_name
-from ncae_cuda.floors import epoch_work
-from ncae_cuda import datasets, metrics, protocol, runflags
-from ncae_cuda.augment import column_weights
-from ncae_cuda.data import Interactions
-from ncae_cuda.evaluate import EVAL_BATCH, heldout_ranks
-from ncae_cuda.network import Objective
+from ncae_cuda.data import datasets
+from ncae_cuda.data.interactions import Interactions
+from ncae_cuda.model import metrics
+from ncae_cuda.model.augment import column_weights
+from ncae_cuda.model.evaluate import EVAL_BATCH, heldout_ranks
+from ncae_cuda.model.network import Objective
 from ncae_cuda.ops import get_backend
 from ncae_cuda.ops.common import CSR
+from ncae_cuda.ops.floors import epoch_work
+from ncae_cuda.runs import protocol, runflags
 
 # Fixed epochs on both sides: no validation-driven stopping or retraining to blur the timing.
 # Implicit leave-one-out always carves a validation item, so there the trainer is told never to
@@ -128,7 +130,7 @@ class DeviceCSR:
 
 
 def batch_loss(model: TorchNCAE, batch, keep, q: float, objective, col_weights):
-    """The batch's mean row loss, exactly as ncae_cuda.network defines it."""
+    """The batch's mean row loss, exactly as ncae_cuda.model.network defines it."""
     cols, vals, offsets, entry_rows, counts = batch
     a = model.encode(cols, vals * keep / (1 - q), offsets)              # (B, K_last)
     if objective.feedback == "explicit":
@@ -204,7 +206,7 @@ def run_ncae(argv: list[str]) -> dict:
 @dataclass
 class Experiment:
     """The trainer's settings, data and split, and what the peer derives from them as the
-    trainer does (ncae_cuda.estimator): the objective and the column weights."""
+    trainer does (ncae_cuda.model.estimator): the objective and the column weights."""
     args: argparse.Namespace
     data: Interactions
     split: object
@@ -351,7 +353,7 @@ def write_report(result: dict, out: Path) -> str:
         f"- **ncae_cuda flags:** `python -m ncae_cuda.train {' '.join(c['trainer_argv'])}`",
         f"- **floor of one epoch:** {floor['seconds']:.4g} s ({floor['bytes'] / 1e9:.3g} GB at "
         f"{floor['bandwidth'] / 1e9:.3g} GB/s, {floor['flops'] / 1e9:.3g} GFLOP at "
-        f"{floor['flop_rate'] / 1e9:.3g} GFLOP/s; ncae_cuda.floors)",
+        f"{floor['flop_rate'] / 1e9:.3g} GFLOP/s; ncae_cuda.ops.floors)",
         f"- **torch / ncae_cuda:** {result['ratio_torch_over_ncae']:.2f}x the seconds per epoch "
         "(medians of epochs 2..E; evaluation not timed)",
         f"- **test figures {'agree' if result['agreement']['agree'] else 'DIFFER'}:** "

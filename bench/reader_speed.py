@@ -1,4 +1,4 @@
-"""Seconds to read a large ratings file through the package's readers (ncae_cuda.data), on
+"""Seconds to read a large ratings file through the package's readers (ncae_cuda.data.reader), on
 synthetic files written here: MovieLens 100K's layout (tab-separated, no header, integer ids),
 a CSV with a header line (MovieLens 20M's), and a CSV with text ids.
 
@@ -24,10 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import reader
-
 from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
+from ncae_cuda.data import reader
 
 USERS, ITEMS = 70_000, 10_000
 SEED = 0

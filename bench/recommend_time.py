@@ -21,7 +21,8 @@ from pathlib import Path
 
 from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
-from ncae_cuda import NCAE, datasets
+from ncae_cuda import NCAE
+from ncae_cuda.data import datasets
 
 KINDS = [dict(feedback="implicit", based="user", hidden=(128,)),
          dict(feedback="explicit", based="item", hidden=(500, 500))]

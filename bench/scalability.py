@@ -9,9 +9,9 @@ Two tables. The paper's Table 7: K in --ks by the training ratio D in --ratios (
 entries subsampled to D). And growth: at K = --growth-k, the rows, the columns or the
 interactions cut to a share of the whole, to show how cost follows each. Every cell times
 --epochs epochs of the library's own training loop and reports the last, beside the floor
-counted by ncae_cuda/floors.py from the ceilings its process measures, and the time as a multiple
-of it. Each cell is a process of its own in DIR/runs/ (ncae_cuda.pool: --jobs at once, the cores
-shared out among them, so on a CPU a cell times its share; the same command again skips the
+counted by ncae_cuda/ops/floors.py from the ceilings its process measures, and the time as a
+multiple of it. Each cell is a process of its own in DIR/runs/ (ncae_cuda.runs.pool: --jobs at
+once, the cores shared out among them, so on a CPU a cell times its share; the same command again skips the
 cells timed; --task I --tasks T, --collect). Writes scalability.json, .md, .csv and .png under
 --out, with the device, commit and date.
 """
@@ -27,20 +27,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import datasets, ops, pool
-from ncae_cuda.errors import NcaeError
-from ncae_cuda.layout import AdamConfig, NCAELayout
-from ncae_cuda.loop import run_epoch, trainable_rows
-from ncae_cuda.network import Network, Objective
-from ncae_cuda.modelfile import atomic_write
-from ncae_cuda.ops.common import CSR
-from ncae_cuda.plan import Planner, Schedule
-from ncae_cuda.rundir import RunDirectory
-from ncae_cuda.splits import subsample
-
 from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
-from ncae_cuda.floors import epoch_work, measure_ceilings
+from ncae_cuda import ops
+from ncae_cuda.data import datasets
+from ncae_cuda.data.splits import subsample
+from ncae_cuda.errors import NcaeError
+from ncae_cuda.model.loop import run_epoch, trainable_rows
+from ncae_cuda.model.modelfile import atomic_write
+from ncae_cuda.model.network import Network, Objective
+from ncae_cuda.ops.common import CSR
+from ncae_cuda.ops.floors import epoch_work, measure_ceilings
+from ncae_cuda.ops.layout import AdamConfig, NCAELayout
+from ncae_cuda.ops.plan import Planner, Schedule
+from ncae_cuda.runs import pool
+from ncae_cuda.runs.rundir import RunDirectory
 
 BATCH = 128
 CELL = "cell.json"                 # a cell's row, in its folder
@@ -214,7 +215,7 @@ def markdown(result: dict, ks: list[int], ratios: list[float]) -> str:
              f"- ceilings each cell measured: {bandwidth[0]:.1f}-{bandwidth[1]:.1f} GB/s (copy, "
              f"read + write), {gflops[0]:.0f}-{gflops[1]:.0f} GFLOP/s (float32 matmul)",
              f"- each cell: the last of {result['epochs_per_cell']} epochs; in brackets the "
-             "multiple of the epoch's floor (ncae_cuda/floors.py)", "",
+             "multiple of the epoch's floor (ncae_cuda/ops/floors.py)", "",
              "| K | " + " | ".join(f"D = {d:.0%}" for d in ratios) + " |",
              "|---:|" + "---:|" * len(ratios)]
     lines += [f"| {k} | " + " | ".join(at(k, d) for d in ratios) + " |" for k in ks]

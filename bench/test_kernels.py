@@ -18,15 +18,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import ops
-from ncae_cuda.layout import NCAELayout
-from ncae_cuda.memory import StepMemory
-from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import Batch, CSR, adam_state
-from ncae_cuda.plan import Planner, Schedule
-
-from ncae_cuda.floors import op_work
 from bench.timing import gpu_seconds
+from ncae_cuda import ops
+from ncae_cuda.ops import reference as ref
+from ncae_cuda.ops.common import CSR, Batch, adam_state
+from ncae_cuda.ops.floors import op_work
+from ncae_cuda.ops.layout import NCAELayout
+from ncae_cuda.ops.memory import StepMemory
+from ncae_cuda.ops.plan import Planner, Schedule
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """NCAE (Neural Collaborative Autoencoder) recommender: CUDA kernels and a Numba CPU backend."""
 __version__ = "0.1.0"
 
-from .estimator import NCAE  # noqa: E402  (after __version__, which estimator records)
+from .model.estimator import NCAE  # noqa: E402  (after __version__, which estimator records)
 
 __all__ = ["NCAE", "__version__"]

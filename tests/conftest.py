@@ -4,12 +4,12 @@ import os
 from pathlib import Path
 
 import pytest
-
-from ncae_cuda import datasets, estimator, ops
-from ncae_cuda.ops.emulator import CXX, emulated_backend
-
 from helpers import missing_extra
 
+from ncae_cuda import ops
+from ncae_cuda.data import datasets
+from ncae_cuda.model import estimator
+from ncae_cuda.ops.emulator import CXX, emulated_backend
 
 # cpu: Numba. gpu-emulated: the CUDA kernels and their launchers, run on the CPU (g++).
 # gpu: the same on a CUDA device.

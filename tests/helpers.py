@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ncae_cuda import modelfile
-from ncae_cuda.ops.conformance import TOLERANCE as F32_RTOL, long_row_matrix  # noqa: F401 (for tests)
-from ncae_cuda.layout import NCAELayout
-from ncae_cuda.memory import StepMemory
-from ncae_cuda.ops.common import Batch, CSR
-from ncae_cuda.plan import Planner, Schedule
+from ncae_cuda.model import modelfile
+from ncae_cuda.ops.common import CSR, Batch
+from ncae_cuda.ops.conformance import TOLERANCE as F32_RTOL  # noqa: F401 (for tests)
+from ncae_cuda.ops.conformance import long_row_matrix
+from ncae_cuda.ops.layout import NCAELayout
+from ncae_cuda.ops.memory import StepMemory
+from ncae_cuda.ops.plan import Planner, Schedule
 
 
 def missing_extra(name: str) -> str:
@@ -84,8 +85,8 @@ def assert_close(actual, expected, rtol=F32_RTOL):
 
 
 def read_only(monkeypatch, since: str = "open") -> None:
-    """ncae_cuda.modelfile's writes fail as on a read-only file system (EROFS) from `since` on:
-    "open", a file opened to write; "replace", the rename of a file written (a file system
+    """ncae_cuda.model.modelfile's writes fail as on a read-only file system (EROFS) from `since`
+    on: "open", a file opened to write; "replace", the rename of a file written (a file system
     remounted read-only meanwhile). Unlink always fails: Linux refuses it there even for a file
     that is not there."""
     def refuse(*args, **kwargs):

@@ -12,10 +12,11 @@ import numpy as np
 import scipy.sparse as sp
 import torch.distributed as dist
 
-from ncae_cuda import NCAE, datasets, splits
+from ncae_cuda import NCAE
+from ncae_cuda.data import datasets, splits
 from ncae_cuda.ops.emulator import emulated_backend
 from ncae_cuda.ops.ledger import Ledger
-from ncae_cuda.plan import Planner, Schedule
+from ncae_cuda.ops.plan import Planner, Schedule
 
 
 def skewed() -> sp.csr_matrix:

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import runflags, train
-from ncae_cuda.augment import popularity_weights, sparse_row_copies, uniform_weights
+from ncae_cuda.commands import train
+from ncae_cuda.model.augment import popularity_weights, sparse_row_copies, uniform_weights
+from ncae_cuda.runs import runflags
 
 # column popularity (entries per column): 0:3, 1:2, 2:2, 3:1, 4:1, 5:0
 MATRIX = sp.csr_matrix(np.array([[1, 1, 1, 1, 0, 0],

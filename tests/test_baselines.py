@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import baseline_models, baselines, datasets, experiments, protocol, splits, train
-from ncae_cuda.baseline_models import Baseline, ease, ease_weights
-from ncae_cuda.data import DataError, from_matrix
-from ncae_cuda.estimator import OutOfMemory
+from ncae_cuda.baselines import models
+from ncae_cuda.baselines.models import Baseline, ease, ease_weights
+from ncae_cuda.commands import baselines, experiments, train
+from ncae_cuda.data import datasets, splits
+from ncae_cuda.data.interactions import DataError, from_matrix
+from ncae_cuda.model.estimator import OutOfMemory
 from ncae_cuda.ops import get_backend
+from ncae_cuda.runs import protocol
 
 CPU = get_backend("cpu")
 NO_RECENCY = {"recency_boost": 0.0, "recency_halflife": 2.0}
@@ -42,7 +45,7 @@ def test_ease_on_a_hand_worked_4x4_case():
                                np.float32))
     expected = np.array([[0, 2 / 3, 0, 0], [2 / 3, 0, 0, 0], [0, 0, 0, 1 / 3], [0, 0, 1 / 2, 0]])
     np.testing.assert_allclose(ease_weights(X, 1.0), expected, atol=1e-12)
-    scores = scored(baseline_models.fit_ease, from_matrix(X), {"l2": 1.0}, NO_RECENCY)(
+    scores = scored(models.fit_ease, from_matrix(X), {"l2": 1.0}, NO_RECENCY)(
         np.array([3, 0]))
     np.testing.assert_allclose(scores, [[0, 0, 0, 1 / 3], [2 / 3, 2 / 3, 0, 0]], rtol=1e-6)
 
@@ -78,10 +81,10 @@ def test_ease_with_recency_scores_weighted_rows_through_b_fit_on_ones():
     want = rows @ ease_weights(X, 2.0)
     point = {"recency_boost": 6.0, "recency_halflife": 1.5}
     users = np.arange(30)
-    np.testing.assert_allclose(scored(baseline_models.fit_ease, part, {"l2": 2.0}, point)(users),
+    np.testing.assert_allclose(scored(models.fit_ease, part, {"l2": 2.0}, point)(users),
                                want, rtol=1e-5, atol=1e-6)
     with pytest.raises(DataError, match="the training part has no timestamps"):
-        scored(baseline_models.fit_ease, from_matrix(X, "X"), {"l2": 2.0}, point)
+        scored(models.fit_ease, from_matrix(X, "X"), {"l2": 2.0}, point)
 
 
 def brute_force_ease(X: sp.csr_matrix, l2: float) -> np.ndarray:
@@ -111,8 +114,8 @@ def test_ease_in_the_user_and_the_item_space_is_the_brute_force_inverse(users, i
     weighted = X.multiply(1 + 6 * rng.random(X.shape)).tocsr()
     B = brute_force_ease(X, 2.5)
     picked = []
-    real = baseline_models.ease_weights
-    monkeypatch.setattr(baseline_models, "ease_weights",
+    real = models.ease_weights
+    monkeypatch.setattr(models, "ease_weights",
                         lambda X, l2: picked.append("items") or real(X, l2))
     chosen = ease(X, 2.5)
     monkeypatch.undo()
@@ -141,7 +144,7 @@ def test_ease_scores_a_users_own_item_from_the_others_alone():
 
 
 def test_ease_refuses_what_memory_cannot_hold_naming_the_sizes(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(baseline_models, "available_memory", lambda: 2**30)
+    monkeypatch.setattr(models, "available_memory", lambda: 2**30)
     X = sp.csr_matrix((20001, 20000), dtype=np.float32)
     with pytest.raises(OutOfMemory, match=r"3 x 20,000 x 20,000 float64 = 8.9 GiB.*1.0 GiB"):
         ease(X, 1.0)
@@ -150,9 +153,9 @@ def test_ease_refuses_what_memory_cannot_hold_naming_the_sizes(monkeypatch, caps
     with pytest.raises(OutOfMemory, match=r"1 users x users and 2 users x items matrices: "
                                           r"2,000 x \(2,000 \+ 2 x 200,000\) float64 = 6.0 GiB"):
         ease(X, 1.0)
-    monkeypatch.setattr(baseline_models, "available_memory", lambda: 7 * 2**30)
+    monkeypatch.setattr(models, "available_memory", lambda: 7 * 2**30)
     assert ease(sp.csr_matrix((3, 300000), dtype=np.float32), 1.0)   # 14 MiB, not 670 GiB
-    monkeypatch.setattr(baseline_models, "available_memory", lambda: 100)
+    monkeypatch.setattr(models, "available_memory", lambda: 100)
     code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease", "--out",
                            str(tmp_path)])
     err = capsys.readouterr().err
@@ -251,8 +254,8 @@ def test_the_command_writes_its_table_and_json(tmp_path, capsys):
 
 def test_the_command_chooses_eases_recency_boost_on_validation(tmp_path, monkeypatch):
     inverses = []                                # B depends on λ alone: one a λ, and the refit
-    real = baseline_models.ease
-    monkeypatch.setattr(baseline_models, "ease", lambda X, l2: inverses.append(l2) or real(X, l2))
+    real = models.ease
+    monkeypatch.setattr(models, "ease", lambda X, l2: inverses.append(l2) or real(X, l2))
     code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease", "--valid-item",
                            "latest", "--grid", "ease.l2=5", "--grid", "ease.recency_boost=0,8",
                            "--out", str(tmp_path)])
@@ -361,7 +364,7 @@ def test_a_default_list_draws_only_the_installed_baselines_and_says_which_it_lef
 def test_a_line_per_point_scored_with_the_time_left():
     split = splits.leave_one_out(datasets.load("synthetic-tiny"))
     lines = []
-    ease = baseline_models.BASELINES["ease"]
+    ease = models.BASELINES["ease"]
     result = protocol.select_and_test(ease, split, (10,), CPU, 0,
                                        {**ease.grid, "l2": (10.0, 100.0)}, log=lines.append)
     runs = result["validation"]
@@ -377,7 +380,7 @@ def test_points_that_cannot_differ_are_scored_once():
     # a halflife changes no score without a boost: boosts 0, 8 x halflives 1, 2, 3 are 4 points
     # (boost 0 once, without a halflife), each scored as its own one-point grid scores it
     split = splits.leave_one_out(datasets.load("synthetic-tiny"), valid_item="latest")
-    ease_model = baseline_models.BASELINES["ease"]
+    ease_model = models.BASELINES["ease"]
     grid = {"l2": (10.0, 100.0), "recency_boost": (0.0, 8.0), "recency_halflife": (1.0, 2.0, 3.0)}
     lines = []
     result = protocol.select_and_test(ease_model, split, (10,), CPU, 0, grid, log=lines.append)

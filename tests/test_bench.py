@@ -9,11 +9,18 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bench import (epoch_time, kernel_peers, launches, reader_speed, recommend_time, report,
-                   scalability)
+from bench import (
+    epoch_time,
+    kernel_peers,
+    launches,
+    reader_speed,
+    recommend_time,
+    report,
+    scalability,
+)
 from ncae_cuda import ops
-from ncae_cuda.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
-from ncae_cuda.layout import NCAELayout
+from ncae_cuda.ops.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
+from ncae_cuda.ops.layout import NCAELayout
 
 
 def test_floor_is_the_larger_of_the_two_times():

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from ncae_cuda import check, ops
+from ncae_cuda import ops
+from ncae_cuda.commands import check
 from ncae_cuda.ops import conformance, cpu
 
 OPS = ("cut_batch", "cut_rows", "dropout_keep", "gather_forward", "scatter_backward",

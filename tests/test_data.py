@@ -1,4 +1,5 @@
-"""Readers of ncae_cuda.data on small files written here: values, duplicate rule, bad input."""
+"""Readers of ncae_cuda.data.reader on small files written here: values, duplicate rule, bad
+input."""
 import bz2
 import gzip
 import lzma
@@ -9,11 +10,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import data, reader, table_parser
-from ncae_cuda.data import DataError, index_ids
-from ncae_cuda.reader import (read_delicious, read_lastfm_artists, read_lastfm_tag_timestamps,
-                              read_movielens_100k, read_movielens_csv, read_movielens_dat,
-                              read_table)
+from ncae_cuda.data import interactions, reader, table_parser
+from ncae_cuda.data.interactions import DataError, index_ids
+from ncae_cuda.data.reader import (
+    read_delicious,
+    read_lastfm_artists,
+    read_lastfm_tag_timestamps,
+    read_movielens_100k,
+    read_movielens_csv,
+    read_movielens_dat,
+    read_table,
+)
 
 
 def write(tmp_path, name, text):
@@ -173,13 +180,15 @@ def test_a_published_format_refuses_an_id_that_is_not_a_plain_integer(tmp_path, 
 
 def test_text_finds_an_integer_id_only_as_a_file_writes_it():
     ids = np.array([1, 7, 196])
-    np.testing.assert_array_equal(data.lookup_ids(ids, ["196", "7"], "user"), [2, 1])
-    np.testing.assert_array_equal(data.lookup_ids(ids, [7, 1.0], "user"), [1, 0])
+    np.testing.assert_array_equal(interactions.lookup_ids(ids, ["196", "7"], "user"), [2, 1])
+    np.testing.assert_array_equal(interactions.lookup_ids(ids, [7, 1.0], "user"), [1, 0])
     for wanted in ("0196", "196.0", " 196", "+196", "1_96"):
-        with pytest.raises(data.UnknownIds, match=f"unknown to the model: {re.escape(wanted)}$"):
-            data.lookup_ids(ids, [wanted], "user")
+        with pytest.raises(interactions.UnknownIds,
+                           match=f"unknown to the model: {re.escape(wanted)}$"):
+            interactions.lookup_ids(ids, [wanted], "user")
     texts = np.array(["007", "7", "x"])
-    np.testing.assert_array_equal(data.lookup_ids(texts, ["7", 7, "007"], "user"), [1, 1, 0])
+    np.testing.assert_array_equal(interactions.lookup_ids(texts, ["7", 7, "007"], "user"),
+                                  [1, 1, 0])
 
 
 def test_a_rating_beyond_float32_is_refused_without_a_warning(tmp_path):
@@ -197,7 +206,7 @@ def test_a_rating_beyond_float32_is_refused_without_a_warning(tmp_path):
         warnings.simplefilter("error")
         with pytest.raises(DataError, match=r"^X: 1 values beyond float32's range "
                                             r"\(\+-3\.4e\+38\), e\.g\. 1e\+300 at \(0, 1\)"):
-            data.from_matrix(X)
+            interactions.from_matrix(X)
 
 
 def test_chunks_of_the_line_by_line_reading_join_and_count_lines(tmp_path, monkeypatch):

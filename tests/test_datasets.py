@@ -1,4 +1,4 @@
-"""ncae_cuda.datasets: extracted copies, the download path (file:// URLs), the synthetic
+"""ncae_cuda.data.datasets: extracted copies, the download path (file:// URLs), the synthetic
 generator, the CLI, and the real MovieLens 100K where the shared folder has it."""
 import hashlib
 import subprocess
@@ -10,13 +10,20 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ncae_cuda import datasets
-from ncae_cuda.data import NO_TIME, DataError
-from ncae_cuda.reader import read_movielens_100k
-from ncae_cuda.datasets import (DATA_ENV, DATASETS, Archive, UnverifiedArchiveWarning, load,
-                                main, split_files)
-from ncae_cuda.synthetic import PRESETS, synthetic
-from ncae_cuda.splits import leave_one_out
+from ncae_cuda.commands.datasets import main
+from ncae_cuda.data import datasets
+from ncae_cuda.data.datasets import (
+    DATA_ENV,
+    DATASETS,
+    Archive,
+    UnverifiedArchiveWarning,
+    load,
+    split_files,
+)
+from ncae_cuda.data.interactions import NO_TIME, DataError
+from ncae_cuda.data.reader import read_movielens_100k
+from ncae_cuda.data.splits import leave_one_out
+from ncae_cuda.data.synthetic import PRESETS, synthetic
 
 U_DATA = "1\t10\t4\t100\n2\t10\t3\t200\n2\t11\t5\t300\n"
 

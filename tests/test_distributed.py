@@ -1,5 +1,5 @@
-"""One model across processes (--shard columns, ncae_cuda/distributed.py), with real processes:
-torchrun starts 2 or 3 ranks that talk over gloo, on the CPU backend (the CLI) and on the
+"""One model across processes (--shard columns, ncae_cuda/model/distributed.py), with real
+processes: torchrun starts 2 or 3 ranks that talk over gloo, on the CPU backend (the CLI) and on the
 emulated GPU backend (the real kernels, through the API: tests/shard_worker.py). A sharded fit
 agrees with one process to float rounding, reruns bit for bit, resumes after a rank is killed,
 splits columns unevenly (a rank with no entry in a batch), refuses what it cannot do, and
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import missing_extra
 
 pytestmark = pytest.mark.extra("distributed")
 pytest.importorskip("torch.distributed", reason=missing_extra("distributed"))
 
-from ncae_cuda import NCAE, datasets, ops, splits, train       # noqa: E402
-from ncae_cuda.modelfile import read                             # noqa: E402
-from ncae_cuda.ops.emulator import CXX, build                    # noqa: E402
+from ncae_cuda import NCAE, ops, train  # noqa: E402
+from ncae_cuda.data import datasets, splits
+from ncae_cuda.model.modelfile import read  # noqa: E402
+from ncae_cuda.ops.emulator import CXX, build  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TINY = ["--dataset", "synthetic-tiny", "--device", "cpu", "--patience", "0"]
@@ -122,6 +122,7 @@ def test_three_ranks_on_the_emulated_gpu_agree_with_one_process(case, emulator, 
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3)]
     sys.path.insert(0, str(HERE))
     import shard_worker
+
     from ncae_cuda.ops.emulator import emulated_backend
     name, kind, settings = shard_worker.CASES[case]
     if name is None:

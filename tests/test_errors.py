@@ -9,13 +9,13 @@ import pkgutil
 from pathlib import Path
 
 import pytest
+from helpers import read_only
 
 import ncae_cuda
-from ncae_cuda import (baselines, datasets, experiments, modelfile, pool, recommend, rundir,
-                       stopping, train, tune)
+from ncae_cuda.commands import baselines, datasets, experiments, recommend, train, tune
 from ncae_cuda.errors import NcaeError
-
-from helpers import read_only
+from ncae_cuda.model import modelfile, stopping
+from ncae_cuda.runs import pool, rundir
 
 # Exceptions the package uses for its own control flow, never shown to a user as an error:
 INTERNAL = {
@@ -45,11 +45,11 @@ def test_every_error_the_package_defines_is_an_ncae_error():
 
 
 def test_each_error_keeps_its_built_in_base():
-    from ncae_cuda.config import SettingError
-    from ncae_cuda.data import DataError, UnknownIds
-    from ncae_cuda.distributed import ShardLost
-    from ncae_cuda.estimator import OutOfMemory
-    from ncae_cuda.loop import Diverged
+    from ncae_cuda.data.interactions import DataError, UnknownIds
+    from ncae_cuda.model.config import SettingError
+    from ncae_cuda.model.distributed import ShardLost
+    from ncae_cuda.model.estimator import OutOfMemory
+    from ncae_cuda.model.loop import Diverged
     from ncae_cuda.ops import BackendUnavailable
     for error, base in [(DataError, ValueError), (UnknownIds, KeyError),
                         (SettingError, ValueError), (BackendUnavailable, RuntimeError),

@@ -6,13 +6,13 @@ import signal
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from ncae_cuda import NCAE, loop, modelfile, stopping, trainer
-from ncae_cuda.data import DataError, UnknownIds, from_matrix
-from ncae_cuda.network import Network
-from ncae_cuda.ops import cpu
-
 from conftest import BACKENDS, backend_named
+
+from ncae_cuda import NCAE
+from ncae_cuda.data.interactions import DataError, UnknownIds, from_matrix
+from ncae_cuda.model import loop, modelfile, stopping, trainer
+from ncae_cuda.model.network import Network
+from ncae_cuda.ops import cpu
 
 N_USERS, N_ITEMS = 40, 30
 EMPTY_USER, FULL_USER, EMPTY_ITEM = 0, 1, 25

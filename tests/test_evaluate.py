@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda.evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
-from ncae_cuda.layout import NCAELayout
-from ncae_cuda.network import Network, Objective
+from ncae_cuda.model.evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
+from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops.common import CSR
+from ncae_cuda.ops.layout import NCAELayout
 
 
 def dense_logits(params: dict, X: np.ndarray, n_layers: int) -> np.ndarray:

@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ncae_cuda import experiments, paper_tables
+from ncae_cuda.commands import experiments
+from ncae_cuda.runs import paper_tables
 
 FIGURES = {"pretraining", "augmentation", "factors", "topm"}
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"

@@ -3,16 +3,15 @@ trainer's steps on the GPU backends allocate, copy and wait for nothing, launch 
 operations every step and keep every block within a few times as busy as the mean."""
 import numpy as np
 import pytest
+from helpers import random_matrix
 
-from ncae_cuda.layout import AdamConfig, NCAELayout
-from ncae_cuda.loop import run_epoch, trainable_rows
-from ncae_cuda.network import Network, Objective
+from ncae_cuda.model.loop import run_epoch, trainable_rows
+from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops import launch_work
 from ncae_cuda.ops.common import CSR
+from ncae_cuda.ops.layout import AdamConfig, NCAELayout
 from ncae_cuda.ops.ledger import DeviceNumpy, Ledger, paused, step_begins
-from ncae_cuda.plan import Planner, Schedule
-
-from helpers import random_matrix
+from ncae_cuda.ops.plan import Planner, Schedule
 
 
 def test_operations_allocations_copies_and_syncs_are_counted():

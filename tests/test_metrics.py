@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda.metrics import (cluster_edges, cluster_table, format_table, hit_rate, ndcg,
-                               popularity_scores, ranking_summary, rmse, row_squared_errors)
+from ncae_cuda.model.metrics import (
+    cluster_edges,
+    cluster_table,
+    format_table,
+    hit_rate,
+    ndcg,
+    popularity_scores,
+    ranking_summary,
+    rmse,
+    row_squared_errors,
+)
 
 
 def reference_rank(scores, heldout, train_cols):

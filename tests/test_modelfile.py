@@ -1,5 +1,5 @@
-"""The model and checkpoint file format (ncae_cuda.modelfile): every damaged byte is refused with
-the one error, never a traceback; a write that fails leaves nothing behind and says why."""
+"""The model and checkpoint file format (ncae_cuda.model.modelfile): every damaged byte is refused
+with the one error, never a traceback; a write that fails leaves nothing behind and says why."""
 import errno
 import io
 import os
@@ -9,13 +9,13 @@ import zipfile
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from ncae_cuda import NCAE, modelfile, train
-from ncae_cuda.data import DataError
-from ncae_cuda.rundir import FILES, RunDirectory
-
 from helpers import read_only
 
+from ncae_cuda import NCAE
+from ncae_cuda.commands import train
+from ncae_cuda.data.interactions import DataError
+from ncae_cuda.model import modelfile
+from ncae_cuda.runs.rundir import FILES, RunDirectory
 
 MASKS = (0xFF, *(1 << bit for bit in range(8)))    # a byte's every bit, or one of them
 

@@ -5,15 +5,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from helpers import assert_close, cut_first, random_matrix
 
-from ncae_cuda.layout import NCAELayout
-from ncae_cuda.loop import run_epoch
-from ncae_cuda.network import AdamConfig, Network, Objective
+from ncae_cuda.model.loop import run_epoch
+from ncae_cuda.model.network import AdamConfig, Network, Objective
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
-from ncae_cuda.plan import Planner, Schedule
-
-from helpers import assert_close, cut_first, random_matrix
+from ncae_cuda.ops.layout import NCAELayout
+from ncae_cuda.ops.plan import Planner, Schedule
 
 OBJECTIVES = {
     "explicit": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.4),

@@ -14,15 +14,22 @@ from contextlib import nullcontext
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import (
+    assert_close,
+    cut_first,
+    host,
+    host_batch,
+    long_row_matrix,
+    one_step,
+    random_matrix,
+    random_rows,
+)
 
-from ncae_cuda.layout import NCAELayout
-from ncae_cuda.memory import StepMemory
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR, adam_state, dropout_threshold
-from ncae_cuda.plan import EpochPlan, Geometry
-
-from helpers import (assert_close, cut_first, host, host_batch, long_row_matrix, one_step,
-                     random_matrix, random_rows)
+from ncae_cuda.ops.layout import NCAELayout
+from ncae_cuda.ops.memory import StepMemory
+from ncae_cuda.ops.plan import EpochPlan, Geometry
 
 # (rows in the CSR, N columns, K width, rows in the batch, batch size)
 SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 200, 33, 64, 64),

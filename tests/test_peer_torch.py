@@ -6,21 +6,20 @@ import math
 
 import numpy as np
 import pytest
-
 from helpers import missing_extra
 
 pytestmark = pytest.mark.extra("bench")
 torch = pytest.importorskip("torch", reason=missing_extra("bench"))
 
-from bench import peer_torch                                      # noqa: E402
-from ncae_cuda.floors import Ceilings                                 # noqa: E402
-from ncae_cuda.layout import AdamConfig, NCAELayout               # noqa: E402
-from ncae_cuda.network import Network, Objective                    # noqa: E402
-from ncae_cuda.ops import reference as ref                        # noqa: E402
-from ncae_cuda.ops.common import CSR                              # noqa: E402
-from ncae_cuda.plan import Planner, Schedule                       # noqa: E402
+from helpers import cut_first, random_matrix  # noqa: E402
 
-from helpers import cut_first, random_matrix                       # noqa: E402
+from bench import peer_torch  # noqa: E402
+from ncae_cuda.model.network import Network, Objective  # noqa: E402
+from ncae_cuda.ops import reference as ref  # noqa: E402
+from ncae_cuda.ops.common import CSR  # noqa: E402
+from ncae_cuda.ops.floors import Ceilings  # noqa: E402
+from ncae_cuda.ops.layout import AdamConfig, NCAELayout  # noqa: E402
+from ncae_cuda.ops.plan import Planner, Schedule  # noqa: E402
 
 OBJECTIVES = {"explicit": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.5),
               "implicit": Objective.implicit()}

@@ -2,12 +2,11 @@
 against a plain numpy derivation; dropout masks that do not depend on batching."""
 import numpy as np
 import pytest
+from helpers import long_row_matrix, one_step, random_matrix
 
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
-from ncae_cuda.plan import WINDOWS_PER_SM, Planner, Schedule, pieces_bound, window_sizes
-
-from helpers import long_row_matrix, one_step, random_matrix
+from ncae_cuda.ops.plan import WINDOWS_PER_SM, Planner, Schedule, pieces_bound, window_sizes
 
 
 def planner_of(m, batch_size, q=0.5, seed=3):

@@ -1,4 +1,4 @@
-"""The run pool (ncae_cuda.pool) under the experiments: the same tables whatever the number of
+"""The run pool (ncae_cuda.runs.pool) under the experiments: the same tables whatever the number of
 jobs, tasks and the order the runs end in; a rerun that skips what is finished and resumes what
 was killed; another experiment's runs refused, never overwritten; each slot its GPU and its
 share of the cores."""
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ncae_cuda import experiments, pool
+from ncae_cuda.commands import experiments
+from ncae_cuda.runs import pool
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = ["configurations", "--dataset", "synthetic-tiny", "--quick", "--repeats", "2"]
@@ -114,7 +115,7 @@ def test_a_killed_pool_resumes_its_run_and_ends_as_an_uninterrupted_one(tmp_path
 
 def _held(lock: Path) -> bool:
     """Whether a process still holds a run folder's lock (the run still stopping)."""
-    from ncae_cuda import rundir
+    from ncae_cuda.runs import rundir
     try:
         rundir.lock(lock).close()
     except rundir.Held:

@@ -4,16 +4,16 @@ import json
 
 import numpy as np
 import pytest
+from helpers import random_matrix
 
-from ncae_cuda import pretrain, train
-from ncae_cuda.layout import AdamConfig, Layout, NCAELayout, Parameters
-from ncae_cuda.loop import trainable_rows
-from ncae_cuda.network import Network, Objective
+from ncae_cuda.commands import train
+from ncae_cuda.model import pretrain
+from ncae_cuda.model.loop import trainable_rows
+from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
-from ncae_cuda.plan import Planner, Schedule
-
-from helpers import random_matrix
+from ncae_cuda.ops.layout import AdamConfig, Layout, NCAELayout, Parameters
+from ncae_cuda.ops.plan import Planner, Schedule
 
 
 @pytest.mark.parametrize("variant, expect", [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ncae_cuda import datasets
+from ncae_cuda.data import datasets
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = " && .venv/bin/python -m ncae_cuda.train"

@@ -4,12 +4,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from ncae_cuda import NCAE, train
-from ncae_cuda.data import NO_TIME, DataError, from_matrix
-from ncae_cuda.recency import later_counts, weights
-
 from test_estimator import N_ITEMS, N_USERS, codes, matrix, params64
+
+from ncae_cuda import NCAE
+from ncae_cuda.commands import train
+from ncae_cuda.data.interactions import NO_TIME, DataError, from_matrix
+from ncae_cuda.data.recency import later_counts, weights
 
 
 def brute_later(users, times):

@@ -4,11 +4,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from ncae_cuda import NCAE, train
-from ncae_cuda.config import Config, read_recipe
-
 from test_user_errors import TINY, refused
+
+from ncae_cuda import NCAE
+from ncae_cuda.commands import train
+from ncae_cuda.model.config import Config, read_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "recipes").glob("*.toml"))

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from ncae_cuda import NCAE, datasets, recommend
-
 from helpers import read_only
+
+from ncae_cuda import NCAE
+from ncae_cuda.commands import recommend
+from ncae_cuda.data import datasets
 
 
 @pytest.fixture(scope="module")

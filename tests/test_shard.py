@@ -5,16 +5,15 @@ that the shards' sum turns into the one-process result."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import assert_close, cut_first, host, host_batch, long_row_matrix
 
-from ncae_cuda.layout import NCAELayout
-from ncae_cuda.loop import trainable_rows
-from ncae_cuda.memory import StepMemory
+from ncae_cuda.model.loop import trainable_rows
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
-from ncae_cuda.plan import Planner, Schedule
-from ncae_cuda.shard import Columns, column_part, split_columns
-
-from helpers import assert_close, cut_first, host, host_batch, long_row_matrix
+from ncae_cuda.ops.layout import NCAELayout
+from ncae_cuda.ops.memory import StepMemory
+from ncae_cuda.ops.plan import Planner, Schedule
+from ncae_cuda.ops.shard import Columns, column_part, split_columns
 
 
 def test_split_balances_entries_and_gives_every_rank_a_column():

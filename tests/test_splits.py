@@ -7,9 +7,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ncae_cuda.data import DataError, Interactions
-from ncae_cuda.splits import (carve_validation, file_split, given_split, leave_one_out,
-                              random_split, subsample)
+from ncae_cuda.data.interactions import DataError, Interactions
+from ncae_cuda.data.splits import (
+    carve_validation,
+    file_split,
+    given_split,
+    leave_one_out,
+    random_split,
+    subsample,
+)
 
 
 def make(users, items, ratings=None, timestamps=None, user_ids=None, item_ids=None,

@@ -9,12 +9,14 @@ import time
 
 import numpy as np
 import pytest
-
-from ncae_cuda import NCAE, loop, modelfile, ops, protocol, runflags, stopping, train
-from ncae_cuda.config import Config
-
 from conftest import GPUS
 from test_user_errors import refused, tiny_rows, write_table
+
+from ncae_cuda import NCAE, ops
+from ncae_cuda.commands import train
+from ncae_cuda.model import loop, modelfile, stopping
+from ncae_cuda.model.config import Config
+from ncae_cuda.runs import protocol, runflags
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8,6", "--batch-size", "16", "--device", "cpu"]
 
@@ -259,7 +261,8 @@ def test_out_of_memory_names_the_sizes_and_the_flags(tmp_path, monkeypatch, caps
 
 PAUSE_IN_EPOCH_3 = """
 import os, sys, time
-from ncae_cuda import loop, stopping, train
+from ncae_cuda.model import loop, stopping
+from ncae_cuda.commands import train
 
 real_epoch = loop.run_epoch
 

@@ -20,18 +20,19 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ncae_cuda import datasets, modelfile, protocol, rundir, space, train, tune, tuning
-from ncae_cuda.config import DEFAULTS, read_recipe
-
 from helpers import missing_extra
+
+from ncae_cuda.commands import train, tune
+from ncae_cuda.data import datasets
+from ncae_cuda.model import modelfile
+from ncae_cuda.model.config import DEFAULTS, read_recipe
+from ncae_cuda.runs import protocol, rundir, space, tuning
 
 pytestmark = pytest.mark.extra("tune")
 optuna = pytest.importorskip("optuna", reason=missing_extra("tune"))
 from optuna.storages import RDBStorage  # noqa: E402
 from optuna.storages.journal import JournalFileBackend, JournalStorage  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
-
 from test_user_errors import refused  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,13 +15,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import (NCAE, baselines, check, datasets, estimator, experiments, loop, modelfile,
-                       ops, recommend, splits, train, tune)
-from ncae_cuda.data import DataError
-from ncae_cuda.reader import read_movielens_100k, read_table
-from ncae_cuda.estimator import OutOfMemory
+from ncae_cuda import NCAE, ops
+from ncae_cuda.commands import baselines, check, experiments, recommend, train, tune
+from ncae_cuda.commands import datasets as datasets_command
+from ncae_cuda.data import datasets, splits
+from ncae_cuda.data.interactions import DataError
+from ncae_cuda.data.reader import read_movielens_100k, read_table
+from ncae_cuda.model import estimator, loop, modelfile
+from ncae_cuda.model.estimator import OutOfMemory
 from ncae_cuda.ops import BackendUnavailable
-from ncae_cuda.rundir import RunDirectory
+from ncae_cuda.runs.rundir import RunDirectory
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8", "--batch-size", "16", "--device", "cpu"]
 REPO = Path(__file__).resolve().parents[1]
@@ -166,7 +169,7 @@ def test_train_flags(tmp_path, capsys, flags, message):
 
 
 def test_datasets_describe_negative_seed(capsys):
-    refused(datasets.main, ["describe", "synthetic-tiny", "--seed", "-1"], capsys,
+    refused(datasets_command.main, ["describe", "synthetic-tiny", "--seed", "-1"], capsys,
             "--seed must be >= 0; got -1")
 
 
@@ -353,7 +356,7 @@ def test_a_file_with_another_count_than_the_catalogue_warns(tmp_path, shared_dat
 def test_describe_prints_the_counts_it_read(tmp_path, capsys):
     path = tmp_path / "r.csv"
     path.write_text("user,item,rating\n1,2,3\n2,3,4\n2,1,5\n")
-    assert datasets.main(["describe", str(path)]) == 0
+    assert datasets_command.main(["describe", str(path)]) == 0
     out = capsys.readouterr().out
     assert "users         2" in out and "interactions  3" in out
 
@@ -626,7 +629,7 @@ def test_a_batch_larger_than_the_rows_is_the_rows():
     ("implicit", "dense output of a batch: about 3 x 60 x 50 floats"),
 ])
 def test_out_of_memory_names_the_batch_at_the_size_it_has(monkeypatch, feedback, lines):
-    from ncae_cuda import network
+    from ncae_cuda.model import network
 
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 1 TiB")

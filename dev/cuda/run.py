@@ -10,7 +10,7 @@ Version 1 of each op is the first draft, kept in dev/cuda/<op>.cu; the last is t
 use, launched by ncae_cuda/ops/gpu.py. The window kernels' version 2 is the kernel in use on
 the windows of the first rule (first_window_sizes), against the plan's (plan.window_sizes). Times
 are medians of 20 launches after warm-up (CUDA events), beside the GB/s of the op's minimum
-traffic (ncae_cuda/floors.py).
+traffic (ncae_cuda/ops/floors.py).
 """
 from __future__ import annotations
 
@@ -21,17 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ncae_cuda import datasets, ops
-from ncae_cuda.layout import NCAELayout
-from ncae_cuda.memory import StepMemory
-from ncae_cuda.ops import gpu, reference as ref
-from ncae_cuda.ops.common import THREADS_PER_SM, Batch, CSR, adam_state, pieces_stride
-from ncae_cuda.ops.emulator import EmulatedDevice, build, emulated_backend
-from ncae_cuda.plan import MIN_WINDOW, Planner, Schedule
-
-from ncae_cuda.floors import op_work
 from bench.launches import SHAPES
 from bench.timing import gpu_seconds
+from ncae_cuda import ops
+from ncae_cuda.data import datasets
+from ncae_cuda.ops import gpu
+from ncae_cuda.ops import reference as ref
+from ncae_cuda.ops.common import CSR, THREADS_PER_SM, Batch, adam_state, pieces_stride
+from ncae_cuda.ops.emulator import EmulatedDevice, build, emulated_backend
+from ncae_cuda.ops.floors import op_work
+from ncae_cuda.ops.layout import NCAELayout
+from ncae_cuda.ops.memory import StepMemory
+from ncae_cuda.ops.plan import MIN_WINDOW, Planner, Schedule
 
 HERE = Path(__file__).resolve().parent
 OPS = ("gather_forward", "scatter_backward", "adam")

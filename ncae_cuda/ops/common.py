@@ -116,7 +116,7 @@ class Batch(NamedTuple):
 class CSR(NamedTuple):
     """A rows x cols sparse matrix in the arrays of one backend, as the cuts read it, and its
     host copy: the host plans batches from it without asking the device. It may be a column
-    shard's part of a larger matrix (ncae_cuda/shard.py): then each row's first entry's id and
+    shard's part of a larger matrix (ncae_cuda/ops/shard.py): then each row's first entry's id and
     its number of entries are the whole matrix's, which input dropout and the explicit loss
     go by."""
     indptr: object          # (rows+1,) int32

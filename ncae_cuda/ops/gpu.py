@@ -25,13 +25,33 @@ from pathlib import Path
 
 import numpy as np
 
-from ..memory import pack_plan
-from ..plan import EpochPlan
 from . import cublas, ledger
-from .common import (DEVICE_NUMBERS, KERNEL_DIR, MAX_WIDTH, Batch, Windows, adam_state,
-                     dropout_stream, dropout_threshold, pieces_stride, slabs)
-from .launch_work import (adam_work, bias_backward_work, blocks, column_windows_work, cut_work,
-                          dense_rows_work, even, reads, row_windows_work, windows_even)
+from .common import (
+    DEVICE_NUMBERS,
+    KERNEL_DIR,
+    MAX_WIDTH,
+    Batch,
+    Windows,
+    adam_state,
+    dropout_stream,
+    dropout_threshold,
+    pieces_stride,
+    slabs,
+)
+from .launch_work import (
+    adam_work,
+    bias_backward_work,
+    blocks,
+    column_windows_work,
+    cut_work,
+    dense_rows_work,
+    even,
+    reads,
+    row_windows_work,
+    windows_even,
+)
+from .memory import pack_plan
+from .plan import EpochPlan
 
 # Whether fine-tuning replays each training step from a CUDA graph captured once (KernelOps.
 # graphs; python -m ncae_cuda.train --cuda-graphs). Off until a GPU measurement shows it pays.

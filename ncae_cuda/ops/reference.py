@@ -14,8 +14,8 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from ..memory import pack_plan
-from .common import Batch, dropout_stream, dropout_threshold, GOLDEN, KEEP_BITS, MIX1, MIX2
+from .common import GOLDEN, KEEP_BITS, MIX1, MIX2, Batch, dropout_stream, dropout_threshold
+from .memory import pack_plan
 
 xp = np
 name = "reference"

@@ -1,0 +1,282 @@
+"""The models NCAE is compared with on implicit feedback, each fit on a users x items matrix X of
+ones and scoring every item for given users:
+
+- EASE (Steck, WWW 2019): the item-item weights B = argmin ||X - XB||² + λ||B||² with
+  diag(B) = 0, in closed form: P = (XᵀX + λI)⁻¹, B = I - P diag(1/diag(P)); a user's scores are
+  their row of XB. Solved in float64 in the smaller of the item and user spaces (`ease`): where
+  users are fewer than items, through users x users and users x items matrices alone. Settings λ, and recency_boost and recency_halflife: with a boost > 0 the row
+  that multiplies B holds the user's recency weights (ncae_cuda.data.recency), as NCAE scores from
+  them; B is still fit on X.
+- iALS (Hu, Koren, Volinsky, ICDM 2008): the `implicit` library's AlternatingLeastSquares, which
+  fits user and item factors to 1 at observed entries weighted `alpha` and to 0 at all others
+  weighted 1, with L2 `regularization` on both (conjugate-gradient steps); scores u·v.
+- BPR (Rendle et al., UAI 2009): the `implicit` library's BayesianPersonalizedRanking, SGD on
+  the log-sigmoid of the score gap between an observed and a sampled unobserved item.
+- POP: every item scored by its number of interactions in X, for every user alike.
+
+iALS and BPR need the optional extra (pip install -e ".[baselines]"); they fit on the GPU where
+the `implicit` build has CUDA and the caller asks for it. A fit takes the training part's
+Interactions (X: its matrix of ones, `ones`) and hands `check` the Scores, users (B,) ->
+(B, n_items) float32 on the host, at each point of its `along` settings: those one fit is
+scored at every value of, so it is not repeated for each (iALS's and BPR's iteration counts,
+checked as the fit passes them; EASE's recency weights, which change the rows that multiply B
+and not B).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from ..data.interactions import Interactions
+from ..model import metrics
+from ..model.config import DEFAULTS, Config
+from ..model.estimator import OutOfMemory
+from ..model.fitdata import scored_rows
+from ..ops import BackendUnavailable
+
+Scores = Callable[[np.ndarray], np.ndarray]          # (B,) users -> (B, n_items) float32
+Check = Callable[[dict, Scores], None]               # (a point of the along settings, its Scores)
+EASE_COPIES = 3                   # items x items float64 arrays alive at once: XᵀX + λI, P, B
+EASE_ROWS = 2                     # users x items ones in the user space: K⁻¹X, a batch's scores
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str                               # as tables print it
+    grid: dict                              # each setting chosen on validation: its values
+    fit: Callable                           # fit(part, settings, points, check, seed, gpu)
+    along: tuple[str, ...] = ()             # settings of the grid scored along one fit
+    # (setting, other): the setting changes no score where the other is 0 (EASE's recency
+    # halflife without a boost); grid points that differ only in such settings are one
+    only_with: tuple[tuple[str, str], ...] = ()
+    library: str | None = None              # the module it is fit with, where an extra brings it
+
+    def relevant(self, settings: dict) -> dict:
+        """settings less those that change no score (only_with's where their other is 0): two
+        points of a grid are equivalent, and scored once, where this is the same for both."""
+        idle = {name for name, other in self.only_with if settings.get(other) == 0}
+        return {name: value for name, value in settings.items() if name not in idle}
+
+
+def ones(part: Interactions) -> sp.csr_matrix:
+    """(users, items) float32 X: 1 at every interaction of `part`, what the baselines fit on."""
+    return part.to_csr("user", implicit=True)
+
+
+def fit_ease(part: Interactions, settings: dict, points: list[dict], check: Check,
+             seed: int = 0, gpu: bool = False) -> None:
+    """EASE (the module's docstring): solved once, then at each point (recency_boost,
+    recency_halflife) a user's scores are their row of its weights times B; seed and gpu are
+    unused. DataError where a boost is > 0 and the part has no timestamps."""
+    times_b = ease(ones(part), settings["l2"])
+    for point in points:
+        rows = scored_rows(part, Config(feedback="implicit", **point).resolved(),
+                           "the training part")                           # (users, items)
+        check(point, lambda users, rows=rows: times_b(rows[users]).astype(np.float32))
+
+
+def ease(X: sp.csr_matrix, l2: float, space: str | None = None
+         ) -> Callable[[sp.csr_matrix], np.ndarray]:
+    """rows (B, items) -> rows @ B (B, items) float64, B EASE's weights for X, solved in float64
+    in the smaller of the user and item spaces (or `space`, "users" or "items"): with fewer
+    users than items, by the push-through identity P = (I - Xᵀ K⁻¹ X) / λ, K = XXᵀ + λI
+    (users x users), so that B = offdiag(A) diag(1 / (1 - diag A)) with A = Xᵀ (K⁻¹ X), and no
+    items x items matrix is formed. OutOfMemory, naming the sizes, where the chosen space's
+    matrices would not fit in the memory there is."""
+    users, items = X.shape
+    if (space or ("users" if users < items else "items")) == "items":
+        B = ease_weights(X, l2)                                           # (items, items)
+        return lambda rows: np.asarray(rows @ B)
+    _fits(f"1 users x users and {EASE_ROWS} users x items matrices: {users:,} x ({users:,} + "
+          f"{EASE_ROWS} x {items:,}) float64", 8 * users * (users + EASE_ROWS * items))
+    X = X.astype(np.float64)
+    K = (X @ X.T).toarray()                                               # (users, users)
+    K[np.diag_indices(users)] += l2
+    Q = scipy.linalg.cho_solve(scipy.linalg.cho_factor(K, overwrite_a=True), X.toarray(),
+                               overwrite_b=True)                          # (users, items) K⁻¹X
+    a = np.asarray(X.multiply(Q).sum(axis=0)).ravel()                     # (items,) diag A < 1
+    scale = 1 / (1 - a)                                                   # (items,)
+
+    def times_b(rows: sp.csr_matrix) -> np.ndarray:
+        rows = sp.csr_matrix(rows, dtype=np.float64)
+        scores = (rows @ X.T).toarray() @ Q                               # (B, items) rows A
+        own = rows.multiply(a).tocoo()                    # the diagonal of A, which B holds 0
+        scores[own.row, own.col] -= own.data
+        return scores * scale
+    return times_b
+
+
+def ease_weights(X: sp.csr_matrix, l2: float) -> np.ndarray:
+    """(n_items, n_items) float64 B of EASE in the item space: P = (XᵀX + λI)⁻¹,
+    B = I - P diag(1/diag(P)); OutOfMemory, naming the sizes, where the items x items matrices
+    would not fit in the memory there is."""
+    n = X.shape[1]
+    _fits(f"{EASE_COPIES} items x items matrices: {EASE_COPIES} x {n:,} x {n:,} float64",
+          EASE_COPIES * 8 * n * n)
+    G = (X.T @ X).toarray().astype(np.float64)
+    G[np.diag_indices(n)] += l2
+    P = np.linalg.inv(G)
+    B = P / -np.diag(P)
+    B[np.diag_indices(n)] = 0.0
+    return B
+
+
+def _fits(matrices: str, need: int) -> None:
+    """OutOfMemory where EASE's `matrices`, `need` bytes, would not fit in the memory there is."""
+    have = available_memory()
+    if need > have:
+        raise OutOfMemory(f"EASE needs {matrices} = {need / 2**30:,.1f} GiB, and "
+                          f"{have / 2**30:,.1f} GiB of memory is available: leave EASE out "
+                          "(--models)")
+
+
+def available_memory() -> int:
+    """Bytes of memory a new allocation can have now without swapping: the kernel's estimate
+    (MemAvailable: free pages and the page cache it can drop), else the free pages alone."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024                    # given in kB
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def fit_pop(part: Interactions, settings: dict, points: list[dict], check: Check,
+            seed: int = 0, gpu: bool = False) -> None:
+    """Every user's scores are the items' interaction counts in the part."""
+    counts = metrics.popularity_scores(ones(part))                       # (items,)
+    for point in points:
+        check(point, lambda users: np.broadcast_to(counts, (len(users), len(counts))))
+
+
+def fit_ials(part: Interactions, settings: dict, points: list[dict], check: Check,
+             seed: int = 0, gpu: bool = False) -> None:
+    implicit = _implicit()
+    with threadpool_limits(1, "blas"):    # implicit's advice: its own threads, not BLAS's
+        model = implicit.als.AlternatingLeastSquares(
+            factors=settings["factors"], regularization=settings["regularization"],
+            alpha=settings["alpha"], iterations=_most_iterations(points), use_gpu=gpu,
+            random_state=seed)
+        _fit_factors(model, ones(part), points, check)
+
+
+def fit_bpr(part: Interactions, settings: dict, points: list[dict], check: Check,
+            seed: int = 0, gpu: bool = False) -> None:
+    implicit = _implicit()
+    with threadpool_limits(1, "blas"):
+        # one thread: implicit's BPR updates factors from several threads at once (Hogwild), so
+        # two threads give another model every run
+        model = implicit.bpr.BayesianPersonalizedRanking(
+            factors=settings["factors"], learning_rate=settings["learning_rate"],
+            regularization=settings["regularization"], iterations=_most_iterations(points),
+            use_gpu=gpu, num_threads=1, random_state=seed)
+        _fit_factors(model, ones(part), points, check)
+
+
+def _most_iterations(points: list[dict]) -> int:
+    return max(point["iterations"] for point in points)
+
+
+def _fit_factors(model, X: sp.csr_matrix, points: list[dict], check: Check) -> None:
+    """Fit an `implicit` factor model, handing check the Scores at each point's iteration
+    count as the fit passes it."""
+    at = {point["iterations"]: point for point in points}
+
+    def callback(iteration, *progress):       # iALS and BPR report other figures after it
+        if iteration + 1 in at:
+            check(at[iteration + 1], _factor_scores(model))
+    model.fit(X.astype(np.float32), show_progress=False, callback=callback)
+
+
+def _factor_scores(model) -> Scores:
+    """u·v of a snapshot of the model's factors (a fit goes on updating them in place)."""
+    model = model.to_cpu() if hasattr(model, "to_cpu") else model
+    users, items = np.array(model.user_factors), np.array(model.item_factors)
+    return lambda rows: users[rows] @ items.T
+
+
+INSTALL = 'pip install -e ".[baselines]"'   # what brings each Baseline's library
+
+
+def _implicit():
+    try:
+        import implicit.als
+        import implicit.bpr
+    except ImportError:
+        raise BackendUnavailable(f"iALS and BPR are fit by the implicit library: {INSTALL}") from None
+    return implicit
+
+
+def implicit_has_gpu() -> bool:
+    """Whether the installed `implicit` was built with CUDA (and finds a GPU)."""
+    try:
+        import implicit.gpu
+    except ImportError:
+        return False
+    return implicit.gpu.HAS_CUDA
+
+
+# The grids: the values tried on validation, in implicit's parametrisation for iALS and BPR
+# (iALS's alpha: an observed entry's weight against an unobserved one's 1). Each is at least as
+# wide as NCAE's default search (recipes/spaces/implicit.toml: 128 to 1024 hidden units, its
+# regularization over two decades): factors to 1024, each regularization, alpha, learning rate
+# and λ over decades around where ML-100K's validation part (split seed 0) chose (EASE's λ 200,
+# iALS's regularization 10 and alpha 1, BPR's learning rate 0.001-0.003 over several hundred
+# iterations). The default run on ML-100K takes 23 min on 2 CPU cores (iALS 12 min, BPR 10).
+BASELINES = {
+    "ease": Baseline("EASE", {"l2": (3.0, 10.0, 30.0, 100.0, 200.0, 400.0, 800.0, 1600.0,
+                                     3000.0, 10000.0, 30000.0),
+                              # off unless a grid override tries boosts (NCAE's default)
+                              "recency_boost": (DEFAULTS.recency_boost,),
+                              "recency_halflife": (DEFAULTS.recency_halflife,)},
+                     fit_ease, along=("recency_boost", "recency_halflife"),
+                     only_with=(("recency_halflife", "recency_boost"),)),
+    "ials": Baseline("iALS", {"factors": (64, 128, 256, 512, 1024),
+                              "regularization": (0.1, 1.0, 10.0, 100.0, 1000.0),
+                              "alpha": (0.3, 1.0, 3.0, 10.0), "iterations": (5, 10, 20, 30, 50)},
+                     fit_ials, along=("iterations",), library="implicit"),
+    "bpr": Baseline("BPR", {"factors": (64, 256, 1024), "learning_rate": (0.001, 0.01, 0.1),
+                            "regularization": (0.001, 0.01), "iterations": (50, 100, 200, 400)},
+                    fit_bpr, along=("iterations",), library="implicit"),
+    "pop": Baseline("POP", {}, fit_pop),
+}
+
+
+def installed(models: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    """The keys of `models` whose library is installed, and a line naming the others and what
+    installs them ('' where none is left out): a default list draws only what can run."""
+    missing = [key for key in models if BASELINES[key].library
+               and importlib.util.find_spec(BASELINES[key].library) is None]
+    kept = tuple(key for key in models if key not in missing)
+    if not missing:
+        return kept, ""
+    names = ", ".join(BASELINES[key].name for key in missing)
+    return kept, f"left out {names}: their library is not installed ({INSTALL})"
+
+
+def model_list(text: str) -> tuple[str, ...]:
+    """'ease,ials' -> ('ease', 'ials'), each a key of BASELINES."""
+    names = tuple(dict.fromkeys(name.strip().lower() for name in text.split(",")))
+    unknown = [name for name in names if name not in BASELINES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{unknown[0]!r} is not a baseline (baselines: "
+                                         f"{', '.join(BASELINES)})")
+    return names
+
+
+def beside_ncae(text: str) -> tuple[str, ...]:
+    """model_list's, for a table that has POP already: the trainer's, the experiments'."""
+    models = model_list(text)
+    if "pop" in models:
+        raise argparse.ArgumentTypeError("POP is in every implicit run's table already")
+    return models

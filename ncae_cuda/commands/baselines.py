@@ -1,0 +1,152 @@
+"""EASE, iALS, BPR and POP on the trainer's own split, chosen on validation, scored once on test.
+
+    python -m ncae_cuda.baselines --dataset ml-100k --out runs/baselines
+    python -m ncae_cuda.baselines --dataset ml-100k --models ease,ials --split-seed 1
+    python -m ncae_cuda.baselines --dataset ml-100k --models ials --grid ials.factors=64,128
+    python -m ncae_cuda.baselines --dataset ml-100k --models ease --valid-item latest \
+        --grid ease.recency_boost=0,5,10,20,50 --grid ease.recency_halflife=1,2,3,5,8
+    python -m ncae_cuda.train --dataset ml-100k --feedback implicit --baselines ease,ials
+
+Each model (ncae_cuda.baselines.models) goes through the run protocol
+(ncae_cuda.runs.protocol.compare) on the split the trainer makes of the same data flags: its grid scored on validation, the
+best refit on training + validation, the test part scored once by NCAE's evaluator.
+Under --out: baselines.json (every validation figure, the choice, the test figures, the
+seconds) and baselines.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..baselines.models import BASELINES, installed, model_list
+from ..cli import Parser
+from ..errors import NcaeError
+from ..model.config import DEFAULTS
+from ..model.metrics import format_table
+from ..model.modelfile import atomic_write
+from ..ops import get_backend
+from ..runs import protocol, rundir, runflags
+
+DEFAULT_MODELS = ("ease", "ials", "bpr", "pop")
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+def grid_override(text: str) -> tuple[str, str, tuple]:
+    """'ials.factors=64,128' -> ('ials', 'factors', (64, 128)): values of one setting of a
+    model's grid, numbers of the setting's kind, > 0 (>= 0 where its own values hold 0: a
+    recency_boost of 0 is none)."""
+    target, _, values = text.partition("=")
+    key, _, name = target.partition(".")
+    model = BASELINES.get(key)
+    settings = {} if model is None else model.grid
+    if name not in settings:
+        known = [f"{k}.{s}" for k, m in BASELINES.items() for s in m.grid]
+        raise argparse.ArgumentTypeError(f"{target!r}: expected MODEL.SETTING=V1,V2,... with "
+                                         f"MODEL.SETTING one of {', '.join(known)}")
+    kind = int if all(isinstance(v, int) for v in settings[name]) else float
+    try:
+        parsed = tuple(kind(v) for v in values.split(","))
+    except ValueError:
+        parsed = ()
+    zero_ok = min(settings[name]) == 0
+    if not parsed or min(parsed) < 0 or (min(parsed) == 0 and not zero_ok):
+        raise argparse.ArgumentTypeError(f"{text!r}: {name} takes numbers "
+                                         f"{'>= 0' if zero_ok else '> 0'} ({kind.__name__})")
+    return key, name, parsed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="python -m ncae_cuda.baselines", description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 2)[2] + "\n\nGrids: " + "; ".join(
+            f"{m.name}: " + ", ".join(f"{s} {'/'.join(f'{v:g}' for v in vs)}"
+                                      for s, vs in m.grid.items())
+            for m in BASELINES.values() if m.grid),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    runflags.add_data_flags(p)
+    g = p.add_argument_group("baselines")
+    g.add_argument("--models", type=model_list, metavar="M1,M2,...",
+                   help=f"which, of {', '.join(BASELINES)} (default: those of "
+                        f"{','.join(DEFAULT_MODELS)} installed)")
+    g.add_argument("--grid", type=grid_override, action="append", default=[],
+                   metavar="MODEL.SETTING=V1,V2",
+                   help="these values of one setting instead of its grid's (repeatable), e.g. "
+                        "ials.factors=64,128 or bpr.iterations=50,100")
+    g.add_argument("--cutoffs", type=runflags.int_list, default=DEFAULTS.cutoffs,
+                   metavar="M1,M2,...", help="the M of HR@M and NDCG@M; validation chooses by "
+                   f"NDCG at the last (default: {','.join(map(str, DEFAULTS.cutoffs))})")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of iALS's and BPR's initialisation and of BPR's samples "
+                        "(default: %(default)s)")
+    g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="where the figures are ranked, and iALS and BPR fit where the implicit "
+                        "library has a CUDA build; auto: the GPU when there is one (default: "
+                        "%(default)s)")
+    g.add_argument("--out", type=Path,
+                   help="folder for baselines.json and baselines.md (default: "
+                        "runs/baselines-<data set>-<date>-<time>)")
+    rundir.add_flags(g, resume="run again the baselines of --out that did not finish (same "
+                               "settings)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.feedback, args.based = "implicit", "user"
+    runflags.resolve_data(parser, args)
+    if min(args.cutoffs) < 1:
+        parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0; got {args.seed}")
+    if args.models is None:
+        args.models, left_out = installed(DEFAULT_MODELS)
+        if left_out:
+            protocol.say(left_out)
+    grids = {}
+    for key, name, values in args.grid:
+        if key not in args.models:
+            parser.error(f"--grid {key}.{name}: {key} is not in --models")
+        grids.setdefault(key, {})[name] = values
+    rundir.check_flags(parser, args)
+    args.out = args.out or runflags.new_folder(f"baselines-{Path(args.train or args.dataset).stem}")
+    # a folder of one run's files, as the trainer's (a pool of them resumes what did not finish)
+    settings = json.loads(json.dumps({**runflags.recorded(args), "grid": grids}))  # as run.json
+    folder = rundir.RunDirectory(args.out, {"baselines": settings})
+    try:
+        folder.open(resume=args.resume, overwrite=args.overwrite)
+        ops = get_backend(args.device)
+        data, split = protocol.prepare(args, ops.name, "baselines " + ", ".join(
+            BASELINES[key].name for key in args.models))
+        results = protocol.compare(split, args.models, args.cutoffs, ops, args.seed, grids)
+        write(args.out, {"dataset": args.train and str(args.train) or args.dataset,
+                         "split_seed": args.split_seed, "seed": args.seed, "device": ops.name,
+                         "cutoffs": list(args.cutoffs), "notes": split.notes,
+                         "data": {"users": data.n_users, "items": data.n_items,
+                                  "interactions": data.nnz, "train": split.train.nnz,
+                                  "valid": split.valid.nnz, "test": split.test.nnz},
+                         "models": results}, protocol.table(results, args.cutoffs))
+        folder.finish()
+    except NcaeError as e:
+        folder.abandon()
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
+        return 2
+    print(f"\ntest\n{format_table(protocol.table(results, args.cutoffs))}\n\nwrote "
+          f"{args.out / 'baselines.json'} and {args.out / 'baselines.md'}")
+    return 0
+
+
+def write(out: Path, summary: dict, rows: list[dict]) -> None:
+    """baselines.json (the summary) and baselines.md (the table), each whole or not at all."""
+    text = json.dumps(summary, indent=2).encode()
+    atomic_write(out / "baselines.json", lambda f: f.write(text))
+    markdown = (f"# Baselines on {summary['dataset']} (split seed {summary['split_seed']}, "
+                f"seed {summary['seed']})\n\n{format_table(rows)}\n").encode()
+    atomic_write(out / "baselines.md", lambda f: f.write(markdown))

@@ -1,0 +1,200 @@
+"""The paper's experiments on any data set: tables (markdown, CSV) and figures (PNG).
+
+    python -m ncae_cuda.experiments configurations --dataset ml-100k --data-dir ../shared/data \\
+        --out runs/exp -- --split u1 --weight-decay 3e-3
+    python -m ncae_cuda.experiments factors --dataset ml-100k --data-dir ../shared/data --repeats 3
+    python -m ncae_cuda.experiments topm --jobs 2                        # two runs at once
+
+    python -m ncae_cuda.experiments recipes --recipes recipes/ml-100k-explicit*.toml \\
+        --dataset ml-100k --data-dir ../shared/data --repeats 3 -- --split u1
+
+Experiments: configurations (Table 4), pretraining (Fig. 5), augmentation (Fig. 6), factors,
+topm, robustness (Table 6), clusters (Table 3), and recipes (the README's result tables, from
+recipes/*.toml); `--help` describes each. Every cell trains NCAE through python -m
+ncae_cuda.train, once per seed (--repeats: seeds 0..R-1, mean and standard deviation), with the
+trainer's defaults; flags after `--` go to every run, e.g. the settings chosen on validation,
+and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of one implicit variant (each
+variant's own chosen settings). Under --out: NAME.md, NAME.csv, NAME.png where the paper has a
+figure, and runs/NAME/ with each run's folder (its log.txt and metrics.json).
+
+An experiment lists its runs, runs them (ncae_cuda.runs.pool: --jobs at once, each a process; the
+same command again skips the finished runs and resumes the others; --task I --tasks T shares
+them out; --collect writes the tables from the folders), then builds its tables from the runs'
+metrics.json in the order it listed them, so that they are the same however the runs ran.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import inspect
+import io
+import sys
+import textwrap
+from pathlib import Path
+
+from ..baselines.models import beside_ncae, installed
+from ..cli import Parser
+from ..data.datasets import DATA_ENV
+from ..model.config import VARIANT_SETTINGS, read_recipe
+from ..model.metrics import format_table
+from ..model.modelfile import atomic_write
+from ..runs import pool
+from ..runs.paper_tables import EXPERIMENTS, ExperimentRuns, numbers
+
+GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
+BESIDE = ("ease", "ials", "bpr")        # --baselines' default, of those installed
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
+    """NAME.md and NAME.csv of the rows ((mean, std) cells as 'mean ± std' and two CSV
+    columns), and NAME.png of the figures; returns the paths written."""
+    def cell(value):
+        if not isinstance(value, tuple):
+            return value
+        return f"{value[0]:.4f}" + ("" if value[1] is None else f" ± {value[1]:.4f}")
+    shown = [{k: cell(v) for k, v in row.items()} for row in rows]
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    header = []
+    for key, value in rows[0].items():
+        header += [f"{key} mean", f"{key} std"] if isinstance(value, tuple) else [key]
+    writer.writerow(header)
+    paired = [isinstance(value, tuple) for value in rows[0].values()]
+    for row in rows:                           # a blank under a (mean, std) column fills both
+        writer.writerow([x for v, pair in zip(row.values(), paired)
+                         for x in (v if isinstance(v, tuple) else (v, "") if pair else (v,))])
+    files = {f"{name}.md": f"# {name}\n\n{inspect.cleandoc(EXPERIMENTS[name].__doc__)}\n\n"
+                           f"{format_table(shown)}\n".encode(),
+             f"{name}.csv": table.getvalue().encode()}
+    if figures:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, len(figures), figsize=(6 * len(figures), 4.5), squeeze=False)
+        for draw, ax in zip(figures, axes[0]):
+            draw(ax)
+        fig.tight_layout()
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=120)
+        plt.close(fig)
+        files[f"{name}.png"] = image.getvalue()
+    for file, content in files.items():       # whole, where tasks that end together both write
+        atomic_write(out / file, lambda f, content=content: f.write(content))
+    return [out / file for file in files]
+
+
+def _baseline_list(text: str) -> tuple[str, ...]:
+    return () if text == "none" else beside_ncae(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
+        epilog="\n".join(textwrap.fill(" ".join(f.__doc__.split("\n\n")[0].split()), width=96,
+                                       initial_indent=f"{name}: ", subsequent_indent="  ",
+                                       break_on_hyphens=False)
+                         for name, f in EXPERIMENTS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", choices=list(EXPERIMENTS), help="which experiment")
+    p.add_argument("--dataset", default="synthetic",
+                   help="a data set's name or a data file (default: %(default)s)")
+    p.add_argument("--data-dir", type=Path, help="as ncae_cuda.train's")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="seeds 0..R-1: mean and std (default: %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny widths, 2 epochs, the first values of each grid (for tests)")
+    p.add_argument("--out", type=Path, default=Path("runs/experiments"),
+                   help="folder for the tables and figures, and the runs, in runs/NAME/ "
+                        "(default: %(default)s)")
+    p.add_argument("--variant-flags", action="append", default=[], metavar="NAME=FLAGS",
+                   help='trainer flags for one implicit variant\'s runs, e.g. '
+                        '"NCAE-=--weight-decay 1e-2" (repeatable)')
+    p.add_argument("--baselines", type=_baseline_list, metavar="M1,M2,...|none",
+                   help="factors, topm: these of ease, ials, bpr beside NCAE (python -m "
+                        "ncae_cuda.baselines; iALS's and BPR's factors are the row's K in "
+                        f"factors) (default: those of {','.join(BESIDE)} installed)")
+    p.add_argument("--ks", default="100,300,500",
+                   help="configurations: hidden widths K (default: %(default)s)")
+    p.add_argument("--k", type=int, default=500,
+                   help="pretraining: the hidden width (default: %(default)s)")
+    p.add_argument("--factor-ks", default="8,16,32,64,128",
+                   help="factors: hidden widths K (default: %(default)s)")
+    p.add_argument("--eps", default="0,0.001,0.01,0.05",
+                   help="augmentation: eps values (default: %(default)s)")
+    p.add_argument("--ps", default="0.2,0.5,0.8",
+                   help="augmentation: p values (default: %(default)s)")
+    p.add_argument("--curve-eps", type=float, default=0.05,
+                   help="augmentation: eps of the per-epoch curve with augmentation "
+                        "(default: %(default)s)")
+    p.add_argument("--ms", default="50,100,150,200,250",
+                   help="topm: the cutoffs M (default: %(default)s)")
+    p.add_argument("--ratios", default="0.4,0.6,0.8",
+                   help="robustness: training ratios D (default: %(default)s)")
+    p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE",
+                   help="recipes: the recipe files to run (recipes/*.toml)")
+    pool.add_flags(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    parser = build_parser()
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    for name in GRIDS:
+        try:
+            numbers(getattr(args, name))
+        except ValueError:
+            parser.error(f"--{name.replace('_', '-')}: expected comma-separated numbers, got "
+                         f"{getattr(args, name)!r}")
+    if args.name == "recipes" and not args.recipes:
+        parser.error("recipes: name the recipe files, e.g. --recipes recipes/ml-100k-*.toml")
+    feedback = set()
+    for path in args.recipes:
+        try:
+            feedback.add(read_recipe(Path(path)).get("feedback"))
+        except ValueError as e:
+            parser.error(f"--recipes {path}: {e}")
+    stems = [Path(path).stem for path in args.recipes]
+    if len(set(stems)) < len(stems):
+        parser.error("--recipes: two recipes of one name; each names its runs' folders")
+    if len(feedback) > 1:
+        parser.error("--recipes: one table scores one kind of feedback: give explicit and "
+                     "implicit recipes to separate runs")
+    for given in args.variant_flags:
+        name, _, flags = given.partition("=")
+        if name not in VARIANT_SETTINGS or not flags:
+            parser.error(f"--variant-flags {given!r}: expected NAME=FLAGS with NAME one of "
+                         f"{', '.join(VARIANT_SETTINGS)}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out}: a file, not a folder")
+    pool.check_flags(parser, args)
+    left_out = ""
+    if args.baselines is None:
+        args.baselines, left_out = installed(BESIDE)
+    plan = ExperimentRuns(args, extra)
+    table = EXPERIMENTS[args.name](plan)
+    if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):
+        print(f"{args.name}: {left_out}", flush=True)
+    # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is
+    runs = pool.Pool(plan.folder, args.name, plan.runs,
+                     env={DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        if not pool.run_share(runs, args):
+            return 0
+        rows, figures = table()
+        for path in write(args.out, args.name, rows, figures):
+            print(f"wrote {path}")
+    except OSError as e:
+        print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
+        return 2
+    except pool.ERRORS as e:
+        return pool.exit_code(e)
+    print((args.out / f"{args.name}.md").read_text())
+    return 0

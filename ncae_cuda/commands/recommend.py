@@ -1,0 +1,135 @@
+"""Top-M recommendations from a saved model, batched, on the CPU or the GPU.
+
+    python -m ncae_cuda.recommend runs/ncae/model.npz --users 196,186 -n 10
+    python -m ncae_cuda.recommend runs/ncae/model.npz --all -n 100 --out top100.csv
+    python -m ncae_cuda.recommend runs/ncae/model.npz --users-file ids.txt --keep-seen
+
+Writes CSV lines `user,rank,item,score` (rank 1 is the best; scores as NCAE.recommend gives
+them: predicted ratings, or logits for implicit feedback) to stdout or --out, a file written
+whole or not at all (an earlier file there stays as it was until the new one is complete). A
+user with fewer candidate items than -n gets fewer lines. Ids the model does not know stop it
+with a message naming them, before anything is written. The model is a model.npz or the run
+folder that holds one.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..cli import Parser
+from ..data.interactions import DataError, lookup_ids
+from ..errors import NcaeError
+from ..model.estimator import NCAE
+from ..model.modelfile import atomic_write
+
+USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held before writing
+MODEL = "model.npz"       # what a run folder holds (ncae_cuda.train)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="python -m ncae_cuda.recommend", description=__doc__.split("\n\n")[0])
+    p.add_argument("model", type=Path, help=f"{MODEL} written by ncae_cuda.train or NCAE.save, "
+                                            "or the run folder that holds it")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--users", help="comma-separated user ids")
+    who.add_argument("--users-file", type=Path, help="a file with one user id per line")
+    who.add_argument("--all", action="store_true", help="every user the model knows")
+    p.add_argument("-n", type=int, default=10,
+                   help="recommendations per user, M (default: %(default)s)")
+    p.add_argument("--items-file", type=Path,
+                   help="recommend only among these item ids (one per line)")
+    p.add_argument("--keep-seen", action="store_true",
+                   help="also offer items the user interacted with in the training data")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="auto: the GPU when there is one (default: %(default)s)")
+    p.add_argument("--out", type=Path, help="CSV file to write (default: stdout)")
+    return p
+
+
+def read_ids(path: Path) -> np.ndarray:
+    """One id per line; blank lines skipped."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise DataError(f"{path}: {e.strerror}", errno=e.errno) from None
+    return np.array([line.strip() for line in lines if line.strip()])
+
+
+def wanted_users(args, model: NCAE) -> np.ndarray:
+    if args.all:
+        return model.user_ids
+    if args.users_file:
+        users, given = read_ids(args.users_file), f"--users-file {args.users_file}"
+    else:
+        users, given = np.array([u.strip() for u in args.users.split(",") if u.strip()]), "--users"
+    if not len(users):
+        raise DataError(f"{given}: no user ids in it")
+    return users
+
+
+def write_recommendations(out, model: NCAE, users: np.ndarray, n: int, filter_seen: bool,
+                          items) -> int:
+    """CSV rows for every user (ids as the model has them), USERS_PER_CALL at a time; returns
+    the number of rows."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["user", "rank", "item", "score"])
+    rows = 0
+    for start in range(0, len(users), USERS_PER_CALL):
+        chunk = users[start:start + USERS_PER_CALL]
+        ids, scores = model.recommend(chunk, n=n, filter_seen=filter_seen, items=items)
+        for user, user_items, user_scores in zip(chunk, ids, scores):
+            real = np.isfinite(user_scores)
+            for rank, (item, score) in enumerate(zip(user_items[real], user_scores[real]), 1):
+                writer.writerow([user, rank, item, f"{score:.6g}"])
+                rows += 1
+    return rows
+
+
+def written(path: Path | None, write) -> int:
+    """write(text stream) -> rows, to stdout, or to `path` atomically."""
+    if path is None:
+        return write(sys.stdout)
+    rows = []
+
+    def fill(f) -> None:
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+        rows.append(write(text))
+        text.detach()                    # flushed; f stays open for atomic_write to sync
+    atomic_write(path, fill)
+    return rows[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error("-n must be >= 1")
+    if args.out is not None and not args.out.parent.is_dir():
+        parser.error(f"--out {args.out}: there is no folder {args.out.parent}")
+    if args.out is not None and args.out.is_dir():
+        parser.error(f"--out {args.out}: a folder; name the CSV file to write")
+    if args.model.is_dir():
+        args.model = args.model / MODEL
+    try:
+        model = NCAE.load(args.model, device=args.device)
+        # unknown ids stop here, before any output is written; known ones as the model has them
+        users = model.user_ids[lookup_ids(model.user_ids, wanted_users(args, model), "user")]
+        items = None if args.items_file is None else read_ids(args.items_file)
+        if items is not None:
+            items = model.item_ids[lookup_ids(model.item_ids, items, "item")]
+        start = time.perf_counter()
+        rows = written(args.out, lambda out: write_recommendations(
+            out, model, users, args.n, not args.keep_seen, items))
+    except NcaeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"top-{args.n} for {len(users)} users: {rows} rows in "
+          f"{time.perf_counter() - start:.2f} s on {model.ops.name}", file=sys.stderr)
+    return 0

@@ -1,0 +1,60 @@
+"""Train and evaluate NCAE.
+
+    python -m ncae_cuda.train                          # built-in synthetic ratings, explicit
+    python -m ncae_cuda.train --dataset ml-100k --split u1         # data: --data-dir or
+    python -m ncae_cuda.train --dataset ml-100k --feedback implicit   # $NCAE_CUDA_DATA
+    python -m ncae_cuda.train --dataset ratings.csv    # a file: user,item[,rating[,timestamp]]
+    python -m ncae_cuda.train --train u1.base --test u1.test --sep tab   # your own split
+    python -m ncae_cuda.train --config recipes/ml-100k-explicit.toml --dataset ml-100k --split u1
+    python -m ncae_cuda.train --out runs/a --resume    # continue an interrupted run
+    torchrun --nproc-per-node 2 -m ncae_cuda.train --shard columns ...  # one model, 2 processes
+
+The run (ncae_cuda/runs/protocol.py): the epoch chosen on validation, a refit on training +
+validation, the test part scored once, in the run's own folder --out (run.json, checkpoints,
+model.npz, metrics.json). The flags (ncae_cuda/runs/runflags.py) are the model's settings
+(ncae_cuda.model.config.Config), generated from them, beside the data's and the run's; --config
+reads the model's from a recipe (a TOML file of the same names, recipes/), a flag overriding it.
+
+--shard columns trains one model across the processes of a torch.distributed job (torchrun;
+pip install -e ".[distributed]"), each holding a share of the columns (ncae_cuda/ops/shard.py):
+rank 0 prints and writes the run's files, each rank its checkpoint files beside them (--out
+shared by the machines, or the same path on each); --resume needs as many processes.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+
+from ..errors import NcaeError
+from ..model import stopping
+from ..ops import HAS_CUDA
+from ..runs.protocol import run
+from ..runs.runflags import build_parser, parse, resolve_defaults
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser(__doc__.split("\n\n")[0])
+    args = parse(parser, argv)
+    resolve_defaults(parser, args)
+    job = contextlib.nullcontext()
+    if args.shard != "none":
+        from ..model import distributed
+        job = distributed.joined("gpu" if args.device == "gpu" or args.device == "auto"
+                                 and HAS_CUDA else "cpu")
+    try:
+        with job:
+            run(args)
+    except NcaeError as e:
+        rank = os.environ.get("RANK") if args.shard != "none" else None
+        print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
+        return 2
+    except stopping.Stopped as stop:
+        print(f"\n{stop.signal_name}: stopped at the end of a training step: continue with "
+              f"--resume --out {args.out}", file=sys.stderr)
+        return 128 + signal.Signals[stop.signal_name]
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: continue with --resume --out {args.out}", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,251 @@
+"""Interaction data: the one in-memory form every reader produces and every split consumes.
+
+An `Interactions` holds observed (user, item) pairs with contiguous 0-based indices, optional
+ratings and timestamps, and the maps back to the ids of the source file. Splits and subsamples
+are `Interactions` too and share their parent's id maps, so every part of one data set has the
+same number of users and items.
+
+Ids are the file's own text. A column's ids are int64 only where every one of them is an integer
+written as Python prints it (str(int(text)) == text: "7" and "-7", but not "007", "+7", " 7",
+"7.0" or "7_000"), so each prints back as the file wrote it; a column with any other id keeps all
+its ids as text, and "007" and "7" are two ids. The published formats' ids are such integers,
+and their readers refuse any other form, naming its line.
+
+`with_times` dates the pairs of one file by another's (Last.fm's plays by their tag times);
+a pair the other file has no time for gets NO_TIME, earlier than any time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import NcaeError
+
+
+class DataError(NcaeError, ValueError):
+    """Bad input data: the message names the file and line (where there is one) and the fix."""
+
+
+@dataclass(frozen=True)
+class Interactions:
+    users: np.ndarray               # (nnz,) int32 user index in [0, n_users)
+    items: np.ndarray               # (nnz,) int32 item index in [0, n_items)
+    ratings: np.ndarray | None      # (nnz,) float32; None for implicit-only data
+    timestamps: np.ndarray | None   # (nnz,) int64 seconds (NO_TIME: unknown); None when the
+                                    # source has none
+    user_ids: np.ndarray            # (n_users,) source ids, int64 or str
+    item_ids: np.ndarray            # (n_items,) source ids, int64 or str
+    rating_scale: tuple[float, float] | None = None  # (r_min, r_max) for explicit data
+    name: str = "data"
+    n_duplicates_merged: int = 0    # source records the reader merged into others (see above)
+    columns: str = ""               # how read_table took the file's columns, for the CLI to say
+
+    @property
+    def n_users(self) -> int:
+        return len(self.user_ids)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_ids)
+
+    @property
+    def nnz(self) -> int:
+        return len(self.users)
+
+    @property
+    def sparsity(self) -> float:
+        """Share of the user x item matrix that is unobserved (the paper's Table 2 column)."""
+        return 1.0 - self.nnz / (self.n_users * self.n_items)
+
+    def subset(self, index: np.ndarray) -> Interactions:
+        """The entries at `index` (an int index or bool mask), with the same id maps."""
+        return replace(
+            self,
+            users=self.users[index],
+            items=self.items[index],
+            ratings=None if self.ratings is None else self.ratings[index],
+            timestamps=None if self.timestamps is None else self.timestamps[index],
+        )
+
+    def concat(self, other: Interactions) -> Interactions:
+        """Entries of both (which must share id maps), self first: e.g. train + validation."""
+        if other.n_users != self.n_users or other.n_items != self.n_items:
+            raise ValueError("concat needs two parts of one data set (same id maps)")
+        def cat(a, b):
+            return None if a is None or b is None else np.concatenate([a, b])
+        return replace(
+            self,
+            users=np.concatenate([self.users, other.users]),
+            items=np.concatenate([self.items, other.items]),
+            ratings=cat(self.ratings, other.ratings),
+            timestamps=cat(self.timestamps, other.timestamps),
+        )
+
+    def to_csr(self, based: str = "user", implicit: bool = False) -> sp.csr_matrix:
+        """Rows x columns float32 CSR: users x items for based='user', items x users for 'item'.
+
+        Values are the ratings, or 1 where implicit=True or the data has no ratings. Column
+        indices are sorted within each row; the entry order defines the entry ids that seed the
+        dropout masks, so it must not depend on anything but the data.
+        """
+        if based not in ("user", "item"):
+            raise ValueError(f"based must be 'user' or 'item', not {based!r}")
+        rows, cols = (self.users, self.items) if based == "user" else (self.items, self.users)
+        shape = (self.n_users, self.n_items) if based == "user" else (self.n_items, self.n_users)
+        values = (np.ones(self.nnz, np.float32) if implicit or self.ratings is None
+                  else self.ratings.astype(np.float32))
+        m = sp.csr_matrix((values, (rows, cols)), shape=shape, dtype=np.float32)
+        if m.nnz != self.nnz:
+            raise DataError(f"{self.name}: {self.nnz - m.nnz} duplicate (user, item) pairs "
+                            "reached to_csr; readers must merge duplicates first")
+        m.sort_indices()
+        return m
+
+
+NO_TIME = np.iinfo(np.int64).min     # the timestamp of an interaction of unknown time
+FLOAT32_MAX = float(np.finfo(np.float32).max)    # ratings are held as float32
+BEYOND_FLOAT32 = f"beyond float32's range (+-{FLOAT32_MAX:.3g})"
+
+
+def with_times(data: Interactions, times: Interactions) -> Interactions:
+    """`data` with each (user, item) pair dated by the same pair in `times` (matched by source
+    ids; `times` has one entry per pair, as the tag readers give), NO_TIME where `times` has
+    none. Pairs of `times` that `data` lacks are ignored."""
+    users = _positions(data.user_ids, times.user_ids[times.users])        # (times.nnz,)
+    items = _positions(data.item_ids, times.item_ids[times.items])
+    known = (users >= 0) & (items >= 0)
+    keys = data.users.astype(np.int64) * data.n_items + data.items        # (nnz,) unique
+    order = np.argsort(keys)
+    wanted = users[known] * data.n_items + items[known]
+    at = np.minimum(np.searchsorted(keys[order], wanted), len(keys) - 1)
+    found = keys[order][at] == wanted
+    stamps = np.full(data.nnz, NO_TIME, np.int64)
+    stamps[order[at[found]]] = times.timestamps[known][found]
+    return replace(data, timestamps=stamps)
+
+
+def _positions(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(len(values),) int64 index of each value in the sorted `ids`, -1 where absent."""
+    at = np.minimum(np.searchsorted(ids, values), len(ids) - 1)
+    return np.where(ids[at] == values, at, -1).astype(np.int64)
+
+
+def index_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Map source ids to contiguous indices: returns (sorted unique ids, (n,) int32 index)."""
+    if raw.dtype.kind in "iu" and len(raw):
+        lo, hi = int(raw.min()), int(raw.max())
+        if hi - lo < 4 * len(raw) + 1024:
+            # Ids from a compact range (all MovieLens/HetRec ids): a presence table does in O(n)
+            # what np.unique does with a sort, which is most of the time of reading ML-20M.
+            present = np.zeros(hi - lo + 1, bool)
+            present[raw - lo] = True
+            ids = (np.flatnonzero(present) + lo).astype(raw.dtype)
+            rank = np.cumsum(present, dtype=np.int64) - 1      # (hi - lo + 1,) index of each id
+            return ids, rank[raw - lo].astype(np.int32)
+    ids, index = np.unique(raw, return_inverse=True)
+    return ids, index.astype(np.int32).reshape(-1)
+
+
+
+class UnknownIds(DataError, KeyError):
+    """Ids the model was not trained with: the message names them."""
+
+    def __str__(self) -> str:            # KeyError would print the message in quotes
+        return str(self.args[0])
+
+
+def lookup_ids(ids: np.ndarray, wanted, what: str) -> np.ndarray:
+    """(n,) int32 index in `ids` (source ids, as Interactions.user_ids) of each wanted id.
+
+    Text such as "196" finds the integer id 196 (ids read from a command line or a CSV) where it
+    writes it as a file does (the module's docstring: "0196" and "196.0" do not). Ids that are
+    not there raise UnknownIds naming them, never drop silently."""
+    if ids.dtype == object:                  # text ids held as Python objects
+        ids = ids.astype(str)
+    wanted = np.atleast_1d(np.asarray(wanted))
+    if wanted.ndim != 1:
+        raise ValueError(f"{what} ids: expected a 1-d sequence, got shape {wanted.shape}")
+    key, comparable = wanted, np.ones(len(wanted), bool)
+    if ids.dtype.kind in "iu" and wanted.dtype.kind not in "iu":
+        parsed = [_integer(x) for x in wanted]
+        comparable = np.array([v is not None for v in parsed], bool)
+        key = np.array([0 if v is None else v for v in parsed], np.int64)
+    elif ids.dtype.kind == "U":
+        key = wanted.astype(str)
+    found = np.zeros(len(wanted), bool)
+    index = np.zeros(len(wanted), np.int64)
+    if len(ids) and len(wanted):
+        order = np.argsort(ids, kind="stable")
+        index = order[np.minimum(np.searchsorted(ids, key, sorter=order), len(ids) - 1)]
+        found = comparable & (ids[index] == key)
+    if not found.all():
+        unknown = wanted[~found]
+        shown = ", ".join(map(str, unknown[:10])) + (", ..." if len(unknown) > 10 else "")
+        raise UnknownIds(f"{len(unknown)} {what} id(s) unknown to the model: {shown}")
+    return index.astype(np.int32)
+
+
+def integer_id_problem(text: str) -> str | None:
+    """What keeps `text` from being an integer id as this module's docstring defines them (None
+    where it is one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        return "is not an integer"
+    if str(value) != text:
+        return "is not written as a plain integer (no leading zeros, '+', spaces or '_')"
+    if not -2**63 <= value < 2**63:
+        return "is out of the int64 range"
+    return None
+
+
+def _integer(x) -> int | None:
+    """x as an integer id: text that writes one as a file does ("196"), or a number that is one
+    (196, 196.0); None otherwise."""
+    if isinstance(x, str):
+        return None if integer_id_problem(x) else int(x)
+    try:
+        return int(x) if float(x).is_integer() else None
+    except (TypeError, ValueError):
+        return None
+
+
+def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
+    """Refuse NaN, infinite and negative values, and values float32 cannot hold, with a
+    DataError naming the first one's entry."""
+    values = np.asarray(values, np.float64)
+    for bad, what in ((~np.isfinite(values), "NaN or infinite values"),
+                      (np.abs(values) > FLOAT32_MAX, f"values {BEYOND_FLOAT32}"),
+                      (values < 0, "negative values")):
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise DataError(f"{name}: {int(bad.sum())} {what}, e.g. {values[k]} at "
+                            f"({rows[k]}, {cols[k]}): ratings and interaction counts are >= 0, "
+                            "held as float32")
+
+
+def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None
+                ) -> Interactions:
+    """A scipy.sparse users x items matrix as Interactions whose ids are the row and column
+    numbers. Every stored entry is an interaction (its value the rating); duplicate entries,
+    negative, NaN or infinite values are refused with a DataError naming one of them."""
+    if not sp.issparse(X):
+        raise DataError(f"{name}: expected a scipy.sparse matrix (users x items), "
+                        f"got {type(X).__name__}")
+    coo = X.tocoo()                     # keeps duplicates: csr_matrix may hold them unsummed
+    rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
+    values = np.asarray(coo.data, np.float64)
+    check_values(name, values, rows, cols)
+    key = np.sort(rows * X.shape[1] + cols)
+    repeated = key[1:] == key[:-1]
+    if repeated.any():
+        k = int(key[1:][repeated][0])
+        raise DataError(f"{name}: {int(repeated.sum())} duplicate entries, e.g. "
+                        f"({k // X.shape[1]}, {k % X.shape[1]}): merge them first "
+                        "(X.sum_duplicates() adds them up)")
+    return Interactions(users=rows.astype(np.int32), items=cols.astype(np.int32),
+                        ratings=values.astype(np.float32), timestamps=None,
+                        user_ids=np.arange(X.shape[0]), item_ids=np.arange(X.shape[1]),
+                        rating_scale=rating_scale, name=name)

@@ -1,0 +1,316 @@
+"""Train / validation / test splits of one data set, and the paper's training-ratio subsampling.
+
+A `Split` of a data set has three parts on the data's id maps; the random ones partition the
+data's entries (each lands in exactly one part, in the data's entry order). Its notes are the
+facts the CLI prints with the results: how the split was made and which held-out entries have
+no training entry, the latter recomputed whenever entries move between parts. Everything is
+seeded with a numpy Generator and vectorized (ML-20M: 20M entries, 138k users), so no function
+loops over users in Python.
+
+Counts that come from a ratio are rounded half up (2.5 -> 3), not Python's half-to-even.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .interactions import NO_TIME, DataError, Interactions
+
+# Part labels: one int8 per entry says where it goes.
+TRAIN, VALID, TEST = 0, 1, 2
+KINDS = ("random", "loo")     # the splits made here; data sets' own split files come beside
+VALID_ITEMS = ("random", "latest")   # leave-one-out's validation item: a random or the latest other
+
+
+@dataclass(frozen=True)
+class Split:
+    train: Interactions
+    valid: Interactions     # may be empty (nnz 0)
+    test: Interactions      # may be empty (nnz 0)
+    notes: list[str] = field(default_factory=list)  # facts the CLI prints with the results
+
+    def fold_validation(self) -> Split:
+        """Train + validation as the training set, no validation: the protocol's final refit."""
+        return _move_entries(self, self.train.concat(self.valid), _empty(self.valid),
+                             f"validation entries ({self.valid.nnz}) folded into train")
+
+
+def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.0,
+                 seed: int = 0) -> Split:
+    """Random hold-out of entries; both ratios are shares of all entries (0.1/0.1 -> 80/10/10)."""
+    _check_ratio("test_ratio", test_ratio)
+    _check_ratio("valid_ratio", valid_ratio)
+    if test_ratio + valid_ratio >= 1.0:
+        raise ValueError(f"test_ratio + valid_ratio must be < 1 to leave training data, got "
+                         f"{test_ratio} + {valid_ratio}")
+    rng = np.random.default_rng(seed)
+    n_test, n_valid = _round_half_up(np.array([test_ratio, valid_ratio]) * data.nnz)
+    label = _random_labels(data.nnz, [(TEST, n_test), (VALID, n_valid)], rng)
+    split = _partition(data, label, [
+        f"random hold-out (seed {seed}): {data.nnz - n_test - n_valid} train, "
+        f"{n_valid} validation, {n_test} test entries"])
+    return _with_cold_notes(split)
+
+
+def file_split(data: Interactions, base: Interactions, test: Interactions) -> Split:
+    """A data set's own split files (ML-100K u1..u5, ua, ub) on the id maps of the full data.
+
+    `base` and `test` come from the same reader as `data` but index their own id maps; their
+    entries are re-indexed onto `data.user_ids` / `data.item_ids`. No validation part: see
+    `carve_validation`.
+    """
+    train, held = (_reindex(part, data) for part in (base, test))
+    split = Split(train, _empty(train), held,
+                  [f"split files: {base.name} ({base.nnz} train), {test.name} ({test.nnz} test)"])
+    return _with_cold_notes(split)
+
+
+def given_split(train: Interactions, test: Interactions, valid: Interactions | None = None
+                ) -> tuple[Interactions, Split]:
+    """A split the user gives as files, each read with its own id maps (reader.read_table): (all
+    their entries, the split), both on one id map, the union of the parts' ids (as text where
+    one part's are text and another's integers: integer ids print as their files wrote them).
+    The rating scale is the training part's: held-out ratings never widen it (read the held-out
+    files on it, as the CLI does, to refuse a rating outside it). A note counts the test and
+    validation entries whose (user, item) pair is in the training part too."""
+    parts = {"train": train, "valid": valid, "test": test}
+    parts = {name: part for name, part in parts.items() if part is not None}
+    ids = {}
+    for side in ("user_ids", "item_ids"):
+        arrays = [getattr(part, side) for part in parts.values()]
+        if len({a.dtype.kind for a in arrays}) > 1:
+            arrays = [a.astype(str) for a in arrays]
+            parts = {name: replace(part, **{side: a})
+                     for (name, part), a in zip(parts.items(), arrays)}
+        ids[side] = np.unique(np.concatenate(arrays))
+    shell = replace(_empty(train), n_duplicates_merged=0, **ids)
+    on_one_map = {name: _reindex(part, shell) for name, part in parts.items()}
+    data = replace(functools.reduce(Interactions.concat, on_one_map.values()),
+                   n_duplicates_merged=sum(part.n_duplicates_merged for part in parts.values()))
+    notes = ["given split: " + ", ".join(f"{part.name} ({part.nnz} {name})"
+                                         for name, part in parts.items())]
+    trained = _pair_keys(on_one_map["train"])
+    for name in ("valid", "test"):
+        also = int(np.isin(_pair_keys(on_one_map[name]), trained).sum()) if name in parts else 0
+        if also:
+            notes.append(f"{also} {name} entries are (user, item) pairs of the training part "
+                         "too")
+    train = on_one_map["train"]
+    split = Split(train, on_one_map.get("valid", _empty(train)), on_one_map["test"], notes)
+    return data, _with_cold_notes(split)
+
+
+def _pair_keys(part: Interactions) -> np.ndarray:
+    return part.users.astype(np.int64) * part.n_items + part.items
+
+
+def carve_validation(split: Split, valid_ratio: float, seed: int = 0) -> Split:
+    """Move a random `valid_ratio` share of split.train into an (empty) validation part."""
+    if split.valid.nnz:
+        raise ValueError(f"the split already has {split.valid.nnz} validation entries")
+    _check_ratio("valid_ratio", valid_ratio)
+    if valid_ratio == 0.0:
+        raise ValueError("valid_ratio must be > 0 to carve a validation part")
+    train = split.train
+    n_valid = int(_round_half_up(valid_ratio * train.nnz))
+    label = _random_labels(train.nnz, [(VALID, n_valid)], np.random.default_rng(seed))
+    return _move_entries(split, train.subset(label == TRAIN), train.subset(label == VALID),
+                         f"validation: {n_valid} random training entries ({valid_ratio:g} of "
+                         f"{train.nnz}, seed {seed}) carved from train")
+
+
+def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random") -> Split:
+    """Per user: the latest interaction is the test item, one other the validation item: a
+    random one, or with valid_item='latest' the latest of the others (the second-latest, so
+    validation asks what test asks: the next item from the ones before it).
+
+    Ties between equal timestamps are broken at random; without timestamps the test and
+    validation items are random interactions, and so they are for a user whose interactions
+    are all undated (data.NO_TIME, earlier than any time). Users with 2 interactions get a test
+    item only; users with 1 stay in train and are not evaluated. The test items depend on the
+    seed alone, not on valid_item: the two validations choose for the same test.
+    """
+    if valid_item not in VALID_ITEMS:
+        raise ValueError(f"valid_item must be one of {', '.join(VALID_ITEMS)}; got {valid_item!r}")
+    rng = np.random.default_rng(seed)
+    counts = np.bincount(data.users, minlength=data.n_users)   # (n_users,) int64
+    row_count = counts[data.users]                             # (nnz,) the entry's user's
+    test_candidate = row_count >= 2
+    if data.timestamps is not None:
+        test_candidate &= _latest_in_row(data, row_count >= 2)
+    test = _pick_one_per_row(data.users, data.n_users, test_candidate, rng)
+    valid_candidate = ~test & (row_count >= 3)
+    if valid_item == "latest" and data.timestamps is not None:
+        valid_candidate &= _latest_in_row(data, valid_candidate)
+    valid = _pick_one_per_row(data.users, data.n_users, valid_candidate, rng)
+    label = np.full(data.nnz, TRAIN, np.int8)
+    label[test] = TEST
+    label[valid] = VALID
+
+    dated = data.timestamps is not None
+    how = "latest interaction by timestamp" if dated else "random interaction"
+    valid_how = "the latest" if valid_item == "latest" and dated else "a random"
+    notes = [f"leave-one-out (seed {seed}): test item = each user's {how}, "
+             f"validation item = {valid_how} other interaction"]
+    if data.timestamps is None:
+        notes.append("no timestamps: leave-one-out holds out a random interaction per user")
+        if valid_item == "latest":
+            notes.append("no timestamps: the validation item is a random other interaction, "
+                         "not the latest (--valid-item latest orders by time)")
+    elif (data.timestamps == NO_TIME).any():
+        undated = int(np.count_nonzero(data.timestamps[test] == NO_TIME))   # latest undated
+        notes.append(f"{np.count_nonzero(data.timestamps == NO_TIME)} interactions have no "
+                     f"time and count as earlier than any dated one; {undated} users have "
+                     "none dated, and a random test item")
+    for n, fact in ((2, "have a test item but no validation item"),
+                    (1, "stay in train and are not evaluated")):
+        n_users = int(np.count_nonzero(counts == n))
+        if n_users:
+            notes.append(f"{n_users} users with {n} interaction{'s' * (n > 1)} {fact}")
+    return _with_cold_notes(_partition(data, label, notes))
+
+
+def subsample(train: Interactions, ratio: float, seed: int = 0,
+              based: str = "user") -> Interactions:
+    """The paper's training ratio D: keep round(ratio * n) random entries of each row (>= 1).
+
+    Rows are users for based='user', items for 'item'; ratio 1 returns `train` itself.
+    """
+    if not 0.0 < ratio <= 1.0:
+        raise ValueError(f"ratio must be in (0, 1], got {ratio}")
+    if based not in ("user", "item"):
+        raise ValueError(f"based must be 'user' or 'item', not {based!r}")
+    if ratio == 1.0:
+        return train
+    rows, n_rows = (train.users, train.n_users) if based == "user" else (train.items, train.n_items)
+    order, pos, counts = _random_order_within_rows(rows, n_rows, np.random.default_rng(seed))
+    keep_count = np.maximum(_round_half_up(ratio * counts), 1)   # (n_rows,) int64
+    keep = np.empty(train.nnz, bool)
+    # Rows are in random order within each row, so the first keep_count are a random sample.
+    keep[order] = pos < keep_count[rows[order]]
+    return train.subset(keep)
+
+
+def _check_ratio(name: str, value: float) -> None:
+    if not 0.0 <= value < 1.0:   # also rejects nan
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
+
+
+def _round_half_up(x):
+    return np.floor(np.asarray(x, np.float64) + 0.5).astype(np.int64)
+
+
+def _random_labels(nnz: int, parts: list[tuple[int, int]],
+                   rng: np.random.Generator) -> np.ndarray:
+    """(nnz,) int8 labels: `count` random entries get `part` for each pair, the rest TRAIN."""
+    label = np.full(nnz, TRAIN, np.int8)
+    perm = rng.permutation(nnz)
+    start = 0
+    for part, count in parts:
+        label[perm[start:start + count]] = part
+        start += count
+    return label
+
+
+def _latest_in_row(data: Interactions, among: np.ndarray) -> np.ndarray:
+    """(nnz,) bool: the entries of `among` whose time is their user's latest among them."""
+    latest = np.full(data.n_users, np.iinfo(np.int64).min)
+    np.maximum.at(latest, data.users[among], data.timestamps[among])
+    return among & (data.timestamps == latest[data.users])
+
+
+def _pick_one_per_row(rows: np.ndarray, n_rows: int, candidate: np.ndarray,
+                      rng: np.random.Generator) -> np.ndarray:
+    """(nnz,) bool: one uniformly random candidate entry per row that has candidates.
+
+    O(nnz) without sorting: each entry draws a distinct priority (a permutation, so exactly one
+    winner per row) and a row's winner is its candidate with the highest priority.
+    """
+    priority = rng.permutation(len(rows))
+    best = np.full(n_rows, -1, np.int64)
+    np.maximum.at(best, rows[candidate], priority[candidate])
+    return candidate & (priority == best[rows])
+
+
+def _random_order_within_rows(rows: np.ndarray, n_rows: int, rng: np.random.Generator):
+    """Entries sorted by row, in uniformly random order within each row.
+
+    Returns order (nnz,) int64 (a permutation of the entries), pos (nnz,) int64 (the position of
+    entry order[i] within its row) and counts (n_rows,) int64 entries per row.
+    """
+    nnz = len(rows)
+    # One distinct int64 key per entry (row major, random minor; n_rows * nnz < 2**63 for any
+    # data that fits in memory): a single argsort is several times faster than lexsort.
+    order = np.argsort(rows.astype(np.int64) * nnz + rng.permutation(nnz))
+    counts = np.bincount(rows, minlength=n_rows)
+    starts = np.cumsum(counts) - counts
+    pos = np.arange(nnz) - starts[rows[order]]
+    return order, pos, counts
+
+
+def _partition(data: Interactions, label: np.ndarray, notes: list[str]) -> Split:
+    train, valid, test = (data.subset(label == part) for part in (TRAIN, VALID, TEST))
+    return Split(train, valid, test, notes)
+
+
+def _reindex(part: Interactions, data: Interactions) -> Interactions:
+    """`part`'s entries on `data`'s id maps (named after the file they came from)."""
+    return replace(
+        data,
+        name=part.name,
+        users=_lookup(part.users, part.user_ids, data.user_ids, "user", part.name, data.name),
+        items=_lookup(part.items, part.item_ids, data.item_ids, "item", part.name, data.name),
+        ratings=part.ratings,
+        timestamps=part.timestamps,
+    )
+
+
+def _lookup(codes: np.ndarray, ids: np.ndarray, target_ids: np.ndarray, what: str,
+            source: str, target: str) -> np.ndarray:
+    """Indices `codes` into `ids` -> (len(codes),) int32 indices of the same ids in target_ids."""
+    sorter = np.argsort(target_ids, kind="stable")
+    where = np.searchsorted(target_ids, ids, sorter=sorter)
+    table = sorter[np.minimum(where, len(target_ids) - 1)]   # (len(ids),) candidate index
+    found = target_ids[table] == ids
+    used = np.zeros(len(ids), bool)
+    used[codes] = True             # an id in the map that no entry uses is harmless
+    missing = ids[used & ~found].tolist()   # Python ints / strs: they print as in the file
+    if missing:
+        raise DataError(f"{source}: {what} id {missing[0]!r} does not occur in {target} "
+                        f"({len(missing)} {what} ids missing); split files must be read "
+                        "from the same data set")
+    return table[codes].astype(np.int32)
+
+
+def _empty(part: Interactions) -> Interactions:
+    return part.subset(slice(0, 0))
+
+
+def _move_entries(split: Split, train: Interactions, valid: Interactions, note: str) -> Split:
+    """`split` with new train and validation parts: the note added, cold-entry notes redone."""
+    stale = set(_cold_notes(split))
+    notes = [n for n in split.notes if n not in stale] + [note]
+    return _with_cold_notes(Split(train, valid, split.test, notes))
+
+
+def _with_cold_notes(split: Split) -> Split:
+    return replace(split, notes=[*split.notes, *_cold_notes(split)])
+
+
+def _cold_notes(split: Split) -> list[str]:
+    """A note per held-out part and side with entries whose user / item has no training entry.
+
+    Their predictions come from untrained parameters, which explains e.g. a high test RMSE.
+    """
+    notes = []
+    for what, train_idx, n in (("users", split.train.users, split.train.n_users),
+                               ("items", split.train.items, split.train.n_items)):
+        seen = np.zeros(n, bool)           # (n,) has a training entry
+        seen[train_idx] = True
+        for part_name, part in (("validation", split.valid), ("test", split.test)):
+            cold = int(np.count_nonzero(~seen[getattr(part, what)]))
+            if cold:
+                notes.append(f"{cold} {part_name} entries are of {what} with no training entry")
+    return notes

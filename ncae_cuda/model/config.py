@@ -1,0 +1,293 @@
+"""The settings of an NCAE model: one frozen record with the paper's defaults, resolved and
+checked in one place. `NCAE(**settings)` takes them as keywords and `python -m ncae_cuda.train`
+as flags of the same names, generated from this record (each field's help is its flag's help),
+so the API and the CLI cannot drift apart.
+"""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:                   # Python 3.10
+    import tomli as tomllib
+
+from ..errors import NcaeError
+
+# The paper's implicit models: (weighting of unobserved entries, sparsity-aware augmentation).
+VARIANT_SETTINGS = {"NCAE-": ("uniform", False), "NCAE": ("popularity", False),
+                    "NCAE+": ("popularity", True)}
+DEFAULT_AUGMENT_EPS = 0.001
+FEEDBACK = ("explicit", "implicit")
+BASED = ("user", "item")
+WEIGHTING = ("popularity", "uniform")
+OUTPUTS = ("tanh", "identity")
+VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (model/pretrain.py)
+
+
+class SettingError(NcaeError, ValueError):
+    """A setting out of range, of the wrong kind, or contradicting another; `setting` names it."""
+
+    def __init__(self, setting: str, message: str):
+        super().__init__(f"{setting} {message}")
+        self.setting, self.reason = setting, message
+
+
+def setting(default, help: str, group: str = "model", choices=None, kind=None):
+    """A Config field: its default, its help (the CLI flag's), the flag's group, its choices,
+    and the kind of value it takes ('ints': comma-separated integers; 'range': two floats)."""
+    return field(default=default, metadata={"help": help, "group": group, "choices": choices,
+                                            "kind": kind})
+
+
+@dataclass(frozen=True)
+class Config:
+    feedback: str = setting("explicit", "what the model learns from: ratings (explicit, scored "
+                            "by RMSE) or interactions (implicit, scored by HR and NDCG)",
+                            choices=FEEDBACK)
+    based: str | None = setting(None, "rows the autoencoder encodes: items (item-based, the "
+                                "default for explicit feedback) or users (the default for "
+                                "implicit), the paper's best of each", choices=BASED)
+    hidden: tuple = setting((500, 500), "width of each hidden layer, K1,K2,...", kind="ints")
+    dropout: float = setting(0.5, "input dropout rate q")
+    alpha: float = setting(1.0, "explicit: weight of the errors on dropped inputs")
+    beta: float = setting(0.5, "explicit: weight of the errors on kept inputs")
+    output: str = setting("tanh", "explicit: the output layer: tanh (the paper's: s*tanh(out) "
+                          "+ the scale's middle) or identity (out + the scale's middle, "
+                          "clipped to the scale when predicting)", choices=OUTPUTS)
+    row_norm: float = setting(1.0, "explicit: a row's errors weigh 1/|R|^row_norm, |R| its "
+                              "number of ratings (the paper's: 1)")
+    variant: str | None = setting(None, "implicit: the paper's models: NCAE- uniform weighting, "
+                                  "NCAE popularity weighting, NCAE+ popularity weighting and "
+                                  "augmentation (the default); sets weighting and augmentation",
+                                  choices=tuple(VARIANT_SETTINGS))
+    weighting: str | None = setting(None, "implicit: weights c_j of unobserved entries: "
+                                    "popularity (the default) or uniform (NCAE-)",
+                                    choices=WEIGHTING)
+    c0: float = setting(512.0, "popularity weighting: c0, the weights' sum")
+    omega: float = setting(0.5, "popularity weighting: the exponent w of item popularity")
+    uniform_c: float = setting(0.05, "uniform weighting: the one weight c")
+    augment_eps: float | None = setting(None, "implicit: rows with |R|/N below this get an "
+                                        "extra, sparser training row (default 0.001 for NCAE+, "
+                                        "0 = off)")
+    augment_p: float = setting(0.8, "augmentation: the extra row drops this share of the row's "
+                               "most popular items")
+    recency_boost: float = setting(0.0, "implicit, user-based: score items from a user's row "
+                                   "weighted 1 + boost * 2^(-r/recency_halflife) at each "
+                                   "interaction, r = how many of theirs are later (needs "
+                                   "timestamps; training rows stay 0/1; 0 = off, the paper's)")
+    recency_halflife: float = setting(2.0, "recency weighting: interactions this many places "
+                                      "before the latest have half its boost")
+    pretrain: str = setting("BP", "greedy layer-wise pre-training before fine-tuning: BP = none, "
+                            "S+U+S = the paper's three stages (see ncae_cuda.model.pretrain)",
+                            choices=VARIANTS)
+    pretrain_epochs: int = setting(10, "epochs of each pre-training stage")
+    epochs: int = setting(100, "most epochs to train", group="training")
+    patience: int = setting(10, "stop after this many epochs without a better validation score "
+                            "(0: never stop early)", group="training")
+    batch_size: int = setting(128, "rows a training batch", group="training")
+    lr: float = setting(1e-3, "Adam's learning rate", group="training")
+    lr_decay: float = setting(1.0, "fine-tuning multiplies the learning rate by this each "
+                              "epoch (1: constant)", group="training")
+    weight_decay: float = setting(1e-3, "lambda: L2 on every weight and bias", group="training")
+    seed: int = setting(0, "seed of the initialisation, the shuffles and input dropout",
+                        group="training")
+    cutoffs: tuple = setting((10, 100), "implicit: the M of HR@M and NDCG@M; early stopping "
+                             "follows NDCG at the last", group="evaluation", kind="ints")
+    rating_scale: tuple | None = setting(None, "explicit: the lowest and highest rating, "
+                                         "LOW,HIGH (default: the data set's, or its ratings' "
+                                         "range)", group="evaluation", kind="range")
+
+    def resolved(self) -> Config:
+        """The settings with every data-independent default filled in; SettingError names a
+        setting that is out of range, of the wrong kind, or contradicts another."""
+        c = replace(self, hidden=_widths("hidden", self.hidden),
+                    cutoffs=_widths("cutoffs", self.cutoffs),
+                    rating_scale=None if self.rating_scale is None
+                    else _pair("rating_scale", self.rating_scale))
+        for f in fields(Config):
+            choices = f.metadata["choices"]
+            value = getattr(c, f.name)
+            if choices and value is not None and value not in choices:
+                raise SettingError(f.name, f"must be one of {', '.join(choices)}; got {value!r}")
+            if isinstance(f.default, float) or f.name == "augment_eps" and value is not None:
+                c = replace(c, **{f.name: _number(f.name, value)})
+        if c.based is None:
+            c = replace(c, based="item" if c.feedback == "explicit" else "user")
+        _check_range(c)
+        return _resolved_variant(c)
+
+    def as_dict(self) -> dict:
+        """JSON-ready: tuples as lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> Config:
+        names = {f.name for f in fields(cls)}
+        unknown = set(values) - names
+        if unknown:
+            raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+    @property
+    def implicit(self) -> bool:
+        return self.feedback == "implicit"
+
+    @property
+    def selection_metric(self) -> tuple[str, bool]:
+        """(name, higher is better) of the validation figure that chooses: early stopping's
+        epoch, and a tuner's settings."""
+        return (f"ndcg@{self.cutoffs[-1]}", True) if self.implicit else ("rmse", False)
+
+    @property
+    def model_name(self) -> str:
+        """The paper's name of the model: NCAE-, NCAE or NCAE+ (implicit), NCAE (explicit)."""
+        if not self.implicit:
+            return "NCAE"
+        for name, (weighting, augmented) in VARIANT_SETTINGS.items():
+            if self.weighting == weighting and (self.augment_eps > 0) == augmented:
+                return name
+        return f"NCAE ({self.weighting} weighting, augmented)"
+
+
+DEFAULTS = Config()
+# What a recipe leaves to the command line, so one recipe runs on any data, fold and seed.
+NOT_IN_A_RECIPE = ("seed", "dataset", "data_dir", "split", "split_seed", "test_ratio",
+                   "valid_ratio", "data_ratio")
+
+
+def read_recipe(path: Path) -> dict:
+    """The settings of a recipe: a TOML file of Config's names and values, e.g.
+    `hidden = [300, 300]` (recipes/). ValueError names an unknown or misplaced key, a value of
+    the wrong kind, or a file that is not TOML."""
+    values = read_toml(path)
+    names = {f.name for f in fields(Config)}
+    for key in values:
+        if key in NOT_IN_A_RECIPE:
+            raise ValueError(f"{key}: a recipe holds the model's settings, not the data, split "
+                             "or seed; give them on the command line")
+        if key not in names:
+            raise ValueError(f"{key}: no such setting (settings: "
+                             f"{', '.join(sorted(names - set(NOT_IN_A_RECIPE)))})")
+    recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    try:
+        replace(DEFAULTS, **recipe).resolved()
+    except SettingError as e:
+        hint = ("" if "feedback" in recipe or "implicit" not in e.reason else
+                " (a recipe for implicit feedback says feedback = \"implicit\")")
+        raise ValueError(f"{e.setting}: {e.reason}{hint}") from None
+    return recipe
+
+
+def read_toml(path: Path) -> dict:
+    """A TOML file's tables; ValueError where it cannot be read or is not TOML."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ValueError(f"cannot read it ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"not TOML: {e}") from None
+
+
+def recipe_text(settings: dict, comment: str) -> str:
+    """A recipe file of `settings` (Config's names and values) under `comment`'s lines, in
+    Config's order: what read_recipe reads back."""
+    def toml(value) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (tuple, list)):
+            return f"[{', '.join(toml(v) for v in value)}]"
+        return json.dumps(value) if isinstance(value, str) else repr(value)
+    lines = [f"# {line}".rstrip() for line in comment.splitlines()]
+    lines += [f"{f.name} = {toml(settings[f.name])}" for f in fields(Config)
+              if settings.get(f.name) is not None]
+    return "\n".join(lines) + "\n"
+
+
+def _widths(name: str, value) -> tuple[int, ...]:
+    """Positive integers, from a sequence of them (or one of them: one hidden layer)."""
+    values = (value,) if _is_int(value) else value
+    try:
+        if isinstance(values, (str, bytes)):
+            raise TypeError
+        widths = tuple(values)
+        if widths and all(_is_int(w) and w >= 1 for w in widths):
+            return tuple(int(w) for w in widths)
+    except TypeError:
+        pass
+    example = next(f.default for f in fields(Config) if f.name == name)
+    raise SettingError(name, f"must be positive integers, e.g. {example}; got {value!r}")
+
+
+def _number(name: str, value) -> float:
+    if isinstance(value, bool):
+        raise SettingError(name, f"must be a number; got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SettingError(name, f"must be a number; got {value!r}") from None
+
+
+def _pair(name: str, value) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise SettingError(name, f"must be two numbers (low, high); got {value!r}") from None
+    if not low < high:
+        raise SettingError(name, f"must be (low, high) with low < high; got {value!r}")
+    return low, high
+
+
+def _check_range(c: Config) -> None:
+    checks = [("dropout", 0 <= c.dropout < 1, "in [0, 1)"),
+              ("augment_p", 0 < c.augment_p <= 1, "in (0, 1]"),
+              ("lr", 0 < c.lr < math.inf, "a finite number > 0"),
+              ("lr_decay", 0 < c.lr_decay <= 1, "in (0, 1]"),
+              ("recency_halflife", 0 < c.recency_halflife < math.inf, "a finite number > 0")]
+    for name in ("epochs", "pretrain_epochs", "batch_size"):
+        checks.append((name, _is_int(getattr(c, name)) and getattr(c, name) >= 1,
+                       "an integer >= 1"))
+    for name in ("patience", "seed"):
+        checks.append((name, _is_int(getattr(c, name)) and getattr(c, name) >= 0,
+                       "an integer >= 0"))
+    for name in ("alpha", "beta", "c0", "omega", "uniform_c", "weight_decay", "row_norm",
+                 "recency_boost"):
+        checks.append((name, 0 <= getattr(c, name) < math.inf, "a finite number >= 0"))
+    for name, ok, wanted in checks:
+        if not ok:
+            raise SettingError(name, f"must be {wanted}; got {getattr(c, name)!r}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _resolved_variant(c: Config) -> Config:
+    """variant, weighting and augment_eps: implicit settings that must agree."""
+    if not c.implicit:
+        for name in ("variant", "weighting", "augment_eps", "recency_boost"):
+            if getattr(c, name):
+                raise SettingError(name, "is for implicit feedback")
+        return replace(c, augment_eps=0.0)
+    if c.recency_boost and c.based != "user":
+        raise SettingError("recency_boost", "weighs the rows of users: it needs based='user'")
+    for name in ("output", "row_norm"):
+        if getattr(c, name) != getattr(DEFAULTS, name):
+            raise SettingError(name, "is for explicit feedback")
+    if c.augment_eps is not None and not 0 <= c.augment_eps < math.inf:
+        raise SettingError("augment_eps", f"must be a finite number >= 0; got {c.augment_eps!r}")
+    weighting, augmented = VARIANT_SETTINGS[c.variant or "NCAE+"]
+    if c.variant and c.weighting not in (None, weighting):
+        raise SettingError("variant", f"{c.variant} uses weighting {weighting}")
+    if c.variant and not augmented and c.augment_eps:
+        raise SettingError("variant", f"{c.variant} has no augmentation: leave augment_eps "
+                           "unset")
+    eps = c.augment_eps
+    if eps is None:
+        eps = DEFAULT_AUGMENT_EPS if augmented else 0.0
+    return replace(c, weighting=c.weighting or weighting, augment_eps=float(eps))

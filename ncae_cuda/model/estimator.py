@@ -1,0 +1,459 @@
+"""NCAE as a Python object: fit, predict, recommend, fold in new users, similar items, save, load.
+
+    from ncae_cuda import NCAE
+    from ncae_cuda.data import datasets
+    data = datasets.load("synthetic-tiny")                # or any users x items scipy.sparse
+    model = NCAE(feedback="implicit", hidden=(32,)).fit(data, epochs=5)
+    items, scores = model.recommend(data.user_ids[:3], n=10)
+    model.save("model.npz")
+    model = NCAE.load("model.npz", device="cpu")
+
+The data is users x items: users are who `recommend` ranks for, items what it ranks. `based`
+chooses which of the two the autoencoder encodes (its rows); the other are its columns.
+shard='columns' trains one model across the processes of a torch.distributed group, each
+holding a share of the columns (ncae_cuda/ops/shard.py); every method is then called by every
+process alike, and rank 0 writes what is saved. Ids are
+the data set's own (Interactions.user_ids / item_ids) or, for a scipy matrix, its row and
+column numbers. A saved model holds its settings, id maps, parameters and the interactions it
+was fit on (users are encoded from them, and seen items filtered by them), so it recommends
+without the training data at hand.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import asdict, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import __version__
+from ..data.interactions import DataError, Interactions, from_matrix, lookup_ids
+from ..errors import NcaeError
+from ..ops import get_backend
+from ..ops.layout import SHARDED, AdamConfig, NCAELayout
+from ..ops.plan import Planner, Schedule
+from . import modelfile, stopping
+from .config import Config
+from .evaluate import (
+    constant_scorer,
+    excluded_entries,
+    model_scorer,
+    predict_ratings,
+    rating_report,
+    row_codes,
+    top_m,
+)
+from .fitdata import FitData, as_interactions, scored_rows
+from .network import Network, Objective
+from .trainer import CHECKPOINT_EVERY, Checkpoint, ShardCheckpoint, Trainer, fingerprint
+
+SHARDS = (None, "columns")      # one process; the columns shared out among a process group's
+
+
+class OutOfMemory(NcaeError, RuntimeError):
+    """The device ran out of memory: the message names what needed it and what lowers it."""
+
+
+class NCAE:
+    """The Neural Collaborative Autoencoder recommender. Settings: see
+    ncae_cuda.model.config.Config (the same names and defaults as the flags of python -m ncae_cuda.train); device is 'auto'
+    (the GPU when there is one), 'cpu', 'gpu', or an ops backend (ncae_cuda.ops.get_backend);
+    shard is None (one process) or 'columns' (a share of the columns in each process of an
+    initialised torch.distributed group: see the module's docstring)."""
+
+    def __init__(self, device="auto", shard: str | None = None, **settings):
+        self.config = Config(**settings).resolved()
+        if shard not in SHARDS:
+            raise ValueError(f"shard must be None or 'columns'; got {shard!r}")
+        self.device, self.shard = device, shard
+        self.ops = get_backend(device) if isinstance(device, str) else device
+        self.data = None                              # FitData: what the fit derived from its
+                                                      # data (ncae_cuda.model.fitdata)
+        self.history, self.best_epoch = [], 0
+        # the last fit ran out of epochs while validation was still improving (stopping.py)
+        self.still_improving = False
+        self._net = None
+        self.comm = None                              # a sharded model's collectives
+        if shard == "columns":
+            from .distributed import Collectives
+            self.comm = Collectives(self.ops)
+
+    @property
+    def leader(self) -> bool:
+        """Whether this process speaks and writes for the model: rank 0 of a sharded one."""
+        return self.comm is None or self.comm.rank == 0
+
+    def __repr__(self) -> str:
+        defaults = asdict(Config(feedback=self.config.feedback).resolved())
+        changed = {k: v for k, v in asdict(self.config).items() if v != defaults[k]}
+        settings = "".join(f", {k}={v!r}" for k, v in changed.items())
+        return f"NCAE(feedback={self.config.feedback!r}{settings}, device={self.ops.name!r})"
+
+    # -----------------------------------------------------------------------------------------
+    # training
+
+    def fit(self, X, validation=None, epochs: int | None = None, callback=None,
+            checkpoint=None, resume: bool = False, checkpoint_every: float = CHECKPOINT_EVERY,
+            verbose: bool = True) -> NCAE:
+        """Train on X: a users x items scipy.sparse matrix or an Interactions
+        (ncae_cuda.data.datasets, ncae_cuda.data.splits). Returns the model.
+
+        validation: held-out interactions of the same users and items, scored after every
+            epoch (RMSE, or NDCG at the last cutoff); training stops after `patience` epochs
+            without a better score, and the model keeps its best epoch's parameters;
+            model.still_improving is True where it ran out of epochs with its best among the
+            last few (ncae_cuda.model.stopping.still_improving): more epochs may help.
+        epochs: most epochs (default: the model's `epochs` setting; 0: pre-training only, for
+            a pretrain other than BP).
+        callback(model, record): after every epoch, with the epoch's record (loss, seconds,
+            validation figures) before it is logged; what it adds to the record is kept in
+            model.history.
+        checkpoint: a file to save the fit in (after pre-training, at the end of an epoch
+            once checkpoint_every seconds have passed since the last save, and after the last
+            epoch); resume=True continues the fit saved there instead of starting over, and ends
+            exactly where an uninterrupted fit does. It must be this fit's: the same settings,
+            epochs, data and backend; another's is refused, naming what differs.
+        checkpoint_every: seconds between checkpoints, the most training a kill can cost
+            (0: after every epoch).
+        verbose: print one line per epoch.
+        """
+        c, comm = self.config, self.comm
+        epochs = c.epochs if epochs is None else epochs
+        # 0 epochs train nothing but pre-training: without it (BP), a fit of 0 is no fit
+        least = 1 if c.pretrain == "BP" else 0
+        if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < least:
+            raise ValueError(f"epochs must be an integer >= 1 (0: pre-training only, where "
+                             f"pretrain is not BP); got {epochs!r}")
+        if isinstance(checkpoint_every, bool) or not (isinstance(checkpoint_every, numbers.Real)
+                                                      and checkpoint_every >= 0):
+            raise ValueError(f"checkpoint_every must be a number of seconds >= 0 (0: after every "
+                             f"epoch); got {checkpoint_every!r}")
+        fit = as_interactions(X, "X")
+        data = FitData.of(fit, c, self.ops)
+        if comm is not None:
+            data.shard(comm.rank, comm.world)
+        valid = None if validation is None else data.held_out(validation, "validation")
+        self.data, verbose = data, verbose and self.leader
+        B = c.batch_size                # the batch, until the rows it is capped at are known
+        with self.ops.session():
+            try:
+                self._net = self._new_network()
+                csr, rows = data.training(verbose)
+                # a batch of more rows than there are is all of them (the same training: the
+                # padding rows are empty), so its memory is the rows' and a batch_size of a
+                # billion asks for no terabytes; the ops still take a B over the rows
+                B = max(1, min(c.batch_size, len(rows)))
+                planner = Planner(csr, rows, Schedule(c.seed, B, c.dropout))
+                self._net.prepare(planner.geometry)
+                identity = {"settings": {**c.as_dict(), "epochs": int(epochs)},
+                            "data": fingerprint(*_entries(fit, c), *_entries(valid, c)),
+                            "backend": self.ops.name}
+                if comm is not None:
+                    identity["shard"] = {"processes": comm.world, "rank": comm.rank,
+                                         "columns": list(data.columns[:2])}
+                trainer = Trainer(
+                    self._net, csr, planner, AdamConfig(c.lr, weight_decay=c.weight_decay,
+                                                         lr_decay=c.lr_decay),
+                    c.pretrain, c.pretrain_epochs, c.patience, self.selection_metric,
+                    score=None if valid is None else self.evaluator(valid),
+                    on_epoch=None if callback is None else lambda record: callback(self, record),
+                    checkpoint=None if checkpoint is None else (
+                        Checkpoint(checkpoint, identity) if comm is None
+                        else ShardCheckpoint(checkpoint, identity, comm)),
+                    checkpoint_every=checkpoint_every, verbose=verbose)
+                progress = trainer.run(int(epochs), resume)
+            except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
+                raise OutOfMemory(self._out_of_memory(e, B)) from None
+        self.history, self.best_epoch = progress.history, progress.best_epoch
+        self.still_improving = stopping.still_improving(self.history, self.best_epoch,
+                                                        int(epochs), c.patience)
+        return self
+
+    @property
+    def selection_metric(self) -> tuple[str, bool]:
+        """(name, higher is better) of the validation figure early stopping follows."""
+        return self.config.selection_metric
+
+    def _new_network(self) -> Network:
+        columns = self.data.columns
+        layout = NCAELayout(columns.n, self.config.hidden, columns)
+        params = layout.xavier_init(np.random.default_rng(self.config.seed))
+        return Network(layout, self.ops, self._objective(), params, self.data.column_weights(),
+                       comm=self.comm)
+
+    def _objective(self) -> Objective:
+        c = self.config
+        if c.implicit:
+            return Objective.implicit()
+        return Objective.explicit(*self.data.rating_scale, c.alpha, c.beta,
+                                  identity=c.output == "identity", row_norm=c.row_norm)
+
+    def _out_of_memory(self, error: MemoryError, B: int) -> str:
+        """What needed the memory at a batch of B rows, with the sizes, and the setting that
+        lowers each."""
+        c, mib = self.config, 4 / 2**20                                 # float32 MiB
+        size = NCAELayout(self.data.n_cols, c.hidden).size
+        lines = [f"out of memory on the {self.ops.name} backend ({error})",
+                 f"  parameters, gradients and Adam's m, v: 4 x {size:,} floats = "
+                 f"{4 * size * mib:,.0f} MiB (lower --hidden)"]
+        N = self.data.n_cols
+        if c.implicit:
+            lines.append(f"  dense output of a batch: about 3 x {B} x {N:,} floats = "
+                         f"{3 * B * N * mib:,.0f} MiB (lower --batch-size)")
+        else:
+            K = sum(c.hidden)
+            lines.append(f"  a batch's hidden layers and their gradients: about 2 x {B} x {K:,} "
+                         f"floats = {2 * B * K * mib:,.0f} MiB (lower --batch-size)")
+        if self.ops.name != "cpu":
+            lines.append("  or train with --device cpu")
+        return "\n".join(lines)
+
+    # -----------------------------------------------------------------------------------------
+    # scoring held-out data
+
+    def evaluator(self, held, exclude=None, popularity: bool = False):
+        """score(per_user=False) -> the figures of `held` (interactions held out from the fit
+        data, the same users and items): RMSE of the predicted ratings (explicit), or HR@M and
+        NDCG@M of each held-out item ranked among the items the user has no interaction with in
+        the fit data nor in `exclude` (implicit). per_user adds the table of users grouped by
+        their number of fit interactions. Device arrays are built once, here.
+
+        popularity: rank by the POP baseline instead, every item scored by its number of
+        interactions in the fit data, on the same candidates (implicit only)."""
+        self._check_fitted()
+        if popularity and not self.config.implicit:
+            raise ValueError("the POP baseline ranks items: it is for implicit feedback")
+        c, ops, data = self.config, self.ops, self.data
+        if c.implicit:
+            pop = data.popularity() if popularity else None
+            return data.ranker(held, exclude, c.cutoffs, lambda: self._user_scorer() if pop is None
+                               else constant_scorer(ops, pop), self.comm)
+        held = data.held_out(held, "held-out data")
+        counts = data.user_counts                                       # (n_users,)
+        if held.ratings is None:
+            raise DataError("held-out data for an explicit model needs ratings")
+        rows, cols = (held.users, held.items) if c.based == "user" else (held.items, held.users)
+
+        def score(per_user: bool = False) -> dict:
+            with ops.session():
+                yhat = predict_ratings(self._net, data.inputs(), rows, cols)
+            return rating_report(yhat, held.ratings, held.users, counts if per_user else None)
+        return score
+
+    def evaluate(self, held, exclude=None, per_user: bool = False,
+                 popularity: bool = False) -> dict:
+        """The figures of `held` once: see evaluator()."""
+        return self.evaluator(held, exclude, popularity)(per_user)
+
+    # -----------------------------------------------------------------------------------------
+    # using the model
+
+    def predict(self, users, items) -> np.ndarray:
+        """(n,) float32 output at each (users[i], items[i]): the predicted rating (explicit) or
+        the preference tanh(out) in (-1, 1) (implicit); users encoded from the fit data."""
+        self._check_fitted()
+        u = lookup_ids(self.user_ids, users, "user")
+        i = lookup_ids(self.item_ids, items, "item")
+        if len(u) != len(i):
+            raise ValueError(f"predict needs as many users as items; got {len(u)}, {len(i)}")
+        rows, cols = (u, i) if self.config.based == "user" else (i, u)
+        with self.ops.session():
+            return predict_ratings(self._net, self.data.inputs(), rows, cols)
+
+    def recommend(self, users, n: int = 10, filter_seen: bool = True, items=None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The n best items of each user, best first: (item ids, scores), each (len(users), n).
+
+        filter_seen leaves out the items a user interacted with in the fit data; items (ids)
+        restricts the candidates. Scores are predicted ratings (explicit) or the output logits
+        (implicit: the order of tanh(out) without float32 saturation ties). Ties go to the
+        item earlier in item_ids. n is capped at the number of candidate items; a user with
+        fewer candidates ends in score -inf, id -1 (integer ids) or "" (text ids).
+        """
+        self._check_fitted()
+        u = lookup_ids(self.user_ids, users, "user")
+        n, candidates = self.data.candidates(n, items)
+        excluded = excluded_entries(self.ops, self.data.seen_items()) if filter_seen else None
+        with self.ops.session():
+            idx, vals = top_m(self.ops, self._user_scorer(), u, n, excluded, candidates,
+                              self.data.item_columns, self.comm)
+        return self._item_results(idx, vals, ratings=not self.config.implicit)
+
+    def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
+                      times=None) -> tuple[np.ndarray, np.ndarray]:
+        """recommend() for users the model was not fit on, folded in from their interactions
+        without retraining: X_new is a scipy.sparse (new users x items) matrix whose column j
+        is item_ids[j]. The autoencoder encodes any row, so this needs a user-based model; an
+        item-based model's users are its columns, each with an embedding learned in training.
+        A model with recency_boost weighs each new user's interactions by their times: `times`,
+        a matrix of X_new's shape holding each interaction's time at its place (any numbers
+        that grow with time, e.g. seconds).
+        """
+        self._check_fitted()
+        if self.config.based != "user":
+            raise ValueError("recommend_new folds new users in as new rows of the autoencoder: "
+                             "it needs a user-based model (based='user'); an item-based model "
+                             "must be refit to learn a new user's embedding")
+        new = from_matrix(X_new, "X_new")
+        if new.n_items != len(self.item_ids):
+            raise DataError(f"X_new has {new.n_items} columns; the model has "
+                            f"{len(self.item_ids)} items (column j is item_ids[j])")
+        if self.config.recency_boost and times is None:
+            raise ValueError("the model scores from rows weighted by recency (recency_boost): "
+                             "give times=, each interaction's time at its place in X_new")
+        if times is not None:
+            new = replace(new, timestamps=_times_at(times, new))
+        csr = self.data.part(scored_rows(new, self.config, "X_new"))
+        n, candidates = self.data.candidates(n, items)
+        excluded = excluded_entries(self.ops, csr) if filter_seen else None
+        with self.ops.session():
+            idx, vals = top_m(self.ops, model_scorer(self._net, csr, "user"),
+                              np.arange(new.n_users), n, excluded, candidates,
+                              self.data.item_columns, self.comm)
+        return self._item_results(idx, vals, ratings=not self.config.implicit)
+
+    def similar_items(self, items, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """The n items most similar to each given item, the item itself left out: (item ids,
+        cosine similarities), each (len(items), n). Items are compared by their output
+        embedding: the rows of V in a user-based model; in an item-based one (whose V rows are
+        users) by their code, the last hidden layer of the item's row."""
+        self._check_fitted()
+        xp, ops, held = self.ops.xp, self.ops, self.data.item_columns
+        idx = lookup_ids(self.item_ids, items, "item")
+        with ops.session():
+            emb = (self._net.p["V"] if self.config.based == "user"
+                   else row_codes(self._net, self.data.inputs()))          # (items held, K)
+            norms = xp.sqrt((emb * emb).sum(axis=1, keepdims=True))
+            unit = emb / xp.maximum(norms, xp.float32(1e-30))
+
+            def similarity(chunk: np.ndarray):
+                if held.whole:
+                    return unit[ops.to_device(chunk)] @ unit.T                  # (B, n_items)
+                query = xp.zeros((len(chunk), unit.shape[1]), unit.dtype)      # from its owner
+                mine = np.flatnonzero(held.owns(chunk))
+                query[ops.to_device(mine)] = unit[ops.to_device(chunk[mine] - held.lo)]
+                self.comm.sum(query, "query items")
+                return query @ unit.T                                           # (B, items held)
+
+            def itself(chunk: np.ndarray) -> tuple:
+                mine = held.owns(chunk)
+                indptr = np.concatenate([[0], np.cumsum(mine)]).astype(np.int32)
+                return ops.to_device(indptr), ops.to_device(chunk[mine] - held.lo)
+            m = min(self.data.candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
+            found, sims = top_m(ops, similarity, idx, m, itself, None, held, self.comm)
+        return self._item_results(found, sims, ratings=False)
+
+    def _item_results(self, idx: np.ndarray, vals: np.ndarray, ratings: bool):
+        """Column indices -> item ids (padding -1 or ""), logits -> ratings where asked."""
+        if ratings:
+            real = idx >= 0
+            vals[real] = self._net.objective.rating(vals[real])
+        return self.data.item_ids_of(idx), vals
+
+    def _user_scorer(self):
+        return model_scorer(self._net, self.data.inputs(), self.config.based)
+
+    # -----------------------------------------------------------------------------------------
+    # saving and loading
+
+    def save(self, path) -> None:
+        """One file with settings, id maps, parameters and the fit interactions (no pickle)."""
+        self._check_fitted()
+        net = self._net
+        meta = {"ncae_cuda": __version__, "config": self.config.as_dict(),
+                "rating_scale": self.rating_scale and list(self.rating_scale),
+                "history": self.history, "best_epoch": self.best_epoch, "steps": net.steps}
+        arrays = {"params": self._whole_params(), **self.data.arrays()}
+        if net.col_weights is not None:
+            arrays["col_weights"] = self._all_columns(net.col_weights)
+        if self.leader:
+            modelfile.write(path, "model", meta, arrays)
+
+    def _whole_params(self) -> np.ndarray:
+        """(parameters,) the network's parameters as one process holds them, on the host: a
+        shard's columns gathered with every other rank's."""
+        net = self._net
+        if self.comm is None:
+            return self.ops.to_host(net.params)
+        layout = NCAELayout(self.data.n_cols, self.config.hidden)
+        params = np.zeros(layout.size, np.float32)
+        for key, view in layout.views(params).items():
+            view[...] = (self._all_columns(net.p[key]) if key in SHARDED
+                         else self.ops.to_host(net.p[key]))
+        return params
+
+    def _all_columns(self, rows) -> np.ndarray:
+        """(n_cols, ...) on the host: a per-column device array of a shard's columns gathered
+        with every other rank's (each padded to the widest share for the gather)."""
+        comm, bounds = self.comm, self.data.bounds
+        if comm is None:
+            return self.ops.to_host(rows)
+        widths = np.diff(bounds)
+        padded = self.ops.xp.zeros((int(widths.max()), *rows.shape[1:]), rows.dtype)
+        padded[:len(rows)] = rows
+        every = self.ops.to_host(comm.gather(padded, "columns"))        # (ranks, widest, ...)
+        return np.concatenate([every[r, :widths[r]] for r in range(comm.world)])
+
+    @classmethod
+    def load(cls, path, device: str = "auto") -> NCAE:
+        """A model saved by save(), on `device` (any: a GPU model loads on the CPU and back)."""
+        meta, a = modelfile.read(path, "model")
+        try:
+            model = cls(device=device, **asdict(Config.from_dict(meta["config"])))
+            model.data = FitData.from_arrays(model.config, model.ops, a, meta["rating_scale"]
+                                             and tuple(meta["rating_scale"]))
+            layout = NCAELayout(model.data.n_cols, model.config.hidden)
+            if a["params"].shape != (layout.size,):
+                raise ValueError(f"{a['params'].shape[0]} parameters where the settings need "
+                                 f"{layout.size}")
+            model._net = Network(layout, model.ops, model._objective(), a["params"],
+                                 a.get("col_weights"))
+            model._net.counter[0] = meta["steps"]
+            model.history, model.best_epoch = meta["history"], meta["best_epoch"]
+        except (KeyError, ValueError, TypeError) as e:
+            raise modelfile.inconsistent(path, "model", e) from None
+        return model
+
+    # -----------------------------------------------------------------------------------------
+    # data
+
+    @property
+    def user_ids(self) -> np.ndarray | None:
+        """(n_users,) the fit data's user ids (None before a fit)."""
+        return None if self.data is None else self.data.user_ids
+
+    @property
+    def item_ids(self) -> np.ndarray | None:
+        """(n_items,) the fit data's item ids (None before a fit)."""
+        return None if self.data is None else self.data.item_ids
+
+    @property
+    def rating_scale(self) -> tuple[float, float] | None:
+        """Explicit: the (lowest, highest) rating the model predicts on."""
+        return None if self.data is None else self.data.rating_scale
+
+    def _check_fitted(self) -> None:
+        if self._net is None:
+            raise RuntimeError("the model is not trained: call fit() or NCAE.load() first")
+
+
+def _entries(part: Interactions | None, config: Config) -> tuple:
+    """What a fit trains or validates on, for its checkpoint's fingerprint: the entries, and
+    their times where the fit scores rows weighted by them (recency_boost > 0); otherwise the
+    times change nothing, and a checkpoint stays valid whatever they are."""
+    names = ("users", "items", "ratings") + (("timestamps",) if config.recency_boost else ())
+    return tuple(None if part is None else getattr(part, name) for name in names)
+
+
+def _times_at(times, new: Interactions) -> np.ndarray:
+    """(nnz,) float64 the time at each of new's entries, read from `times` (a matrix of X_new's
+    shape); DataError where it has another shape or a time is not a finite number."""
+    m = sp.csr_matrix(times)
+    if m.shape != (new.n_users, new.n_items):
+        raise DataError(f"times is {m.shape[0]} x {m.shape[1]}; X_new is {new.n_users} x "
+                        f"{new.n_items}")
+    at = np.asarray(m[new.users, new.items], np.float64).ravel()          # (nnz,)
+    if not np.isfinite(at).all():
+        raise DataError(f"times: {int((~np.isfinite(at)).sum())} entries of X_new have no finite "
+                        "time")
+    return at

@@ -1,0 +1,351 @@
+"""The paper's experiments as runs and tables: each experiment lists its cells (a trainer run, or
+a baselines run, per seed) before any is run, and reads their results into its table and
+figures once they are done. python -m ncae_cuda.experiments runs them in a pool.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..baselines.models import BASELINES
+from ..model.config import DEFAULTS, VARIANT_SETTINGS, VARIANTS
+from . import pool, runflags
+
+
+def numbers(values: str) -> list:
+    """'100,300' -> [100, 300]; '0.2,1e-3' -> floats. ValueError on anything else."""
+    return [float(v) if "." in v or "e" in v else int(v) for v in values.split(",")]
+
+
+class ExperimentRuns:
+    """The runs of an experiment, listed before any is run: each cell once per seed
+    (--repeats), with the shared flags (--quick's, those after --), then the cell's own."""
+
+    def __init__(self, args, extra: list[str]):
+        self.args, self.extra = args, extra
+        self.quick = ["--epochs", "2", "--pretrain-epochs", "1"] if args.quick else []
+        self.folder = args.out / "runs" / args.name        # one folder an experiment: two never
+        self.runs: list[pool.Run] = []                      # share their runs
+
+    def grid(self, values: str, quick_take: int = 2) -> list:
+        parsed = numbers(values)
+        return parsed[:quick_take] if self.args.quick else parsed
+
+    def width(self, k: int) -> int:
+        return min(k, 16) if self.args.quick else k
+
+    def variant(self, name: str) -> list[str]:
+        """Flags of an implicit variant's runs: --variant NAME and its --variant-flags."""
+        own = [f.split("=", 1)[1].split() for f in self.args.variant_flags
+               if f.split("=", 1)[0] == name]
+        return ["--feedback", "implicit", "--variant", name, *(x for f in own for x in f)]
+
+    def cell(self, cell: str, flags: list[str]) -> None:
+        """A cell's training runs, one per seed, with `flags` after the shared ones."""
+        for seed in range(self.args.repeats):
+            self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.train", (
+                "--dataset", self.args.dataset, *self.quick, *self.extra, *flags,
+                "--seed", str(seed))))
+
+    def results(self, cell: str, file: str = "metrics.json") -> list[dict]:
+        """`file` of the cell's run for each seed (a trainer's metrics.json by default)."""
+        return [json.loads((self.folder / f"{cell}-seed{seed}" / file).read_text())
+                for seed in range(self.args.repeats)]
+
+    def baselines(self, cell: str, flags: list[str], own: list[str] = ()) -> None:
+        """A cell of --baselines' runs (python -m ncae_cuda.baselines), one per seed, each on
+        the split the trainer's runs of `flags` make (their data flags), with `own` flags of
+        its own; --quick: each grid's first values."""
+        if not self.args.baselines:
+            return
+        parser = runflags.build_parser()
+        trainer = runflags.parse(parser, ["--dataset", self.args.dataset, *self.extra, *flags])
+        firsts = [f"--grid={key}.{name}={values[0]}" for key in self.args.baselines
+                  for name, values in BASELINES[key].grid.items()] if self.args.quick else []
+        shared = (*runflags.data_argv(runflags.given_data(trainer)),
+                  "--models", ",".join(self.args.baselines),
+                  "--cutoffs", ",".join(map(str, trainer.cutoffs)), *firsts, *own)
+        for seed in range(self.args.repeats):
+            self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.baselines",
+                                      (*shared, "--seed", str(seed))))
+
+    def baseline_results(self, cell: str) -> list[dict]:
+        """Each seed's {model key: its figures} of a cell of baselines (empty without them)."""
+        return ([r["models"] for r in self.results(cell, "baselines.json")]
+                if self.args.baselines else [])
+
+
+def stat(results: list[dict], value) -> tuple[float, float | None]:
+    """(mean, standard deviation over seeds) of value(metrics) over the runs; one run has no
+    standard deviation (None)."""
+    values = np.array([value(r) for r in results], np.float64)
+    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else None
+
+
+def _test(key):
+    return lambda result: result["test"][key]
+
+
+def _pop(key):
+    return lambda result: result["pop"][key]
+
+
+def _baseline_cells(runs: list[dict], m: int, suffix: str = "") -> dict:
+    """'<baseline> HR@<m or suffix>' and '... NDCG@...' of each baseline's test figures, the
+    mean and spread over the seeds' runs (ExperimentRuns.baseline_results)."""
+    cells = {}
+    for key, first in (runs[0] if runs else {}).items():
+        for figure in ("HR", "NDCG"):
+            cells[f"{first['name']} {figure}@{suffix or m}"] = stat(
+                runs, lambda x, key=key, name=f"{figure.lower()}@{m}": x[key]["test"][name])
+    return cells
+
+
+# ---------------------------------------------------------------------------------------------
+# the experiments: each lists its cells (ExperimentRuns.cell) and returns its table: a function
+# of no arguments that reads the runs' results (ExperimentRuns.results) and returns (rows,
+# figures or None)
+
+def configurations(r: ExperimentRuns):
+    """Test RMSE of 1 and 2 hidden layers of width K, without and with (*) S+U+S pre-training,
+    over K (the paper's Table 4). Explicit feedback."""
+    ks = [r.width(k) for k in r.grid(r.args.ks, 1)]
+    models = {"SINGLE": ("{k}", "BP"), "SINGLE*": ("{k}", "S+U+S"),
+              "DOUBLE": ("{k},{k}", "BP"), "DOUBLE*": ("{k},{k}", "S+U+S")}
+    def cell(k, name):                   # a folder's name a shell takes as it is: no '*'
+        return f"K{k}-{name.rstrip('*')}-{models[name][1]}"
+    for k in ks:
+        for name, (hidden, variant) in models.items():
+            r.cell(cell(k, name), ["--feedback", "explicit", "--hidden", hidden.format(k=k),
+                                   "--pretrain", variant])
+
+    def table():
+        return [{"K": k, **{name: stat(r.results(cell(k, name)), _test("rmse"))
+                            for name in models}} for k in ks], None
+    return table
+
+
+def pretraining(r: ExperimentRuns):
+    """Training and test RMSE after every epoch for each pre-training variant, 2 hidden layers
+    of width --k, a fixed number of epochs (the paper's Fig. 5). Epoch 0: just pre-trained."""
+    k = r.width(r.args.k)
+    for variant in VARIANTS:
+        r.cell(variant, ["--feedback", "explicit", "--hidden", f"{k},{k}", "--pretrain", variant,
+                         "--valid-ratio", "0", "--curves"])
+
+    def table():
+        curves = {}
+        for variant in VARIANTS:
+            results = r.results(variant)
+            epochs = [h["epoch"] for h in results[0]["history"]]
+            curves[variant] = {part: [stat(results, lambda m, i=i, part=part:
+                                           m["history"][i][part]["rmse"])[0]
+                                      for i in range(len(epochs))]
+                               for part in ("train", "test")}
+            curves[variant]["epoch"] = epochs
+        rows = []
+        for epoch in sorted({e for c in curves.values() for e in c["epoch"]}):
+            row = {"epoch": epoch}
+            for variant, c in curves.items():
+                at = c["epoch"].index(epoch) if epoch in c["epoch"] else None
+                for part in ("train", "test"):
+                    row[f"{variant} {part}"] = c[part][at] if at is not None else float("nan")
+            rows.append(row)
+
+        def figure(ax):
+            for variant, c in curves.items():
+                line, = ax.plot(c["epoch"], c["test"], label=f"{variant} test")
+                ax.plot(c["epoch"], c["train"], "--", color=line.get_color(), alpha=0.6)
+            ax.set(xlabel="epoch (0: after pre-training)", ylabel="RMSE (dashed: training)",
+                   title="Pre-training variants")
+            ax.legend(fontsize=7)
+        return rows, [figure]
+    return table
+
+
+def augmentation(r: ExperimentRuns):
+    """NDCG@M (the largest --cutoffs M) of NCAE+ over augmentation's eps and p (eps 0: no
+    augmentation), and HR@M after every epoch without and with augmentation (Fig. 6)."""
+    m = _cutoff(r)
+    epss, ps = r.grid(r.args.eps), r.grid(r.args.ps)
+    for eps in epss:
+        for p in ps:
+            r.cell(f"eps{eps}-p{p}", [*r.variant("NCAE+"), "--augment-eps", str(eps),
+                                      "--augment-p", str(p)])
+    curve_eps = {"NCAE": "0", "NCAE+": str(r.args.curve_eps)}
+    for name, eps in curve_eps.items():
+        r.cell(f"curve-{name}", [*r.variant("NCAE+"), "--augment-eps", eps, "--patience", "0",
+                                 "--no-refit", "--curves"])
+
+    def table():
+        rows = [{"eps": eps, **{f"p={p}": stat(r.results(f"eps{eps}-p{p}"), _test(f"ndcg@{m}"))
+                                for p in ps}} for eps in epss]
+        curves = {}
+        for name in curve_eps:
+            results = r.results(f"curve-{name}")
+            history = results[0]["history"]
+            curves[name] = ([h["epoch"] for h in history],
+                            [stat(results, lambda x, i=i: x["history"][i]["test"][f"hr@{m}"])[0]
+                             for i in range(len(history))])
+
+        def grid_figure(ax):
+            for p in ps:
+                ax.plot([row["eps"] for row in rows], [row[f"p={p}"][0] for row in rows], "o-",
+                        label=f"p = {p}")
+            ax.set(xlabel="eps", ylabel=f"NDCG@{m}", title="Augmentation's eps and p")
+            ax.legend(fontsize=7)
+
+        def curve_figure(ax):
+            for name, (epochs, values) in curves.items():
+                ax.plot(epochs, values, label=name)
+            ax.set(xlabel="epoch", ylabel=f"HR@{m} (test)",
+                   title=f"With and without augmentation (eps = {r.args.curve_eps})")
+            ax.legend(fontsize=7)
+        return rows, [grid_figure, curve_figure]
+    return table
+
+
+def factors(r: ExperimentRuns):
+    """HR@M and NDCG@M of NCAE-, NCAE, NCAE+ and POP over the hidden width K (one layer)."""
+    m = _cutoff(r)
+    ks = [r.width(k) for k in r.grid(r.args.factor_ks)]
+    for k in ks:
+        for variant in VARIANT_SETTINGS:
+            r.cell(f"K{k}-{variant}", [*r.variant(variant), "--hidden", str(k)])
+        # the factor models' K is the row's (a later --grid wins over --quick's)
+        r.baselines(f"K{k}-baselines", r.variant("NCAE"),
+                    [f"--grid={key}.factors={k}" for key in r.args.baselines
+                     if "factors" in BASELINES[key].grid])
+
+    def table():
+        rows = []
+        for k in ks:
+            row = {"K": k}
+            for variant in VARIANT_SETTINGS:
+                results = r.results(f"K{k}-{variant}")
+                row[f"{variant} HR@{m}"] = stat(results, _test(f"hr@{m}"))
+                row[f"{variant} NDCG@{m}"] = stat(results, _test(f"ndcg@{m}"))
+            row[f"POP HR@{m}"] = stat(results, _pop(f"hr@{m}"))
+            row[f"POP NDCG@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+            row.update(_baseline_cells(r.baseline_results(f"K{k}-baselines"), m))
+            rows.append(row)
+        return rows, [_lines(rows, "K", f"NDCG@{m}", log_x=True)]
+    return table
+
+
+def topm(r: ExperimentRuns):
+    """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP."""
+    ms = r.grid(r.args.ms, 5)
+    cutoffs = ["--cutoffs", ",".join(map(str, ms))]
+    for variant in VARIANT_SETTINGS:
+        r.cell(variant, [*r.variant(variant), *cutoffs])
+    r.baselines("baselines", [*r.variant("NCAE"), *cutoffs])
+
+    def table():
+        results = {v: r.results(v) for v in VARIANT_SETTINGS}
+        base = r.baseline_results("baselines")
+        rows = []
+        for m in ms:
+            row = {"M": m}
+            for variant, runs in results.items():
+                row[f"{variant} HR@M"] = stat(runs, _test(f"hr@{m}"))
+                row[f"{variant} NDCG@M"] = stat(runs, _test(f"ndcg@{m}"))
+            row["POP HR@M"] = stat(runs, _pop(f"hr@{m}"))
+            row["POP NDCG@M"] = stat(runs, _pop(f"ndcg@{m}"))
+            row.update(_baseline_cells(base, m, "M"))
+            rows.append(row)
+        return rows, [_lines(rows, "M", "NDCG@M")]
+    return table
+
+
+def robustness(r: ExperimentRuns):
+    """The metrics when each row keeps only a share D of its training entries (Table 6)."""
+    ratios = r.grid(r.args.ratios)
+    for d in ratios:
+        r.cell(f"D{d}", ["--data-ratio", str(d)])
+
+    def table():
+        rows = []
+        for d in ratios:
+            results = r.results(f"D{d}")
+            test = results[0]["test"]
+            row = {"D": d}
+            for key in (k for k in test if k == "rmse" or "@" in k):
+                row[key] = stat(results, _test(key))
+            if "pop" in results[0]:
+                m = _cutoff(r)
+                row[f"POP hr@{m}"] = stat(results, _pop(f"hr@{m}"))
+                row[f"POP ndcg@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+            rows.append(row)
+        return rows, None
+    return table
+
+
+def clusters(r: ExperimentRuns):
+    """HR@M and NDCG@M of NCAE and NCAE+ for users grouped by their number of training
+    entries (Table 3): augmentation is for the sparse users."""
+    m = _cutoff(r)
+    variants = ("NCAE", "NCAE+")
+    for variant in variants:
+        r.cell(variant, r.variant(variant))
+
+    def table():
+        results = {v: r.results(v) for v in variants}
+        rows = []
+        for i, cluster in enumerate(results["NCAE"][0]["test"]["clusters"]):
+            row = {"training entries": cluster["cluster"], "users": cluster["rows"]}
+            for variant, runs in results.items():
+                for key in (f"hr@{m}", f"ndcg@{m}"):
+                    row[f"{variant} {key}"] = stat(
+                        runs, lambda x, key=key: x["test"]["clusters"][i][key])
+            rows.append(row)
+        return rows, None
+    return table
+
+
+def recipes(r: ExperimentRuns):
+    """The test figures of each recipe (--recipes), on the data, split and seeds given, and its
+    seconds per epoch (the median epoch of each run, the mean over seeds); implicit: and POP's.
+    The README's result tables are these."""
+    for path in r.args.recipes:
+        r.cell(Path(path).stem, ["--config", path])
+
+    def table():
+        rows = []
+        for path in r.args.recipes:
+            results = r.results(Path(path).stem)
+            keys = [k for k in results[0]["test"] if k == "rmse" or "@" in k]
+            row = {"recipe": path, **{key: stat(results, _test(key)) for key in keys}}
+            rows.append({**row, "s/epoch": stat(results, lambda x: x["seconds_per_epoch"])})
+        if "pop" in results[0]:
+            rows.append({"recipe": "POP", **{key: stat(results, _pop(key)) for key in keys},
+                         "s/epoch": ""})
+        return rows, None
+    return table
+
+
+def _cutoff(r: ExperimentRuns) -> int:
+    """The M the implicit tables report: the trainer's last cutoff (100 by default)."""
+    if "--cutoffs" in r.extra:
+        return int(r.extra[r.extra.index("--cutoffs") + 1].split(",")[-1])
+    return DEFAULTS.cutoffs[-1]
+
+
+def _lines(rows: list[dict], x: str, suffix: str, log_x: bool = False):
+    """A figure of every '<model> <suffix>' column against column x."""
+    def figure(ax):
+        for key in rows[0]:
+            if key.endswith(suffix):
+                ax.plot([row[x] for row in rows], [row[key][0] for row in rows], "o-",
+                        label=key.removesuffix(suffix).strip())
+        if log_x:
+            ax.set_xscale("log", base=2)
+        ax.set(xlabel=x, ylabel=suffix)
+        ax.legend(fontsize=7)
+    return figure
+
+
+EXPERIMENTS = {f.__name__: f for f in (configurations, pretraining, augmentation, factors, topm,
+                                       robustness, clusters, recipes)}

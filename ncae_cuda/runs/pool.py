@@ -1,0 +1,434 @@
+"""A pool of runs: the processes behind a table, N at once, each in a folder of its own, and
+resumable as a whole.
+
+A run is one process (`python -m ncae_cuda.train`, or a bench's cell) that takes --out FOLDER,
+marks the run finished in the folder's run.json (rundir.RunDirectory) and, given --resume,
+continues what a killed one began there. A pool lists its runs before it starts any, in a
+folder of its own whose runs.json names each run and its command:
+- the same listing again skips the finished runs and resumes the others; a folder that holds
+  another listing (other settings) is refused, never overwritten; `overwrite` starts over;
+- `jobs` runs at once, each a subprocess in a slot of its own: slot i sees the i-th of `gpus`
+  (round robin) as CUDA_VISIBLE_DEVICES and, unless the environment sets NUMBA_NUM_THREADS, an
+  equal share of this machine's cores as Numba's threads, so that the runs do not oversubscribe;
+- task I of T runs every T-th run from the I-th (a SLURM array, or any scheduler), the other
+  tasks the rest; the tables are built once every run of the listing is finished;
+- a line at each start and end of a run: runs done, running and left, and the time left;
+- Ctrl-C or SIGTERM reaches every run as one SIGTERM each (a second asks again, which stops a
+  trainer at once): a trainer stops at the end of its step with a checkpoint, and the same
+  command resumes it. On Linux a run also gets SIGTERM when the pool's process dies (a kill).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import difflib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import NcaeError
+from ..model.modelfile import atomic_write
+from . import rundir
+
+LISTING = "runs.json"            # the pool's manifest: its runs and their commands
+LOG = "log.txt"                  # a run's output, in its folder
+POLL = 0.2                       # seconds between looks at the running processes
+PR_SET_PDEATHSIG = 1             # prctl(2): the signal a process gets when its parent dies
+
+
+class PoolError(NcaeError):
+    """A pool that cannot run, or whose runs failed: the message says why, in one line each."""
+
+
+class Stopped(Exception):
+    """The pool stopped at a signal; the runs it had started stopped too, resumable."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str                    # its folder in the pool's folder; how the progress names it
+    module: str                  # it runs as python -m MODULE
+    flags: tuple[str, ...]       # every flag but --out and --resume: what the run is
+
+    def command(self, folder: Path, resume: bool) -> list[str]:
+        return [sys.executable, "-m", self.module, *self.flags, "--out", str(folder),
+                *(["--resume"] if resume else [])]
+
+
+# ---------------------------------------------------------------------------------------------
+# processes in slots
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def slot_env(slot: int, jobs: int, gpus: list[str]) -> dict[str, str]:
+    """What the process in slot `slot` of `jobs` sees beside this process's environment: its
+    GPU, and its share of the cores."""
+    env = {}
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+    if "NUMBA_NUM_THREADS" not in os.environ:
+        env["NUMBA_NUM_THREADS"] = str(max(1, cores() // jobs))
+    return env
+
+
+def _dies_with(parent: int):
+    """preexec_fn of a child: SIGTERM when `parent` dies, however it dies (Linux's prctl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl          # looked up before the fork
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:                           # it died before prctl
+            os.kill(os.getpid(), signal.SIGTERM)
+    return preexec
+
+
+class Processes:
+    """Processes started in `jobs` slots, each in a session of its own: a terminal's Ctrl-C
+    reaches this process only, and within `with` each signal it gets (SIGINT, SIGTERM) is handed
+    on to every process as one SIGTERM; `stopped` names the first. Leaving `with` on an error
+    stops the processes still running (SIGTERM) and waits for them."""
+
+    def __init__(self, jobs: int, gpus: list[str]):
+        self.jobs, self.gpus = jobs, gpus
+        self.free = list(range(jobs))
+        self.running: dict[subprocess.Popen, tuple[object, int, float]] = {}
+        self.stopped: str | None = None
+
+    def start(self, key, argv: list[str], env: dict[str, str] | None = None,
+              log: Path | None = None) -> None:
+        """argv in a free slot, its output appended to `log` (default: this process's)."""
+        slot = self.free.pop(0)
+        out = open(log, "a") if log is not None else None
+        try:
+            process = subprocess.Popen(
+                argv, env={**os.environ, **(env or {}), **slot_env(slot, self.jobs, self.gpus)},
+                stdout=out, stderr=subprocess.STDOUT if out else None, start_new_session=True,
+                preexec_fn=_dies_with(os.getpid()))
+        finally:
+            if out is not None:
+                out.close()
+        self.running[process] = (key, slot, time.monotonic())
+
+    def ended(self) -> list[tuple[object, int, float]]:
+        """(key, exit code, seconds) of each process that has ended since the last call; their
+        slots are free again."""
+        done = []
+        for process, (key, slot, started) in list(self.running.items()):
+            if process.poll() is not None:
+                del self.running[process]
+                self.free.append(slot)
+                done.append((key, process.returncode, time.monotonic() - started))
+        return done
+
+    def wait(self) -> list[tuple[object, int, float]]:
+        """Every process's (key, exit code, seconds), once all have ended."""
+        done = []
+        while self.running:
+            time.sleep(POLL)
+            done += self.ended()
+        return done
+
+    def _signal(self, number, frame) -> None:
+        self.stopped = self.stopped or signal.Signals(number).name
+        for process in self.running:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+
+    def __enter__(self) -> Processes:
+        self._previous = {n: signal.signal(n, self._signal)
+                          for n in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        try:
+            if kind is not None and self.running:
+                self._signal(signal.SIGTERM, None)
+                self.wait()
+        finally:
+            for number, handler in self._previous.items():
+                signal.signal(number, handler)
+
+
+# ---------------------------------------------------------------------------------------------
+# the pool
+
+class Pool:
+    """The runs of one table (`what`, e.g. 'configurations') in `folder`, each in
+    folder/<run name>; `env`: what every run sees beside the slot's environment."""
+
+    def __init__(self, folder: Path, what: str, runs: list[Run], env: dict | None = None):
+        self.folder, self.what, self.runs, self.env = Path(folder), what, runs, env or {}
+        names = [run.name for run in runs]
+        assert len(set(names)) == len(names), "two runs of a pool share a folder"
+
+    def folder_of(self, run: Run) -> Path:
+        return self.folder / run.name
+
+    def listing(self) -> dict:
+        return {"what": self.what,
+                "runs": {run.name: " ".join([run.module, *run.flags]) for run in self.runs}}
+
+    def take(self, overwrite: bool = False, lock_name: str = rundir.LOCK):
+        """The folder, for this listing: made, locked against a second pool process on the same
+        runs (lock_name: one lock a task), and refused where it holds another listing's runs
+        (or with `overwrite`, emptied of them first). Returns the held lock."""
+        if self.folder.exists() and not self.folder.is_dir():
+            raise PoolError(f"{self.folder}: a file, not a folder: choose another --out")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            held = rundir.lock(self.folder / lock_name)
+        except rundir.Held as e:
+            raise PoolError(f"{self.folder}: another process ({e.holder}) is running these runs: "
+                            "wait for it to end") from None
+        except OSError as e:
+            raise PoolError(f"{self.folder}: cannot write there ({e.strerror or e})",
+                            errno=e.errno) from None
+        path = self.folder / LISTING
+        listed = json.loads(path.read_text()) if path.exists() else None
+        if listed is not None and listed != self.listing() and not overwrite:
+            held.close()
+            raise PoolError(f"{self.folder} holds runs of {self.what} with other settings "
+                            f"({_changes(listed['runs'], self.listing()['runs'])}): rerun it with "
+                            "those, start over with --overwrite, or choose another --out")
+        if listed is not None and overwrite:
+            self._remove(listed["runs"])
+        text = json.dumps(self.listing(), indent=2).encode()
+        atomic_write(path, lambda f: f.write(text))
+        return held
+
+    def _remove(self, names) -> None:
+        """The listed runs' folders, each once no process is using it."""
+        for name in names:
+            folder = self.folder / name
+            if folder.is_dir():
+                try:
+                    rundir.lock(folder / rundir.LOCK).close()
+                except rundir.Held as e:
+                    raise PoolError(f"--overwrite: {folder} is in use ({e.holder}): stop it "
+                                    "first") from None
+                shutil.rmtree(folder)
+        (self.folder / LISTING).unlink()
+
+    def state(self, run: Run) -> str:
+        """rundir.state of the run's folder: 'finished', 'unfinished' or 'new'."""
+        return rundir.state(self.folder_of(run))
+
+    def unfinished(self) -> list[Run]:
+        return [run for run in self.runs if self.state(run) != "finished"]
+
+    def run(self, share: list[Run], jobs: int, gpus: list[str]) -> None:
+        """Every run of `share` finished: skipped where it is, resumed where it began, started
+        where it did not; `jobs` at once. PoolError names the runs that failed, with the last
+        line each wrote; Stopped where a signal stopped the pool."""
+        states = {run.name: self.state(run) for run in share}
+        todo = [run for run in share if states[run.name] != "finished"]
+        counts = {s: sum(v == s for v in states.values()) for s in ("finished", "unfinished")}
+        print(f"{self.what}: {len(share)} runs in {self.folder}: {counts['finished']} finished "
+              f"before (skipped), {counts['unfinished']} to resume, "
+              f"{len(todo) - counts['unfinished']} to start; {jobs} at once", flush=True)
+        seconds, failed = [], []
+        with Processes(jobs, gpus) as processes:
+            while processes.running or todo and not failed and not processes.stopped:
+                while todo and processes.free and not failed and not processes.stopped:
+                    run = todo.pop(0)
+                    folder = self.folder_of(run)
+                    folder.mkdir(exist_ok=True)
+                    processes.start(run, run.command(folder, states[run.name] == "unfinished"),
+                                    self.env, folder / LOG)
+                    self._progress(share, processes, todo, seconds, failed,
+                                   [f"{run.name} started"])
+                time.sleep(POLL)
+                events = []
+                for run, code, took in processes.ended():
+                    if code == 0 and self.state(run) == "finished":
+                        seconds.append(took)
+                        events.append(f"{run.name} finished in {took:.1f} s")
+                    else:
+                        failed.append(run)
+                        events.append(f"{run.name} {'stopped' if processes.stopped else 'failed'}")
+                if events:
+                    self._progress(share, processes, todo, seconds, failed, events)
+        if processes.stopped:
+            raise Stopped(processes.stopped)
+        if failed:
+            raise PoolError("\n".join(
+                f"{run.name} failed: {_last_line(self.folder_of(run) / LOG)} (see "
+                f"{self.folder_of(run) / LOG})" for run in failed)
+                + "\nthe same command reruns the failed runs; the finished ones are kept")
+
+    def _progress(self, share, processes: Processes, todo, seconds, failed,
+                  events: list[str]) -> None:
+        """The progress line: runs done, failed (or stopped), running and left of `share`, the
+        time left at the mean of the runs finished so far (the slots working in parallel), and
+        what happened."""
+        running, left = len(processes.running), len(todo)
+        done = len(share) - len(failed) - running - left
+        ended = f"{len(failed)} {'stopped' if processes.stopped else 'failed'}, " if failed else ""
+        if not running + left:
+            eta = "nothing left"
+        elif seconds:
+            mean, now = sum(seconds) / len(seconds), time.monotonic()
+            work = left * mean + sum(max(mean - (now - started), 0.0)
+                                     for _, _, started in processes.running.values())
+            eta = f"about {duration(work / processes.jobs)} left"
+        else:
+            eta = "time left: once a run has finished"
+        print(f"{self.what}: {done} done, {ended}{running} running, {left} left, {eta} | "
+              f"{'; '.join(events)}", flush=True)
+
+
+def _changes(before: dict[str, str], now: dict[str, str]) -> str:
+    """What differs between two listings (run name: command), in a few words: the runs gone
+    and new, and the first changed run's flags."""
+    said = []
+    for names, what in (([n for n in before if n not in now], "no longer listed"),
+                        ([n for n in now if n not in before], "new")):
+        if names:
+            said.append(f"{_runs(len(names))} {what}: {', '.join(names[:2])}"
+                        f"{', ...' if len(names) > 2 else ''}")
+    changed = [n for n in now if n in before and before[n] != now[n]]
+    if changed:
+        old, new = before[changed[0]].split(), now[changed[0]].split()
+        said_ops = []
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new).get_opcodes():
+            if tag != "equal":
+                if i1 and old[i1 - 1].startswith("--"):       # the flag whose value changed
+                    i1, j1 = i1 - 1, j1 - 1
+                said_ops.append(f"{' '.join(old[i1:i2]) or '(none)'} -> "
+                                f"{' '.join(new[j1:j2]) or '(none)'}")
+        ran = ", ".join(said_ops)
+        said.append(f"{changed[0]}: {ran}"
+                    + (f"; {_runs(len(changed) - 1)} more changed" if len(changed) > 1 else ""))
+    return "; ".join(said)
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''}"
+
+
+def duration(seconds: float) -> str:
+    minutes, s = divmod(round(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours} h {m:02d} min" if hours else f"{m} min {s:02d} s" if m else f"{s} s"
+
+
+def _last_line(path: Path) -> str:
+    """The last line a run wrote (a trainer's error message), or what says there was none."""
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    return lines[-1].strip() if lines else "it wrote nothing"
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+def count(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _gpu_ids(text: str) -> list[str]:
+    ids = text.split(",")
+    if not all(i.strip().isdigit() for i in ids):
+        raise argparse.ArgumentTypeError(f"expected comma-separated GPU numbers, got {text!r}")
+    return [i.strip() for i in ids]
+
+
+def add_slot_flags(g) -> None:
+    """--jobs and --gpus: how many processes at once, and the GPUs they share."""
+    g.add_argument("--jobs", type=count, metavar="N",
+                   help="processes at once, each in a slot of its own, the cores shared out "
+                        "among them (default: 1, or one per GPU of --gpus)")
+    g.add_argument("--gpus", type=_gpu_ids, default=[], metavar="0,1,...",
+                   help="GPUs to share out: slot i sees the i-th (round robin) as "
+                        "CUDA_VISIBLE_DEVICES (default: none named)")
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a command that runs a pool."""
+    g = p.add_argument_group("running the runs")
+    add_slot_flags(g)
+    g.add_argument("--task", type=int, default=0, metavar="I",
+                   help="with --tasks T: run the I-th share of the runs (0 <= I < T; on a SLURM "
+                        "array, $SLURM_ARRAY_TASK_ID with --array=0-(T-1)) (default: %(default)s)")
+    g.add_argument("--tasks", type=count, default=1, metavar="T",
+                   help="share the runs out among T tasks, each its own command, on one machine "
+                        "or many sharing --out; the task that finds every run finished writes "
+                        "the tables (default: %(default)s)")
+    g.add_argument("--collect", action="store_true",
+                   help="run nothing: write the tables from the runs' folders, once every task "
+                        "has ended")
+    g.add_argument("--overwrite", action="store_true",
+                   help="start over: remove the runs of this table under --out first")
+
+
+def check_slots(args) -> None:
+    """Fill --jobs' default: one per GPU named, else one."""
+    if args.jobs is None:
+        args.jobs = len(args.gpus) or 1
+
+
+def check_flags(parser: argparse.ArgumentParser, args) -> None:
+    """Refuse the pool flags that do not go together; fill --jobs' default."""
+    check_slots(args)
+    if not 0 <= args.task < args.tasks:
+        parser.error(f"--task {args.task}: must be in 0..{args.tasks - 1} (--tasks {args.tasks})")
+    if args.overwrite and (args.tasks > 1 or args.collect):
+        parser.error("--overwrite: start over with one command (no --tasks, no --collect), "
+                     "then share the runs out")
+
+
+def run_share(pool: Pool, args) -> bool:
+    """What the pool's flags ask of `pool`: the task's share of the runs run (nothing with
+    --collect); True where every run of the pool is finished and the tables can be written.
+    An NcaeError (PoolError; DataError, a write's) and Stopped say why not."""
+    lock_name = rundir.LOCK if args.tasks == 1 else f"{rundir.LOCK}-task{args.task}"
+    with contextlib.closing(pool.take(args.overwrite, lock_name)):
+        if not args.collect:
+            pool.run(pool.runs[args.task::args.tasks], args.jobs, args.gpus)
+        left = pool.unfinished()
+    if left and (args.collect or args.tasks == 1):
+        raise PoolError(f"{len(left)} of the {len(pool.runs)} runs are not finished "
+                        f"({', '.join(run.name for run in left[:3])}"
+                        f"{', ...' if len(left) > 3 else ''}): run them first")
+    if left:
+        print(f"{pool.what}: task {args.task} of {args.tasks} done; {len(left)} runs of the "
+              "other tasks are not finished: --collect writes the tables once they are")
+    return not left
+
+
+def exit_code(error: Exception) -> int:
+    """Prints a pool's error or stop for the command line; returns its exit code."""
+    if isinstance(error, Stopped):
+        print(f"{error.signal_name}: stopped; the runs under way stopped at the end of a step: "
+              "the same command resumes them", file=sys.stderr)
+        return 128 + signal.Signals[error.signal_name]
+    print(f"error: {error}", file=sys.stderr)
+    return 2
+
+
+ERRORS = (NcaeError, Stopped)     # what exit_code reports

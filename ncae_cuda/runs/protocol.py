@@ -1,0 +1,423 @@
+"""The run protocol every command follows: select on validation, refit, test once.
+
+Protocol (docs/design.md): train on the training part and score the validation part after
+every epoch, keeping the best epoch (early stopping after --patience epochs without
+improvement); then retrain from scratch on training + validation for that many epochs and score
+the test part once (--no-refit scores the best-validation model instead). Without a validation
+part it trains --epochs epochs. Explicit feedback is scored by RMSE over held-out ratings,
+implicit by HR@M and NDCG@M of each user's held-out item ranked against every item the user has
+not interacted with, next to the POP baseline.
+
+Each run has its own folder, --out (default runs/<data set>-<date>-<time>): run.json (the
+run's settings; a run never writes into another run's folder), checkpoint-select.npz and
+checkpoint-refit.npz (what --resume continues from, saved at the end of an epoch once
+--checkpoint-every seconds have passed), model.npz
+(ncae_cuda.NCAE.load reads it; so does python -m ncae_cuda.recommend) and metrics.json at the
+end. The CLI is a thin layer over ncae_cuda.NCAE: the flags of the model are its settings
+(ncae_cuda.model.config.Config), generated from them. --config reads them from a recipe (a TOML
+file of the same names, recipes/); a flag on the command line overrides the recipe.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import os
+import statistics
+import time
+import warnings
+
+import numpy as np
+
+from ..baselines.models import BASELINES, Baseline, implicit_has_gpu
+from ..data import datasets, splits
+from ..data.interactions import DataError, Interactions
+from ..data.reader import read_table
+from ..model import metrics
+from ..model.config import Config
+from ..model.estimator import NCAE
+from ..model.fitdata import FitData
+from ..model.modelfile import atomic_write
+from ..ops import BackendUnavailable
+from . import rundir
+from .pool import duration
+from .runflags import build_parser, model_settings, parse, recorded, resolve_defaults
+
+IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
+say = functools.partial(print, flush=True)   # a line the moment it is known, through a pipe too
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+def prepare(args, device: str, trained: str | None = None) -> tuple[Interactions, splits.Split]:
+    """Load and split the data, and say what will be trained (default: the NCAE of args) on
+    what."""
+    data, split = given_split(args) if args.train else dataset_split(args)
+    unrated = [part.name for part in (split.train, split.valid, split.test)
+               if part.ratings is None]
+    if args.feedback == "explicit" and unrated:
+        raise DataError(f"{unrated[0]} has no ratings: use --feedback implicit")
+    trained = trained or f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}"
+    print(f"{data.name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions | "
+          f"train {split.train.nnz}, valid {split.valid.nnz}, test {split.test.nnz} | "
+          f"{trained}, device {device}")
+    if data.n_duplicates_merged:
+        print(f"note: {data.n_duplicates_merged} duplicate (user, item) records merged into "
+              "others (rule: ncae_cuda.data.interactions)")
+    for note in split.notes:
+        print(f"note: {note}")
+    return data, split
+
+
+def dataset_split(args) -> tuple[Interactions, splits.Split]:
+    """--dataset, split as --split says."""
+    with warnings.catch_warnings(record=True) as caught:
+        for kind in (datasets.CatalogueWarning, datasets.NoTimesWarning):
+            warnings.simplefilter("always", kind)
+        data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir,
+                             sep=args.sep, encoding=args.encoding,
+                             rating_scale=given_scale(args))
+    for warning in caught:
+        print(f"warning: {warning.message}")
+    if datasets.is_file(args.dataset):
+        say_how_it_was_read(args, args.dataset, data)
+    return data, make_split(args, data)
+
+
+def given_scale(args) -> tuple[float, float] | None:
+    """--rating-scale where the feedback is explicit (implicit feedback has no scale, and the
+    commands that train only on it have no such flag)."""
+    return args.rating_scale if args.feedback == "explicit" else None
+
+
+def say_how_it_was_read(args, path, data: Interactions, scaled: bool = True) -> None:
+    """The columns a file was read by, and where `scaled`, the rating scale it was read on."""
+    scale = ""
+    if scaled and data.ratings is not None:
+        origin = ("--rating-scale" if given_scale(args) else
+                  "read off the file: give --rating-scale LOW,HIGH if the scale is wider")
+        scale = f"; ratings {data.rating_scale[0]:g} to {data.rating_scale[1]:g} ({origin})"
+    print(f"{path}: {data.columns}{scale}")
+
+
+def given_split(args) -> tuple[Interactions, splits.Split]:
+    """--train, --test and --valid, each read as a table, on the id maps of all of them; a
+    validation part carved from --train where --valid is not given. Explicit feedback reads
+    them on one rating scale, --rating-scale or else the training file's: a held-out rating
+    outside it is refused with its file and line, and nothing of the held-out files reaches
+    the model."""
+    scale, parts = given_scale(args), {}
+    for name in ("train", "valid", "test"):       # train first: the others read on its scale
+        path = getattr(args, name)
+        if path is not None:
+            parts[name] = read_table(path, args.sep, scale, args.encoding)
+            say_how_it_was_read(args, path, parts[name], scaled=name == "train")
+            if name == "train" and args.feedback == "explicit":
+                scale = parts[name].rating_scale
+    data, split = splits.given_split(**parts)
+    if not split.valid.nnz and args.valid_ratio > 0:
+        split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)
+    return data, subsampled(args, split)
+
+
+def make_split(args, data: Interactions) -> splits.Split:
+    if args.split == "loo":
+        split = splits.leave_one_out(data, seed=args.split_seed, valid_item=args.valid_item)
+    elif args.split == "random":
+        split = splits.random_split(data, args.test_ratio, args.valid_ratio, seed=args.split_seed)
+    else:
+        base, test = datasets.load_split(args.dataset, args.split, args.data_dir, args.cache_dir)
+        split = splits.file_split(data, base, test)
+        if args.valid_ratio > 0:
+            split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)
+    return subsampled(args, split)
+
+
+def subsampled(args, split: splits.Split) -> splits.Split:
+    """The split with --data-ratio of each row's training entries (the paper's D)."""
+    if args.data_ratio == 1:
+        return split
+    train = splits.subsample(split.train, args.data_ratio, seed=args.split_seed,
+                             based=args.based)
+    return splits.Split(train, split.valid, split.test, split.notes + [
+        f"D = {args.data_ratio:g}: trained on {train.nnz} of {split.train.nnz} entries"])
+
+
+# ---------------------------------------------------------------------------------------------
+# the protocol: select the epoch on validation, refit, test once
+
+def new_model(args, ops=None) -> NCAE:
+    """The model of the run's settings, on its device (or backend) and shard."""
+    return NCAE(device=ops or args.device, shard=None if args.shard == "none" else args.shard,
+                **model_settings(args))
+
+
+def run_flags(argv: list[str]) -> dict:
+    """The run a command line of the trainer's flags describes (parsed and checked as
+    python -m ncae_cuda.train does), for the programs that start one themselves, the benches:
+    what metrics.json holds. A user's mistake raises (NcaeError; SystemExit for a flag)."""
+    parser = build_parser()
+    args = parse(parser, argv)
+    resolve_defaults(parser, args)
+    return run(args)
+
+
+def run(args, on_epoch=None) -> dict:
+    """The run args describe, in its folder; returns what metrics.json holds. on_epoch(record),
+    where given, hears every epoch of the selection fit with its validation figures (tune's
+    pruner): what it raises ends the run, resumable."""
+    model = new_model(args)
+    if args.cuda_graphs is not None:
+        if model.ops.name != "gpu":
+            raise BackendUnavailable(f"--cuda-graphs is for the GPU backend; this run is on the "
+                                     f"{model.ops.name} backend")
+        if args.shard != "none" and args.cuda_graphs == "on":
+            raise BackendUnavailable("--cuda-graphs on: a sharded step is not captured yet")
+        model.ops.graphs = args.cuda_graphs == "on"
+    comm = model.comm
+    run_id = {"settings": recorded(args), "backend": model.ops.name}
+    if comm is not None:
+        run_id["processes"] = comm.world
+    folder = rundir.RunDirectory(args.out, run_id)
+    with contextlib.ExitStack() as stack:
+        if not model.leader:                # the other ranks work in step, silently
+            stack.enter_context(contextlib.redirect_stdout(open(os.devnull, "w")))
+        # before the data is read: rank 0 takes the folder, the others find it (their own, on
+        # a machine of their own)
+        take = (lambda: folder.open(resume=args.resume, overwrite=args.overwrite)) \
+            if model.leader else folder.join
+        comm.together(take, "opening the run folder") if comm else take()
+        stack.callback(folder.release)          # a process running many runs (tune) lets go
+        print(f"run folder: {args.out}" + (" (resumed)" if args.resume else ""))
+        try:
+            with model.ops.session():
+                data, split = prepare(args, model.ops.name)
+            summary = train_and_test(args, model, data, split, on_epoch)
+        except (DataError, BackendUnavailable):
+            if model.leader:
+                folder.abandon()
+            raise
+        if model.leader:
+            folder.finish()
+        print(f"wrote {args.out / 'model.npz'} and {args.out / 'metrics.json'}")
+    return summary
+
+
+def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
+                   on_epoch=None) -> dict:
+    has_valid = split.valid.nnz > 0
+    seen = split.fold_validation().train         # train + validation: never the test item
+    held_back = split.valid if has_valid else None
+    if args.validation_only and not has_valid:
+        raise DataError("--validation-only: this split has no validation part (--valid-ratio "
+                        "0)")
+    if not split.test.nnz and not args.validation_only:     # (a split's files are never empty)
+        why = (f"--test-ratio {args.test_ratio:g} of {data.nnz} entries is none"
+               if args.split == "random" else
+               "leave-one-out tests the users with 2 or more interactions; there are none")
+        raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
+                        "to score")
+
+    def logged(phase: str, part: Interactions, then=None):
+        """callback of a fit: the phase in each record; with --curves, test (and explicit:
+        training) figures after every epoch, never used to choose anything; then `then`."""
+        scorers = {}
+
+        def callback(fitted: NCAE, record: dict) -> None:
+            record["phase"] = phase
+            if args.curves and not scorers:
+                scorers["test"] = fitted.evaluator(split.test, exclude=held_back)
+                if not fitted.config.implicit:
+                    scorers["train"] = fitted.evaluator(part)
+            for name, score in scorers.items():
+                record[name] = score()
+            if then is not None:
+                then(record)
+        return callback
+
+    print("select: training on the training part" + (", scoring validation after every epoch"
+                                                     if has_valid else ""))
+    start = time.perf_counter()
+    model.fit(split.train, validation=held_back, epochs=args.epochs,
+              callback=logged("select", split.train, on_epoch),
+              checkpoint=args.out / "checkpoint-select.npz", resume=args.resume,
+              checkpoint_every=args.checkpoint_every)
+    # seconds of the fit that chose the epoch, and of the one whose model is tested
+    seconds = {"seconds_select": time.perf_counter() - start}
+    seconds["seconds_fit"] = seconds["seconds_select"]
+    history, best_epoch = list(model.history), model.best_epoch
+    still_improving = model.still_improving
+    if still_improving:
+        print(f"note: the best epoch is {best_epoch} of {args.epochs}: validation was still "
+              "improving; more --epochs may help", flush=True)
+    if args.validation_only:
+        best = next(h for h in history if h["epoch"] == best_epoch and "valid" in h)
+        result = {"valid": best["valid"]}
+    else:
+        if has_valid and args.refit:
+            print(f"refit: best validation epoch {best_epoch}: retraining on training + "
+                  f"validation for {best_epoch} epochs")
+            model = new_model(args, model.ops)
+            start = time.perf_counter()
+            model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
+                      checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume,
+                      checkpoint_every=args.checkpoint_every)
+            seconds["seconds_fit"] = time.perf_counter() - start
+            history += model.history
+        result = {"test": model.evaluate(split.test, exclude=held_back, per_user=True)}
+        if model.config.implicit:
+            test = model.evaluate(split.test, exclude=held_back, popularity=True)
+            result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
+        if args.baselines:
+            result["baselines"] = compare(split, args.baselines, model.config.cutoffs,
+                                          model.ops, args.seed)
+    report(model, result)
+    model.save(args.out / "model.npz")
+    trained = [h["seconds"] for h in history if h["epoch"] > 0]
+    summary = {
+        "dataset": args.dataset, "device": model.ops.name, "config": recorded(args),
+        "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
+                 "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz},
+        "notes": split.notes, "best_epoch": best_epoch, "still_improving": still_improving,
+        "history": history,
+        # the first epoch of a process also compiles the kernels (Numba's, or NVRTC's)
+        "seconds_first_epoch": trained[0] if trained else None,
+        "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,
+        **seconds, "peak_rss_mb": peak_rss_mb(),
+        **result}
+    if model.comm is not None:
+        comm = model.comm
+        summary["shard"] = {"processes": comm.world, "columns": model.data.bounds.tolist(),
+                            "collective_bytes_per_step": history[-1].get("collective_bytes")}
+    if model.leader:
+        text = json.dumps(summary, indent=2, default=float).encode()
+        atomic_write(args.out / "metrics.json", lambda f: f.write(text))
+    return summary
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MiB; None where the OS does not say (resource is
+    POSIX's: Windows has none)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def report(model: NCAE, result: dict) -> None:
+    if "valid" in result:
+        print(f"\nvalidation, best epoch {model.best_epoch}\n"
+              + metrics.format_table([{"model": model.config.model_name, **result["valid"]}]))
+        return
+    test = result["test"]
+    if model.config.implicit:
+        rows = [{"model": model.config.model_name,
+                 **{k: v for k, v in test.items() if k != "clusters"}},
+                {"model": "POP", **result["pop"]},
+                *({"model": r["name"], **r["test"]} for r in result.get("baselines", {}).values())]
+    else:
+        rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
+    print("\ntest\n" + metrics.format_table(rows))
+    print("\ntest by user's number of training entries\n"
+          + metrics.format_table(test["clusters"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# the baselines: each chosen on validation over its grid, refit, tested once
+
+def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: int = 0,
+            grids: dict | None = None, log=say) -> dict:
+    """{model key: select_and_test's result} for each key of BASELINES in `models`, on `split`;
+    grids: {key: {setting: values}} in place of a model's own (ncae_cuda.baselines.models).
+
+    Every point of a model's grid is fit on the training part and scores the validation part
+    (iALS and BPR after each of their iteration counts, along one fit; EASE at each of its
+    recency points, from one B; points that cannot differ once); the best NDCG at the last
+    cutoff chooses (on a tie, the first in grid order); the chosen settings are refit on
+    training + validation, and the test part is scored once, by NCAE's evaluator
+    (FitData.ranker): the same candidates, exclusions and tie rule."""
+    gpu = ops.name == "gpu" and implicit_has_gpu()
+    if ops.name == "gpu" and not gpu and {"ials", "bpr"} & set(models):
+        log("note: the implicit library here has no CUDA build: iALS and BPR fit on the CPU")
+    return {key: select_and_test(BASELINES[key], split, cutoffs, ops, seed,
+                                 {**BASELINES[key].grid, **(grids or {}).get(key, {})}, gpu, log)
+            for key in models}
+
+
+def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,
+                    grid: dict, gpu: bool = False, log=say) -> dict:
+    """The protocol of compare() for one model: every validation figure, the
+    settings chosen, the test figures, and the seconds the selection and the final fit took.
+    log hears a line per point scored on validation, with the time the grid has left."""
+    metric = f"ndcg@{cutoffs[-1]}"
+    fits = distinct_points(model, grid)
+    seen = FitData.of(split.train, IMPLICIT, ops)
+    runs, start = [], time.perf_counter()
+    total = sum(len(points) for _, points in fits)
+    for settings, points in fits:
+        fit_start = time.perf_counter()
+
+        def check(point, scores, settings=settings):
+            runs.append({"settings": {**settings, **point},
+                         "valid": _ranked(ops, seen, split.valid, None, cutoffs, scores),
+                         "seconds": time.perf_counter() - fit_start})
+            took = time.perf_counter() - start
+            log(f"{model.name} {len(runs)}/{total}: {_shown(runs[-1]['settings'])}: valid "
+                f"{metric} {runs[-1]['valid'][metric]:.4f} | {duration(took)}, about "
+                f"{duration(took / len(runs) * (total - len(runs)))} left")
+        model.fit(split.train, settings, points, check, seed, gpu)
+    best = max(runs, key=lambda run: run["valid"][metric])        # the first of equals
+    selected = time.perf_counter() - start
+    fold = split.fold_validation().train
+    fit_start = time.perf_counter()
+    fit_settings = {k: v for k, v in best["settings"].items() if k not in model.along}
+    point = {k: v for k, v in best["settings"].items() if k in model.along}
+    final = []                                          # the refit's Scores, at its one point
+    model.fit(fold, fit_settings, [point], lambda _, scores: final.append(scores), seed, gpu)
+    fit_seconds = time.perf_counter() - fit_start
+    test = _ranked(ops, FitData.of(fold, IMPLICIT, ops), split.test, split.valid, cutoffs,
+                   final[0])
+    log(f"{model.name}: {len(runs)} settings scored on validation ({selected:.1f} s), chose "
+        f"{_shown(best['settings'])} ({metric} {best['valid'][metric]:.4f}); refit on "
+        f"training + validation in {fit_seconds:.2f} s: test {metric} {test[metric]:.4f}")
+    return {"name": model.name, "grid": grid, "validation": runs,
+            "chosen": best["settings"], "valid": best["valid"], "test": test,
+            "seconds_select": selected, "seconds_fit": fit_seconds}
+
+
+def distinct_points(model: Baseline, grid: dict) -> list[tuple[dict, list[dict]]]:
+    """[(the settings of one fit, the points of model.along scored along it)], every point of
+    `grid` in its order, less those equivalent to one before (Baseline.relevant: a setting that
+    changes no score where another is 0 is left out of the point)."""
+    fits: dict[tuple, list[dict]] = {}
+    along = [name for name in grid if name in model.along]
+    for values in itertools.product(*grid.values()):
+        point = model.relevant(dict(zip(grid, values)))
+        points = fits.setdefault(tuple((k, v) for k, v in point.items() if k not in along), [])
+        point = {k: v for k, v in point.items() if k in along}
+        if point not in points:
+            points.append(point)
+    return [(dict(settings), points) for settings, points in fits.items()]
+
+
+def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:
+    """HR@M and NDCG@M of `held` by `scores` through NCAE's evaluator (FitData.ranker)."""
+    def scorer():
+        return lambda users: ops.to_device(np.ascontiguousarray(scores(users), np.float32))
+    return fit.ranker(held, exclude, cutoffs, scorer)()
+
+
+def _shown(settings: dict) -> str:
+    return ", ".join(f"{name} {value:g}" for name, value in settings.items()) or "no settings"
+
+
+def table(results: dict, cutoffs: tuple[int, ...]) -> list[dict]:
+    """One row per model: its test figures, the settings chosen, validation's NDCG at the last
+    cutoff, the seconds of the final fit and of the whole selection."""
+    metric = f"ndcg@{cutoffs[-1]}"
+    return [{"model": r["name"], **{k: v for k, v in r["test"].items() if k != "rows"},
+             f"valid {metric}": r["valid"][metric], "fit s": r["seconds_fit"],
+             "select s": r["seconds_select"], "chosen": _shown(r["chosen"])}
+            for r in results.values()]

@@ -1,0 +1,215 @@
+"""A run's folder (python -m ncae_cuda.train --out): the files of one training run, never mixed
+with another's.
+
+- run.json, the manifest, names the run the files belong to (its settings and backend) and
+  whether it finished. A fresh run into a folder holding another run's files is refused (or,
+  with overwrite, those files are removed first); --resume continues only the run the manifest
+  names, and says what differs otherwise.
+- .lock is held (flock) while a process uses the folder, so a second run on it refuses at
+  start instead of both writing the same files; the system drops the lock when the process
+  ends, however it ends. The process that takes the folder removes the temporary files a
+  killed writer of the run's files left there.
+- A folder that is a file, cannot be created or is not writable is refused before any data is
+  loaded.
+- A sharded run's rank 0 takes the folder; the other ranks join it (on a machine of their own,
+  a folder of the same path), each writing its checkpoint files there.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+
+from ..errors import NcaeError
+from ..model.modelfile import atomic_write, differences, remove_temporaries
+
+MANIFEST = "run.json"
+LOCK = ".lock"
+FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", "model.npz", "metrics.json",
+         "baselines.json", "baselines.md")          # the trainer's, python -m ncae_cuda.baselines's
+SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (trainer.ShardCheckpoint)
+
+
+class RunFolderError(NcaeError):
+    """A run folder this run cannot use (another run holds it or its files are another run's,
+    it cannot be written, its manifest is not one): the message names it and what to do."""
+
+
+class RunDirectory:
+    def __init__(self, path: str | os.PathLike, run: dict):
+        self.path, self.run = Path(path), run      # run: JSON-ready settings that identify it
+        self._lock = None
+        self._wrote_manifest = False               # the folder's run.json is this run's
+
+    def open(self, resume: bool = False, overwrite: bool = False) -> None:
+        """Take the folder for this run (see the module's docstring); RunFolderError says why
+        not."""
+        here = f"--out {self.path}"
+        self.join()
+        try:
+            self._lock = lock(self.path / LOCK)
+            # what a process killed while writing left behind: no other process writes here now
+            remove_temporaries(self.path, (*FILES, SHARD_FILES))
+        except Held as e:
+            raise RunFolderError(f"{here}: another run ({e.holder}) is using this folder: wait "
+                                 "for it to end, or choose another --out") from None
+        except OSError as e:
+            raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})",
+                                 errno=e.errno) from None
+        manifest = read_manifest(self.path)
+        if resume:
+            if manifest is None:
+                raise RunFolderError(f"--resume: {self.path} holds no run to continue (no "
+                                     f"{MANIFEST})")
+            changed = differences(manifest["run"], self.run)
+            if changed:
+                raise RunFolderError(f"--resume: {self.path} holds another run "
+                                     f"({'; '.join(changed)}): resume with its settings, or "
+                                     "choose another --out")
+        else:
+            present = self._files()
+            if present and not overwrite:
+                status = "finished" if manifest and manifest.get("finished") else "unfinished"
+                raise RunFolderError(f"{here} holds another run's files ({', '.join(present)}; "
+                                     f"{status}): continue it with --resume, start over "
+                                     "with --overwrite, or choose another --out")
+            for name in present:
+                (self.path / name).unlink()
+        self._write(finished=False)
+
+    def join(self) -> None:
+        """The folder made where it is not, and refused (RunFolderError) where it is a file or
+        cannot be written: what every process of a run needs of it."""
+        here = f"--out {self.path}"
+        if self.path.exists() and not self.path.is_dir():
+            raise RunFolderError(f"{here}: a file, not a folder: choose another --out")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})",
+                                 errno=e.errno) from None
+        if not os.access(self.path, os.W_OK):
+            raise RunFolderError(f"{here}: cannot write there (permission denied)")
+
+    def finish(self) -> None:
+        """Mark the run finished in its manifest."""
+        self._write(finished=True)
+
+    def release(self) -> None:
+        """Let another process take the folder (the end of the process does too)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def abandon(self) -> None:
+        """A run that failed before it saved anything leaves no manifest behind, so the same
+        command can run again as a fresh run. Only its own: a run refused the folder (another
+        run holds it, or has files there) leaves that run's manifest where it is."""
+        if self._wrote_manifest and self._files() == [MANIFEST]:
+            (self.path / MANIFEST).unlink(missing_ok=True)
+
+    def _files(self) -> list[str]:
+        """The run's files in the folder: its manifest, checkpoints, model and metrics."""
+        return ([name for name in FILES if (self.path / name).exists()]
+                + sorted(p.name for p in self.path.glob(SHARD_FILES)))
+
+    def _write(self, finished: bool) -> None:
+        manifest = {"run": self.run, "finished": finished,
+                    "updated": datetime.datetime.now().isoformat(timespec="seconds")}
+        text = json.dumps(manifest, indent=2).encode()
+        atomic_write(self.path / MANIFEST, lambda f: f.write(text))
+        self._wrote_manifest = True
+
+
+def add_flags(group, resume: str) -> None:
+    """--resume (its help: `resume`) and --overwrite, of a command that writes one run's
+    folder (--out)."""
+    group.add_argument("--resume", action="store_true", help=resume)
+    group.add_argument("--overwrite", action="store_true",
+                       help="start over in an --out that holds another run's files, removing "
+                            "them")
+
+
+def check_flags(parser, args) -> None:
+    """--resume names the folder it continues."""
+    if args.resume and args.out is None:
+        parser.error("--resume continues the run in --out: name it")
+
+
+class Held(Exception):
+    """Another process holds the lock; `holder` says which."""
+
+    def __init__(self, holder: str):
+        super().__init__(holder)
+        self.holder = holder
+
+
+def exclusive(f, wait: bool = True) -> None:
+    """Lock the open file f for this process (flock; on Windows, msvcrt's lock of its first
+    byte), waiting for another holder or else raising BlockingIOError, until unlock(f) or f is
+    closed, however the process ends. (Imported here: fcntl is POSIX's, msvcrt Windows'.)"""
+    if os.name == "nt":
+        import msvcrt
+        f.seek(0)
+        try:
+            msvcrt.locking(f.fileno(), msvcrt.LK_LOCK if wait else msvcrt.LK_NBLCK, 1)
+        except OSError as e:      # LK_LOCK gives up after 10 tries: a holder that stays
+            raise BlockingIOError(*e.args) from None
+        return
+    import fcntl
+    fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+
+
+def unlock(f) -> None:
+    """Let go of exclusive(f)'s lock, f staying open."""
+    if os.name == "nt":
+        import msvcrt
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+        return
+    import fcntl
+    fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def lock(path: Path):
+    """The file at `path` (made where absent), locked (exclusive) for this process and naming it,
+    held until the returned file is closed or the process ends, however it ends. Held where
+    another process holds it; OSError where it cannot be made."""
+    f = open(path, "a+")
+    try:
+        exclusive(f, wait=False)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise Held(holder) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"process {os.getpid()}")
+    f.flush()
+    return f
+
+
+def state(path: Path) -> str:
+    """What a run folder holds: 'finished', 'unfinished' (a run began there, and --resume
+    continues it) or 'new' (no run's manifest)."""
+    manifest = read_manifest(path)
+    if manifest is None:
+        return "new"
+    return "finished" if manifest.get("finished") else "unfinished"
+
+
+def read_manifest(folder: Path) -> dict | None:
+    """The run manifest in `folder`, or None; RunFolderError where the file is not one."""
+    path = folder / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest, dict) or "run" not in manifest:
+            raise ValueError("no run in it")
+    except ValueError as e:
+        raise RunFolderError(f"{path}: not a run manifest ({e}): remove it, or choose "
+                             "another --out") from None
+    return manifest

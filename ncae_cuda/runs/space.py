@@ -1,0 +1,183 @@
+"""A search space over the model's settings (ncae_cuda.model.config.Config): a TOML file with a
+table for each setting it searches, either a range of numbers or choices of values:
+
+    [weight_decay]              # a float setting over [low, high]; log: on a log scale
+    low = 1e-3
+    high = 1e-1
+    log = true
+
+    [epochs]                    # an integer setting: integer ends, an optional step
+    low = 50
+    high = 300
+    step = 50
+
+    [hidden]                    # any setting: one of the choices
+    choices = [[300], [500], [300, 300]]
+
+The package holds one for explicit and one for implicit feedback (ncae_cuda/runs/spaces/, package
+data: tune's default for the feedback). Every value a space can give is checked against Config
+before a trial runs, on top of the recipe it searches from; a setting that changes what the
+score means (feedback, cutoffs) or that a recipe does not hold (seed) is refused. Optuna draws
+the values (suggest); a choice that is a list, e.g. hidden [300, 300], is a string to Optuna
+('300,300') and a tuple to the model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from importlib import resources
+from pathlib import Path
+
+from ..model.config import DEFAULTS, NOT_IN_A_RECIPE, Config, SettingError, read_toml
+
+# Settings a search cannot move: the score must mean the same thing in every trial.
+FIXED = ("feedback", "cutoffs")
+RANGE_KEYS = {"low", "high", "log", "step"}
+# Settings that weigh a user's interactions by their time: a space's are searched only where
+# the data has timestamps and the model can weigh its rows (tune leaves them out elsewhere)
+TIMED = ("recency_boost", "recency_halflife")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One setting's part of the space: choices, or a range [low, high] (integers where the
+    setting is one), on a log scale or in steps."""
+    name: str
+    choices: tuple | None = None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+
+    @property
+    def integer(self) -> bool:
+        return isinstance(getattr(DEFAULTS, self.name), int)
+
+    def suggest(self, trial):
+        """The value of this setting in an Optuna trial, as the model takes it."""
+        if self.choices is not None:
+            return _from_optuna(trial.suggest_categorical(self.name,
+                                                          [to_optuna(c) for c in self.choices]))
+        if self.integer:
+            return trial.suggest_int(self.name, self.low, self.high, step=self.step or 1,
+                                     log=self.log)
+        return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
+
+    def values(self) -> tuple:
+        """The values to check: every choice, or the ends of the range."""
+        return self.choices if self.choices is not None else (self.low, self.high)
+
+
+def default(feedback: str) -> resources.abc.Traversable:
+    """The space the package holds for `feedback` (explicit or implicit)."""
+    return resources.files(__package__) / "spaces" / f"{feedback}.toml"
+
+
+def read_space(path: Path | resources.abc.Traversable, recipe: dict) -> list[Dimension]:
+    """The dimensions of the space in the TOML file at `path`, each value checked on top of
+    `recipe`; ValueError names the setting and what is wrong with it."""
+    return dimensions(read_tables(path), recipe)
+
+
+def read_tables(path: Path | resources.abc.Traversable) -> dict:
+    """The tables of the space's TOML file (a file or the package's); ValueError where it cannot
+    be read."""
+    with resources.as_file(path) as file:      # a file of its own, where the package is zipped
+        return read_toml(file)
+
+
+def dimensions(tables: dict, recipe: dict) -> list[Dimension]:
+    """The dimensions of a space's tables, each value checked on top of `recipe`; ValueError
+    names the setting and what is wrong with it."""
+    if not tables:
+        raise ValueError("no setting to search: a table for each, e.g. [dropout] low = 0.1 "
+                         "high = 0.8")
+    names = {f.name for f in fields(Config)} - set(NOT_IN_A_RECIPE)
+    dimensions = []
+    for name, table in tables.items():
+        if name in FIXED or name in NOT_IN_A_RECIPE:
+            raise ValueError(f"{name}: not searched: every trial must be scored alike, on the "
+                             "same data and seed")
+        if name not in names:
+            raise ValueError(f"{name}: no such setting (settings: {', '.join(sorted(names))})")
+        dimension = _dimension(name, table)
+        for value in dimension.values():
+            try:
+                replace(DEFAULTS, **{**recipe, name: value}).resolved()
+            except SettingError as e:
+                raise ValueError(f"{name}: {value!r}: {e.setting} {e.reason}") from None
+        dimensions.append(dimension)
+    return dimensions
+
+
+def _dimension(name: str, table) -> Dimension:
+    """A dimension from its TOML table, its form checked (its values are checked by Config)."""
+    if not isinstance(table, dict):
+        raise ValueError(f"{name}: a table, e.g. [{name}] with choices = [...] or low and high")
+    if "choices" in table:
+        choices = table["choices"]
+        if set(table) != {"choices"} or not isinstance(choices, list) or not choices:
+            raise ValueError(f"{name}: choices = [a list of values], and nothing beside them")
+        return Dimension(name, choices=tuple(tuple(c) if isinstance(c, list) else c
+                                             for c in choices))
+    unknown = set(table) - RANGE_KEYS
+    if unknown or not {"low", "high"} <= set(table):
+        raise ValueError(f"{name}: choices = [...], or low and high (with log = true or step "
+                         f"= S){'; unknown: ' + ', '.join(sorted(unknown)) if unknown else ''}")
+    default = getattr(DEFAULTS, name)
+    if not (isinstance(default, (int, float)) or name == "augment_eps"):   # its default: None
+        raise ValueError(f"{name}: not a number: give choices = [...]")
+    dimension = Dimension(name, low=table["low"], high=table["high"],
+                          log=table.get("log", False), step=table.get("step"))
+    numbers = [v for v in (dimension.low, dimension.high, dimension.step) if v is not None]
+    kind = int if dimension.integer else (int, float)
+    if not all(isinstance(v, kind) and not isinstance(v, bool) for v in numbers):
+        raise ValueError(f"{name}: low, high and step must be "
+                         f"{'integers' if dimension.integer else 'numbers'}")
+    if not dimension.low < dimension.high:
+        raise ValueError(f"{name}: low must be below high; got {dimension.low} and "
+                         f"{dimension.high}")
+    if not isinstance(dimension.log, bool) or dimension.log and (dimension.low <= 0
+                                                                 or dimension.step):
+        raise ValueError(f"{name}: log = true needs low > 0 and no step")
+    if dimension.step is not None and dimension.step <= 0:
+        raise ValueError(f"{name}: step must be > 0")
+    return dimension
+
+
+def to_optuna(choice):
+    """A choice as Optuna stores it: a list as 'a,b,...'."""
+    return ",".join(map(str, choice)) if isinstance(choice, tuple) else choice
+
+
+def _from_optuna(value):
+    """A choice as the model takes it: '300,300' as (300, 300)."""
+    if isinstance(value, str) and value.replace(",", "").isdigit():
+        return tuple(int(v) for v in value.split(","))
+    return value
+
+
+def recipe_point(dimensions: list[Dimension], recipe: dict) -> dict:
+    """The recipe's own values (its defaults' where it has none) of the settings the space
+    holds them in, as Optuna stores them: a study's first trial, so that a search starts where
+    the recipe stands and its best is never behind the recipe on validation."""
+    point = {}
+    for d in dimensions:
+        value = recipe.get(d.name, getattr(DEFAULTS, d.name))
+        value = tuple(value) if isinstance(value, list) else value
+        if d.choices is not None and value in d.choices:
+            point[d.name] = to_optuna(value)
+        elif d.choices is None and value is not None and d.low <= value <= d.high:
+            point[d.name] = value
+    return point
+
+
+def shown(settings: dict) -> str:
+    """Settings in short, for a line: hidden 300,300 dropout 0.312 lr 0.00112."""
+    return " ".join(f"{name} {f'{value:.3g}' if isinstance(value, float) else to_optuna(value)}"
+                    for name, value in settings.items())
+
+
+def settings(dimensions: list[Dimension], params: dict) -> dict:
+    """The settings of Optuna's stored params (trial.params), as the model takes them."""
+    return {d.name: _from_optuna(params[d.name]) if d.choices is not None else params[d.name]
+            for d in dimensions if d.name in params}

@@ -1,0 +1,483 @@
+"""A tuning study's machinery, below python -m ncae_cuda.tune: what a command tunes (the recipe,
+the space, the data, the score), the study's storage (a journal file, SQLite or PostgreSQL),
+and its trials: a worker's loop, each trial a trainer run scored on validation, the trials of
+dead workers marked failed, a full disk stopping the study.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import json
+import math
+import os
+import socket
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..data.interactions import DataError
+from ..errors import NcaeError
+from ..model.config import DEFAULTS, Config, SettingError, read_recipe
+from ..model.estimator import OutOfMemory
+from ..model.loop import Diverged
+from ..model.modelfile import differences, json_ready
+from ..ops import BackendUnavailable
+from . import pool, protocol, rundir, runflags, space
+
+HEARTBEAT, GRACE = 60, 180       # seconds: a running trial's heartbeat in a database storage,
+                                 # and how old it is when another machine marks it failed
+POLL = 2.0                       # seconds between looks at a study whose last trials run elsewhere
+OPEN_TRIES = 5                   # at opening a database storage that others are making too
+CONNECT_TIMEOUT = 10             # seconds a PostgreSQL server has to answer at opening
+# PostgreSQL's SQLSTATEs of a table (42P07) or a type (42710) made since the statement looked
+MADE_MEANWHILE = ("42P07", "42710")
+PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
+PRUNE_AFTER_EPOCHS = 10          # ones, and never before this epoch
+FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often stops
+JOURNAL, MARKER, TRIALS, WORKERS, ASK = "study.journal", "tune.json", "trials", "workers", ".ask"
+# what a trial's run can fail of, its settings' fault: the trial fails, the study goes on
+TRIAL_ERRORS = (SettingError, DataError, rundir.RunFolderError, BackendUnavailable, Diverged,
+                OutOfMemory)
+# ...but a full disk is no trial's fault: it stops the study (errno.EDQUOT: a quota's)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+HOST = socket.gethostname()
+
+
+class TuneError(NcaeError):
+    """A study that cannot go on: the message says why, in one line."""
+
+
+def import_optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise TuneError("tuning runs on Optuna: pip install -e '.[tune]'") from None
+    optuna.logging.set_verbosity(optuna.logging.ERROR)     # the workers print their own lines
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return optuna
+
+
+# ---------------------------------------------------------------------------------------------
+# what a command tunes: the recipe, the space, the data, the score and the study
+
+@dataclass
+class Setup:
+    recipe: dict                   # the settings the space leaves
+    dimensions: list               # the space (space.Dimension)
+    metric: str                    # the validation figure, e.g. rmse or ndcg@100
+    higher: bool                   # whether more is better
+    data: dict                     # the data flags given (not their defaults, nor folders)
+    split_seeds: tuple             # a trial's score: the mean over these splits' validation
+    storage: str                   # how the storage is shown (no password)
+    study: str
+    feedback: str = DEFAULTS.feedback   # the trials' (the recipe's, or else the data's)
+
+    def identity(self, seed: int) -> dict:
+        """What makes two commands one study: their trials are comparable."""
+        return json_ready({"metric": self.metric, "data": self.data, "recipe": self.recipe,
+                           "space": [asdict(d) for d in self.dimensions], "seed": seed,
+                           "split_seeds": self.split_seeds})
+
+    def data_text(self) -> str:
+        """The data flags given, as a command line has them."""
+        return " ".join(runflags.data_argv(self.data))
+
+
+def setup(parser, args) -> Setup:
+    """What this command tunes, each part checked; parser.error names what is wrong."""
+    try:
+        recipe = read_recipe(args.config) if args.config else {}
+    except ValueError as e:
+        parser.error(f"--config {args.config}: {e}")
+    probe = trainer_args(parser, args, recipe, {}, args.out / TRIALS)
+    named = (f"--space {args.space}" if args.space else
+             f"the default space (ncae_cuda/runs/spaces/{probe.feedback}.toml)")
+    try:
+        tables = space.read_tables(args.space or space.default(probe.feedback))
+        timed = [name for name in space.TIMED if name in tables]
+        unweighted = _unweighted(parser, args, probe) if timed or probe.recency_boost else None
+        if timed and unweighted:
+            tables = {k: v for k, v in tables.items() if k not in timed}
+            if args.worker is None:
+                fixed = ", ".join(f"{name} {getattr(probe, name):g}" for name in timed)
+                print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
+                      f"recipe's {fixed}", flush=True)
+        dimensions = space.dimensions(tables, {**recipe, "feedback": probe.feedback})
+    except ValueError as e:
+        parser.error(f"{named}: {e}")
+    metric, higher = Config(**runflags.model_settings(probe)).resolved().selection_metric
+    if args.split_seeds and min(args.split_seeds) < 0:
+        parser.error(f"--split-seeds must be >= 0; got {','.join(map(str, args.split_seeds))}")
+    if args.split_seeds and len(set(args.split_seeds)) < len(args.split_seeds):
+        parser.error("--split-seeds: each split once")
+    data = runflags.given_data(args)
+    if args.split_seeds and "split_seed" in data:
+        parser.error("--split-seed and --split-seeds: give one")
+    return Setup(recipe, dimensions, metric, higher, data, args.split_seeds or (probe.split_seed,),
+                 _shown(args), args.study, probe.feedback)
+
+
+def _unweighted(parser, args, probe) -> str | None:
+    """Why the trials' model cannot weigh a user's interactions by their time (recency_boost):
+    its settings, or data without timestamps (read as a trial reads them); None where it can.
+    parser.error where the recipe weighs by time and the data has no timestamps: every trial
+    would fail."""
+    try:
+        replace(Config(**runflags.model_settings(probe)), recency_boost=1.0).resolved()
+    except SettingError as e:
+        return f"{e.setting} {e.reason}"
+    with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
+        _, split = protocol.prepare(probe, args.device)
+    if split.train.timestamps is not None:
+        return None
+    if probe.recency_boost:
+        parser.error(f"--config {args.config}: recency_boost {probe.recency_boost:g} weighs a "
+                     "user's interactions by their time, and the data has no timestamps: set "
+                     "recency_boost = 0 (e.g. recipes/ml-100k-implicit-no-time.toml)")
+    return "the data has no timestamps"
+
+
+def trainer_args(parser, args, recipe: dict, settings: dict, out: Path,
+                 split_seed: int | None = None):
+    """The trainer's flags of a trial: the recipe, the trial's settings over it, the data flags
+    given here (split_seed, where given, for --split-seed's), --seed and --device, its folder;
+    validation only. parser.error names a data flag that is wrong."""
+    targs = runflags.build_parser().parse_args([])
+    for name, value in {**recipe, **settings, **runflags.data_flags(args)}.items():
+        setattr(targs, name, value)
+    if split_seed is not None:
+        targs.split_seed = split_seed
+    targs.seed, targs.device, targs.out, targs.validation_only = args.seed, args.device, out, True
+    runflags.resolve_defaults(parser, targs)
+    return targs
+
+
+def _shown(args) -> str:
+    """The storage as messages and files name it: without its password."""
+    if args.storage is None:
+        return str(args.out / JOURNAL)
+    import_optuna()
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+    try:
+        return make_url(args.storage).render_as_string(hide_password=True)
+    except ArgumentError:
+        raise TuneError(f"--storage {args.storage}: not a database URL (sqlite:///FILE, "
+                        "postgresql://USER@HOST/DB)") from None
+
+
+def open_storage(args):
+    """The study's storage, opened: the journal file in --out (made, and checked: TuneError
+    names a damaged line), or the database; TuneError says why it cannot be opened."""
+    optuna = import_optuna()
+    if args.storage is None:
+        from optuna.storages.journal import (
+            JournalFileBackend,
+            JournalFileSymlinkLock,
+            JournalStorage,
+        )
+        make_out(args)
+        path = str(args.out / JOURNAL)
+        lock = JournalFileSymlinkLock(path)           # Optuna's own, that its writers hold
+        _check_journal(Path(path), lock)
+        return JournalStorage(JournalFileBackend(path, lock_obj=lock))
+    import sqlalchemy.exc
+    url, engine = args.storage, {}
+    if url.startswith("postgresql://"):          # the driver the [tune] extra installs, whatever
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")   # SQLAlchemy's own
+    if url.startswith("postgresql"):
+        # a server that takes the connection and never answers: refused after this, not hung
+        engine = {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
+        if args.worker is None:
+            print(f"connecting to {_shown(args)} (waiting up to {CONNECT_TIMEOUT} s for its "
+                  "answer) ...", flush=True)
+    try:
+        for attempt in range(OPEN_TRIES):
+            try:
+                return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT,
+                                                  grace_period=GRACE, engine_kwargs=engine)
+            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as e:
+                # PostgreSQL: another process made the tables at the same moment (a duplicate
+                # in pg_type, or a table or type made since this one looked); they are there
+                # now, and the next try finds them
+                made_by_another = (isinstance(e, sqlalchemy.exc.IntegrityError)
+                                   or getattr(e.orig, "sqlstate", None) in MADE_MEANWHILE)
+                if not made_by_another or attempt == OPEN_TRIES - 1:
+                    raise
+                time.sleep(POLL / 4)
+    except (ImportError, sqlalchemy.exc.SQLAlchemyError, ValueError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TuneError(f"--storage {_shown(args)}: cannot open it ({reason})") from None
+
+
+def make_out(args) -> None:
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TuneError(f"--out {args.out}: cannot write there ({e.strerror or e})",
+                        errno=e.errno) from None
+
+
+def _check_journal(path: Path, lock) -> None:
+    """A journal whose last line a crash cut short loses that line (Optuna's reader skips it,
+    but its next record would be written onto it); TuneError names a line that is not one of
+    Optuna's records."""
+    if not path.exists():
+        return
+    lock.acquire()                    # no writer is midway through a line while it is held
+    try:
+        text = path.read_bytes()
+        if text and not text.endswith(b"\n"):
+            kept = text[:text.rfind(b"\n") + 1]
+            with open(path, "r+b") as f:
+                f.truncate(len(kept))
+            print(f"note: {path}: its last line was cut short (a write that never ended): "
+                  "removed", file=sys.stderr, flush=True)
+            text = kept
+    finally:
+        lock.release()
+    for number, line in enumerate(text.splitlines(), start=1):
+        record = parsed_json(line)
+        if not (isinstance(record, dict) and isinstance(record.get("op_code"), int)):
+            raise TuneError(f"{path}:{number}: damaged, not a record of Optuna's journal: "
+                            "restore the file from a copy, or start over with --overwrite "
+                            "(its trials are lost)")
+
+
+def parsed_json(text: bytes):
+    """The JSON value of `text`, None where it is not JSON in UTF-8 (a file a crash cut)."""
+    try:
+        return json.loads(text.decode())
+    except ValueError:                         # UnicodeDecodeError and JSONDecodeError among them
+        return None
+
+
+def open_study(args, found: Setup, storage):
+    """The study, made where it is not; TuneError where it holds another command's trials."""
+    optuna = import_optuna()
+    study = optuna.create_study(storage=storage, study_name=found.study, load_if_exists=True,
+                                direction="maximize" if found.higher else "minimize",
+                                pruner=_pruner(optuna, args.pruner))
+    identity = found.identity(args.seed)
+    made = study.user_attrs.get("ncae_cuda")
+    if made is None:
+        study.set_user_attr("ncae_cuda", identity)
+        study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe),
+                            skip_if_exists=True)      # (two machines may both make the study)
+    elif made != identity:
+        changed = "; ".join(differences(made, identity)[:3])
+        raise TuneError(f"study {found.study} in {found.storage} tunes other settings "
+                        f"({changed}): tune with those, choose another --study, or start over "
+                        "with --overwrite")
+    return study
+
+
+def _pruner(optuna, name: str):
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=PRUNE_AFTER_TRIALS,
+                                           n_warmup_steps=PRUNE_AFTER_EPOCHS)
+    if name == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=PRUNE_AFTER_EPOCHS)
+    return optuna.pruners.NopPruner()
+
+
+# ---------------------------------------------------------------------------------------------
+# the study's trials
+
+@dataclass
+class Census:
+    finished: int                  # complete or pruned
+    running: int
+    failed: int
+    total: int
+    seconds: list                  # of the finished trials
+
+
+def census(study) -> Census:
+    """The study's trials by state, once those whose worker died are marked failed."""
+    from optuna.trial import TrialState
+    fail_dead_trials(study)
+    trials = study.get_trials(deepcopy=False)
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    return Census(len(finished), sum(t.state == TrialState.RUNNING for t in trials),
+                  sum(t.state == TrialState.FAIL for t in trials), len(trials),
+                  [(t.datetime_complete - t.datetime_start).total_seconds() for t in finished])
+
+
+def fail_dead_trials(study) -> None:
+    """Mark failed the running trials whose worker has died: on this machine, those whose
+    worker's lock is free; elsewhere (a database storage), those whose heartbeat is stale."""
+    optuna = import_optuna()
+    from optuna.trial import TrialState
+    optuna.storages.fail_stale_trials(study)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = trial.user_attrs.get("worker")
+        if worker and worker["host"] == HOST and not alive(Path(worker["lock"])):
+            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+
+
+def alive(lock: Path) -> bool:
+    """Whether the worker process holding `lock` still runs."""
+    if not lock.exists():
+        return False
+    try:
+        rundir.lock(lock).close()
+    except rundir.Held:
+        return True
+    return False
+
+
+class AskLock:
+    """Held by one worker of this --out at a time, from its look at the study to the values of
+    its next trial drawn: the workers of a machine neither run more than --trials nor draw
+    from one state of the sampler."""
+
+    def __init__(self, folder: Path):
+        self.file = open(folder / ASK, "a")
+
+    def __enter__(self) -> AskLock:
+        rundir.exclusive(self.file)
+        return self
+
+    def release(self) -> None:
+        rundir.unlock(self.file)
+
+    def __exit__(self, *error) -> None:
+        self.release()
+
+
+def work(parser, args, found: Setup, study) -> None:
+    """A worker: trials until the study has --trials finished ones, or --budget has passed
+    (after its first)."""
+    optuna = import_optuna()
+    (args.out / WORKERS).mkdir(parents=True, exist_ok=True)
+    held = rundir.lock(args.out / WORKERS / f"{HOST}-{os.getpid()}.lock")
+    me = {"host": HOST, "pid": os.getpid(), "lock": str(Path(held.name).resolve())}
+    asking, fails, started = AskLock(args.out), 0, 0
+    while True:
+        with asking:
+            now = census(study)
+            if now.finished >= args.trials or started and budget_left(args) <= 0:
+                return
+            if now.finished + now.running < args.trials:
+                started += 1
+                # seeded by the trials so far: one worker draws the same each time, and two
+                # never from one state
+                study.sampler = optuna.samplers.TPESampler(seed=args.seed + now.total,
+                                                           constant_liar=True)
+                outcome = []
+                study.optimize(lambda trial: objective(parser, args, found, study, trial, me,
+                                                       asking, outcome),
+                               n_trials=1, catch=())
+                fails = fails + 1 if outcome == ["failed"] else 0
+                if fails >= FAILS_IN_A_ROW:
+                    raise TuneError(f"{fails} trials in a row failed (see their log.txt under "
+                                    f"{args.out / TRIALS}): is the space's range too wide?")
+                continue
+        if budget_left(args) <= 0:   # the trials left run in other workers: none to start
+            return
+        time.sleep(POLL)              # ... or wait for them, in case they fail
+
+
+def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLock,
+              outcome: list) -> float:
+    """A trial's validation score: its trainer run (one a split, their mean), pruned where it
+    falls behind."""
+    optuna = import_optuna()
+    trial.set_user_attr("worker", me)
+    settings = {d.name: d.suggest(trial) for d in found.dimensions}
+    asking.release()
+    folder = args.out / TRIALS / f"{trial.number:04d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+
+    def heard(record: dict) -> None:
+        trial.report(record["valid"][found.metric], record["epoch"])
+        if trial.should_prune():
+            raise optuna.TrialPruned(f"epoch {record['epoch']}")
+    several = len(found.split_seeds) > 1
+    try:
+        Config(**{**found.recipe, "feedback": found.feedback, **settings}).resolved()
+        summaries = []
+        for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
+            targs = trainer_args(parser, args, found.recipe, settings,
+                                 folder / f"split{split_seed}" if several else folder,
+                                 split_seed)
+            with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
+                summaries.append(protocol.run(targs, on_epoch=None if summaries else heard))
+    except optuna.TrialPruned as e:
+        _said(args, trial, f"pruned at {e}", start, study, found, True)
+        raise
+    except OSError as e:
+        if e.errno not in DISK_FULL:
+            raise
+        _stop_full(trial, f"{e.filename or folder}: cannot write it ({e.strerror})")
+    except TRIAL_ERRORS as e:
+        if e.errno in DISK_FULL:         # a write's (a file's, the run folder's) OSError
+            _stop_full(trial, str(e))
+        trial.set_user_attr("error", str(e))
+        outcome.append("failed")
+        _said(args, trial, f"failed: {e}", start, study, found, False)
+        return math.nan                # Optuna marks the trial failed
+    epochs = "/".join(str(summary["best_epoch"]) for summary in summaries)
+    trial.set_user_attr("best_epoch", epochs)
+    values = [summary["valid"][found.metric] for summary in summaries]
+    trial.set_user_attr("valid_by_split", values)
+    value = sum(values) / len(values)
+    _said(args, trial, f"{found.metric} {value:.4f} (epoch {epochs})", start, study, found,
+          True, value)
+    return value
+
+
+def disk_full(what: str) -> TuneError:
+    """The error that stops a study whose disk is full."""
+    return TuneError(f"{what}: the disk is full: free some space and run the same command "
+                     "again (the study goes on)")
+
+
+def _stop_full(trial, what: str) -> None:
+    """The trial under way fails, and the study stops: a full disk is no fault of the space's
+    values (the trial's note may itself not be written, where the storage is on that disk)."""
+    full = disk_full(what)
+    trial.set_user_attr("error", str(full))
+    raise full from None
+
+
+def _said(args, trial, what: str, start: float, study, found: Setup, finished: bool,
+          value: float | None = None) -> None:
+    """A worker's line at the end of a trial (`finished`: complete or pruned, not failed;
+    `value`: its score, where complete): its settings, what it scored, the best so far, the
+    study's progress, the time since the command started, and the time left: at the mean
+    trial's pace over the workers running, for the trials left, or --budget's where less."""
+    now = census(study)                      # this trial still runs: Optuna files it after
+    done, others = now.finished + finished, now.running - 1
+    best = [(t.value, t.number) for t in study.get_trials(deepcopy=False)
+            if t.state.name == "COMPLETE"] + ([(value, trial.number)] if value is not None else [])
+    best = (max if found.higher else min)(best, default=None)
+    left = max(args.trials - done - others, 0)
+    budget, eta = budget_left(args), ""
+    if left and budget <= 0:
+        eta = ", --budget passed: no trial starts"
+    elif left:
+        seconds = (sum(now.seconds) / len(now.seconds) * left / (others + 1) if now.seconds
+                   else math.inf)
+        if seconds < math.inf and seconds <= budget:
+            eta = f", about {pool.duration(seconds)} left"
+        elif budget < math.inf:
+            eta = f", about {pool.duration(budget)} left (--budget)"
+    print(f"worker {args.worker}: trial {trial.number} "
+          f"[{space.shown(space.settings(found.dimensions, trial.params))}] {what} "
+          f"in {time.monotonic() - start:.1f} s"
+          + (f" | best {found.metric} {best[0]:.4f} (trial {best[1]})" if best else "")
+          + f" | {done} of {args.trials} finished, {others} running | "
+          f"{pool.duration(time.monotonic() - args.started)} elapsed{eta}", flush=True)
+
+
+def budget_left(args) -> float:
+    """Seconds of --budget left to this command (< 0: passed; inf: no budget)."""
+    if args.budget is None:
+        return math.inf
+    return args.started + 60 * args.budget - time.monotonic()
