@@ -1,0 +1,6 @@
+"""python -m ncae_cuda.baselines: the command is ncae_cuda/commands/baselines.py."""
+import sys
+
+from ..commands.baselines import main
+
+sys.exit(main())
