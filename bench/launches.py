@@ -49,13 +49,13 @@ from ncae_cuda import ops
 from ncae_cuda.data import datasets
 from ncae_cuda.model.augment import column_weights
 from ncae_cuda.model.distributed import step_bytes
-from ncae_cuda.model.loop import run_epoch, trainable_rows
+from ncae_cuda.model.loop import run_epoch
 from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.emulator import emulated_backend
 from ncae_cuda.ops.layout import AdamConfig, NCAELayout
 from ncae_cuda.ops.ledger import Ledger
-from ncae_cuda.ops.plan import Planner, Schedule
+from ncae_cuda.ops.plan import Planner, Schedule, trainable_rows
 from ncae_cuda.ops.shard import Columns, split_columns
 
 # name: (data set, feedback, rows encoded, hidden widths)

@@ -33,13 +33,13 @@ from ncae_cuda import ops
 from ncae_cuda.data import datasets
 from ncae_cuda.data.splits import subsample
 from ncae_cuda.errors import NcaeError
-from ncae_cuda.model.loop import run_epoch, trainable_rows
+from ncae_cuda.model.loop import run_epoch
 from ncae_cuda.model.modelfile import atomic_write
 from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.floors import epoch_work, measure_ceilings
 from ncae_cuda.ops.layout import AdamConfig, NCAELayout
-from ncae_cuda.ops.plan import Planner, Schedule
+from ncae_cuda.ops.plan import Planner, Schedule, trainable_rows
 from ncae_cuda.runs import pool
 from ncae_cuda.runs.rundir import RunDirectory
 

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from helpers import random_matrix
 
-from ncae_cuda.model.loop import run_epoch, trainable_rows
+from ncae_cuda.model.loop import run_epoch
 from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops import launch_work
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.layout import AdamConfig, NCAELayout
 from ncae_cuda.ops.ledger import DeviceNumpy, Ledger, paused, step_begins
-from ncae_cuda.ops.plan import Planner, Schedule
+from ncae_cuda.ops.plan import Planner, Schedule, trainable_rows
 
 
 def test_operations_allocations_copies_and_syncs_are_counted():

@@ -8,7 +8,7 @@ from helpers import random_matrix
 
 from ncae_cuda.commands import train
 from ncae_cuda.model import pretrain
-from ncae_cuda.model.loop import trainable_rows
+from ncae_cuda.ops.plan import trainable_rows
 from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from helpers import assert_close, cut_first, host, host_batch, long_row_matrix
 
-from ncae_cuda.model.loop import trainable_rows
+from ncae_cuda.ops.plan import trainable_rows
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.layout import NCAELayout

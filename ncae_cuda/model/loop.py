@@ -67,8 +67,3 @@ def run_epoch(step: Step, memory: StepMemory, csr: CSR, plan: EpochPlan, label: 
             f"in {label}: lower the learning rate (lr, --lr)")
     sizes = np.array([plan.rows(s) for s in range(plan.steps)])          # (steps,) real rows
     return float(losses @ sizes / sizes.sum())
-
-
-def trainable_rows(csr: CSR) -> np.ndarray:
-    """Rows with at least one training entry: an empty row has no input to encode."""
-    return np.flatnonzero(np.diff(csr.host_indptr) > 0)

@@ -111,11 +111,10 @@ def check_op(case: OpCase) -> OpResult:
 
 def op_cases(backend, seed: int = 0) -> list[OpCase]:
     """Every op of the backend at the check's shape, its reference result beside it."""
-    from ..model.loop import trainable_rows
     from .common import CSR
     from .layout import NCAELayout
     from .memory import StepMemory
-    from .plan import Planner, Schedule
+    from .plan import Planner, Schedule, trainable_rows
 
     rng = np.random.default_rng(seed)
     m = long_row_matrix(rng, N, LONG, SHORT)

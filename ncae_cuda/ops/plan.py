@@ -170,6 +170,11 @@ def _header(threshold: int, stream: int) -> np.ndarray:
     return header
 
 
+def trainable_rows(csr: CSR) -> np.ndarray:
+    """Rows with at least one training entry: an empty row has no input to encode."""
+    return np.flatnonzero(np.diff(csr.host_indptr) > 0)
+
+
 class Planner:
     """The plans of one fit: `rows` of the training CSR in batches by `schedule`, their
     windows for the SMs of the CSR's device."""
