@@ -41,7 +41,7 @@ def train_epochs(backend, device: str, repeats: int = 3) -> dict:
     """Two epochs of the device's TRAIN_CASES (the first warms up), beside the floor of an epoch
     on this device (ncae_cuda/ops/floors.py: the epoch's work over the bandwidth and product rate
     measured here). The emulated device has no floor: its kernels run on the CPU."""
-    from .. import NCAE
+    from ..model.estimator import NCAE
     from ..data import datasets
     from ..ops.floors import epoch_work, measure_ceilings
 
