@@ -149,6 +149,9 @@ _REGISTRY = [
                                   "~93K interactions", "lastfm", "implicit"),
     Generated("synthetic-delicious", "synthetic in the Delicious shape: 1,867 users x 69,226 "
                                      "items, ~105K interactions", "delicious", "implicit"),
+    Generated("synthetic-ml20m", "synthetic in ML-20M's shape as Mult-VAE trains on it (ratings "
+                                 ">= 4): 136,677 users x 20,108 items, ~10M interactions",
+              "ml20m", "implicit"),
 ]
 DATASETS: dict[str, Published | Generated] = {entry.name: entry for entry in _REGISTRY}
 
