@@ -1,14 +1,16 @@
 """Splits: partitions of the data, seeded, with the leave-one-out and subsampling rules."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from ncae_cuda.data.interactions import DataError, Interactions
+from ncae_cuda.data.interactions import NO_TIME, DataError, Interactions
 from ncae_cuda.data.splits import (
+    by_time,
     carve_validation,
     file_split,
     given_split,
@@ -100,6 +102,108 @@ def test_random_split_notes_cold_users():
             assert "1 test entries are of users with no training entry" in split.notes
             return
     pytest.fail("no seed held out user 1's entry")
+
+
+# --- by_time --------------------------------------------------------------------------------
+
+def test_by_time_by_hand():
+    # 10 entries of users 0..2 and items 0..4 at times 1..9, two at time 8. Test: the 2 latest
+    # (round(0.2 * 10)) reach time 8, and both entries at 8 go to test (3 entries); validation:
+    # the 4 latest reach time 7. User 2 is first seen at 7, item 4 at 9.
+    times = [1, 2, 3, 4, 5, 6, 7, 8, 8, 9]
+    users = [0, 1, 0, 1, 0, 1, 2, 0, 2, 1]
+    items = [0, 1, 2, 3, 1, 0, 3, 3, 0, 4]
+    data = make(users, items, timestamps=times)
+    split = by_time(data, test_ratio=0.2, valid_ratio=0.2)
+    assert sorted(split.train.timestamps.tolist()) == [1, 2, 3, 4, 5, 6]
+    assert (split.valid.nnz, split.cold_valid.timestamps.tolist()) == (0, [7])  # user 2 new
+    # (2, 0) at 8: user 2 was first seen in validation, so before the test cut: not cold
+    assert sorted(zip(split.test.users.tolist(), split.test.items.tolist())) == [(0, 3), (2, 0)]
+    assert (split.cold_test.users.tolist(), split.cold_test.items.tolist()) == ([1], [4])
+    assert split.notes == [
+        "time split: 6 train, 1 validation, 3 test entries; interactions at a cut time go to "
+        "the later part",
+        "test from 8 (1970-01-01 00:00:08 UTC) on",
+        "validation from 7 (1970-01-01 00:00:07 UTC) on",
+        "1 validation entries are cold, of 1 users and 0 items with no training entry: scored "
+        "apart from the other 0",
+        "1 test entries are cold, of 0 users and 1 items with no entry before the test cut: "
+        "scored apart from the other 2"]
+
+
+@pytest.mark.parametrize("seed, test_ratio, valid_ratio", [
+    (0, 0.1, 0.1), (1, 0.2, 0.0), (2, 0.0, 0.15), (3, 0.33, 0.33)])
+def test_by_time_random_data_against_loops(seed, test_ratio, valid_ratio):
+    data = random_data(seed, n_users=150, n_items=100, nnz=400)  # times 0..19: many ties,
+    # and a few entries a user or item: many cold ones
+    split = by_time(data, test_ratio, valid_ratio)
+    parts = (split.train, split.valid, split.cold_valid, split.test, split.cold_test)
+    entries = [rows_of(part) for part in parts]
+    assert sum(part.nnz for part in parts) == data.nnz
+    assert set().union(*entries) == rows_of(data)
+    times = sorted(data.timestamps.tolist(), reverse=True)
+    n_test, n_valid = (int(r * data.nnz + 0.5) for r in (test_ratio, valid_ratio))
+    test_cut = times[n_test - 1] if n_test else math.inf
+    valid_cut = times[n_test + n_valid - 1] if n_test + n_valid else math.inf
+    train_users, train_items = {e[0] for e in entries[0]}, {e[1] for e in entries[0]}
+    before_users = train_users | {e[0] for part in entries[1:3] for e in part}
+    before_items = train_items | {e[1] for part in entries[1:3] for e in part}
+    for entry in rows_of(data):
+        user, item, _, t = entry
+        part = 3 if t >= test_cut else 1 if t >= valid_cut else 0
+        if part == 1 and (user not in train_users or item not in train_items):
+            part = 2
+        if part == 3 and (user not in before_users or item not in before_items):
+            part = 4
+        assert entry in entries[part]
+    assert split.test.nnz + split.cold_test.nnz >= n_test   # ties go to the later part
+
+
+def test_by_time_refuses_data_it_cannot_cut():
+    with pytest.raises(DataError, match="has no timestamps"):
+        by_time(random_data(timestamps=False))
+    undated = make([0, 1, 2, 3], [0, 1, 2, 3], timestamps=[NO_TIME, NO_TIME, NO_TIME, 5])
+    with pytest.raises(DataError, match="only 1 of 4 interactions have a time"):
+        by_time(undated, test_ratio=0.5)
+    with pytest.raises(DataError, match="nothing is left to train on"):
+        by_time(make([0, 1, 2], [0, 1, 2], timestamps=[4, 4, 4]), test_ratio=0.2)
+    with pytest.raises(ValueError, match="ratio"):
+        by_time(random_data(), 0.6, 0.4)
+
+
+def test_by_time_keeps_undated_in_train():
+    data = make([0, 0, 1, 1, 0, 1], [0, 1, 0, 1, 2, 2],
+                timestamps=[NO_TIME, 3, NO_TIME, 5, 9, NO_TIME])
+    split = by_time(data, test_ratio=0.2)
+    assert sorted(split.train.timestamps.tolist()) == [NO_TIME, NO_TIME, NO_TIME, 3, 5]
+    assert split.test.timestamps.tolist() == [9]            # item 2 known from an undated entry
+    assert ("3 interactions have no time and count as earlier than any dated one: they are in "
+            "train") in split.notes
+
+
+def test_by_time_folds_and_carves_its_cold_entries():
+    # Validation holds (user 2, item 3) cold (both new) and (0, 2) warm; test (2, 0) is warm
+    # against train + validation.
+    data = make([0, 0, 1, 1, 2, 0, 2], [0, 1, 1, 2, 3, 2, 0], timestamps=[1, 2, 3, 4, 5, 6, 7])
+    split = by_time(data, test_ratio=0.15, valid_ratio=0.3)
+    assert (split.valid.nnz, split.cold_valid.nnz, split.test.nnz, split.cold_test.nnz) == \
+        (1, 1, 1, 0)
+    folded = split.fold_validation()
+    assert rows_of(folded.train) == rows_of(split.train) | rows_of(split.valid) | rows_of(
+        split.cold_valid)
+    assert (folded.valid.nnz, folded.cold_valid.nnz, folded.test.nnz) == (0, 0, 1)
+    assert not any("cold" in note for note in folded.notes)
+    # A validation carved at random from a time split's train sets its cold entries apart too.
+    carved = carve_validation(by_time(data, test_ratio=0.15), 0.5, seed=0)
+    assert carved.valid.nnz + carved.cold_valid.nnz == 3
+    assert carved.train.nnz + carved.valid.nnz + carved.cold_valid.nnz + carved.test.nnz \
+        + carved.cold_test.nnz == data.nnz
+    train_users = set(carved.train.users.tolist())
+    train_items = set(carved.train.items.tolist())
+    for u, i in zip(carved.cold_valid.users.tolist(), carved.cold_valid.items.tolist()):
+        assert u not in train_users or i not in train_items
+    for u, i in zip(carved.valid.users.tolist(), carved.valid.items.tolist()):
+        assert u in train_users and i in train_items
 
 
 # --- file_split -----------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Train / validation / test splits of one data set, and the paper's training-ratio subsampling.
 
 A `Split` of a data set has three parts on the data's id maps; the random ones partition the
-data's entries (each lands in exactly one part, in the data's entry order). Its notes are the
-facts the CLI prints with the results: how the split was made and which held-out entries have
-no training entry, the latter recomputed whenever entries move between parts. Everything is
+data's entries (each lands in exactly one part, in the data's entry order). A time split
+(`by_time`) holds its cold held-out entries apart in two more parts, so that they are scored on
+their own, never averaged in with the rest. Its notes are the facts the CLI prints with the
+results: how the split was made and which held-out entries have no training entry, the latter
+recomputed whenever entries move between parts. Everything is
 seeded with a numpy Generator and vectorized (ML-20M: 20M entries, 138k users), so no function
 loops over users in Python.
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -30,11 +33,20 @@ class Split:
     valid: Interactions     # may be empty (nnz 0)
     test: Interactions      # may be empty (nnz 0)
     notes: list[str] = field(default_factory=list)  # facts the CLI prints with the results
+    # Cold held-out entries, apart from valid and test (by_time); None where the split keeps
+    # them in valid and test (the notes count them). Cold validation entries are those whose
+    # user or item has no training entry; cold test entries those whose user or item has none
+    # before the test cut (training or validation), as the protocol scores test: by the refit
+    # on training + validation.
+    cold_valid: Interactions | None = None
+    cold_test: Interactions | None = None
 
     def fold_validation(self) -> Split:
-        """Train + validation as the training set, no validation: the protocol's final refit."""
-        return _move_entries(self, self.train.concat(self.valid), _empty(self.valid),
-                             f"validation entries ({self.valid.nnz}) folded into train")
+        """Train + validation (cold entries too) as the training set, no validation: the
+        protocol's final refit."""
+        valid = self.valid if self.cold_valid is None else self.valid.concat(self.cold_valid)
+        return _move_entries(self, self.train.concat(valid), _empty(self.valid),
+                             f"validation entries ({valid.nnz}) folded into train")
 
 
 def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.0,
@@ -172,6 +184,68 @@ def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random")
     return _with_cold_notes(_partition(data, label, notes))
 
 
+def by_time(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.0) -> Split:
+    """A global cut by time: the latest test_ratio of all interactions are test, the valid_ratio
+    before them validation, the rest train (the ratios are shares of all entries, rounded as
+    random_split's). Each cut is one time for every user: a model is trained on what came
+    before it and tested on what came after, as a deployed one is.
+
+    Ties: every interaction at a cut time goes to the later part, so a part may hold a few
+    entries more than its ratio says, and training never holds an interaction as late as a
+    held-out one. Undated interactions (NO_TIME) count as earlier than any dated one and stay
+    in train. The held-out entries of users or items new at the cut (see Split.cold_valid,
+    cold_test) are held apart, counted in the notes. DataError where the data has no
+    timestamps, where a cut would fall on undated interactions, or where nothing is left to
+    train on.
+    """
+    _check_ratio("test_ratio", test_ratio)
+    _check_ratio("valid_ratio", valid_ratio)
+    if test_ratio + valid_ratio >= 1.0:
+        raise ValueError(f"test_ratio + valid_ratio must be < 1 to leave training data, got "
+                         f"{test_ratio} + {valid_ratio}")
+    if data.timestamps is None:
+        raise DataError(f"{data.name} has no timestamps: a time split cuts the interactions "
+                        "by their time (use a random or leave-one-out split)")
+    n_test, n_valid = _round_half_up(np.array([test_ratio, valid_ratio]) * data.nnz)
+    times = np.sort(data.timestamps)                                   # (nnz,) ascending
+    cuts = []                          # (the cut time, the part from it on), latest first
+    for part, n_later in ((TEST, n_test), (VALID, n_test + n_valid)):
+        if n_later:
+            cut = int(times[data.nnz - n_later])         # the n_later-th latest entry's time
+            if cut == NO_TIME:
+                dated = int(np.count_nonzero(times != NO_TIME))
+                raise DataError(f"{data.name}: only {dated} of {data.nnz} interactions have a "
+                                f"time; a time split of {n_later} held-out entries would hold "
+                                "out undated ones: lower the ratios")
+            cuts.append((part, cut))
+    label = np.full(data.nnz, TRAIN, np.int8)
+    for part, cut in reversed(cuts):                   # the later cut labels over the earlier
+        label[data.timestamps >= cut] = part
+    if not (label == TRAIN).any():
+        raise DataError(f"{data.name}: every interaction is at or after the earliest cut time "
+                        f"({_when(cuts[-1][1])}): nothing is left to train on")
+    counts = np.bincount(label, minlength=3)
+    notes = [f"time split: {counts[TRAIN]} train, {counts[VALID]} validation, {counts[TEST]} "
+             "test entries; interactions at a cut time go to the later part"]
+    notes += [f"{name} from {_when(cut)} on" for (part, cut), name in
+              zip(cuts, ("test" if n_test else "validation", "validation")) if counts[part]]
+    undated = int(np.count_nonzero(data.timestamps == NO_TIME))
+    if undated:
+        notes.append(f"{undated} interactions have no time and count as earlier than any dated "
+                     "one: they are in train")
+    split = _partition(data, label, notes)
+    split = replace(split, cold_valid=_empty(data), cold_test=_empty(data))
+    return _with_cold_notes(_set_cold_apart(split))
+
+
+def _when(t: int) -> str:
+    """A timestamp (seconds) as its number and, where it is one, its UTC date."""
+    try:
+        return f"{t} ({datetime.fromtimestamp(t, timezone.utc):%Y-%m-%d %H:%M:%S} UTC)"
+    except (OverflowError, OSError, ValueError):
+        return str(t)
+
+
 def subsample(train: Interactions, ratio: float, seed: int = 0,
               based: str = "user") -> Interactions:
     """The paper's training ratio D: keep round(ratio * n) random entries of each row (>= 1).
@@ -289,10 +363,40 @@ def _empty(part: Interactions) -> Interactions:
 
 
 def _move_entries(split: Split, train: Interactions, valid: Interactions, note: str) -> Split:
-    """`split` with new train and validation parts: the note added, cold-entry notes redone."""
+    """`split` with new train and validation parts: the note added, cold entries set apart
+    anew (where the split holds them apart) and cold-entry notes redone."""
     stale = set(_cold_notes(split))
     notes = [n for n in split.notes if n not in stale] + [note]
-    return _with_cold_notes(Split(train, valid, split.test, notes))
+    moved = replace(split, train=train, valid=valid, notes=notes)
+    if split.cold_valid is not None:
+        moved = _set_cold_apart(replace(moved, cold_valid=_empty(valid)))
+    return _with_cold_notes(moved)
+
+
+def _set_cold_apart(split: Split) -> Split:
+    """`split` (one that holds cold entries apart) with each held-out part's cold entries in
+    its cold part, and only those: validation's against train, test's against train and
+    validation (Split.cold_valid, cold_test)."""
+    valid = split.valid.concat(split.cold_valid)
+    test = split.test.concat(split.cold_test)
+    cold_valid = _cold(valid, split.train)                               # (valid nnz,) bool
+    cold_test = _cold(test, split.train.concat(valid))                   # (test nnz,) bool
+    return replace(split, valid=valid.subset(~cold_valid), cold_valid=valid.subset(cold_valid),
+                   test=test.subset(~cold_test), cold_test=test.subset(cold_test))
+
+
+def _known(known: Interactions) -> tuple[np.ndarray, np.ndarray]:
+    """((n_users,) bool, (n_items,) bool): the users and items with an entry in `known`."""
+    users, items = np.zeros(known.n_users, bool), np.zeros(known.n_items, bool)
+    users[known.users] = True
+    items[known.items] = True
+    return users, items
+
+
+def _cold(part: Interactions, known: Interactions) -> np.ndarray:
+    """(part nnz,) bool: the entries of `part` whose user or item has no entry in `known`."""
+    users, items = _known(known)
+    return ~users[part.users] | ~items[part.items]
 
 
 def _with_cold_notes(split: Split) -> Split:
@@ -300,17 +404,35 @@ def _with_cold_notes(split: Split) -> Split:
 
 
 def _cold_notes(split: Split) -> list[str]:
-    """A note per held-out part and side with entries whose user / item has no training entry.
+    """A note per held-out part and side with entries whose user / item has no training entry;
+    where the split holds them apart, a note per cold part with its entries, users and items.
 
     Their predictions come from untrained parameters, which explains e.g. a high test RMSE.
     """
+    if split.cold_valid is not None:
+        return _cold_apart_notes(split)
     notes = []
-    for what, train_idx, n in (("users", split.train.users, split.train.n_users),
-                               ("items", split.train.items, split.train.n_items)):
-        seen = np.zeros(n, bool)           # (n,) has a training entry
-        seen[train_idx] = True
+    for what, seen in zip(("users", "items"), _known(split.train)):   # (n,) has a training entry
         for part_name, part in (("validation", split.valid), ("test", split.test)):
             cold = int(np.count_nonzero(~seen[getattr(part, what)]))
             if cold:
                 notes.append(f"{cold} {part_name} entries are of {what} with no training entry")
+    return notes
+
+
+def _cold_apart_notes(split: Split) -> list[str]:
+    """A note per cold part with entries: how many, and of how many users and items new there
+    (an entry may be of a new user and a new item at once)."""
+    notes = []
+    before_test = split.train.concat(split.valid).concat(split.cold_valid)
+    for name, cold, warm, known, before in (
+            ("validation", split.cold_valid, split.valid, split.train, "no training entry"),
+            ("test", split.cold_test, split.test, before_test, "no entry before the test cut")):
+        if cold.nnz:
+            users, items = _known(known)
+            new_users = np.unique(cold.users[~users[cold.users]])
+            new_items = np.unique(cold.items[~items[cold.items]])
+            notes.append(f"{cold.nnz} {name} entries are cold, of {len(new_users)} users and "
+                         f"{len(new_items)} items with {before}: scored apart from the other "
+                         f"{warm.nnz}")
     return notes
