@@ -14,10 +14,13 @@ from ncae_cuda.model.metrics import (
     format_table,
     hit_rate,
     ndcg,
+    per_user_figures,
     popularity_scores,
     ranking_summary,
+    recall,
     rmse,
     row_squared_errors,
+    set_ndcg,
 )
 
 
@@ -63,17 +66,144 @@ def test_random_ranks_against_loop():
         np.testing.assert_array_equal(hit_rate(ranks, m), hr)
         np.testing.assert_allclose(ndcg(ranks, m), nd, rtol=1e-15)
         summary = ranking_summary(ranks, cutoffs=(m,))
-        assert summary == pytest.approx({f"hr@{m}": np.mean(hr), f"ndcg@{m}": np.mean(nd),
-                                         "rows": 200}, rel=1e-12)
+        assert summary == pytest.approx({f"hr@{m}": np.mean(hr), f"recall@{m}": np.mean(hr),
+                                         f"ndcg@{m}": np.mean(nd), "rows": 200}, rel=1e-12)
 
 
 def test_ranking_summary_keys_and_empty():
-    assert list(ranking_summary(np.array([0, 3]))) == ["hr@10", "ndcg@10", "hr@100",
-                                                      "ndcg@100", "rows"]
+    assert list(ranking_summary(np.array([0, 3]))) == [
+        "hr@10", "recall@10", "ndcg@10", "hr@100", "recall@100", "ndcg@100", "rows"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         summary = ranking_summary(np.array([], np.int64))
-    assert summary["rows"] == 0 and all(math.isnan(summary[k]) for k in ("hr@10", "ndcg@100"))
+        by_user = ranking_summary(np.array([], np.int64), users=np.array([], np.int64))
+    for figures in (summary, by_user):
+        assert figures["rows"] == 0
+        assert all(math.isnan(figures[k]) for k in ("hr@10", "recall@10", "ndcg@100"))
+
+
+# --- Recall / NDCG of held-out sets ---------------------------------------------------------
+
+def test_held_out_sets_by_hand():
+    # User 1 holds out 3 items ranked 0, 5, 2; user 4 one ranked 20; user 7 one ranked 3.
+    ranks, users = np.array([0, 5, 2, 20, 3]), np.array([1, 1, 1, 4, 7])
+    # M = 3: user 1 finds 2 of min(3, 3); DCG 1 + 1/log2(4) = 1.5 against the ideal
+    # 1 + 1/log2(3) + 1/2; user 4 misses, user 7 too (rank 3 is the fourth place).
+    np.testing.assert_allclose(recall(ranks, users, 3), [2 / 3, 0, 0], rtol=1e-15)
+    np.testing.assert_allclose(set_ndcg(ranks, users, 3),
+                               [1.5 / (1.5 + 1 / math.log2(3)), 0, 0], rtol=1e-15)
+    # M = 10: user 1 finds all 3; DCG 1 + 1/log2(7) + 1/2 against the same ideal; user 7 hits
+    # at 1/log2(5) of an ideal 1.
+    np.testing.assert_allclose(recall(ranks, users, 10), [1, 0, 1], rtol=1e-15)
+    np.testing.assert_allclose(
+        set_ndcg(ranks, users, 10),
+        [(1.5 + 1 / math.log2(7)) / (1.5 + 1 / math.log2(3)), 0, 1 / math.log2(5)], rtol=1e-15)
+    # M = 2 < |S|: recall over min(M, |S|) = 2, the ideal DCG of 2 places.
+    np.testing.assert_allclose(recall(ranks, users, 2), [1 / 2, 0, 0], rtol=1e-15)
+    np.testing.assert_allclose(set_ndcg(ranks, users, 2), [1 / (1 + 1 / math.log2(3)), 0, 0],
+                               rtol=1e-15)
+    summary = ranking_summary(ranks, (3,), users)
+    assert summary == pytest.approx({"hr@3": 2 / 5, "recall@3": 2 / 9,
+                                     "ndcg@3": 1.5 / (1.5 + 1 / math.log2(3)) / 3, "rows": 5},
+                                    rel=1e-15)
+    evaluated, per_user = per_user_figures(ranks, users, (3,))
+    np.testing.assert_array_equal(evaluated, [1, 4, 7])
+    np.testing.assert_allclose(per_user["hr@3"], [2 / 3, 0, 0], rtol=1e-15)
+    assert list(per_user) == ["hr@3", "recall@3", "ndcg@3"]
+
+
+def test_one_held_out_item_a_user_is_hr_and_the_one_item_ndcg():
+    rng = np.random.default_rng(3)
+    ranks = rng.integers(0, 150, 500)
+    users = rng.permutation(1000)[:500]                   # distinct users, in no order
+    order = np.argsort(users)                             # figures come by ascending user
+    for m in (1, 10, 100):
+        np.testing.assert_array_equal(recall(ranks, users, m), hit_rate(ranks, m)[order])
+        np.testing.assert_array_equal(set_ndcg(ranks, users, m), ndcg(ranks, m)[order])
+    # the same means, summed in another order
+    assert ranking_summary(ranks, (10, 100), users) == pytest.approx(
+        ranking_summary(ranks, (10, 100)), rel=1e-14)
+
+
+def held_out_sets(rng, n_users=120, n_items=40, levels=None):
+    """Scores of every (user, item), each user's training items and held-out set: sizes 0
+    (empty rows, not evaluated), 1 and up to 15. levels: few score levels (many ties)."""
+    scores = (rng.integers(0, levels, (n_users, n_items)).astype(np.float64) if levels
+              else rng.standard_normal((n_users, n_items)))
+    train, held = [], []
+    for _ in range(n_users):
+        size = rng.choice([0, 1, 1, 2, 5, 15])
+        cols = rng.permutation(n_items)
+        held.append(cols[:size].tolist())
+        train.append(set(cols[size:size + rng.integers(0, 10)].tolist()))
+    return scores, train, held
+
+
+def entry_ranks(scores, train, held):
+    """(ranks, users) of every held-out entry, by reference_rank: the user's other held-out
+    items are candidates."""
+    ranks, users = [], []
+    for u, items in enumerate(held):
+        for i in items:
+            ranks.append(reference_rank(scores[u], i, train[u]))
+            users.append(u)
+    return np.array(ranks, np.int64), np.array(users, np.int64)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_held_out_sets_against_a_sorted_list(seed):
+    # Distinct scores: a user's top M is the first M of the candidates sorted by score, and
+    # Recall and NDCG are the textbook ones on that list.
+    rng = np.random.default_rng(seed)
+    scores, train, held = held_out_sets(rng)
+    ranks, users = entry_ranks(scores, train, held)
+    for m in (1, 3, 10, 40):
+        want_recall, want_ndcg = [], []
+        for u, items in enumerate(held):
+            if not items:
+                continue
+            candidates = [j for j in range(scores.shape[1]) if j not in train[u]]
+            top = sorted(candidates, key=lambda j: -scores[u, j])[:m]
+            dcg = sum(1 / math.log2(p + 2) for p, j in enumerate(top) if j in items)
+            ideal = sum(1 / math.log2(p + 2) for p in range(min(m, len(items))))
+            want_recall.append(len(set(top) & set(items)) / min(m, len(items)))
+            want_ndcg.append(dcg / ideal)
+        np.testing.assert_allclose(recall(ranks, users, m), want_recall, rtol=1e-13)
+        np.testing.assert_allclose(set_ndcg(ranks, users, m), want_ndcg, rtol=1e-13)
+        summary = ranking_summary(ranks, (m,), users)
+        assert summary[f"recall@{m}"] == pytest.approx(np.mean(want_recall), rel=1e-13)
+        assert summary[f"ndcg@{m}"] == pytest.approx(np.mean(want_ndcg), rel=1e-13)
+
+
+def test_held_out_sets_with_ties_count_them_against():
+    # Few score levels: a held-out item tied with others takes the last of their places, each
+    # of a user's tied held-out items too; a loop over the definition, and NDCG stays <= 1.
+    rng = np.random.default_rng(2)
+    scores, train, held = held_out_sets(rng, levels=4)
+    ranks, users = entry_ranks(scores, train, held)
+    for m in (1, 5, 20):
+        want_recall, want_ndcg = [], []
+        for u, items in enumerate(held):
+            if not items:
+                continue
+            places = [sum(1 for j in range(scores.shape[1]) if j != i and j not in train[u]
+                          and scores[u, j] >= scores[u, i]) for i in items]
+            found = [p for p in places if p < m]
+            want_recall.append(len(found) / min(m, len(items)))
+            want_ndcg.append(sum(1 / math.log2(p + 2) for p in found)
+                             / sum(1 / math.log2(p + 2) for p in range(min(m, len(items)))))
+        np.testing.assert_allclose(recall(ranks, users, m), want_recall, rtol=1e-13)
+        np.testing.assert_allclose(set_ndcg(ranks, users, m), want_ndcg, rtol=1e-13)
+        assert set_ndcg(ranks, users, m).max() <= 1.0
+    # with this many ties, some user's tied held-out items share a place: counted against both
+    assert any(len(set(scores[u, items])) < len(items) for u, items in enumerate(held))
+
+
+def test_held_out_set_inputs():
+    with pytest.raises(ValueError, match="3 ranks but 2 users"):
+        recall(np.array([0, 1, 2]), np.array([0, 0]), 10)
+    with pytest.raises(ValueError, match="cutoff"):
+        set_ndcg(np.array([0]), np.array([0]), 0)
 
 
 def test_bad_rank_inputs():

@@ -213,9 +213,10 @@ class NCAE:
 
     def evaluator(self, held, exclude=None, popularity: bool = False):
         """score(per_user=False) -> the figures of `held` (interactions held out from the fit
-        data, the same users and items): RMSE of the predicted ratings (explicit), or HR@M and
-        NDCG@M of each held-out item ranked among the items the user has no interaction with in
-        the fit data nor in `exclude` (implicit). per_user adds the table of users grouped by
+        data, the same users and items): RMSE of the predicted ratings (explicit), or HR@M of
+        each held-out item ranked among the items the user has no interaction with in the fit
+        data nor in `exclude`, and Recall@M and NDCG@M of each user's held-out items as a set
+        (implicit: ncae_cuda.model.metrics). per_user adds the table of users grouped by
         their number of fit interactions. Device arrays are built once, here.
 
         popularity: rank by the POP baseline instead, every item scored by its number of

@@ -132,16 +132,14 @@ def row_codes(net: Network, inputs: CSR):
 def ranking_report(ops, score_users: Scorer, exclude: CSR, users: np.ndarray, items: np.ndarray,
                    cutoffs: tuple[int, ...], user_counts: np.ndarray | None = None,
                    held: Columns | None = None, comm=None) -> dict:
-    """HR@M and NDCG@M of each users[i]'s held-out items[i]; with `user_counts` (each user's
-    number of inputs) also the table of users grouped by it. held, comm: see heldout_ranks."""
+    """HR@M of the held-out entries (users[i], items[i]), Recall@M and NDCG@M of each user's
+    held-out set (metrics.py); with `user_counts` (each user's number of inputs) also the table
+    of users grouped by it, of each user's figures. held, comm: see heldout_ranks."""
     ranks = heldout_ranks(ops, score_users, exclude, users, items, held, comm)
-    result = metrics.ranking_summary(ranks, cutoffs)
+    result = metrics.ranking_summary(ranks, cutoffs, users)
     if user_counts is not None:
-        per_row = {}
-        for m in cutoffs:
-            per_row[f"hr@{m}"] = metrics.hit_rate(ranks, m)
-            per_row[f"ndcg@{m}"] = metrics.ndcg(ranks, m)
-        result["clusters"] = _clusters(user_counts[users], means=per_row)
+        evaluated, per_user = metrics.per_user_figures(ranks, users, cutoffs)
+        result["clusters"] = _clusters(user_counts[evaluated], means=per_user)
     return result
 
 

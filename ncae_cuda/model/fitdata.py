@@ -213,10 +213,11 @@ class FitData:
 
     def ranker(self, held, exclude, cutoffs: tuple[int, ...], scorer: Callable[[], Scorer],
                comm=None) -> Callable[..., dict]:
-        """score(per_user=False) -> HR@M and NDCG@M (M in cutoffs) of each `held` item ranked
-        among the items its user has no interaction with here nor in `exclude`, by the scores of
-        scorer() (made when scoring, inside the backend's session); per_user adds the table of
-        users grouped by their number of interactions here. NCAE and every baseline are scored
+        """score(per_user=False) -> HR@M, and Recall@M and NDCG@M of each user's held-out set (M
+        in cutoffs: evaluate.ranking_report), each `held` item ranked among the items its user
+        has no interaction with here nor in `exclude`, by the scores of scorer() (made when
+        scoring, inside the backend's session); per_user adds the table of users grouped by
+        their number of interactions here. NCAE and every baseline are scored
         by it: one set of candidates, exclusions and ties."""
         held = self.held_out(held, "held-out data")
         exclude_csr = self.excluded(held, exclude)

@@ -1,10 +1,19 @@
-"""Evaluation figures from predictions and ranks: RMSE, HR@M, NDCG@M, per-cluster tables.
+"""Evaluation figures from predictions and ranks: RMSE, HR@M, Recall@M, NDCG@M, per-cluster
+tables.
 
-The model computes predictions and each evaluated row's rank (the rank_heldout op); this module
+The model computes predictions and each held-out entry's rank (the rank_heldout op); this module
 only does the arithmetic on plain numpy arrays, in float64. The definitions (docs/design.md,
 "Evaluation"): rank = number of candidate columns scoring >= the held-out column (ties
-count against it; the held-out column itself is not counted), HR@M = [rank < M],
-NDCG@M = 1/log2(rank + 2) if rank < M else 0, both averaged over rows.
+count against it; the held-out column itself is not counted, the user's other held-out columns
+are), HR@M = [rank < M], averaged over held-out entries. A user's held-out set S is scored as a
+whole: an entry of S is in the user's top M where its rank is below M, so
+
+    Recall@M = |{i in S: rank_i < M}| / min(M, |S|)
+    NDCG@M   = sum_{i in S, rank_i < M} 1/log2(rank_i + 2)  /  sum_{p < min(M, |S|)} 1/log2(p + 2)
+
+both averaged over users (ties among S count against each of them, so NDCG <= 1). With one
+held-out entry a user (leave-one-out) Recall@M is HR@M and NDCG@M is 1/log2(rank + 2) if
+rank < M else 0.
 
 Empty inputs give nan (without numpy's empty-mean warning) rather than an error, so a run without
 a validation part still prints its table; a nan in a table means "nothing to average".
@@ -47,14 +56,61 @@ def ndcg(ranks: np.ndarray, m: int) -> np.ndarray:
     return gain
 
 
-def ranking_summary(ranks: np.ndarray, cutoffs: tuple[int, ...] = (10, 100)) -> dict:
-    """{'hr@10': .., 'ndcg@10': .., 'hr@100': .., 'ndcg@100': .., 'rows': n}: means over rows."""
+def recall(ranks: np.ndarray, users: np.ndarray, m: int) -> np.ndarray:
+    """(evaluated users,) float64 Recall@m of each user's held-out set, users in ascending
+    order: ranks[i] is the rank of the held-out entry of users[i] (the module's docstring)."""
+    return _recall(ranks, *_held_sets(_check_ranks(ranks, m), users), m)
+
+
+def set_ndcg(ranks: np.ndarray, users: np.ndarray, m: int) -> np.ndarray:
+    """(evaluated users,) float64 NDCG@m of each user's held-out set, users in ascending order,
+    against the ideal DCG of a set of its size (the module's docstring)."""
+    return _set_ndcg(ranks, *_held_sets(_check_ranks(ranks, m), users), m)
+
+
+def per_user_figures(ranks: np.ndarray, users: np.ndarray, cutoffs: tuple[int, ...]
+                     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(the evaluated users (U,) ascending, {'hr@M': .., 'recall@M': .., 'ndcg@M': .., each
+    (U,) float64}): each user's share of held-out entries in the top M, Recall@M and NDCG@M."""
+    ranks = np.asarray(ranks).reshape(-1)
+    held, count = _held_sets(ranks, users)
+    figures = {}
+    for m in cutoffs:
+        figures[f"hr@{m}"] = np.bincount(held, weights=hit_rate(ranks, m),
+                                         minlength=len(count)) / count
+        figures[f"recall@{m}"] = _recall(ranks, held, count, m)
+        figures[f"ndcg@{m}"] = _set_ndcg(ranks, held, count, m)
+    return np.unique(users), figures
+
+
+def ranking_summary(ranks: np.ndarray, cutoffs: tuple[int, ...] = (10, 100),
+                    users: np.ndarray | None = None) -> dict:
+    """{'hr@10': .., 'recall@10': .., 'ndcg@10': .., 'hr@100': .., .., 'rows': n}: HR@M the
+    mean over the n held-out entries (rows), Recall@M and NDCG@M over the users (ranks[i] is
+    of users[i]'s held-out entry; without users, each entry is its own user's only one)."""
+    ranks = np.asarray(ranks).reshape(-1)
+    held, count = ((np.arange(len(ranks)), np.ones(len(ranks), np.int64)) if users is None
+                   else _held_sets(ranks, users))
     summary = {}
     for m in cutoffs:
         summary[f"hr@{m}"] = _mean(hit_rate(ranks, m))
-        summary[f"ndcg@{m}"] = _mean(ndcg(ranks, m))
+        summary[f"recall@{m}"] = _mean(_recall(ranks, held, count, m))
+        summary[f"ndcg@{m}"] = _mean(_set_ndcg(ranks, held, count, m))
     summary["rows"] = len(ranks)
     return summary
+
+
+def _recall(ranks: np.ndarray, held: np.ndarray, count: np.ndarray, m: int) -> np.ndarray:
+    """(U,) Recall@m of the held-out sets of _held_sets."""
+    hits = np.bincount(held, weights=hit_rate(ranks, m), minlength=len(count))
+    return hits / np.minimum(m, count)
+
+
+def _set_ndcg(ranks: np.ndarray, held: np.ndarray, count: np.ndarray, m: int) -> np.ndarray:
+    """(U,) NDCG@m of the held-out sets of _held_sets."""
+    ideal = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(m) + 2.0))])  # (m + 1,)
+    dcg = np.bincount(held, weights=ndcg(ranks, m), minlength=len(count))
+    return dcg / ideal[np.minimum(m, count)]
 
 
 def popularity_scores(train: sp.sparray | sp.spmatrix | np.ndarray) -> np.ndarray:
@@ -172,6 +228,16 @@ def _check_ranks(ranks: np.ndarray, m: int) -> np.ndarray:
     if len(ranks) and ranks.min() < 0:
         raise ValueError(f"ranks must be >= 0, got {ranks.min()}")
     return ranks
+
+
+def _held_sets(ranks: np.ndarray, users) -> tuple[np.ndarray, np.ndarray]:
+    """((n,) int64 each entry's user among the evaluated ones (ascending), (U,) int64 each
+    evaluated user's held-out entries)."""
+    users = np.asarray(users).reshape(-1)
+    if len(users) != len(ranks):
+        raise ValueError(f"{len(ranks)} ranks but {len(users)} users")
+    _, held, count = np.unique(users, return_inverse=True, return_counts=True)
+    return held.reshape(-1), count
 
 
 def _range_labels(edges: np.ndarray) -> list[str]:
