@@ -1,0 +1,163 @@
+"""The manual shows what runs: every page (README.md and docs/) has its commands run as written,
+where they need no downloaded data and no GPU, and its Python blocks too; what a page installs
+is what CI installs; its performance tables are what bench/results give; and the site builds
+with --strict, every link, heading and API reference resolved."""
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ncae_cuda.data import datasets
+
+ROOT = Path(__file__).resolve().parents[1]
+MANUAL = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PUBLISHED = [name for name, entry in datasets.DATASETS.items()
+             if isinstance(entry, datasets.Published)]
+QUICK_START_TRAIN = ".venv/bin/python -m ncae_cuda.train"     # CI runs it first, as written
+TORCHRUN = ".venv/bin/torchrun"      # a sharded job: where the [distributed] extra is installed
+INSTALL = re.compile(r"\.venv/bin/pip install -e \"\.\[(\w+)\]\"")
+# a GPU's extras change nothing for the commands that run here, which run on the CPU
+NOT_NEEDED_HERE = re.compile(r"cuda\d+")
+
+
+def blocks(page: Path) -> list[tuple[str, str, str]]:
+    """(section heading, language, text) of each fenced block of the page, in order."""
+    found, section = [], ""
+    for part in re.split(r"^(```\w*\n.*?^```)$", page.read_text(), flags=re.S | re.M):
+        if part.startswith("```"):
+            language, text = part[3:-3].split("\n", 1)
+            found.append((section, language, text))
+        else:
+            section = ([section] + re.findall(r"^##? (.*)$", part, re.M))[-1]
+    return found
+
+
+def commands(text: str) -> list[str]:
+    """A bash block's commands, continuation lines joined, comments dropped."""
+    lines = (line.split("#")[0].strip() for line in text.replace("\\\n", " ").splitlines())
+    return [line for line in lines if line]
+
+
+def runs_here(command: str) -> bool:
+    """A command this test runs: the package's, or a sharded job's through torchrun; not one
+    that reads a published data set or needs a GPU, nor the quick start's training."""
+    words = command.split()
+    return (command.startswith((".venv/bin/python -m ncae_cuda.", TORCHRUN))
+            and not any(name in words for name in PUBLISHED) and "gpu" not in words
+            and command != QUICK_START_TRAIN)
+
+
+def steps(page: Path) -> list[tuple[frozenset, str, str]]:
+    """(the extras it needs, language, code) of each command and Python block this test runs,
+    in the page's order: an extra a section installs is needed by what follows it there."""
+    found, installed, section = [], set(), None
+    for heading, language, text in blocks(page):
+        if heading != section:
+            installed, section = set(), heading
+        if language == "python":
+            found.append((frozenset(installed), language, text))
+        elif language == "bash":
+            for command in commands(text):
+                installed |= {name for name in INSTALL.findall(command)
+                              if not NOT_NEEDED_HERE.fullmatch(name)}
+                if runs_here(command):
+                    found.append((frozenset(installed), language, command))
+    return found
+
+
+def page_runs() -> list:
+    """A test a page and set of extras: the page's steps that need exactly those extras."""
+    runs = []
+    for page in MANUAL:
+        name = page.relative_to(ROOT).as_posix()
+        for extras in dict.fromkeys(needs for needs, _, _ in steps(page)):
+            names = sorted(extras)
+            runs.append(pytest.param(page, extras, id=name + "".join(f"[{e}]" for e in names),
+                                     marks=[pytest.mark.extra(e) for e in names]))
+    return runs
+
+
+def write_inputs(folder: Path) -> None:
+    """The files the pages name as the user's own: ratings (explicit), clicks with times
+    (implicit), and a split of the ratings into two files."""
+    data = datasets.load("synthetic-tiny")
+    users, items = data.user_ids[data.users], data.item_ids[data.items]
+    ratings = [f"{u},{i},{r:g}\n" for u, i, r in zip(users, items, data.ratings)]
+    clicks = [f"{u},{i},{t}\n" for u, i, t in zip(users, items, data.timestamps)]
+    for name, header, lines in (("ratings.csv", "user,item,rating", ratings),
+                                ("train.csv", "user,item,rating", ratings[:500]),
+                                ("test.csv", "user,item,rating", ratings[500:]),
+                                ("clicks.csv", "user,item,timestamp", clicks)):
+        (folder / name).write_text(header + "\n" + "".join(lines))
+
+
+def argv_of(command: str) -> list[str]:
+    """The command run by this test's Python (a page's .venv/bin/ is CI's)."""
+    words = shlex.split(command)
+    if words[0] == TORCHRUN:
+        return [sys.executable, "-m", "torch.distributed.run", *words[1:]]
+    return [sys.executable, *words[1:]]
+
+
+@pytest.mark.parametrize("page, extras", page_runs())
+def test_every_page_runs_as_written(page, extras, tmp_path, monkeypatch):
+    """Each page in a folder of its own, so a page shows all that its commands need."""
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop(datasets.DATA_ENV, None)
+    for needs, language, code in steps(page):
+        if needs != extras:
+            continue
+        if language == "python":
+            exec(compile(code, str(page), "exec"), {})
+            continue
+        done = subprocess.run(argv_of(code), cwd=tmp_path, env=env, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, f"{code}\n{done.stderr[-2000:]}"
+
+
+def test_the_pages_run_the_commands_they_are_meant_to():
+    """The filter above leaves every page something to run that it should: a page's commands
+    on the user's own files and on synthetic data, and the sharded job."""
+    ran = {page.relative_to(ROOT).as_posix(): [code for _, _, code in steps(page)]
+           for page in MANUAL}
+    assert any("--dataset clicks.csv" in c and "--baselines" in c for c in ran["docs/own-data.md"])
+    assert any("--train train.csv --test test.csv" in c for c in ran["docs/training.md"])
+    assert any(c.startswith(TORCHRUN) for c in ran["docs/distributed.md"])
+    assert not any(" ml-100k" in c for codes in ran.values() for c in codes)
+    assert sum(map(len, ran.values())) >= 20
+
+
+def test_every_install_a_page_shows_is_what_ci_runs():
+    """All but the GPU's (CuPy): CI has no GPU."""
+    installs = [command for page in MANUAL for heading, language, text in blocks(page)
+                if language == "bash" for command in commands(text)
+                if command.startswith(".venv/bin/pip install") and "cuda" not in command]
+    ci = [line.split("#")[0].strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert installs and all(command in ci for command in installs), installs
+    assert '.venv/bin/pip install -e ".[docs]"' in installs
+
+
+def test_performance_tables_are_generated_from_the_results_files():
+    from bench import report
+    assert report.main(["--check"]) == 0
+
+
+@pytest.mark.extra("docs")
+def test_the_site_builds_strict(tmp_path):
+    """mkdocs build --strict fails on a broken link or heading, a page left out of the nav and
+    an API reference that does not resolve; the reference is generated, not an empty page."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(tmp_path / "site")], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reference = (tmp_path / "site" / "reference" / "ncae" / "index.html").read_text()
+    assert all(method in reference for method in ("recommend_new", "similar_items", "save"))
+    plot = tmp_path / "site" / "bench" / "results" / "2026-11-22-cpu-scalability"
+    assert (plot / "scalability.png").is_file()
