@@ -46,6 +46,7 @@ from .evaluate import (
 from .fitdata import FitData, as_interactions, scored_rows
 from .network import Network, Objective
 from .trainer import CHECKPOINT_EVERY, Checkpoint, ShardCheckpoint, Trainer, fingerprint
+from .warmstart import WarmStart
 
 SHARDS = (None, "columns")      # one process; the columns shared out among a process group's
 
@@ -94,7 +95,7 @@ class NCAE:
 
     def fit(self, X, validation=None, epochs: int | None = None, callback=None,
             checkpoint=None, resume: bool = False, checkpoint_every: float = CHECKPOINT_EVERY,
-            verbose: bool = True) -> NCAE:
+            verbose: bool = True, warm_start: NCAE | None = None) -> NCAE:
         """Train on X: a users x items scipy.sparse matrix or an Interactions
         (ncae_cuda.data.datasets, ncae_cuda.data.splits). Returns the model.
 
@@ -116,11 +117,23 @@ class NCAE:
         checkpoint_every: seconds between checkpoints, the most training a kill can cost
             (0: after every epoch).
         verbose: print one line per epoch.
+        warm_start: a fitted model (this one: partial_fit) to start from instead of a fresh
+            draw (ncae_cuda.model.warmstart): each column of X's (items of a user-based model,
+            users of an item-based one) whose id the model knows starts from the model's
+            parameters of it, a new column as a fresh fit draws it, and the hidden layers are
+            the model's; ids match by value (a scipy matrix's are its row and column numbers).
+            The column weights, augmentation and the rating scale are X's; Adam's moments and
+            step count start from zero, as in any fit, and there is no pre-training (its stages
+            train each layer against a freshly drawn temporary one, which would pull the
+            model's layers away from what they learned). hidden, feedback and based must be the model's
+            (SettingError names those that differ); any other setting may change.
         """
         c, comm = self.config, self.comm
+        start = None if warm_start is None else self._warm_start(warm_start)
         epochs = c.epochs if epochs is None else epochs
+        pretraining = c.pretrain if start is None else "BP"
         # 0 epochs train nothing but pre-training: without it (BP), a fit of 0 is no fit
-        least = 1 if c.pretrain == "BP" else 0
+        least = 1 if pretraining == "BP" else 0
         if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < least:
             raise ValueError(f"epochs must be an integer >= 1 (0: pre-training only, where "
                              f"pretrain is not BP); got {epochs!r}")
@@ -137,7 +150,9 @@ class NCAE:
         B = c.batch_size                # the batch, until the rows it is capped at are known
         with self.ops.session():
             try:
-                self._net = self._new_network()
+                self._net = self._new_network(start)
+                if start is not None and verbose:
+                    print(f"note: warm start: {start.known(data.column_ids, c.based)}")
                 csr, rows = data.training(verbose)
                 # a batch of more rows than there are is all of them (the same training: the
                 # padding rows are empty), so its memory is the rows' and a batch_size of a
@@ -151,10 +166,12 @@ class NCAE:
                 if comm is not None:
                     identity["shard"] = {"processes": comm.world, "rank": comm.rank,
                                          "columns": list(data.columns[:2])}
+                if start is not None:
+                    identity["warm_start"] = fingerprint(start.params, start.column_ids)
                 trainer = Trainer(
                     self._net, csr, planner, AdamConfig(c.lr, weight_decay=c.weight_decay,
                                                          lr_decay=c.lr_decay),
-                    c.pretrain, c.pretrain_epochs, c.patience, self.selection_metric,
+                    pretraining, c.pretrain_epochs, c.patience, self.selection_metric,
                     score=None if valid is None else self.evaluator(valid),
                     on_epoch=None if callback is None else lambda record: callback(self, record),
                     checkpoint=None if checkpoint is None else (
@@ -169,15 +186,33 @@ class NCAE:
                                                         int(epochs), c.patience)
         return self
 
+    def partial_fit(self, X, validation=None, epochs: int | None = None, **fitting) -> NCAE:
+        """fit() of X starting from this model's own parameters (fit's warm_start): a model of
+        yesterday's interactions trained on to today's. Returns the model."""
+        return self.fit(X, validation, epochs, warm_start=self, **fitting)
+
+    def _warm_start(self, model: NCAE) -> WarmStart:
+        """What a fit warm-started from `model` starts from, taken before the fit replaces any
+        of it (model may be self); SettingError where the network's shape would change."""
+        if not isinstance(model, NCAE):
+            raise TypeError(f"warm_start must be a fitted NCAE; got {type(model).__name__}")
+        model._check_fitted()
+        start = WarmStart(model.config, model._whole_params(), model.data.column_ids)
+        start.check(self.config)
+        return start
+
     @property
     def selection_metric(self) -> tuple[str, bool]:
         """(name, higher is better) of the validation figure early stopping follows."""
         return self.config.selection_metric
 
-    def _new_network(self) -> Network:
+    def _new_network(self, start: WarmStart | None = None) -> Network:
+        """The network of the fit data, freshly drawn, or from `start` (a warm start)."""
         columns = self.data.columns
         layout = NCAELayout(columns.n, self.config.hidden, columns)
         params = layout.xavier_init(np.random.default_rng(self.config.seed))
+        if start is not None:
+            params = start.start(layout, self.data.column_ids, params)
         return Network(layout, self.ops, self._objective(), params, self.data.column_weights(),
                        comm=self.comm)
 

@@ -106,7 +106,12 @@ class FitData:
     @property
     def n_cols(self) -> int:
         """The network's columns: items (user-based) or users (item-based)."""
-        return len(self.item_ids if self.config.based == "user" else self.user_ids)
+        return len(self.column_ids)
+
+    @property
+    def column_ids(self) -> np.ndarray:
+        """(n_cols,) the ids of the network's columns: item ids (user-based) or user ids."""
+        return self.item_ids if self.config.based == "user" else self.user_ids
 
     def shard(self, rank: int, world: int) -> Columns:
         """Hold only rank `rank` of `world`'s share of the network's columns, balanced by the
