@@ -9,8 +9,10 @@ from ncae_cuda import NCAE
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError
 from ncae_cuda.model.config import SettingError
-from ncae_cuda.model.warmstart import matching
+from ncae_cuda.model.config import Config
+from ncae_cuda.model.warmstart import WarmStart, matching
 from ncae_cuda.ops.layout import SHARDED, NCAELayout
+from ncae_cuda.ops.shard import Columns
 
 SETTINGS = {"hidden": (8, 6), "batch_size": 16}
 STILL = 1e-12      # a learning rate whose steps float32 parameters cannot see
@@ -97,6 +99,26 @@ def test_known_columns_keep_theirs_by_id_and_new_ones_draw_fresh(feedback, based
     for key, value in views(parent).items():
         if key not in SHARDED:
             np.testing.assert_allclose(views(warm)[key], value, rtol=0, atol=1e-9, err_msg=key)
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 10), (10, 37), (36, 37), (0, 37)])
+def test_a_shard_starts_from_its_rows_of_the_whole_warm_start(lo, hi):
+    # A model of 30 columns with ids 0, 2, .., 58; a fit of 37 with ids 0..36: the even ones
+    # up to 36 are known. Each shard's start is its rows of the whole start.
+    config = Config(hidden=(6, 5)).resolved()
+    model = NCAELayout(30, config.hidden)
+    start = WarmStart(config, model.xavier_init(np.random.default_rng(9)), np.arange(30) * 2)
+    whole = NCAELayout(37, config.hidden)
+    expect = whole.views(start.start(whole, np.arange(37),
+                                     whole.xavier_init(np.random.default_rng([4, 2]))))
+    shard = NCAELayout(hi - lo, config.hidden, Columns(lo, hi, 37))
+    got = shard.views(start.start(shard, np.arange(37),
+                                  shard.xavier_init(np.random.default_rng([4, 2]))))
+    for key, view in got.items():
+        np.testing.assert_array_equal(view, expect[key][lo:hi] if key in SHARDED else expect[key],
+                                      err_msg=key)
+    np.testing.assert_array_equal(expect["V"][0:37:2], model.views(start.params)["V"][:19])
+    assert start.known(np.arange(37), "user") == "19 of 37 items from the model, 18 new"
 
 
 def test_ids_meet_as_text_where_one_side_is_text():
