@@ -160,16 +160,54 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
          cache_dir: str | os.PathLike | None = None, download: bool = True,
          seed: int = 0, sep: str | None = None, encoding: str = ENCODING,
          rating_scale: tuple[float, float] | None = None) -> Interactions:
-    """The named data set (see DATASETS), or a CSV/TSV file of user, item[, rating[,
-    timestamp]] given by its path (reader.read_table, with `sep`, `encoding` and `rating_scale`;
-    a named data set has its own scale); `seed` only matters for the synthetic ones.
+    """Read a named data set, or a file of your own.
 
-    data_dir: an extracted copy, either the folder holding the files (.../ml-100k/u.data) or its
-    parent (.../ml-100k/ under it). Without it, an extracted copy in $NCAE_CUDA_DATA is used
-    where there is one, else the cache, downloading the archive into it when missing and
-    `download` is on. A published file that
-    holds another number of interactions than the catalogue says is read with a
-    CatalogueWarning.
+    Parameters
+    ----------
+    name : str
+        A name of the catalogue (`DATASETS`, `names()`), or the path of a CSV/TSV file of
+        user, item[, rating[, timestamp]] (read by `reader.read_table`).
+    data_dir : str or os.PathLike, optional
+        An extracted copy of a published data set: either the folder holding the files
+        (.../ml-100k/u.data) or its parent (.../ml-100k/ under it). Without it, an extracted
+        copy in $NCAE_CUDA_DATA is used where there is one, else the cache.
+    cache_dir : str or os.PathLike, optional
+        The download cache (else $NCAE_CUDA_CACHE, else ~/.cache/ncae_cuda).
+    download : bool
+        Download a published archive into the cache when it is missing there.
+    seed : int
+        The seed of a synthetic data set; nothing else reads it.
+    sep, encoding : str
+        A file's field separator (default: the first of tab, comma and semicolon on its first
+        line) and text encoding.
+    rating_scale : (float, float), optional
+        A file's lowest and highest rating (default: its ratings' range); a named data set has
+        its own scale.
+
+    Returns
+    -------
+    Interactions
+        The users, items, ratings (None for implicit feedback) and timestamps, with the data
+        set's own ids.
+
+    Raises
+    ------
+    DataError
+        An unknown name, a file that cannot be read as a table (naming its file and line), or
+        a published data set that is neither extracted nor in the cache where `download` is
+        off or the download fails (naming the file to fetch and where to put it).
+
+    Warns
+    -----
+    CatalogueWarning
+        A published file holds another number of interactions than the catalogue says.
+
+    Examples
+    --------
+    >>> from ncae_cuda.data import datasets
+    >>> data = datasets.load("synthetic-tiny")
+    >>> data.n_users > 0 and data.ratings is not None
+    True
     """
     if is_file(name):
         return read_table(name, sep, rating_scale, encoding)
