@@ -36,6 +36,7 @@ from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
 from ncae_cuda.model import metrics
 from ncae_cuda.runs import protocol
+from ncae_cuda.runs.spec import DataSpec
 
 
 def shapes(n_cols: int, k: int) -> dict:
@@ -221,11 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     if data.ratings is None:
         parser.error(f"--dataset {args.dataset} has no ratings: I-AutoRec is for explicit "
                      "feedback")
-    split_args = argparse.Namespace(split=args.split, dataset=args.dataset,
-                                    data_dir=args.data_dir, cache_dir=None,
-                                    test_ratio=args.test_ratio, valid_ratio=args.valid_ratio,
-                                    split_seed=args.split_seed, data_ratio=1.0, based="item")
-    split = protocol.make_split(split_args, data)
+    split = protocol.make_split(DataSpec(dataset=args.dataset, data_dir=args.data_dir,
+                                         split=args.split, test_ratio=args.test_ratio,
+                                         valid_ratio=args.valid_ratio,
+                                         split_seed=args.split_seed), data, "item")
     scale = data.rating_scale or (float(data.ratings.min()), float(data.ratings.max()))
     print(f"{data.name}: train {split.train.nnz}, valid {split.valid.nnz}, test "
           f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas {args.lambdas}, "

@@ -79,14 +79,12 @@ def epoch_work_of(flags: list[str]) -> Work:
     """The work of one training epoch of the case (ncae_cuda/ops/floors.py's count) over the
     training matrix the trainer builds from these flags (implicit augmentation's extra rows left out,
     which keeps the floor a lower bound)."""
-    parser = runflags.build_parser()
-    args = runflags.parse(parser, [*flags, "--out", os.devnull])
-    runflags.resolve_defaults(parser, args)
+    spec, config = runflags.run_spec(runflags.build_parser(), [*flags, "--out", os.devnull])
     with contextlib.redirect_stdout(io.StringIO()):
-        _, split = protocol.prepare(args, "")
-    m = split.train.to_csr(args.based, implicit=args.feedback == "implicit")
-    return epoch_work(m, np.flatnonzero(np.diff(m.indptr)), args.batch_size, args.hidden,
-                      args.feedback)
+        _, split = protocol.prepare(spec, config, "")
+    m = split.train.to_csr(config.based, implicit=config.implicit)
+    return epoch_work(m, np.flatnonzero(np.diff(m.indptr)), config.batch_size, config.hidden,
+                      config.feedback)
 
 
 def commit() -> str:

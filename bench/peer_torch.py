@@ -46,12 +46,14 @@ from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
 from ncae_cuda.model import metrics
 from ncae_cuda.model.augment import column_weights
+from ncae_cuda.model.config import Config
 from ncae_cuda.model.evaluate import EVAL_BATCH, heldout_ranks
 from ncae_cuda.model.network import Objective
 from ncae_cuda.ops import get_backend
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.floors import epoch_work
 from ncae_cuda.runs import protocol, runflags
+from ncae_cuda.runs.spec import recorded
 
 # Fixed epochs on both sides: no validation-driven stopping or retraining to blur the timing.
 # Implicit leave-one-out always carves a validation item, so there the trainer is told never to
@@ -207,29 +209,30 @@ def run_ncae(argv: list[str]) -> dict:
 class Experiment:
     """The trainer's settings, data and split, and what the peer derives from them as the
     trainer does (ncae_cuda.model.estimator): the objective and the column weights."""
-    args: argparse.Namespace
+    config: Config
     data: Interactions
     split: object
 
     @property
     def implicit(self) -> bool:
-        return self.args.feedback == "implicit"
+        return self.config.feedback == "implicit"
 
     @property
     def n_cols(self) -> int:
-        return self.data.n_items if self.args.based == "user" else self.data.n_users
+        return self.data.n_items if self.config.based == "user" else self.data.n_users
 
     def oriented(self, part: Interactions) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cols) of the part's entries in the network's rows x columns view."""
-        return (part.users, part.items) if self.args.based == "user" else (part.items, part.users)
+        return ((part.users, part.items) if self.config.based == "user"
+                else (part.items, part.users))
 
     def objective(self) -> Objective:
         if self.implicit:
             return Objective.implicit()
-        return Objective.explicit(*self.data.rating_scale, self.args.alpha, self.args.beta)
+        return Objective.explicit(*self.data.rating_scale, self.config.alpha, self.config.beta)
 
     def col_weights(self, part: Interactions) -> np.ndarray:
-        a = self.args
+        a = self.config
         return column_weights(self.oriented(part)[1], self.n_cols, a.weighting, a.c0, a.omega,
                               a.uniform_c)
 
@@ -237,22 +240,22 @@ class Experiment:
 def run_torch(exp: Experiment, ops, m, rows: np.ndarray, device: torch.device) -> dict:
     """Train the peer on the trainer's own training matrix m (scipy, rows x N) over `rows`;
     seconds of each epoch and the test figures after the last."""
-    targs, split = exp.args, exp.split
-    torch.manual_seed(targs.seed)
+    config, split = exp.config, exp.split
+    torch.manual_seed(config.seed)
     torch.set_num_threads(os.cpu_count())
     csr = DeviceCSR(m, device)
     objective = exp.objective()                          # s, m_off from the rating scale
     col_weights = (torch.as_tensor(exp.col_weights(split.train), device=device)
                    if exp.implicit else None)            # (N,) popularity weights c_j
-    model = TorchNCAE(exp.n_cols, targs.hidden).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=targs.lr, betas=(0.9, 0.999), eps=1e-8,
-                                 weight_decay=targs.weight_decay)
+    model = TorchNCAE(exp.n_cols, config.hidden).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.999), eps=1e-8,
+                                 weight_decay=config.weight_decay)
 
     seconds = []
-    for epoch in range(1, targs.epochs + 1):
+    for epoch in range(1, config.epochs + 1):
         synchronize(device)
         start = time.perf_counter()
-        loss = train_epoch(model, optimizer, csr, rows, targs.dropout, targs.batch_size,
+        loss = train_epoch(model, optimizer, csr, rows, config.dropout, config.batch_size,
                            objective, col_weights)       # float(total) waits for the device
         synchronize(device)
         seconds.append(time.perf_counter() - start)
@@ -279,8 +282,8 @@ def test_rmse(exp, model: TorchNCAE, csr: DeviceCSR, all_rows: np.ndarray) -> di
 def ranking(exp, ops, model: TorchNCAE, csr: DeviceCSR, all_rows: np.ndarray) -> dict:
     """HR@M, NDCG@M of each user's held-out item among the items outside train + validation,
     ranked by the peer's logits (as the trainer ranks, through evaluate.heldout_ranks)."""
-    split, args = exp.split, exp.args
-    if args.based == "user":
+    split, config = exp.split, exp.config
+    if config.based == "user":
         def scores(users):                                               # (B, items)
             return ops.to_device(row_outputs(model, csr, users, dense=True).cpu().numpy())
     else:   # a user's scores are a column of the items x users output: compute it all once
@@ -291,7 +294,7 @@ def ranking(exp, ops, model: TorchNCAE, csr: DeviceCSR, all_rows: np.ndarray) ->
     seen = split.fold_validation().train
     exclude = CSR.from_scipy(ops, seen.to_csr("user", implicit=True))
     ranks = heldout_ranks(ops, scores, exclude, split.test.users, split.test.items)
-    summary = metrics.ranking_summary(ranks, args.cutoffs)
+    summary = metrics.ranking_summary(ranks, config.cutoffs)
     summary.pop("rows")
     return summary
 
@@ -403,19 +406,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--epochs must be >= 1")
     out_folder(parser, args.out)
     argv = trainer_argv(args)
-    trainer = runflags.build_parser()
-    targs = trainer.parse_args([*argv, "--out", str(args.out)])   # --out unused by the peer
-    runflags.resolve_defaults(trainer, targs)
+    spec, config = runflags.run_spec(runflags.build_parser(),       # --out unused by the peer
+                                     [*argv, "--out", str(args.out)])
     torch_device = torch.device("cuda" if args.device == "gpu" else "cpu")
 
     ncae = run_ncae(argv)
     ops = get_backend(args.device)                       # the library's metric ops
-    exp = Experiment(targs, *protocol.prepare(targs, ops.name))   # datasets.load + make_split
-    m = exp.split.train.to_csr(targs.based, implicit=exp.implicit)      # (rows, N) scipy
+    exp = Experiment(config, *protocol.prepare(spec, config, ops.name))   # load + make_split
+    m = exp.split.train.to_csr(config.based, implicit=exp.implicit)      # (rows, N) scipy
     rows = np.flatnonzero(np.diff(m.indptr) > 0)         # rows with an input to encode
     peer = run_torch(exp, ops, m, rows, torch_device)
 
-    work = epoch_work(m, rows, targs.batch_size, targs.hidden, targs.feedback)
+    work = epoch_work(m, rows, config.batch_size, config.hidden, config.feedback)
     ceil = ceilings(args.device, 1 if args.quick else 5)
     floor = work.floor(ceil)
     models = {"ncae_cuda": ncae, "torch": peer}
@@ -423,11 +425,11 @@ def main(argv: list[str] | None = None) -> int:
         r["median_seconds"] = median_after_first(r["seconds"])
         r["floor_multiple"] = r["median_seconds"] / floor
     n_test = exp.split.test.nnz
-    agree, detail = agreement(targs.feedback, ncae["test"], peer["test"], n_test)
+    agree, detail = agreement(config.feedback, ncae["test"], peer["test"], n_test)
     result = {
         "device": device_name(args.device), "commit": commit(),
         "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-        "config": {**runflags.recorded(targs),
+        "config": {**recorded(spec, config),
                    "device": args.device, "trainer_argv": argv,
                    "data": {"rows": m.shape[0], "cols": m.shape[1], "train_entries": m.nnz,
                             "trainable_rows": len(rows), "test_entries": n_test}},

@@ -72,10 +72,8 @@ def test_augmented_rows_train_but_are_not_evaluated(tmp_path, capsys):
     (["--weighting", "uniform"], "uniform", 0.001), (["--augment-eps", "0"], "popularity", 0.0),
 ])
 def test_variants_set_weighting_and_augmentation(flags, weighting, eps):
-    parser = runflags.build_parser()
-    args = parser.parse_args([*TINY, *flags])
-    runflags.resolve_defaults(parser, args)
-    assert (args.weighting, args.augment_eps) == (weighting, eps)
+    _, config = runflags.run_spec(runflags.build_parser(), [*TINY, *flags])
+    assert (config.weighting, config.augment_eps) == (weighting, eps)
 
 
 @pytest.mark.parametrize("flags, message", [

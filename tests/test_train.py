@@ -133,9 +133,8 @@ def test_cuda_graphs_on_the_cpu_says_it_is_for_the_gpu(tmp_path, capsys):
 
 def test_the_cli_and_the_api_have_the_same_defaults(tmp_path):
     parser = runflags.build_parser()
-    args = parser.parse_args(["--out", str(tmp_path)])
-    runflags.resolve_defaults(parser, args)
-    assert Config(**runflags.model_settings(args)).resolved() == Config().resolved()
+    _, config = runflags.run_spec(parser, ["--out", str(tmp_path)])
+    assert config.resolved() == Config().resolved()
     flags = {a.dest: a for a in parser._actions}
     for f in dataclasses.fields(Config):
         default = None if f.name in runflags.FROM_THE_DATA else f.default
@@ -331,10 +330,9 @@ def test_validation_only_never_scores_test(tmp_path, monkeypatch, capsys):
         raise AssertionError("the test part was scored")
     heard = []
     monkeypatch.setattr(NCAE, "evaluate", scored)
-    args = runflags.parse(runflags.build_parser(), [*TINY, "--epochs", "4", "--validation-only",
-                                              "--out", str(tmp_path / "v")])
-    runflags.resolve_defaults(runflags.build_parser(), args)
-    summary = protocol.run(args, on_epoch=heard.append)
+    spec, config = runflags.run_spec(runflags.build_parser(), [
+        *TINY, "--epochs", "4", "--validation-only", "--out", str(tmp_path / "v")])
+    summary = protocol.run(spec, config, on_epoch=heard.append)
     valid = [h["valid"]["rmse"] for h in summary["history"]]
     assert summary["valid"]["rmse"] == min(valid) and "test" not in summary
     assert summary["best_epoch"] == 1 + valid.index(min(valid))

@@ -501,8 +501,8 @@ def test_the_recipes_trial_runs_again_once_where_it_failed(tmp_path, monkeypatch
     out = tmp_path / "o"
     flags = [*files(tmp_path, 2), "--out", str(out)]
 
-    def full(targs, on_epoch=None):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(targs.out / "model.npz"))
+    def full(spec, config, on_epoch=None):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(spec.out / "model.npz"))
     with monkeypatch.context() as m:
         m.setattr(protocol, "run", full)
         refused(tune.main, [*flags, "--trials", "2", "--worker", "0"], capsys,
@@ -537,13 +537,13 @@ def test_a_full_disk_met_in_a_trials_write_stops_the_study(tmp_path, monkeypatch
     def refuse(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    def full(targs, on_epoch=None):
+    def full(spec, config, on_epoch=None):
         with monkeypatch.context() as m:
             if where == "file":
                 m.setattr(modelfile, "open", refuse, raising=False)
-                modelfile.atomic_write(targs.out / "model.npz", lambda f: None)
+                modelfile.atomic_write(spec.out / "model.npz", lambda f: None)
             m.setattr(Path, "mkdir", refuse)
-            rundir.RunDirectory(targs.out / "run", {}).join()
+            rundir.RunDirectory(spec.out / "run", {}).join()
     monkeypatch.setattr(protocol, "run", full)
     refused(tune.main, [*files(tmp_path, 2), "--out", str(out), "--trials", "2", "--worker",
                         "0"], capsys,

@@ -8,8 +8,7 @@ import pytest
 from ncae_cuda import NCAE
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError
-from ncae_cuda.model.config import SettingError
-from ncae_cuda.model.config import Config
+from ncae_cuda.model.config import Config, SettingError
 from ncae_cuda.model.warmstart import WarmStart, matching
 from ncae_cuda.ops.layout import SHARDED, NCAELayout
 from ncae_cuda.ops.shard import Columns
@@ -129,13 +128,13 @@ def test_ids_meet_as_text_where_one_side_is_text():
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"hidden": (8,)}, r"hidden differ from the warm start's model \(hidden 8,6 there, 8 "
-                       r"here\): a warm start keeps the network's shape"),
-    ({"based": "item"}, r"based differ from the warm start's model \(based user there, item "
+    ({"hidden": (8,)}, r"^hidden must be the warm start's model's \(hidden 8,6 there, 8 here\): "
+                       r"a warm start keeps the network's shape; fit from scratch to change it$"),
+    ({"based": "item"}, r"^based must be the warm start's model's \(based user there, item "
                         r"here\)"),
     ({"feedback": "explicit", "hidden": (4, 6)},
-     r"hidden and feedback and based differ from the warm start's model \(hidden 8,6 there, "
-     r"4,6 here; feedback implicit there, explicit here; based user there, item here\)"),
+     r"^hidden, feedback and based must be the warm start's model's \(hidden 8,6 there, 4,6 "
+     r"here; feedback implicit there, explicit here; based user there, item here\)"),
 ])
 def test_a_warm_start_refuses_another_shape(settings, message):
     data = datasets.load("synthetic-tiny")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ..baselines.models import BASELINES, installed, model_list
@@ -28,6 +29,7 @@ from ..model.metrics import format_table
 from ..model.modelfile import atomic_write
 from ..ops import get_backend
 from ..runs import protocol, rundir, runflags
+from ..runs.spec import RunSpec, SpecError, as_recorded, identity
 
 DEFAULT_MODELS = ("ease", "ials", "bpr", "pop")
 
@@ -82,23 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0,
                    help="seed of iALS's and BPR's initialisation and of BPR's samples "
                         "(default: %(default)s)")
-    g.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
-                   help="where the figures are ranked, and iALS and BPR fit where the implicit "
-                        "library has a CUDA build; auto: the GPU when there is one (default: "
-                        "%(default)s)")
-    g.add_argument("--out", type=Path,
-                   help="folder for baselines.json and baselines.md (default: "
-                        "runs/baselines-<data set>-<date>-<time>)")
-    rundir.add_flags(g, resume="run again the baselines of --out that did not finish (same "
-                               "settings)")
+    runflags.add_fields(g, RunSpec, ("device", "out", "resume", "overwrite"), helps={
+        "device": "where the figures are ranked, and iALS and BPR fit where the implicit "
+                  "library has a CUDA build; auto: the GPU when there is one (default: "
+                  "%(default)s)",
+        "out": "folder for baselines.json and baselines.md (default: "
+               "runs/baselines-<data set>-<date>-<time>)",
+        "resume": "run again the baselines of --out that did not finish (same settings)"})
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.feedback, args.based = "implicit", "user"
-    runflags.resolve_data(parser, args)
+    data, feedback = runflags.resolved_data(parser, runflags.data_spec(args), "implicit")
+    config = replace(DEFAULTS, feedback=feedback, based="user")    # the rows the split samples
     if min(args.cutoffs) < 1:
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
     if args.seed < 0:
@@ -112,22 +112,27 @@ def main(argv: list[str] | None = None) -> int:
         if key not in args.models:
             parser.error(f"--grid {key}.{name}: {key} is not in --models")
         grids.setdefault(key, {})[name] = values
-    rundir.check_flags(parser, args)
-    args.out = args.out or runflags.new_folder(f"baselines-{Path(args.train or args.dataset).stem}")
-    # a folder of one run's files, as the trainer's (a pool of them resumes what did not finish)
-    settings = json.loads(json.dumps({**runflags.recorded(args), "grid": grids}))  # as run.json
-    folder = rundir.RunDirectory(args.out, {"baselines": settings})
     try:
-        folder.open(resume=args.resume, overwrite=args.overwrite)
-        ops = get_backend(args.device)
-        data, split = protocol.prepare(args, ops.name, "baselines " + ", ".join(
+        spec = RunSpec(data=data, device=args.device, out=args.out, resume=args.resume,
+                       overwrite=args.overwrite).with_folder(f"baselines-{data.name}")
+    except SpecError as e:
+        parser.error(str(e))
+    # a folder of one run's files, as the trainer's (a pool of them resumes what did not finish)
+    settings = json.loads(json.dumps(as_recorded({   # as run.json holds them
+        **identity(data), "models": args.models, "grid": grids, "cutoffs": args.cutoffs,
+        "seed": args.seed, "feedback": config.feedback, "based": config.based})))
+    folder = rundir.RunDirectory(spec.out, {"baselines": settings})
+    try:
+        folder.open(resume=spec.resume, overwrite=spec.overwrite)
+        ops = get_backend(spec.device)
+        interactions, split = protocol.prepare(spec, config, ops.name, "baselines " + ", ".join(
             BASELINES[key].name for key in args.models))
         results = protocol.compare(split, args.models, args.cutoffs, ops, args.seed, grids)
-        write(args.out, {"dataset": args.train and str(args.train) or args.dataset,
-                         "split_seed": args.split_seed, "seed": args.seed, "device": ops.name,
+        write(spec.out, {"dataset": data.train and str(data.train) or data.dataset,
+                         "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
                          "cutoffs": list(args.cutoffs), "notes": split.notes,
-                         "data": {"users": data.n_users, "items": data.n_items,
-                                  "interactions": data.nnz, "train": split.train.nnz,
+                         "data": {"users": interactions.n_users, "items": interactions.n_items,
+                                  "interactions": interactions.nnz, "train": split.train.nnz,
                                   "valid": split.valid.nnz, "test": split.test.nnz},
                          "models": results}, protocol.table(results, args.cutoffs))
         folder.finish()
@@ -139,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
         return 2
     print(f"\ntest\n{format_table(protocol.table(results, args.cutoffs))}\n\nwrote "
-          f"{args.out / 'baselines.json'} and {args.out / 'baselines.md'}")
+          f"{spec.out / 'baselines.json'} and {spec.out / 'baselines.md'}")
     return 0
 
 

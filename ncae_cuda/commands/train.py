@@ -11,8 +11,9 @@
 
 The run (ncae_cuda/runs/protocol.py): the epoch chosen on validation, a refit on training +
 validation, the test part scored once, in the run's own folder --out (run.json, checkpoints,
-model.npz, metrics.json). The flags (ncae_cuda/runs/runflags.py) are the model's settings
-(ncae_cuda.model.config.Config), generated from them, beside the data's and the run's; --config
+model.npz, metrics.json). The flags (ncae_cuda/runs/runflags.py) are generated from the
+model's settings (ncae_cuda.model.config.Config) and the data's and the run's
+(ncae_cuda/runs/spec.py: DataSpec, RunSpec); --config
 reads the model's from a recipe (a TOML file of the same names, recipes/), a flag overriding it.
 
 --shard columns trains one model across the processes of a torch.distributed job (torchrun;
@@ -31,30 +32,28 @@ from ..errors import NcaeError
 from ..model import stopping
 from ..ops import HAS_CUDA
 from ..runs.protocol import run
-from ..runs.runflags import build_parser, parse, resolve_defaults
+from ..runs.runflags import build_parser, run_spec
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser(__doc__.split("\n\n")[0])
-    args = parse(parser, argv)
-    resolve_defaults(parser, args)
+    spec, config = run_spec(build_parser(__doc__.split("\n\n")[0]), argv)
     job = contextlib.nullcontext()
-    if args.shard != "none":
+    if spec.shard != "none":
         from ..model import distributed
-        job = distributed.joined("gpu" if args.device == "gpu" or args.device == "auto"
+        job = distributed.joined("gpu" if spec.device == "gpu" or spec.device == "auto"
                                  and HAS_CUDA else "cpu")
     try:
         with job:
-            run(args)
+            run(spec, config)
     except NcaeError as e:
-        rank = os.environ.get("RANK") if args.shard != "none" else None
+        rank = os.environ.get("RANK") if spec.shard != "none" else None
         print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
         return 2
     except stopping.Stopped as stop:
         print(f"\n{stop.signal_name}: stopped at the end of a training step: continue with "
-              f"--resume --out {args.out}", file=sys.stderr)
+              f"--resume --out {spec.out}", file=sys.stderr)
         return 128 + signal.Signals[stop.signal_name]
     except KeyboardInterrupt:
-        print(f"\ninterrupted: continue with --resume --out {args.out}", file=sys.stderr)
+        print(f"\ninterrupted: continue with --resume --out {spec.out}", file=sys.stderr)
         return 130
     return 0

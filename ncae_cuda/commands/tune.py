@@ -57,6 +57,7 @@ from ..errors import NcaeError
 from ..model.config import recipe_text
 from ..model.modelfile import atomic_write
 from ..runs import pool, runflags, space
+from ..runs.spec import RunSpec
 from ..runs.tuning import (
     ASK,
     DISK_FULL,
@@ -236,8 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"file, --out/{JOURNAL})")
     g.add_argument("--study", help="the study's name in the storage (default: --out's name)")
     pool.add_slot_flags(g)
-    g.add_argument("--device", choices=runflags.DEVICES, default="auto",
-                   help="the trials' device (default: %(default)s)")
+    runflags.add_fields(g, RunSpec, ("device",),
+                        helps={"device": "the trials' device (default: %(default)s)"})
     g.add_argument("--overwrite", action="store_true",
                    help="start over: remove the study from the storage and its trials from "
                         "--out")

@@ -125,8 +125,8 @@ class NCAE:
             The column weights, augmentation and the rating scale are X's; Adam's moments and
             step count start from zero, as in any fit, and there is no pre-training (its stages
             train each layer against a freshly drawn temporary one, which would pull the
-            model's layers away from what they learned). hidden, feedback and based must be the model's
-            (SettingError names those that differ); any other setting may change.
+            model's layers away from what they learned). hidden, feedback and based must be the
+            model's (SettingError names those that differ); any other setting may change.
         """
         c, comm = self.config, self.comm
         start = None if warm_start is None else self._warm_start(warm_start)

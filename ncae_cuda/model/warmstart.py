@@ -37,9 +37,9 @@ class WarmStart:
         if differ:
             values = "; ".join(f"{name} {_shown(getattr(self.config, name))} there, "
                                f"{_shown(getattr(config, name))} here" for name in differ)
-            raise SettingError(" and ".join(differ), f"differ from the warm start's model "
-                               f"({values}): a warm start keeps the network's shape, so these "
-                               "must be the model's (or fit from scratch)")
+            names = " and ".join(filter(None, [", ".join(differ[:-1]), differ[-1]]))
+            raise SettingError(names, f"must be the warm start's model's ({values}): a warm "
+                               "start keeps the network's shape; fit from scratch to change it")
 
     def start(self, layout: NCAELayout, column_ids: np.ndarray, fresh: np.ndarray
               ) -> np.ndarray:

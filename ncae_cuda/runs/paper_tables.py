@@ -61,12 +61,13 @@ class ExperimentRuns:
         if not self.args.baselines:
             return
         parser = runflags.build_parser()
-        trainer = runflags.parse(parser, ["--dataset", self.args.dataset, *self.extra, *flags])
+        trainer, config = runflags.from_args(runflags.parse(
+            parser, ["--dataset", self.args.dataset, *self.extra, *flags]))
         firsts = [f"--grid={key}.{name}={values[0]}" for key in self.args.baselines
                   for name, values in BASELINES[key].grid.items()] if self.args.quick else []
-        shared = (*runflags.data_argv(runflags.given_data(trainer)),
+        shared = (*runflags.data_argv(runflags.given_data(trainer.data)),
                   "--models", ",".join(self.args.baselines),
-                  "--cutoffs", ",".join(map(str, trainer.cutoffs)), *firsts, *own)
+                  "--cutoffs", ",".join(map(str, config.cutoffs)), *firsts, *own)
         for seed in range(self.args.repeats):
             self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.baselines",
                                       (*shared, "--seed", str(seed))))

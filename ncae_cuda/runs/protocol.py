@@ -27,6 +27,7 @@ import os
 import statistics
 import time
 import warnings
+from dataclasses import asdict
 
 import numpy as np
 
@@ -42,7 +43,8 @@ from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
 from . import rundir
 from .pool import duration
-from .runflags import build_parser, model_settings, parse, recorded, resolve_defaults
+from .runflags import build_parser, run_spec
+from .spec import DataSpec, RunSpec, recorded
 
 IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
 say = functools.partial(print, flush=True)   # a line the moment it is known, through a pipe too
@@ -50,15 +52,18 @@ say = functools.partial(print, flush=True)   # a line the moment it is known, th
 # ---------------------------------------------------------------------------------------------
 # data
 
-def prepare(args, device: str, trained: str | None = None) -> tuple[Interactions, splits.Split]:
-    """Load and split the data, and say what will be trained (default: the NCAE of args) on
-    what."""
-    data, split = given_split(args) if args.train else dataset_split(args)
+def prepare(spec: RunSpec, config: Config, device: str,
+            trained: str | None = None) -> tuple[Interactions, splits.Split]:
+    """Load and split the run's data, and say what will be trained (default: the NCAE of
+    config) on what."""
+    data, split = (given_split(spec.data, config) if spec.data.train
+                   else dataset_split(spec.data, config))
     unrated = [part.name for part in (split.train, split.valid, split.test)
                if part.ratings is None]
-    if args.feedback == "explicit" and unrated:
+    if config.feedback == "explicit" and unrated:
         raise DataError(f"{unrated[0]} has no ratings: use --feedback implicit")
-    trained = trained or f"{args.feedback}, {args.based}-based, hidden {list(args.hidden)}"
+    trained = trained or (f"{config.feedback}, {config.based}-based, hidden "
+                          f"{list(config.hidden)}")
     print(f"{data.name}: {data.n_users} users x {data.n_items} items, {data.nnz} interactions | "
           f"train {split.train.nnz}, valid {split.valid.nnz}, test {split.test.nnz} | "
           f"{trained}, device {device}")
@@ -70,151 +75,149 @@ def prepare(args, device: str, trained: str | None = None) -> tuple[Interactions
     return data, split
 
 
-def dataset_split(args) -> tuple[Interactions, splits.Split]:
+def dataset_split(spec: DataSpec, config: Config) -> tuple[Interactions, splits.Split]:
     """--dataset, split as --split says."""
     with warnings.catch_warnings(record=True) as caught:
         for kind in (datasets.CatalogueWarning, datasets.NoTimesWarning):
             warnings.simplefilter("always", kind)
-        data = datasets.load(args.dataset, data_dir=args.data_dir, cache_dir=args.cache_dir,
-                             sep=args.sep, encoding=args.encoding,
-                             rating_scale=given_scale(args))
+        data = datasets.load(spec.dataset, data_dir=spec.data_dir, cache_dir=spec.cache_dir,
+                             sep=spec.sep, encoding=spec.encoding,
+                             rating_scale=given_scale(config))
     for warning in caught:
         print(f"warning: {warning.message}")
-    if datasets.is_file(args.dataset):
-        say_how_it_was_read(args, args.dataset, data)
-    return data, make_split(args, data)
+    if datasets.is_file(spec.dataset):
+        say_how_it_was_read(config, spec.dataset, data)
+    return data, make_split(spec, data, config.based)
 
 
-def given_scale(args) -> tuple[float, float] | None:
-    """--rating-scale where the feedback is explicit (implicit feedback has no scale, and the
-    commands that train only on it have no such flag)."""
-    return args.rating_scale if args.feedback == "explicit" else None
+def given_scale(config: Config) -> tuple[float, float] | None:
+    """--rating-scale where the feedback is explicit (implicit feedback has no scale)."""
+    return config.rating_scale if config.feedback == "explicit" else None
 
 
-def say_how_it_was_read(args, path, data: Interactions, scaled: bool = True) -> None:
+def say_how_it_was_read(config: Config, path, data: Interactions, scaled: bool = True) -> None:
     """The columns a file was read by, and where `scaled`, the rating scale it was read on."""
     scale = ""
     if scaled and data.ratings is not None:
-        origin = ("--rating-scale" if given_scale(args) else
+        origin = ("--rating-scale" if given_scale(config) else
                   "read off the file: give --rating-scale LOW,HIGH if the scale is wider")
         scale = f"; ratings {data.rating_scale[0]:g} to {data.rating_scale[1]:g} ({origin})"
     print(f"{path}: {data.columns}{scale}")
 
 
-def given_split(args) -> tuple[Interactions, splits.Split]:
+def given_split(spec: DataSpec, config: Config) -> tuple[Interactions, splits.Split]:
     """--train, --test and --valid, each read as a table, on the id maps of all of them; a
     validation part carved from --train where --valid is not given. Explicit feedback reads
     them on one rating scale, --rating-scale or else the training file's: a held-out rating
     outside it is refused with its file and line, and nothing of the held-out files reaches
     the model."""
-    scale, parts = given_scale(args), {}
+    scale, parts = given_scale(config), {}
     for name in ("train", "valid", "test"):       # train first: the others read on its scale
-        path = getattr(args, name)
+        path = getattr(spec, name)
         if path is not None:
-            parts[name] = read_table(path, args.sep, scale, args.encoding)
-            say_how_it_was_read(args, path, parts[name], scaled=name == "train")
-            if name == "train" and args.feedback == "explicit":
+            parts[name] = read_table(path, spec.sep, scale, spec.encoding)
+            say_how_it_was_read(config, path, parts[name], scaled=name == "train")
+            if name == "train" and config.feedback == "explicit":
                 scale = parts[name].rating_scale
     data, split = splits.given_split(**parts)
-    if not split.valid.nnz and args.valid_ratio > 0:
-        split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)
-    return data, subsampled(args, split)
+    if not split.valid.nnz and spec.valid_ratio > 0:
+        split = splits.carve_validation(split, spec.valid_ratio, seed=spec.split_seed)
+    return data, subsampled(spec, split, config.based)
 
 
-def make_split(args, data: Interactions) -> splits.Split:
-    if args.split == "loo":
-        split = splits.leave_one_out(data, seed=args.split_seed, valid_item=args.valid_item)
-    elif args.split == "random":
-        split = splits.random_split(data, args.test_ratio, args.valid_ratio, seed=args.split_seed)
+def make_split(spec: DataSpec, data: Interactions, based: str) -> splits.Split:
+    """The split --split names of `data`, trained on by rows of `based` (users or items: the
+    rows --data-ratio samples)."""
+    if spec.split == "loo":
+        split = splits.leave_one_out(data, seed=spec.split_seed, valid_item=spec.valid_item)
+    elif spec.split == "random":
+        split = splits.random_split(data, spec.test_ratio, spec.valid_ratio, seed=spec.split_seed)
     else:
-        base, test = datasets.load_split(args.dataset, args.split, args.data_dir, args.cache_dir)
+        base, test = datasets.load_split(spec.dataset, spec.split, spec.data_dir, spec.cache_dir)
         split = splits.file_split(data, base, test)
-        if args.valid_ratio > 0:
-            split = splits.carve_validation(split, args.valid_ratio, seed=args.split_seed)
-    return subsampled(args, split)
+        if spec.valid_ratio > 0:
+            split = splits.carve_validation(split, spec.valid_ratio, seed=spec.split_seed)
+    return subsampled(spec, split, based)
 
 
-def subsampled(args, split: splits.Split) -> splits.Split:
+def subsampled(spec: DataSpec, split: splits.Split, based: str) -> splits.Split:
     """The split with --data-ratio of each row's training entries (the paper's D)."""
-    if args.data_ratio == 1:
+    if spec.data_ratio == 1:
         return split
-    train = splits.subsample(split.train, args.data_ratio, seed=args.split_seed,
-                             based=args.based)
+    train = splits.subsample(split.train, spec.data_ratio, seed=spec.split_seed, based=based)
     return splits.Split(train, split.valid, split.test, split.notes + [
-        f"D = {args.data_ratio:g}: trained on {train.nnz} of {split.train.nnz} entries"])
+        f"D = {spec.data_ratio:g}: trained on {train.nnz} of {split.train.nnz} entries"])
 
 
 # ---------------------------------------------------------------------------------------------
 # the protocol: select the epoch on validation, refit, test once
 
-def new_model(args, ops=None) -> NCAE:
+def new_model(spec: RunSpec, config: Config, ops=None) -> NCAE:
     """The model of the run's settings, on its device (or backend) and shard."""
-    return NCAE(device=ops or args.device, shard=None if args.shard == "none" else args.shard,
-                **model_settings(args))
+    return NCAE(device=ops or spec.device, shard=None if spec.shard == "none" else spec.shard,
+                **asdict(config))
 
 
 def run_flags(argv: list[str]) -> dict:
     """The run a command line of the trainer's flags describes (parsed and checked as
     python -m ncae_cuda.train does), for the programs that start one themselves, the benches:
     what metrics.json holds. A user's mistake raises (NcaeError; SystemExit for a flag)."""
-    parser = build_parser()
-    args = parse(parser, argv)
-    resolve_defaults(parser, args)
-    return run(args)
+    return run(*run_spec(build_parser(), argv))
 
 
-def run(args, on_epoch=None) -> dict:
-    """The run args describe, in its folder; returns what metrics.json holds. on_epoch(record),
-    where given, hears every epoch of the selection fit with its validation figures (tune's
-    pruner): what it raises ends the run, resumable."""
-    model = new_model(args)
-    if args.cuda_graphs is not None:
+def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
+    """The run of `spec` and the model's settings `config` (both resolved), in its folder;
+    returns what metrics.json holds. on_epoch(record), where given, hears every epoch of the
+    selection fit with its validation figures (tune's pruner): what it raises ends the run,
+    resumable."""
+    model = new_model(spec, config)
+    if spec.cuda_graphs is not None:
         if model.ops.name != "gpu":
             raise BackendUnavailable(f"--cuda-graphs is for the GPU backend; this run is on the "
                                      f"{model.ops.name} backend")
-        if args.shard != "none" and args.cuda_graphs == "on":
+        if spec.shard != "none" and spec.cuda_graphs == "on":
             raise BackendUnavailable("--cuda-graphs on: a sharded step is not captured yet")
-        model.ops.graphs = args.cuda_graphs == "on"
+        model.ops.graphs = spec.cuda_graphs == "on"
     comm = model.comm
-    run_id = {"settings": recorded(args), "backend": model.ops.name}
+    run_id = {"settings": recorded(spec, config), "backend": model.ops.name}
     if comm is not None:
         run_id["processes"] = comm.world
-    folder = rundir.RunDirectory(args.out, run_id)
+    folder = rundir.RunDirectory(spec.out, run_id)
     with contextlib.ExitStack() as stack:
         if not model.leader:                # the other ranks work in step, silently
             stack.enter_context(contextlib.redirect_stdout(open(os.devnull, "w")))
         # before the data is read: rank 0 takes the folder, the others find it (their own, on
         # a machine of their own)
-        take = (lambda: folder.open(resume=args.resume, overwrite=args.overwrite)) \
+        take = (lambda: folder.open(resume=spec.resume, overwrite=spec.overwrite)) \
             if model.leader else folder.join
         comm.together(take, "opening the run folder") if comm else take()
         stack.callback(folder.release)          # a process running many runs (tune) lets go
-        print(f"run folder: {args.out}" + (" (resumed)" if args.resume else ""))
+        print(f"run folder: {spec.out}" + (" (resumed)" if spec.resume else ""))
         try:
             with model.ops.session():
-                data, split = prepare(args, model.ops.name)
-            summary = train_and_test(args, model, data, split, on_epoch)
+                data, split = prepare(spec, config, model.ops.name)
+            summary = train_and_test(spec, config, model, data, split, on_epoch)
         except (DataError, BackendUnavailable):
             if model.leader:
                 folder.abandon()
             raise
         if model.leader:
             folder.finish()
-        print(f"wrote {args.out / 'model.npz'} and {args.out / 'metrics.json'}")
+        print(f"wrote {spec.out / 'model.npz'} and {spec.out / 'metrics.json'}")
     return summary
 
 
-def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
-                   on_epoch=None) -> dict:
+def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interactions,
+                   split: splits.Split, on_epoch=None) -> dict:
     has_valid = split.valid.nnz > 0
     seen = split.fold_validation().train         # train + validation: never the test item
     held_back = split.valid if has_valid else None
-    if args.validation_only and not has_valid:
+    if spec.validation_only and not has_valid:
         raise DataError("--validation-only: this split has no validation part (--valid-ratio "
                         "0)")
-    if not split.test.nnz and not args.validation_only:     # (a split's files are never empty)
-        why = (f"--test-ratio {args.test_ratio:g} of {data.nnz} entries is none"
-               if args.split == "random" else
+    if not split.test.nnz and not spec.validation_only:     # (a split's files are never empty)
+        why = (f"--test-ratio {spec.data.test_ratio:g} of {data.nnz} entries is none"
+               if spec.data.split == "random" else
                "leave-one-out tests the users with 2 or more interactions; there are none")
         raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
                         "to score")
@@ -226,7 +229,7 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
 
         def callback(fitted: NCAE, record: dict) -> None:
             record["phase"] = phase
-            if args.curves and not scorers:
+            if spec.curves and not scorers:
                 scorers["test"] = fitted.evaluator(split.test, exclude=held_back)
                 if not fitted.config.implicit:
                     scorers["train"] = fitted.evaluator(part)
@@ -239,44 +242,45 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
     print("select: training on the training part" + (", scoring validation after every epoch"
                                                      if has_valid else ""))
     start = time.perf_counter()
-    model.fit(split.train, validation=held_back, epochs=args.epochs,
+    model.fit(split.train, validation=held_back, epochs=config.epochs,
               callback=logged("select", split.train, on_epoch),
-              checkpoint=args.out / "checkpoint-select.npz", resume=args.resume,
-              checkpoint_every=args.checkpoint_every)
+              checkpoint=spec.out / "checkpoint-select.npz", resume=spec.resume,
+              checkpoint_every=spec.checkpoint_every)
     # seconds of the fit that chose the epoch, and of the one whose model is tested
     seconds = {"seconds_select": time.perf_counter() - start}
     seconds["seconds_fit"] = seconds["seconds_select"]
     history, best_epoch = list(model.history), model.best_epoch
     still_improving = model.still_improving
     if still_improving:
-        print(f"note: the best epoch is {best_epoch} of {args.epochs}: validation was still "
+        print(f"note: the best epoch is {best_epoch} of {config.epochs}: validation was still "
               "improving; more --epochs may help", flush=True)
-    if args.validation_only:
+    if spec.validation_only:
         best = next(h for h in history if h["epoch"] == best_epoch and "valid" in h)
         result = {"valid": best["valid"]}
     else:
-        if has_valid and args.refit:
+        if has_valid and spec.refit:
             print(f"refit: best validation epoch {best_epoch}: retraining on training + "
                   f"validation for {best_epoch} epochs")
-            model = new_model(args, model.ops)
+            model = new_model(spec, config, model.ops)
             start = time.perf_counter()
             model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
-                      checkpoint=args.out / "checkpoint-refit.npz", resume=args.resume,
-                      checkpoint_every=args.checkpoint_every)
+                      checkpoint=spec.out / "checkpoint-refit.npz", resume=spec.resume,
+                      checkpoint_every=spec.checkpoint_every)
             seconds["seconds_fit"] = time.perf_counter() - start
             history += model.history
         result = {"test": model.evaluate(split.test, exclude=held_back, per_user=True)}
         if model.config.implicit:
             test = model.evaluate(split.test, exclude=held_back, popularity=True)
             result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
-        if args.baselines:
-            result["baselines"] = compare(split, args.baselines, model.config.cutoffs,
-                                          model.ops, args.seed)
+        if spec.baselines:
+            result["baselines"] = compare(split, spec.baselines, model.config.cutoffs,
+                                          model.ops, config.seed)
     report(model, result)
-    model.save(args.out / "model.npz")
+    model.save(spec.out / "model.npz")
     trained = [h["seconds"] for h in history if h["epoch"] > 0]
     summary = {
-        "dataset": args.dataset, "device": model.ops.name, "config": recorded(args),
+        "dataset": spec.data.dataset, "device": model.ops.name,
+        "config": recorded(spec, config),
         "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
                  "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz},
         "notes": split.notes, "best_epoch": best_epoch, "still_improving": still_improving,
@@ -292,7 +296,7 @@ def train_and_test(args, model: NCAE, data: Interactions, split: splits.Split,
                             "collective_bytes_per_step": history[-1].get("collective_bytes")}
     if model.leader:
         text = json.dumps(summary, indent=2, default=float).encode()
-        atomic_write(args.out / "metrics.json", lambda f: f.write(text))
+        atomic_write(spec.out / "metrics.json", lambda f: f.write(text))
     return summary
 
 

@@ -122,21 +122,6 @@ class RunDirectory:
         self._wrote_manifest = True
 
 
-def add_flags(group, resume: str) -> None:
-    """--resume (its help: `resume`) and --overwrite, of a command that writes one run's
-    folder (--out)."""
-    group.add_argument("--resume", action="store_true", help=resume)
-    group.add_argument("--overwrite", action="store_true",
-                       help="start over in an --out that holds another run's files, removing "
-                            "them")
-
-
-def check_flags(parser, args) -> None:
-    """--resume names the folder it continues."""
-    if args.resume and args.out is None:
-        parser.error("--resume continues the run in --out: name it")
-
-
 class Held(Exception):
     """Another process holds the lock; `holder` says which."""
 

@@ -26,6 +26,7 @@ from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
 from ..ops import BackendUnavailable
 from . import pool, protocol, rundir, runflags, space
+from .spec import RunSpec
 
 HEARTBEAT, GRACE = 60, 180       # seconds: a running trial's heartbeat in a database storage,
                                  # and how old it is when another machine marks it failed
@@ -92,67 +93,68 @@ def setup(parser, args) -> Setup:
         recipe = read_recipe(args.config) if args.config else {}
     except ValueError as e:
         parser.error(f"--config {args.config}: {e}")
-    probe = trainer_args(parser, args, recipe, {}, args.out / TRIALS)
+    probe, config = trainer_spec(parser, args, recipe, {}, args.out / TRIALS)
     named = (f"--space {args.space}" if args.space else
-             f"the default space (ncae_cuda/runs/spaces/{probe.feedback}.toml)")
+             f"the default space (ncae_cuda/runs/spaces/{config.feedback}.toml)")
     try:
-        tables = space.read_tables(args.space or space.default(probe.feedback))
+        tables = space.read_tables(args.space or space.default(config.feedback))
         timed = [name for name in space.TIMED if name in tables]
-        unweighted = _unweighted(parser, args, probe) if timed or probe.recency_boost else None
+        unweighted = (_unweighted(parser, args, probe, config) if timed or config.recency_boost
+                      else None)
         if timed and unweighted:
             tables = {k: v for k, v in tables.items() if k not in timed}
             if args.worker is None:
-                fixed = ", ".join(f"{name} {getattr(probe, name):g}" for name in timed)
+                fixed = ", ".join(f"{name} {getattr(config, name):g}" for name in timed)
                 print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
                       f"recipe's {fixed}", flush=True)
-        dimensions = space.dimensions(tables, {**recipe, "feedback": probe.feedback})
+        dimensions = space.dimensions(tables, {**recipe, "feedback": config.feedback})
     except ValueError as e:
         parser.error(f"{named}: {e}")
-    metric, higher = Config(**runflags.model_settings(probe)).resolved().selection_metric
+    metric, higher = config.resolved().selection_metric
     if args.split_seeds and min(args.split_seeds) < 0:
         parser.error(f"--split-seeds must be >= 0; got {','.join(map(str, args.split_seeds))}")
     if args.split_seeds and len(set(args.split_seeds)) < len(args.split_seeds):
         parser.error("--split-seeds: each split once")
-    data = runflags.given_data(args)
+    data = runflags.given_data(runflags.data_spec(args))
     if args.split_seeds and "split_seed" in data:
         parser.error("--split-seed and --split-seeds: give one")
-    return Setup(recipe, dimensions, metric, higher, data, args.split_seeds or (probe.split_seed,),
-                 _shown(args), args.study, probe.feedback)
+    return Setup(recipe, dimensions, metric, higher, data,
+                 args.split_seeds or (probe.data.split_seed,), _shown(args), args.study,
+                 config.feedback)
 
 
-def _unweighted(parser, args, probe) -> str | None:
+def _unweighted(parser, args, probe: RunSpec, config: Config) -> str | None:
     """Why the trials' model cannot weigh a user's interactions by their time (recency_boost):
     its settings, or data without timestamps (read as a trial reads them); None where it can.
     parser.error where the recipe weighs by time and the data has no timestamps: every trial
     would fail."""
     try:
-        replace(Config(**runflags.model_settings(probe)), recency_boost=1.0).resolved()
+        replace(config, recency_boost=1.0).resolved()
     except SettingError as e:
         return f"{e.setting} {e.reason}"
     with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
-        _, split = protocol.prepare(probe, args.device)
+        _, split = protocol.prepare(probe, config, args.device)
     if split.train.timestamps is not None:
         return None
-    if probe.recency_boost:
-        parser.error(f"--config {args.config}: recency_boost {probe.recency_boost:g} weighs a "
+    if config.recency_boost:
+        parser.error(f"--config {args.config}: recency_boost {config.recency_boost:g} weighs a "
                      "user's interactions by their time, and the data has no timestamps: set "
                      "recency_boost = 0 (e.g. recipes/ml-100k-implicit-no-time.toml)")
     return "the data has no timestamps"
 
 
-def trainer_args(parser, args, recipe: dict, settings: dict, out: Path,
-                 split_seed: int | None = None):
-    """The trainer's flags of a trial: the recipe, the trial's settings over it, the data flags
-    given here (split_seed, where given, for --split-seed's), --seed and --device, its folder;
-    validation only. parser.error names a data flag that is wrong."""
-    targs = runflags.build_parser().parse_args([])
-    for name, value in {**recipe, **settings, **runflags.data_flags(args)}.items():
-        setattr(targs, name, value)
+def trainer_spec(parser, args, recipe: dict, settings: dict, out: Path,
+                 split_seed: int | None = None) -> tuple[RunSpec, Config]:
+    """A trial's run, resolved as the trainer resolves its flags: the data flags given here
+    (split_seed, where given, for --split-seed's), --device, its folder, validation only; the
+    model's settings: the recipe, the trial's settings over it, --seed. parser.error names a
+    data flag that is wrong."""
+    data = runflags.data_spec(args)
     if split_seed is not None:
-        targs.split_seed = split_seed
-    targs.seed, targs.device, targs.out, targs.validation_only = args.seed, args.device, out, True
-    runflags.resolve_defaults(parser, targs)
-    return targs
+        data = replace(data, split_seed=split_seed)
+    spec = RunSpec(data=data, device=args.device, out=out, validation_only=True)
+    config = runflags.given_settings(**{**recipe, **settings, "seed": args.seed})
+    return runflags.resolved(parser, spec, config)
 
 
 def _shown(args) -> str:
@@ -403,11 +405,12 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
         Config(**{**found.recipe, "feedback": found.feedback, **settings}).resolved()
         summaries = []
         for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
-            targs = trainer_args(parser, args, found.recipe, settings,
-                                 folder / f"split{split_seed}" if several else folder,
-                                 split_seed)
+            spec, config = trainer_spec(parser, args, found.recipe, settings,
+                                        folder / f"split{split_seed}" if several else folder,
+                                        split_seed)
             with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
-                summaries.append(protocol.run(targs, on_epoch=None if summaries else heard))
+                summaries.append(protocol.run(spec, config,
+                                              on_epoch=None if summaries else heard))
     except optuna.TrialPruned as e:
         _said(args, trial, f"pruned at {e}", start, study, found, True)
         raise
