@@ -1,0 +1,287 @@
+"""What a run is, declared once: the data it trains and scores on with its split (DataSpec), and
+how it runs (RunSpec: the device, the folder, refit or not, the baselines beside it), each a
+frozen record whose fields carry their flag's help, as the model's settings (Config) carry
+theirs. The commands' flags are generated from these fields (runflags.py), and the protocol
+(protocol.py) takes a RunSpec and a Config.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from ..baselines.models import beside_ncae
+from ..data import datasets, splits
+from ..data.interactions import DataError
+from ..data.table_parser import ENCODING, codecs_name
+from ..errors import NcaeError
+from ..model.config import Config
+from ..model.estimator import SHARDS
+from ..model.trainer import CHECKPOINT_EVERY
+
+DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
+
+
+class SpecError(NcaeError, ValueError):
+    """A flag's value out of range, or two flags that contradict each other: the message names
+    the flags."""
+
+
+def flag(default, help: str, type=None, choices=None, metavar=None, action=None,
+         name: str | None = None, identity: bool = True):
+    """A spec's field: its default, its flag's help, the argparse type, choices, metavar and
+    action of the flag, the flag's name where it is not the field's (--no-refit), and whether
+    it bears on the run's result (identity: recorded in run.json and metrics.json; where the
+    data is kept, or how often a checkpoint is saved, is not what a run is)."""
+    return field(default=default, metadata={
+        "help": help, "type": type, "choices": choices, "metavar": metavar, "action": action,
+        "flag": name, "identity": identity})
+
+
+# ---------------------------------------------------------------------------------------------
+# the flags' types
+
+def separator(text: str) -> str:
+    """--sep: the field separator as written, or a name for one that is hard to type."""
+    sep = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";"}.get(text, text)
+    if not sep:
+        raise argparse.ArgumentTypeError("expected a separator (e.g. , ; tab ::), got ''")
+    return sep
+
+
+def encoding(text: str) -> str:
+    try:
+        return codecs_name(text)
+    except DataError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# the records
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What a run trains and scores on (a named data set, a file, or the user's own split) and
+    how it is split: the trainer's data flags, and those of every command that starts trainer
+    runs or scores the baselines (the same split by construction)."""
+    dataset: str | None = flag(
+        None, "a named data set (see below), or a CSV/TSV file of user,item[,rating"
+        f"[,timestamp]] (default: {datasets.DEFAULT})")
+    train: Path | None = flag(
+        None, "your own split instead of --dataset: train on this file, score --test (a "
+        "validation part is --valid, or carved from it by --valid-ratio)", Path, metavar="FILE")
+    test: Path | None = flag(None, "the test part of --train's split", Path, metavar="FILE")
+    valid: Path | None = flag(None, "the validation part of --train's split", Path,
+                              metavar="FILE")
+    sep: str | None = flag(None, "a data file's field separator: a character, 'tab' or '::' "
+                                 "(default: the first of tab, comma and semicolon on its first "
+                                 "line)", separator)
+    encoding: str = flag(ENCODING, "a data file's text encoding, e.g. latin-1 (default: "
+                                   "%(default)s)", encoding)
+    data_dir: Path | None = flag(
+        None, "folder with an extracted copy of a published data set (default: "
+        f"${datasets.DATA_ENV}; else the download cache)", Path, identity=False)
+    cache_dir: Path | None = flag(None, "download cache (default: $NCAE_CUDA_CACHE, else "
+                                        "~/.cache/ncae_cuda)", Path, identity=False)
+    split: str | None = flag(
+        None, "random hold-out, leave-one-out by time, or a data set's own split files "
+        "(ml-100k's u1..u5, ua, ub) (default: random for explicit, loo for implicit feedback)",
+        choices=(*splits.KINDS, *datasets.split_names()))
+    test_ratio: float = flag(0.1, "random split: the share of all entries held out for test "
+                                  "(default: %(default)g)", float)
+    valid_ratio: float = flag(
+        0.1, "the share held out for validation: of all entries (random split) or of the "
+        "training file (u1..ub, --train); 0 = no validation, train --epochs (default: "
+        "%(default)g)", float)
+    valid_item: str = flag(
+        "random", "leave-one-out: the validation item is a random other interaction, or the "
+        "latest other one (by time: the test item is the latest, so validation then asks for "
+        "the next item as test does) (default: %(default)s)", choices=splits.VALID_ITEMS)
+    data_ratio: float = flag(1.0, "the paper's D: keep this share of each row's training "
+                                  "entries (default: %(default)g)", float)
+    split_seed: int = flag(0, "seed of the split and the D-sample (default: %(default)s)", int)
+
+    def resolved(self, feedback: str | None) -> tuple[DataSpec, str]:
+        """The data set's and the split's defaults filled, and the feedback's (the data's own
+        where `feedback` is None); SpecError names a bad value or combination, before any data
+        is read."""
+        spec = self
+        if self.train or self.test or self.valid:
+            self._check_given_split()
+        else:
+            spec = replace(spec, dataset=self.dataset or datasets.DEFAULT)
+            if spec.dataset not in datasets.names() and not datasets.is_file(spec.dataset):
+                raise SpecError(f"--dataset {spec.dataset}: neither a data set's name nor a "
+                                f"file (names: {', '.join(datasets.names())})")
+        source = "--train" if spec.train else "--dataset"
+        try:
+            feedback = feedback or datasets.default_feedback(
+                str(spec.train or spec.dataset), spec.sep, spec.encoding)
+        except DataError as e:
+            raise SpecError(f"{source}: {e}") from None
+        if not spec.train:
+            spec = replace(spec, split=spec.split or ("random" if feedback == "explicit"
+                                                      else "loo"))
+            if feedback == "implicit" and spec.split != "loo":
+                raise SpecError("implicit feedback is evaluated by leave-one-out: use --split "
+                                "loo")
+            if spec.valid_item != "random" and spec.split != "loo":
+                raise SpecError(f"--valid-item {spec.valid_item} chooses leave-one-out's "
+                                "validation item: use it with --split loo")
+            if spec.split not in splits.KINDS and not datasets.has_split(spec.dataset,
+                                                                         spec.split):
+                raise SpecError(f"--split {spec.split}: {spec.dataset} has no such split files "
+                                "(they ship with ml-100k); use --split random or loo")
+        ratios = [("--test-ratio", spec.test_ratio, 0 < spec.test_ratio < 1, "in (0, 1)"),
+                  ("--valid-ratio", spec.valid_ratio, 0 <= spec.valid_ratio < 1, "in [0, 1)"),
+                  ("--data-ratio", spec.data_ratio, 0 < spec.data_ratio <= 1, "in (0, 1]")]
+        for name, value, ok, wanted in ratios:
+            if not ok:
+                raise SpecError(f"{name} must be {wanted}; got {value:g}")
+        if spec.split == "random" and spec.test_ratio + spec.valid_ratio >= 1:
+            raise SpecError(f"--test-ratio + --valid-ratio must be < 1 to leave training data; "
+                            f"got {spec.test_ratio:g} + {spec.valid_ratio:g}")
+        if spec.split_seed < 0:
+            raise SpecError(f"--split-seed must be >= 0; got {spec.split_seed}")
+        return spec, feedback
+
+    def _check_given_split(self) -> None:
+        """--train FILE --test FILE [--valid FILE]: the files are there, and no other data
+        source or split is named beside them."""
+        if not (self.train and self.test):
+            raise SpecError("--train and --test name your own split together (--valid beside "
+                            "them)")
+        for name, other in (("--dataset", self.dataset), ("--split", self.split)):
+            if other is not None:
+                raise SpecError(f"{name} {other}: with --train and --test the data and split "
+                                "are those files")
+        if self.valid_item != "random":
+            raise SpecError(f"--valid-item {self.valid_item}: with --train and --test the "
+                            "validation part is --valid, or carved from --train by "
+                            "--valid-ratio")
+        for name, path in (("--train", self.train), ("--test", self.test),
+                           ("--valid", self.valid)):
+            if path is not None and not path.is_file():
+                raise SpecError(f"{name} {path}: no such file")
+
+    @property
+    def name(self) -> str:
+        """The data's name in a run folder's: the data set's, or the training file's stem."""
+        return Path(self.train or self.dataset).stem
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """How a run runs, beside its data (DataSpec) and the model's settings (Config): the
+    trainer's run flags."""
+    data: DataSpec = field(default_factory=DataSpec)
+    config: Path | None = flag(
+        None, "read the model's settings from this TOML file (recipes/ has the ones behind "
+        "the README's results); flags given here override it", Path, metavar="RECIPE",
+        identity=False)     # a recipe's settings are recorded one by one, not its file's name
+    device: str = flag("auto", "auto: the GPU when there is one (default: %(default)s)",
+                       choices=DEVICES, identity=False)
+    shard: str = flag(
+        "none", "columns: one model across the processes of a torch.distributed job "
+        "(launched by torchrun --nproc-per-node R -m ncae_cuda.train ...), each holding a "
+        "share of the columns; on GPUs over NCCL, on CPUs over gloo (default: %(default)s: one "
+        "process)", choices=tuple(str(s).lower() for s in SHARDS))
+    cuda_graphs: str | None = flag(
+        None, "GPU: replay each training step from a CUDA graph captured once, instead of "
+        "launching its kernels one by one (default: off, until a GPU measurement shows it "
+        "pays)", choices=("on", "off"), identity=False)
+    baselines: tuple = flag(
+        (), "implicit feedback: also these of ease, ials, bpr on the same split, each chosen "
+        "on validation by its grid, refit and scored on test as python -m ncae_cuda.baselines "
+        "does (POP is always there; default: none)", beside_ncae, metavar="M1,M2,...")
+    refit: bool = flag(True, "score test with the best-validation model instead of retraining "
+                             "on training + validation", action="store_false",
+                       name="--no-refit")
+    validation_only: bool = flag(
+        False, "select the epoch on validation and stop there: no refit, and the test part is "
+        "never scored (python -m ncae_cuda.tune's trials); metrics.json holds the best "
+        "epoch's validation figures", action="store_true")
+    curves: bool = flag(False, "also score the training (explicit) and test parts after every "
+                               "epoch, for learning curves; never used to choose anything",
+                        action="store_true", identity=False)
+    out: Path | None = flag(None, "the run's folder (default: runs/<data set>-<date>-<time>)",
+                            Path, identity=False)
+    resume: bool = flag(False, "continue the run in --out where it stopped",
+                        action="store_true", identity=False)
+    overwrite: bool = flag(False, "start over in an --out that holds another run's files, "
+                                  "removing them", action="store_true", identity=False)
+    checkpoint_every: float = flag(
+        CHECKPOINT_EVERY, "save the run's checkpoint at the end of an epoch once this many "
+        "seconds have passed since the last (and after pre-training and the last epoch): the "
+        "most training a kill costs (default: %(default)g; 0: every epoch)", seconds,
+        metavar="SECONDS", identity=False)
+
+    def resolved(self, config: Config) -> tuple[RunSpec, Config]:
+        """The defaults that depend on the data set and the feedback filled, in the spec and in
+        the model's settings as given (Config's own defaults are filled where the model is
+        made: the record keeps what was given); SpecError, or the settings' SettingError,
+        refuses a bad combination before any data is read."""
+        data, feedback = self.data.resolved(config.feedback)
+        config = replace(config, feedback=feedback)
+        trained = config.resolved()
+        config = replace(config, **{name: getattr(trained, name)        # the defaults, as
+                                    for name in ("based", "weighting", "augment_eps")})  # trained
+        if self.baselines and config.feedback != "implicit":
+            raise SpecError("--baselines: the baselines rank items: they are for implicit "
+                            "feedback")
+        if self.baselines and self.shard != "none":
+            raise SpecError("--baselines run in one process: leave out --shard")
+        if self.baselines and self.validation_only:
+            raise SpecError("--baselines are scored on the test part; --validation-only never "
+                            "scores it")
+        if self.validation_only and self.curves:
+            raise SpecError("--curves scores the test part after every epoch; "
+                            "--validation-only never scores it")
+        return replace(self, data=data).with_folder(data.name), config
+
+    def with_folder(self, name: str) -> RunSpec:
+        """--out, or where none is given, a new folder runs/<name>-<date>-<time>; SpecError
+        where --resume has no folder to continue."""
+        if self.resume and self.out is None:
+            raise SpecError("--resume continues the run in --out: name it")
+        return replace(self, out=self.out or new_folder(name))
+
+
+def new_folder(name: str) -> Path:
+    """runs/<name>-<date>-<time>, with a suffix where that is taken."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path("runs") / f"{name}-{stamp}"
+    return next(folder for folder in (Path(f"{base}{suffix}")
+                                      for suffix in ("", *(f"-{k}" for k in range(2, 99))))
+                if not folder.exists())
+
+
+def identity(spec) -> dict:
+    """The fields of a spec (DataSpec, RunSpec but its data) that bear on a run's result."""
+    return {f.name: getattr(spec, f.name) for f in fields(spec)
+            if f.metadata and f.metadata["identity"]}
+
+
+def recorded(spec: RunSpec, config: Config) -> dict:
+    """Every setting of the run that bears on its result, for run.json and metrics.json: what
+    another run needs to repeat it (the data's, the model's as given, the run's)."""
+    model = {f.name: getattr(config, f.name) for f in fields(Config)}
+    return as_recorded({**identity(spec.data), **model, **identity(spec)})
+
+
+def as_recorded(settings: dict) -> dict:
+    """Settings as a run's record holds them: tuples as lists, paths as text."""
+    return {k: list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Path) else v)
+            for k, v in settings.items()}
