@@ -560,14 +560,16 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
 
 @pytest.mark.parametrize("module, argv", [
     (train, []), (tune, []), (baselines, []), (experiments, ["configurations"]),
-    (recommend, ["model.npz"]), (datasets, []), (datasets, ["describe", "x"]), (check, []),
+    (recommend, ["model.npz"]), (datasets_command, []), (datasets_command, ["describe", "x"]),
+    (check, []),
 ])
 def test_a_flag_mistake_prints_one_line_that_names_help(module, argv, capsys):
     code, err = cli(module.main, [*argv, "--no-such-flag"], capsys)
-    assert code == 2 and re.fullmatch(rf"python -m {module.__name__}: error: [^\n]+ "
+    entry = module.__name__.replace(".commands.", ".")          # python -m's name of it
+    assert code == 2 and re.fullmatch(rf"python -m {entry}: error: [^\n]+ "
                                       r"\(see --help\)\n", err), err
     with pytest.raises(SystemExit) as help_:                # --help: all of it, as before
-        module.main([*argv[:1], "--help"] if module is datasets else ["--help"])
+        module.main([*argv[:1], "--help"] if module is datasets_command else ["--help"])
     assert help_.value.code == 0 and capsys.readouterr().out.startswith("usage: ")
 
 
