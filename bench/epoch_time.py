@@ -47,6 +47,12 @@ CASES = {
     "delicious": ("synthetic-delicious: implicit, user-based, hidden 128",
                   ["--dataset", "synthetic-delicious", "--feedback", "implicit", "--based",
                    "user", "--hidden", "128", "--patience", "0", "--no-refit"]),
+    # NVIDIA's VAE-CF figures (DeepLearningExamples: Mult-VAE, 600 hidden units, on ML-20M as it
+    # trains there) are users/s: the same shape and width, without NCAE+'s extra rows, so that
+    # a row trained is a user
+    "ml20m": ("synthetic-ml20m: implicit, user-based, hidden 600, NCAE (VAE-CF's shape)",
+              ["--dataset", "synthetic-ml20m", "--feedback", "implicit", "--based", "user",
+               "--variant", "NCAE", "--hidden", "600", "--patience", "0", "--no-refit"]),
 }
 DEVICE_FLAGS = {"cpu": ["--device", "cpu"], "gpu": ["--device", "gpu", "--cuda-graphs", "off"],
                 "gpu-graphs": ["--device", "gpu", "--cuda-graphs", "on"]}
@@ -75,16 +81,22 @@ def _measured(device: str, repeats: int) -> Ceilings:
     return measure_ceilings(np, device_name(device), repeats)
 
 
-def epoch_work_of(flags: list[str]) -> Work:
+def epoch_work_of(flags: list[str]) -> tuple[Work, int, float]:
     """The work of one training epoch of the case (ncae_cuda/ops/floors.py's count) over the
-    training matrix the trainer builds from these flags (implicit augmentation's extra rows left out,
-    which keeps the floor a lower bound)."""
+    training matrix the trainer builds from these flags (implicit augmentation's extra rows left
+    out, which keeps the floor a lower bound); the rows an epoch trains; and, for implicit
+    feedback, the FLOPs of the dense output layer's three products (out = a V^T, dV, da) over
+    the epoch's padded batches, or 0."""
     spec, config = runflags.run_spec(runflags.build_parser(), [*flags, "--out", os.devnull])
     with contextlib.redirect_stdout(io.StringIO()):
         _, split = protocol.prepare(spec, config, "")
     m = split.train.to_csr(config.based, implicit=config.implicit)
-    return epoch_work(m, np.flatnonzero(np.diff(m.indptr)), config.batch_size, config.hidden,
-                      config.feedback)
+    rows = np.flatnonzero(np.diff(m.indptr))
+    batch = min(config.batch_size, len(rows))                # a batch is at most the rows
+    steps = -(-len(rows) // batch)
+    dense = 6.0 * steps * batch * m.shape[1] * config.hidden[-1] if config.implicit else 0.0
+    return (epoch_work(m, rows, config.batch_size, config.hidden, config.feedback), len(rows),
+            dense)
 
 
 def commit() -> str:
@@ -104,6 +116,8 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int,
                    help="epochs per run, the first being start-up (default: "
                         + ", ".join(f"{n} on {d}" for d, n in EPOCHS.items()) + ")")
+    p.add_argument("--cases", default=",".join(CASES),
+                   help=f"comma-separated, of: {', '.join(CASES)} (default: all)")
     p.add_argument("--quick", action="store_true", help="tiny data instead of the full shapes")
     p.add_argument("--out", type=Path, required=True, help="folder for epoch_time.json and .md")
     args = p.parse_args(argv)
@@ -111,6 +125,10 @@ def main(argv=None) -> int:
     unknown = [d for d in devices if d not in DEVICE_FLAGS]
     if unknown:
         p.error(f"--devices: no device {', '.join(unknown)}; of: {', '.join(DEVICE_FLAGS)}")
+    cases = args.cases.split(",")
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        p.error(f"--cases: no case {', '.join(unknown)}; of: {', '.join(CASES)}")
     if args.epochs is not None and args.epochs < 1:
         p.error(f"--epochs must be >= 1; got {args.epochs}")
     out_folder(p, args.out)
@@ -126,10 +144,11 @@ def main(argv=None) -> int:
     result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9}
                           for d, c in measured.items()}
     with tempfile.TemporaryDirectory(prefix="ncae-epoch-time-") as runs:
-        for case, (title, flags) in CASES.items():
+        for case in cases:
+            title, flags = CASES[case]
             title = f"quick (synthetic-tiny) in place of {title}" if args.quick else title
             flags = [*flags, *(QUICK if args.quick else [])]
-            work = epoch_work_of(flags)                     # counted once, floored per device
+            work, rows, dense = epoch_work_of(flags)        # counted once, floored per device
             for device in devices:
                 run_dir = Path(runs) / f"{case}-{device}"
                 try:
@@ -142,9 +161,10 @@ def main(argv=None) -> int:
                 seconds = [h["seconds"] for h in history if h["phase"] == "select"]
                 median = statistics.median(seconds[1:] or seconds)
                 floor = work.floor(measured[device])
-                result["cases"].setdefault(case, {"title": title})[device] = {
+                result["cases"].setdefault(case, {"title": title, "rows": rows})[device] = {
                     "seconds": seconds, "median_after_first": median, "floor": floor,
-                    "x_floor": median / floor}
+                    "x_floor": median / floor, "rows_per_s": rows / median,
+                    "dense_output_tflop_s": dense / median / 1e12}
     (args.out / "epoch_time.json").write_text(json.dumps(result, indent=2))
     lines = [f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
@@ -155,6 +175,13 @@ def main(argv=None) -> int:
     for case in result["cases"].values():
         lines.append(f"| {case['title']} | " + " | ".join(
             f"{case[d]['median_after_first']:.4f} ({case[d]['x_floor']:.1f}x)"
+            for d in devices) + " |")
+    lines += ["", "training rows (users, where user-based) a second, and the dense output "
+              "layer's TFLOP/s (implicit)", "",
+              "| case | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]
+    for case in result["cases"].values():
+        lines.append(f"| {case['title']} | " + " | ".join(
+            f"{case[d]['rows_per_s']:,.0f} ({case[d]['dense_output_tflop_s']:.3g})"
             for d in devices) + " |")
     (args.out / "epoch_time.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

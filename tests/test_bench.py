@@ -19,6 +19,7 @@ from bench import (
     scalability,
 )
 from ncae_cuda import ops
+from ncae_cuda.data import datasets
 from ncae_cuda.ops.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.ops.layout import NCAELayout
 
@@ -80,18 +81,29 @@ def test_epoch_time_quick(tmp_path, temporary, device):
     assert epoch_time.main(["--devices", device, "--quick", "--epochs", "3", "--out",
                             str(out)]) == 0
     result = json.loads((out / "epoch_time.json").read_text())
-    assert set(result["cases"]) == {"ml10m", "lastfm", "delicious"}
-    for case in result["cases"].values():
+    assert set(result["cases"]) == {"ml10m", "lastfm", "delicious", "ml20m"}
+    tiny = datasets.load("synthetic-tiny")
+    for name, case in result["cases"].items():
         timed = case[device]
         assert len(timed["seconds"]) == 3       # before, --epochs did not reach the CPU's runs
         assert timed["median_after_first"] > 0 and timed["floor"] > 0
         assert timed["x_floor"] == pytest.approx(timed["median_after_first"] / timed["floor"])
+        assert timed["rows_per_s"] == pytest.approx(case["rows"] / timed["median_after_first"])
+    # the quick ML-20M case: user-based rows of synthetic-tiny's training part (leave-one-out
+    # keeps every user with an entry), and its dense output's products: 6 B N K a step, B the
+    # rows (one batch), K 16 (--quick)
+    ml20m = result["cases"]["ml20m"]
+    assert 0 < ml20m["rows"] <= tiny.n_users
+    assert ml20m[device]["dense_output_tflop_s"] == pytest.approx(
+        6 * ml20m["rows"] * tiny.n_items * 16 / ml20m[device]["median_after_first"] / 1e12)
+    assert result["cases"]["ml10m"][device]["dense_output_tflop_s"] == 0     # explicit
     assert result["ceilings"][device]["bandwidth_gb_s"] > 0
     assert list(temporary.iterdir()) == []
 
 
 BENCH_ERRORS = [
     # before, each a traceback
+    (epoch_time, ["--cases", "ml10m,x", "--quick", "--out", "OUT"], "--cases: no case x; "),
     (epoch_time, ["--devices", "tpu", "--quick", "--out", "OUT"], "--devices: no device tpu; "
      "of: cpu, gpu, gpu-graphs"),
     (epoch_time, ["--devices", "cpu", "--quick", "--out", "/proc/x"], "--out /proc/x: cannot "
