@@ -12,10 +12,17 @@ from __future__ import annotations
 
 
 class NcaeError(Exception):
-    """A user's mistake or a machine's fault: a command prints it as one line `error: ...` and
-    exits 2; anything else is a bug and keeps its traceback. The message says what was wrong
-    and what to do. `errno` is the OSError's the error wraps (a write that found the disk full:
-    ENOSPC), else None, so a caller tells the system's errors apart without reading the text."""
+    """A user's mistake or a machine's fault.
+
+    A command prints it as one line, `error: ...`, and exits 2; anything else is a bug and
+    keeps its traceback. The message says what was wrong and what to do.
+
+    Attributes
+    ----------
+    errno : int or None
+        The errno of the OSError the error wraps (a write that found the disk full: ENOSPC),
+        else None, so a caller tells the system's errors apart without reading the text.
+    """
 
     def __init__(self, *args, errno: int | None = None):
         super().__init__(*args)

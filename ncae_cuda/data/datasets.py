@@ -177,9 +177,11 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
         Download a published archive into the cache when it is missing there.
     seed : int
         The seed of a synthetic data set; nothing else reads it.
-    sep, encoding : str
-        A file's field separator (default: the first of tab, comma and semicolon on its first
-        line) and text encoding.
+    sep : str, optional
+        A file's field separator: a character, 'tab' or '::' (default: the first of tab, comma
+        and semicolon on its first line).
+    encoding : str
+        A file's text encoding, e.g. 'latin-1'.
     rating_scale : (float, float), optional
         A file's lowest and highest rating (default: its ratings' range); a named data set has
         its own scale.

@@ -30,17 +30,43 @@ class DataError(NcaeError, ValueError):
 
 @dataclass(frozen=True)
 class Interactions:
-    users: np.ndarray               # (nnz,) int32 user index in [0, n_users)
-    items: np.ndarray               # (nnz,) int32 item index in [0, n_items)
-    ratings: np.ndarray | None      # (nnz,) float32; None for implicit-only data
-    timestamps: np.ndarray | None   # (nnz,) int64 seconds (NO_TIME: unknown); None when the
-                                    # source has none
-    user_ids: np.ndarray            # (n_users,) source ids, int64 or str
-    item_ids: np.ndarray            # (n_items,) source ids, int64 or str
-    rating_scale: tuple[float, float] | None = None  # (r_min, r_max) for explicit data
+    """Observed (user, item) pairs of one data set, with their ratings and times.
+
+    Attributes
+    ----------
+    users : numpy.ndarray
+        (nnz,) int32: each pair's user index in [0, n_users).
+    items : numpy.ndarray
+        (nnz,) int32: each pair's item index in [0, n_items).
+    ratings : numpy.ndarray or None
+        (nnz,) float32 ratings; None for implicit-only data.
+    timestamps : numpy.ndarray or None
+        (nnz,) int64 seconds, NO_TIME where one is unknown; None where the source has none.
+    user_ids : numpy.ndarray
+        (n_users,) the users' ids in the source, int64 or str (see the module's docstring).
+    item_ids : numpy.ndarray
+        (n_items,) the items' ids in the source, int64 or str.
+    rating_scale : (float, float) or None
+        (lowest, highest) rating, for explicit data.
+    name : str
+        The data set's name, or the file's.
+    n_duplicates_merged : int
+        Records of the source the reader merged into others (ratings keep the latest record,
+        tag files the earliest time).
+    columns : str
+        How read_table took the file's columns, for the command line to say.
+    """
+
+    users: np.ndarray               # (nnz,) int32
+    items: np.ndarray               # (nnz,) int32
+    ratings: np.ndarray | None      # (nnz,) float32
+    timestamps: np.ndarray | None   # (nnz,) int64
+    user_ids: np.ndarray            # (n_users,)
+    item_ids: np.ndarray            # (n_items,)
+    rating_scale: tuple[float, float] | None = None
     name: str = "data"
-    n_duplicates_merged: int = 0    # source records the reader merged into others (see above)
-    columns: str = ""               # how read_table took the file's columns, for the CLI to say
+    n_duplicates_merged: int = 0
+    columns: str = ""
 
     @property
     def n_users(self) -> int:
@@ -228,9 +254,29 @@ def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarr
 
 def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None
                 ) -> Interactions:
-    """A scipy.sparse users x items matrix as Interactions whose ids are the row and column
-    numbers. Every stored entry is an interaction (its value the rating); duplicate entries,
-    negative, NaN or infinite values are refused with a DataError naming one of them."""
+    """A scipy.sparse users x items matrix as Interactions.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix
+        Users x items; every stored entry is an interaction, its value the rating (a stored 0
+        too).
+    name : str
+        What the errors call the matrix.
+    rating_scale : (float, float), optional
+        The lowest and highest rating (default: the values' range).
+
+    Returns
+    -------
+    Interactions
+        Whose ids are the matrix's row and column numbers.
+
+    Raises
+    ------
+    DataError
+        X is not a scipy.sparse matrix, or holds duplicate entries or negative, NaN or infinite
+        values (naming one of them).
+    """
     if not sp.issparse(X):
         raise DataError(f"{name}: expected a scipy.sparse matrix (users x items), "
                         f"got {type(X).__name__}")

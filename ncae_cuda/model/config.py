@@ -46,6 +46,20 @@ def setting(default, help: str, group: str = "model", choices=None, kind=None):
 
 @dataclass(frozen=True)
 class Config:
+    """The settings of an NCAE model, with the paper's defaults.
+
+    Each field is a keyword of `NCAE(...)` and a flag of `python -m ncae_cuda.train` (the
+    underscores dashes), whose help is the field's. `resolved()` fills in the defaults that
+    follow from others (`based` and the variant's from `feedback`) and checks every setting,
+    raising SettingError with its name.
+
+    Examples
+    --------
+    >>> from ncae_cuda.model.config import Config
+    >>> Config(feedback="implicit").resolved().based
+    'user'
+    """
+
     feedback: str = setting("explicit", "what the model learns from: ratings (explicit, scored "
                             "by RMSE) or interactions (implicit, scored by HR and NDCG)",
                             choices=FEEDBACK)
@@ -161,9 +175,25 @@ NOT_IN_A_RECIPE = ("seed", "dataset", "data_dir", "split", "split_seed", "test_r
 
 
 def read_recipe(path: Path) -> dict:
-    """The settings of a recipe: a TOML file of Config's names and values, e.g.
-    `hidden = [300, 300]` (recipes/). ValueError names an unknown or misplaced key, a value of
-    the wrong kind, or a file that is not TOML."""
+    """The settings of a recipe file, as keywords of NCAE.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        A TOML file of Config's names and values, e.g. `hidden = [300, 300]` (recipes/); it
+        holds no data, split or seed, so one recipe runs on any data.
+
+    Returns
+    -------
+    dict
+        {setting: value}, lists as tuples: `NCAE(**read_recipe(path))`.
+
+    Raises
+    ------
+    ValueError
+        Naming an unknown or misplaced key, a value of the wrong kind, or a file that cannot
+        be read or is not TOML.
+    """
     values = read_toml(path)
     names = {f.name for f in fields(Config)}
     for key in values:
