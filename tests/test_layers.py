@@ -7,7 +7,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ncae_cuda"
 # lowest first; a layer may import any layer before it in this list, never one after it
-LAYERS = ["data", "ops", "model", "baselines", "runs", "commands"]
+LAYERS = ["data", "ops", "model", "baselines", "runs", "serving", "commands"]
 BASE = {"errors", "cli", "__version__"}      # __version__: the package's, set before any import
 
 

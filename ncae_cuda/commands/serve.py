@@ -1,0 +1,80 @@
+"""Serve a saved model over HTTP, requests batched onto one scoring call ([serve] extra).
+
+    python -m ncae_cuda.serve runs/ncae/model.npz --port 8000
+    curl 'http://127.0.0.1:8000/recommend?user=196&n=10'
+
+Endpoints (JSON; /docs lists them): GET /healthz, GET /recommend?user=ID&n=N, POST /recommend
+{"users": [...], "n": N, "exclude": [...]}, POST /recommend/new {"items": [...], "n": N},
+GET /similar?item=ID&n=N. The /recommend requests that arrive within --max-wait-ms of each
+other (up to --max-batch users) are scored in one NCAE.recommend call. SIGHUP reloads the model
+file (one that fails to load leaves the model answering as it was, and the log says why);
+SIGTERM answers the requests in flight, then exits. The model is a model.npz or the run folder
+that holds it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from ..cli import Parser
+from ..errors import NcaeError
+from ..serving import app, holder, server
+from ..serving.limits import Limits
+from .recommend import MODEL
+
+MISSING_EXTRA = "python -m ncae_cuda.serve needs the [serve] extra: pip install -e '.[serve]'"
+LIMIT_HELP = {"max_n": "the largest n a request may ask for",
+              "max_users": "users one POST /recommend may ask for",
+              "max_body_bytes": "the largest JSON body a request may send"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m ncae_cuda.serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("model", type=Path, help=f"{MODEL} written by ncae_cuda.train or NCAE.save, "
+                                            "or the run folder that holds it")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: %(default)s, this machine only)")
+    p.add_argument("--port", type=int, default=8000,
+                   help="0: a free port, named by the ready line (default: %(default)s)")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="auto: the GPU when there is one (default: %(default)s)")
+    p.add_argument("--max-batch", type=int, default=256,
+                   help="users scored in one call at most (default: %(default)s)")
+    p.add_argument("--max-wait-ms", type=float, default=1.0,
+                   help="how long the first request of a batch waits for others "
+                        "(default: %(default)s)")
+    for limit in fields(Limits):
+        p.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default,
+                       help=f"{LIMIT_HELP[limit.name]} (default: %(default)s)")
+    return p
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not all(importlib.util.find_spec(name) for name in ("fastapi", "uvicorn")):
+        print(f"error: {MISSING_EXTRA}", file=sys.stderr)
+        return 2
+    bounds = Limits(**{f.name: getattr(args, f.name) for f in fields(Limits)})
+    for name in ("max_batch", *vars(bounds)):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.max_wait_ms < 0:
+        parser.error("--max-wait-ms must be >= 0")
+    if args.model.is_dir():
+        args.model = args.model / MODEL
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    try:
+        served = holder.ModelHolder(args.model, args.device)
+        sock = server.listening_socket(args.host, args.port)
+    except NcaeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    server.serve(app.create_app(served, bounds, args.max_batch, args.max_wait_ms / 1000),
+                 served, sock)
+    return 0

@@ -1,0 +1,209 @@
+"""The HTTP face of a served model: FastAPI endpoints, JSON in and out, every client mistake a
+4xx with a one-line {"error": ...} (an unknown user or item 404, naming it).
+
+    GET  /healthz                        the model that answers: file, sha256, shape, device
+    GET  /recommend?user=ID&n=N[&keep_seen=true]           NCAE.recommend, batched
+    POST /recommend      {"users": [...], "n": N, "exclude": [...], "keep_seen": false}
+    POST /recommend/new  {"items": [...], "n": N, "ratings": [...], "times": [...]}
+    GET  /similar?item=ID&n=N                              NCAE.similar_items
+
+/recommend goes through the batcher; /recommend/new and /similar are scored one request at a
+time on the model's thread. FastAPI's /docs page lists them all.
+"""
+import asyncio
+import functools
+import inspect
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data.interactions import DataError, UnknownIds, lookup_ids
+from ..errors import NcaeError
+from ..model.estimator import NCAE
+from .batcher import Batcher, ranked
+from .limits import Limits, RequestError, read_body
+
+# FastAPI and pydantic are imported where they are used, so that the package's modules import
+# without the [serve] extra; no `from __future__ import annotations` either: FastAPI reads an
+# endpoint's annotations, which name what create_app imported
+
+log = logging.getLogger("ncae_cuda.serve")
+N = inspect.signature(NCAE.recommend).parameters["n"].default       # recommend's own default
+Id = int | str                                 # as the model's ids are: integers or text
+ID_TYPES = ("int", "str")                      # how pydantic names Id's members in an error
+# the request bodies: pydantic validates them strictly (no "3" for 3) and refuses a field they
+# do not have (a misspelt one is not silently left out)
+STRICT = {"strict": True, "extra": "forbid"}
+
+
+@dataclass
+class UsersAsk:
+    __pydantic_config__ = STRICT
+    users: list[Id]
+    n: int = N
+    exclude: list[Id] = field(default_factory=list)
+    keep_seen: bool = False
+
+
+@dataclass
+class NewUserAsk:
+    __pydantic_config__ = STRICT
+    items: list[Id]
+    n: int = N
+    ratings: list[float] | None = None           # explicit models: each item's rating
+    times: list[float] | None = None             # models with recency_boost: each item's time
+    keep_seen: bool = False
+
+
+def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
+    """The app serving holder's model; the batcher runs while the app does."""
+    from fastapi import FastAPI, Request
+    batcher = Batcher(holder, max_batch, max_wait_s)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        scoring = asyncio.create_task(batcher.run())
+        yield                 # at shutdown, once uvicorn has answered the requests in flight
+        scoring.cancel()
+        holder.close()
+
+    app = FastAPI(title="ncae_cuda", lifespan=lifespan)
+    add_error_answers(app)
+
+    @app.get("/healthz")
+    async def healthz() -> dict:
+        return {"status": "ok", **holder.current.facts(), "batches": batcher.batches,
+                "users_scored": batcher.users}
+
+    @app.get("/recommend")
+    async def recommend_one(user: str, n: int = N, keep_seen: bool = False) -> dict:
+        rows = await batcher.recommend([user], limits.check_n(n), not keep_seen, [])
+        return rows[0]
+
+    @app.post("/recommend", openapi_extra=body_schema(UsersAsk))
+    async def recommend_many(request: Request) -> dict:
+        ask = await parsed(request, UsersAsk, limits)
+        limits.check_users(len(ask.users))
+        return {"results": await batcher.recommend(ask.users, limits.check_n(ask.n),
+                                                   not ask.keep_seen, ask.exclude)}
+
+    @app.post("/recommend/new", openapi_extra=body_schema(NewUserAsk))
+    async def recommend_new(request: Request) -> dict:
+        ask = await parsed(request, NewUserAsk, limits)
+        limits.check_n(ask.n)
+        return await holder.run(fold_in, ask)
+
+    @app.get("/similar")
+    async def similar(item: str, n: int = N) -> dict:
+        return await holder.run(similar_to, item, limits.check_n(n))
+
+    return app
+
+
+def fold_in(model: NCAE, ask: NewUserAsk) -> dict:
+    """recommend_new for the one user of `ask` (on the model's thread)."""
+    config = model.config
+    if config.based != "user":
+        raise RequestError("this model is item-based: it has no encoder for a new user's row, "
+                           "so /recommend/new needs a user-based model (retrain with --based "
+                           "user, or refit with the user)")
+    for name, given in (("ratings", ask.ratings), ("times", ask.times)):
+        if given is not None and len(given) != len(ask.items):
+            raise RequestError(f"{name} has {len(given)} values for {len(ask.items)} items")
+    if not config.implicit and ask.ratings is None:
+        raise RequestError("an explicit model folds a new user in from ratings: give "
+                           "\"ratings\", one per item")
+    if config.recency_boost and ask.times is None:
+        raise RequestError("the model weighs a user's items by recency: give \"times\", one "
+                           "per item")
+    columns = lookup_ids(model.item_ids, ask.items, "item")                      # (k,)
+    if len(np.unique(columns)) < len(columns):
+        raise RequestError("items names an item more than once")
+    shape, at = (1, len(model.item_ids)), (np.zeros(len(columns), np.int32), columns)
+
+    def row(values) -> sp.csr_matrix:                                            # (1, items)
+        return sp.csr_matrix((np.asarray(values, np.float64), at), shape=shape)
+    X_new = row(np.ones(len(columns)) if ask.ratings is None else ask.ratings)
+    times = None if ask.times is None else row(ask.times)
+    items, scores = model.recommend_new(X_new, n=ask.n, filter_seen=not ask.keep_seen,
+                                        times=times)
+    return ranked(items[0], scores[0], ask.n)
+
+
+def similar_to(model: NCAE, item: str, n: int) -> dict:
+    """similar_items for one item (on the model's thread)."""
+    column = lookup_ids(model.item_ids, [item], "item")
+    items, scores = model.similar_items(model.item_ids[column], n=n)
+    return {"item": model.item_ids[column].tolist()[0], **ranked(items[0], scores[0], n)}
+
+
+async def parsed(request, shape: type, limits: Limits):
+    """The request's JSON body as `shape`, read within --max-body-bytes."""
+    from pydantic import ValidationError
+    body = await read_body(request, limits.max_body_bytes)
+    try:
+        return adapter(shape).validate_json(body)
+    except ValidationError as e:
+        raise validation_error(e.errors()) from None
+
+
+def validation_error(errors: list) -> RequestError:
+    """The first of pydantic's errors in a line: malformed JSON 400, a wrong field 422."""
+    first = errors[0]
+    if first["type"] == "json_invalid":
+        return RequestError(f"malformed JSON: {first['msg']}")
+    where = [str(part) for part in first["loc"] if part != "body"]
+    message = first["msg"]
+    if where and where[-1] in ID_TYPES:              # a member of Id's union: say it whole
+        where, message = where[:-1], "an id is an integer or a string"
+    return RequestError(f"{'.'.join(where) or 'body'}: {message} (got "
+                        f"{str(first.get('input'))[:80]})", 422)
+
+
+def body_schema(shape: type) -> dict:
+    """The OpenAPI entry of a body read by `parsed` rather than by FastAPI, for /docs."""
+    return {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": adapter(shape).json_schema()}}}}
+
+
+@functools.cache
+def adapter(shape: type):
+    """pydantic's validator of a request body's shape, built once."""
+    from pydantic import TypeAdapter
+    return TypeAdapter(shape)
+
+
+def add_error_answers(app) -> None:
+    """Every error a JSON {"error": one line}: the client's mistakes 4xx; a machine's fault
+    (the device's memory) 503; a bug 500, logged with its traceback."""
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException
+
+    def answer(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": " ".join(str(message).split())}, status_code=status)
+
+    @app.exception_handler(NcaeError)
+    async def ncae_error(request, e: NcaeError):
+        if isinstance(e, RequestError):
+            return answer(e.status, e)
+        if isinstance(e, UnknownIds):
+            return answer(404, e)
+        return answer(400 if isinstance(e, DataError) else 503, e)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request, e: RequestValidationError):
+        error = validation_error(e.errors())
+        return answer(error.status, error)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request, e: HTTPException):
+        return answer(e.status_code, e.detail)
+
+    @app.exception_handler(Exception)
+    async def bug(request, e: Exception):
+        log.exception("a request failed: %s %s", request.method, request.url.path)
+        return answer(500, f"internal error: {type(e).__name__}: {e}")

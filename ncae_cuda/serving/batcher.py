@@ -1,0 +1,122 @@
+"""Requests gathered onto one scoring call: the users of the requests that arrive within
+max_wait seconds of the first (or until max_batch users) are scored by one NCAE.recommend
+call, one `topk` launch a chunk on a GPU, and each request is answered with its own rows.
+
+Requests differ in n, in the items they exclude and in keeping seen items. The call asks for
+the largest n + len(exclude) among them, and each request keeps its first n items once its
+own excluded items are dropped: the ranking is the same for every n (ties go to the earlier
+item), so that is the request's own top n. Requests keeping seen items and those filtering
+them are two calls, the seen items being a filter of the call itself.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..data.interactions import lookup_ids
+from ..errors import NcaeError
+from ..model.estimator import NCAE
+
+
+@dataclass
+class Ask:
+    """One request: its users and items as the client wrote their ids."""
+    users: list
+    n: int
+    filter_seen: bool
+    exclude: list
+    answer: asyncio.Future
+    arrived: float = field(default_factory=lambda: asyncio.get_running_loop().time())
+
+
+class Batcher:
+    """Gathers asks into batches and scores each batch on the holder's model thread."""
+
+    def __init__(self, holder, max_batch: int, max_wait_s: float):
+        self.holder, self.max_batch, self.max_wait_s = holder, max_batch, max_wait_s
+        self.queue: asyncio.Queue[Ask] = asyncio.Queue()
+        self.batches = self.users = 0      # scored so far, as /healthz shows them
+
+    async def recommend(self, users: list, n: int, filter_seen: bool, exclude: list) -> list:
+        """One result a user: {"user", "items", "scores"}; UnknownIds naming what the model
+        does not know."""
+        ask = Ask(users, n, filter_seen, exclude, asyncio.get_running_loop().create_future())
+        self.queue.put_nowait(ask)
+        return await ask.answer
+
+    async def run(self) -> None:
+        """Score batches until cancelled (at shutdown, once the requests have been answered)."""
+        held = None                 # an ask that would have overfilled the last batch
+        while True:
+            batch = [held or await self.queue.get()]
+            held = await self._fill(batch)
+            try:
+                answers = await self.holder.run(score_batch, batch)
+            except Exception as e:  # noqa: BLE001 (a bug: these requests answer 500, no others)
+                answers = [e] * len(batch)
+            self.batches += 1
+            self.users += sum(len(ask.users) for ask in batch)
+            for ask, answer in zip(batch, answers):
+                if ask.answer.done():               # the client went away
+                    continue
+                if isinstance(answer, BaseException):
+                    ask.answer.set_exception(answer)
+                else:
+                    ask.answer.set_result(answer)
+
+    async def _fill(self, batch: list[Ask]) -> Ask | None:
+        """Add the asks that arrive until max_wait after the first one or max_batch users;
+        returns an ask that did not fit, for the next batch."""
+        loop, size = asyncio.get_running_loop(), len(batch[0].users)
+        deadline = batch[0].arrived + self.max_wait_s
+        while size < self.max_batch:
+            left = deadline - loop.time()
+            try:
+                ask = (self.queue.get_nowait() if left <= 0 else
+                       await asyncio.wait_for(self.queue.get(), left))
+            except (asyncio.QueueEmpty, asyncio.TimeoutError):
+                return None
+            if size + len(ask.users) > self.max_batch:
+                return ask
+            batch.append(ask)
+            size += len(ask.users)
+        return None
+
+
+def score_batch(model: NCAE, batch: list[Ask]) -> list:
+    """Each ask's rows, or the error it is answered with (unknown ids), from one recommend
+    call for all the users of the asks that filter seen items and one for those that keep
+    them."""
+    answers: list = [None] * len(batch)
+    calls: dict[bool, list] = {True: [], False: []}
+    for k, ask in enumerate(batch):
+        try:
+            users = lookup_ids(model.user_ids, ask.users, "user")                # (U,)
+            excluded = model.item_ids[lookup_ids(model.item_ids, ask.exclude, "item")]
+        except (NcaeError, ValueError) as e:
+            answers[k] = e
+            continue
+        calls[ask.filter_seen].append((k, users, excluded))
+    for filter_seen, asks in calls.items():
+        if not asks:
+            continue
+        rows = np.concatenate([users for _, users, _ in asks])                   # (B,)
+        n = max(batch[k].n + len(excluded) for k, _, excluded in asks)
+        items, scores = model.recommend(model.user_ids[rows], n=n,
+                                        filter_seen=filter_seen)                # (B, n) each
+        start = 0
+        for k, users, excluded in asks:
+            answers[k] = [{"user": user, **ranked(items[start + j], scores[start + j],
+                                                  batch[k].n, excluded)}
+                          for j, user in enumerate(model.user_ids[users].tolist())]
+            start += len(users)
+    return answers
+
+
+def ranked(items: np.ndarray, scores: np.ndarray, n: int, excluded=()) -> dict:
+    """One row of a ranking as JSON: its first n items not excluded, without the padding of a
+    row with fewer candidates (score -inf)."""
+    keep = np.isfinite(scores) & ~np.isin(items, excluded)                  # (n',)
+    return {"items": items[keep][:n].tolist(), "scores": scores[keep][:n].tolist()}

@@ -1,0 +1,85 @@
+"""The model that answers, and the one thread that touches it: scoring, and the reload a SIGHUP
+asks for, run there one after another, so a batch being scored finishes on the model it began
+with (a reload waits for it) and the next batch scores on the new one. The CPU backend's Numba
+threads and a GPU's stream are never driven from two threads at once."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import NcaeError
+from ..model.estimator import NCAE
+
+log = logging.getLogger("ncae_cuda.serve")
+READ_BYTES = 1 << 20              # of the model file at a time, for its checksum
+
+
+@dataclass(frozen=True)
+class Served:
+    """A loaded model and the file it came from, as /healthz shows it."""
+    model: NCAE
+    path: Path
+    sha256: str
+
+    def facts(self) -> dict:
+        model = self.model
+        return {"model": str(self.path), "sha256": self.sha256, "users": len(model.user_ids),
+                "items": len(model.item_ids), "feedback": model.config.feedback,
+                "based": model.config.based, "device": model.ops.name}
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(READ_BYTES):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load(path: Path, device) -> Served:
+    """The model at `path` on `device`; an NcaeError (DataError for a damaged file) if it
+    cannot be."""
+    try:
+        sha256 = file_sha256(path)
+    except OSError as e:
+        raise NcaeError(f"{path}: {e.strerror}", errno=e.errno) from None
+    return Served(NCAE.load(path, device=device), path, sha256)
+
+
+class ModelHolder:
+    """The served model (loaded at once: a model that cannot be loaded stops the command before
+    it listens), and its thread."""
+
+    def __init__(self, path: Path, device):
+        self.path, self.device = path, device
+        self.current = load(path, device)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="model")
+
+    async def run(self, work, *args):
+        """work(model, *args) on the model's thread, with the model that answers then."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, lambda: work(self.current.model, *args))
+
+    def reload(self) -> bool:
+        """Load the file again and answer with it from the next batch on; a file that fails to
+        load keeps the model that answers now, and the log says why. Called on the model's
+        thread (reload_soon)."""
+        old = self.current
+        try:
+            self.current = load(self.path, self.device)
+        except NcaeError as e:
+            log.error("reload failed, still serving %s (sha256 %s): %s", old.path, old.sha256, e)
+            return False
+        log.info("reloaded %s (sha256 %s, was %s)", self.path, self.current.sha256, old.sha256)
+        return True
+
+    def reload_soon(self) -> asyncio.Future:
+        """reload() on the model's thread, after the work queued there (SIGHUP's handler)."""
+        return asyncio.get_running_loop().run_in_executor(self._thread, self.reload)
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True)

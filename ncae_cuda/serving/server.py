@@ -1,0 +1,50 @@
+"""The served app on uvicorn: listening on a socket bound before it starts (so port 0 gets a
+free port the ready line can name), SIGHUP reloading the model, SIGTERM or Ctrl-C answering the
+requests in flight before the process exits with status 0."""
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+
+from ..errors import NcaeError
+
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (port 0: a free one); NcaeError where it cannot be."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        raise NcaeError(f"cannot listen on {host}:{port}: {e.strerror or e}",
+                        errno=e.errno) from None
+    return sock
+
+
+def serve(app, holder, sock: socket.socket) -> None:
+    """Run until SIGTERM or SIGINT, printing `serving MODEL on http://HOST:PORT` once
+    connections are accepted."""
+    # the [serve] extra, imported here so that the module imports without it
+    import uvicorn
+    host, port = sock.getsockname()[:2]
+    server = uvicorn.Server(uvicorn.Config(app, access_log=False, lifespan="on",
+                                           timeout_graceful_shutdown=None))
+    # uvicorn catches these while it runs and raises them again once it has shut down, to the
+    # handlers it found: these ones, so a drained shutdown ends the process with status 0
+    for sig in SHUTDOWN_SIGNALS:
+        signal.signal(sig, lambda signum, frame: None)
+
+    async def run() -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, holder.reload_soon)
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if server.started:
+            shown = f"[{host}]" if ":" in host else host
+            print(f"serving {holder.path} on http://{shown}:{port}", flush=True)
+        await serving
+    asyncio.run(run())

@@ -1,0 +1,426 @@
+"""python -m ncae_cuda.serve as a client meets it: a real server process on a free loopback
+port, spoken to over HTTP, every answer checked against the offline NCAE on the same model
+file (recommend, recommend_new, similar_items); every client mistake a 4xx with a one-line
+error; many clients at once, each with its own answer; SIGHUP with a good and a damaged file;
+SIGTERM with requests in flight."""
+import hashlib
+import http.client
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ncae_cuda import NCAE
+from ncae_cuda.commands import serve
+from ncae_cuda.data import datasets
+from ncae_cuda.ops.emulator import CXX
+
+pytestmark = pytest.mark.extra("serve")
+
+ROOT = Path(__file__).resolve().parents[1]
+READY_SECONDS = 60                 # a server's start: imports, the model, the ready line
+RTOL, ATOL = 1e-5, 1e-6            # float32 rounding: one user scored alone or in a batch
+# small limits, so that each is met by a small request
+LIMITS = ["--max-n", "40", "--max-users", "20", "--max-body-bytes", "2000"]
+# the implicit model weighs a user's items by recency: a new user comes with their times
+KINDS = {"implicit-user": {"feedback": "implicit", "based": "user", "recency_boost": 10.0},
+         "explicit-item": {"feedback": "explicit", "based": "item"},
+         "explicit-user": {"feedback": "explicit", "based": "user"}}
+
+
+class Server:
+    """python -m ncae_cuda.serve MODEL --port 0 ... as a process, its URL from the ready line;
+    its log in a file (stderr)."""
+
+    def __init__(self, model: Path, *flags: str, prefix: tuple = ("-m", "ncae_cuda.serve")):
+        self.log = model.with_name(f"{model.stem}-{time.monotonic_ns()}.log")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, *prefix, str(model), "--port", "0", "--device", "cpu",
+                 *flags], stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        ready, _, _ = select.select([self.process.stdout], [], [], READY_SECONDS)
+        line = self.process.stdout.readline() if ready else ""
+        assert line.startswith(f"serving {model} on http://127.0.0.1:"), (line, self.logged())
+        self.url = line.split()[-1]
+
+    def logged(self) -> str:
+        return self.log.read_text()
+
+    def call(self, path: str, body=None, method=None) -> tuple[int, dict]:
+        """(status, the JSON answer) of a request; body: JSON, or bytes as they are."""
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            text = e.read()
+            return e.code, json.loads(text)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(30)
+        finally:
+            self.process.stdout.close()
+
+
+def query(**params) -> str:
+    return "?" + urllib.parse.urlencode(params)
+
+
+def fit(kind: str, seed: int = 0) -> NCAE:
+    data = datasets.load("synthetic-tiny")
+    return NCAE(device="cpu", hidden=(8,), seed=seed, **KINDS[kind]).fit(
+        data, epochs=2, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict:
+    """Each kind's model, saved, and loaded back as the server loads it."""
+    folder = tmp_path_factory.mktemp("serve")
+    paths = {}
+    for kind in KINDS:
+        paths[kind] = folder / f"{kind}.npz"
+        fit(kind).save(paths[kind])
+    return {kind: (path, NCAE.load(path, device="cpu")) for kind, path in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def servers(models):
+    """A server on each kind's model, with small limits and a batch window wide enough that
+    concurrent requests share batches."""
+    running = {kind: Server(path, *LIMITS, "--max-wait-ms", "20")
+               for kind, (path, _) in models.items()}
+    yield running
+    for server in running.values():
+        assert server.stop() == 0, server.logged()
+
+
+def assert_same_ranking(got: dict, items: np.ndarray, scores: np.ndarray, n: int) -> None:
+    """The server's {"items", "scores"} is the offline row (items, scores, n + 1 long, so the
+    n-th place's tie is seen): the same scores to float32 rounding, and the same items in the
+    same order, except between items whose scores tie to that rounding."""
+    real = np.isfinite(scores)
+    items, scores = items[real], scores[real]
+    assert len(got["items"]) == len(got["scores"]) == min(n, len(items))
+    np.testing.assert_allclose(got["scores"], scores[:len(got["scores"])], rtol=RTOL, atol=ATOL)
+    for place, item in enumerate(got["items"]):
+        near = [np.isclose(scores[place], scores[other], rtol=RTOL, atol=ATOL)
+                for other in (place - 1, place + 1) if 0 <= other < len(scores)]
+        if not any(near):
+            assert item == items[place].item(), place
+
+
+def offline(model: NCAE, user, n: int, keep_seen=False, exclude=()) -> tuple:
+    """The row NCAE.recommend gives, its candidates every item but the excluded ones."""
+    items = None if not len(exclude) else np.setdiff1d(model.item_ids, exclude)
+    found, scores = model.recommend([user], n=n + 1, filter_seen=not keep_seen, items=items)
+    return found[0], scores[0]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_healthz_names_the_model_that_answers(kind, models, servers):
+    path, model = models[kind]
+    status, health = servers[kind].call("/healthz")
+    assert status == 200 and health["status"] == "ok"
+    assert health["model"] == str(path)
+    assert health["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (health["users"], health["items"]) == (len(model.user_ids), len(model.item_ids))
+    assert (health["feedback"], health["based"], health["device"]) == (
+        model.config.feedback, model.config.based, "cpu")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_get_recommend_is_ncae_recommend(kind, models, servers):
+    _, model = models[kind]
+    rng = np.random.default_rng(1)
+    for user in rng.choice(model.user_ids, 8, replace=False):
+        for n, keep_seen in ((5, False), (int(rng.integers(1, 40)), True), (40, False)):
+            status, got = servers[kind].call(
+                "/recommend" + query(user=user, n=n, keep_seen=str(keep_seen).lower()))
+            assert status == 200 and got["user"] == user.item()
+            assert_same_ranking(got, *offline(model, user, n, keep_seen), n)
+    # the default n, recommend's own
+    _, got = servers[kind].call("/recommend" + query(user=model.user_ids[0]))
+    assert len(got["items"]) == 10
+
+
+@pytest.mark.parametrize("kind", ["implicit-user", "explicit-item"])
+def test_post_recommend_answers_each_user_without_its_excluded_items(kind, models, servers):
+    """The server asks recommend for n + len(exclude) and drops the excluded items; the
+    reference restricts recommend's candidates instead."""
+    _, model = models[kind]
+    rng = np.random.default_rng(2)
+    users = rng.choice(model.user_ids, 6, replace=False).tolist()
+    users.append(users[0])                                  # a user twice: answered twice
+    exclude = rng.choice(model.item_ids, 7, replace=False)
+    status, got = servers[kind].call("/recommend", {"users": users, "n": 12,
+                                                    "exclude": exclude.tolist()})
+    assert status == 200 and [r["user"] for r in got["results"]] == users
+    for user, result in zip(users, got["results"]):
+        assert not set(result["items"]) & set(exclude.tolist())
+        assert_same_ranking(result, *offline(model, user, 12, exclude=exclude), 12)
+
+
+@pytest.mark.parametrize("kind", ["implicit-user", "explicit-user"])
+def test_recommend_new_folds_a_user_in_as_recommend_new_does(kind, models, servers):
+    _, model = models[kind]
+    rng = np.random.default_rng(3)
+    for keep_seen in (False, True):
+        picked = rng.choice(len(model.item_ids), 6, replace=False)
+        ratings = rng.integers(1, 6, len(picked)).astype(float)
+        times = rng.permutation(len(picked)) * 1000.0 + 1e9
+        at, shape = (np.zeros(len(picked), int), picked), (1, len(model.item_ids))
+        ask = {"items": model.item_ids[picked].tolist(), "n": 8, "keep_seen": keep_seen}
+        if kind == "explicit-user":
+            X_new, when = sp.csr_matrix((ratings, at), shape=shape), None
+            ask["ratings"] = ratings.tolist()
+        else:
+            X_new = sp.csr_matrix((np.ones(len(picked)), at), shape=shape)
+            when = sp.csr_matrix((times, at), shape=shape)
+            ask["times"] = times.tolist()
+        items, scores = model.recommend_new(X_new, n=9, filter_seen=not keep_seen, times=when)
+        status, got = servers[kind].call("/recommend/new", ask)
+        assert status == 200
+        assert_same_ranking(got, items[0], scores[0], 8)
+        assert keep_seen or not set(got["items"]) & set(ask["items"])
+
+
+def test_recommend_new_on_an_item_based_model_says_why_not(servers):
+    status, got = servers["explicit-item"].call("/recommend/new", {"items": [1], "ratings": [4]})
+    assert status == 400 and "item-based" in got["error"]
+
+
+@pytest.mark.parametrize("kind", ["implicit-user", "explicit-item"])
+def test_similar_is_similar_items(kind, models, servers):
+    _, model = models[kind]
+    for item in model.item_ids[[0, 7, -1]]:
+        items, scores = model.similar_items([item], n=7)
+        status, got = servers[kind].call("/similar" + query(item=item, n=6))
+        assert status == 200 and got["item"] == item.item() and item.item() not in got["items"]
+        assert_same_ranking(got, items[0], scores[0], 6)
+
+
+ERRORS = [  # (method, path, body, status, what the error says)
+    ("GET", "/recommend?user=9999", None, 404, "9999"),
+    ("GET", "/recommend?user=abc", None, 404, "abc"),
+    ("GET", "/recommend?n=3", None, 422, "user"),
+    ("GET", "/recommend?user=1&n=0", None, 400, "n must be from 1 to 40"),
+    ("GET", "/recommend?user=1&n=41", None, 400, "n must be from 1 to 40"),
+    ("GET", "/recommend?user=1&n=ten", None, 422, "n"),
+    ("GET", "/recommend?user=1&keep_seen=maybe", None, 422, "keep_seen"),
+    ("POST", "/recommend", {"users": [1, 9999, 8888]}, 404, "9999, 8888"),
+    ("POST", "/recommend", {"users": [1], "exclude": [7777]}, 404, "7777"),
+    ("POST", "/recommend", {"users": []}, 400, "1 to 20 users"),
+    ("POST", "/recommend", {"users": list(range(1, 22))}, 400, "got 21"),
+    ("POST", "/recommend", {"users": [1], "n": 41}, 400, "n must be"),
+    ("POST", "/recommend", {"users": [1.5]}, 422, "integer or a string"),
+    ("POST", "/recommend", {"users": [1], "n": "3"}, 422, "n"),
+    ("POST", "/recommend", {"users": [1], "nn": 3}, 422, "nn"),
+    ("POST", "/recommend", {"n": 3}, 422, "users"),
+    ("POST", "/recommend", [1, 2], 422, "body"),
+    ("POST", "/recommend", b'{"users": [1', 400, "malformed JSON"),
+    ("POST", "/recommend", b"", 400, "malformed JSON"),
+    ("POST", "/recommend", {"users": list(range(1, 21)), "exclude": ["x" * 40] * 60}, 413,
+     "over 2000 bytes"),
+    ("POST", "/recommend/new", {"items": [1, 2], "times": [1]}, 400, "times has 1 values"),
+    ("POST", "/recommend/new", {"items": [1, 2]}, 400, "give \"times\""),
+    ("POST", "/recommend/new", {"items": [1, 1], "times": [1, 2]}, 400, "more than once"),
+    ("POST", "/recommend/new", {"items": [1, 5555], "times": [1, 2]}, 404, "5555"),
+    ("GET", "/similar?item=6666", None, 404, "6666"),
+    ("GET", "/similar?item=1&n=-1", None, 400, "n must be"),
+    ("GET", "/nowhere", None, 404, "Not Found"),
+    ("DELETE", "/recommend", None, 405, "Method Not Allowed"),
+]
+
+
+@pytest.mark.parametrize("method, path, body, status, says", ERRORS,
+                         ids=[f"{m} {p} {s}" for m, p, _, s, _ in ERRORS])
+def test_a_client_mistake_is_a_4xx_with_one_line(method, path, body, status, says, servers):
+    got_status, got = servers["implicit-user"].call(path, body, method)
+    assert (got_status, list(got)) == (status, ["error"])
+    assert says in got["error"] and "\n" not in got["error"], got["error"]
+
+
+def test_an_explicit_model_needs_the_new_users_ratings(servers):
+    status, got = servers["explicit-user"].call("/recommend/new", {"items": [1, 2]})
+    assert status == 400 and "ratings" in got["error"]
+
+
+def test_a_chunked_body_over_the_limit_is_refused_as_it_arrives(servers):
+    """No Content-Length to refuse it by: the body is counted as it is read."""
+    url = urllib.parse.urlsplit(servers["implicit-user"].url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    chunks = [b'{"users": [1], "exclude": ['] + [b'"' + b"y" * 100 + b'", '] * 30 + [b'"z"]}']
+    connection.request("POST", "/recommend", body=iter(chunks), encode_chunked=True,
+                       headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 413 and "over 2000 bytes" in json.loads(response.read())["error"]
+    connection.close()
+
+
+def test_many_clients_at_once_each_get_their_own_answer(models, servers):
+    """Threads asking at once share batches (the batch count shows they did), and each answer
+    is the offline one for its own users, n and exclusions."""
+    _, model = models["implicit-user"]
+    server = servers["implicit-user"]
+    _, before = server.call("/healthz")
+    rng = np.random.default_rng(4)
+    asks = []
+    for _ in range(96):
+        users = rng.choice(model.user_ids, int(rng.integers(1, 4)), replace=False).tolist()
+        exclude = rng.choice(model.item_ids, int(rng.integers(0, 4)), replace=False).tolist()
+        asks.append((users, int(rng.integers(1, 30)), exclude, bool(rng.integers(2))))
+    answers = [None] * len(asks)
+
+    def client(first: int) -> None:
+        for k in range(first, len(asks), 24):
+            users, n, exclude, keep_seen = asks[k]
+            answers[k] = server.call("/recommend", {"users": users, "n": n, "exclude": exclude,
+                                                    "keep_seen": keep_seen})
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for (users, n, exclude, keep_seen), (status, got) in zip(asks, answers):
+        assert status == 200 and [r["user"] for r in got["results"]] == users
+        for user, result in zip(users, got["results"]):
+            assert_same_ranking(result, *offline(model, user, n, keep_seen, exclude), n)
+    _, after = server.call("/healthz")
+    scored = sum(len(users) for users, _, _, _ in asks)
+    assert after["users_scored"] - before["users_scored"] == scored
+    assert after["batches"] - before["batches"] < len(asks) / 2
+
+
+def test_sighup_reloads_a_good_file_and_keeps_the_model_for_a_damaged_one(tmp_path, models):
+    path, first = tmp_path / "model.npz", models["implicit-user"][1]
+    shutil.copy(models["implicit-user"][0], path)
+    server = Server(path)
+    try:
+        _, health = server.call("/healthz")
+        old_sha = health["sha256"]
+        second = fit("implicit-user", seed=1)
+        second.save(path)                          # atomic: the old file until the new is whole
+        new_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        server.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: server.call("/healthz")[1]["sha256"] == new_sha)
+        user = first.user_ids[3]
+        _, got = server.call("/recommend" + query(user=user, n=10))
+        assert_same_ranking(got, *offline(second, user, 10), 10)
+
+        good = path.read_bytes()
+        path.write_bytes(good[:len(good) // 2])                # truncated
+        server.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: "reload failed" in server.logged())
+        assert "still serving" in server.logged() and new_sha in server.logged()
+        _, health = server.call("/healthz")
+        assert health["sha256"] == new_sha and new_sha != old_sha
+        _, got = server.call("/recommend" + query(user=user, n=10))
+        assert_same_ranking(got, *offline(second, user, 10), 10)
+    finally:
+        assert server.stop() == 0, server.logged()
+
+
+def wait_for(condition, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.05)
+
+
+def test_sigterm_answers_the_requests_in_flight_then_exits_0(models):
+    """The requests wait in a wide batch window when SIGTERM comes; each is answered, the
+    process exits 0, and it listens no more."""
+    path, model = models["explicit-item"]
+    server = Server(path, "--max-wait-ms", "1500")
+    users = model.user_ids[:12]
+    answers = [None] * len(users)
+
+    def client(k: int) -> None:
+        answers[k] = server.call("/recommend" + query(user=users[k], n=5))
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(users))]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    assert answers == [None] * len(users)              # still in the batch window
+    assert server.stop() == 0, server.logged()
+    for thread in threads:
+        thread.join()
+    for user, (status, got) in zip(users, answers):
+        assert status == 200
+        assert_same_ranking(got, *offline(model, user, 5), 5)
+    with pytest.raises(urllib.error.URLError):
+        server.call("/healthz")
+
+
+@pytest.mark.skipif(CXX is None, reason="no g++")
+def test_the_batched_path_runs_the_gpu_kernels_emulated(tmp_path, models):
+    """--device gpu on the emulated GPU backend (the CUDA kernels compiled for the CPU): the
+    batched topk launch answers as the offline model on the CPU does."""
+    path, model = models["implicit-user"]
+    code = ("import sys; from pathlib import Path; from ncae_cuda.model import estimator;"
+            "from ncae_cuda.ops.emulator import emulated_backend;"
+            f"ops = emulated_backend(Path({str(tmp_path)!r})); cpu = estimator.get_backend;"
+            "estimator.get_backend = lambda d: ops if d == 'gpu' else cpu(d);"
+            "from ncae_cuda.commands.serve import main; sys.exit(main(sys.argv[1:]))")
+    start = ("-c", code)
+    server = Server(path, "--device", "gpu", "--max-wait-ms", "50", prefix=start)
+    try:
+        users = model.user_ids[:10].tolist()
+        status, got = server.call("/recommend", {"users": users, "n": 6})
+        assert status == 200 and server.call("/healthz")[1]["device"] == "gpu"
+        for user, result in zip(users, got["results"]):
+            assert_same_ranking(result, *offline(model, user, 6), 6)
+    finally:
+        assert server.stop() == 0, server.logged()
+
+
+def test_what_keeps_it_from_starting_is_one_line(models, capsys):
+    """A missing model file, a port in use, a limit below 1: status 2 and one line."""
+    path = models["implicit-user"][0]
+    assert serve.main([str(path.with_name("none.npz"))]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    with socket_in_use() as port:
+        assert serve.main([str(path), "--port", str(port), "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: cannot listen on 127.0.0.1:") and err.count("\n") == 1
+    with pytest.raises(SystemExit) as stopped:
+        serve.main([str(path), "--max-users", "0"])
+    assert stopped.value.code == 2 and "--max-users must be >= 1" in capsys.readouterr().err
+
+
+def test_without_the_extra_it_says_which_to_install(models, monkeypatch, capsys):
+    find_spec = serve.importlib.util.find_spec
+    monkeypatch.setattr(serve.importlib.util, "find_spec",
+                        lambda name: None if name == "uvicorn" else find_spec(name))
+    assert serve.main([str(models["implicit-user"][0])]) == 2
+    assert capsys.readouterr().err == f"error: {serve.MISSING_EXTRA}\n"
+
+
+class socket_in_use:
+    def __enter__(self) -> int:
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        return self.sock.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
