@@ -48,7 +48,7 @@ from ncae_cuda.model import metrics
 from ncae_cuda.model.augment import column_weights
 from ncae_cuda.model.config import Config
 from ncae_cuda.model.evaluate import EVAL_BATCH, heldout_ranks
-from ncae_cuda.model.network import Objective
+from ncae_cuda.model.network import Objective, to_network_scale
 from ncae_cuda.ops import get_backend
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.floors import epoch_work
@@ -276,7 +276,7 @@ def test_rmse(exp, model: TorchNCAE, csr: DeviceCSR, all_rows: np.ndarray) -> di
     a = row_outputs(model, csr, all_rows, dense=False)                   # (rows, K_last)
     yhat = (objective.s * torch.tanh(model.entry_logits(a, held_rows, held_cols))
             + objective.m_off)                                           # (test entries,)
-    return {"rmse": metrics.rmse(yhat.cpu().numpy(), held.ratings)}
+    return {"rmse": metrics.rmse(objective.clipped(yhat.cpu().numpy()), held.ratings)}
 
 
 def ranking(exp, ops, model: TorchNCAE, csr: DeviceCSR, all_rows: np.ndarray) -> dict:
@@ -414,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     ops = get_backend(args.device)                       # the library's metric ops
     exp = Experiment(config, *protocol.prepare(spec, config, ops.name))   # load + make_split
     m = exp.split.train.to_csr(config.based, implicit=exp.implicit)      # (rows, N) scipy
+    if not exp.implicit:                                 # the ratings as the network reads them
+        m.data = to_network_scale(m.data.astype(np.float64),
+                                  exp.data.rating_scale).astype(np.float32)
     rows = np.flatnonzero(np.diff(m.indptr) > 0)         # rows with an input to encode
     peer = run_torch(exp, ops, m, rows, torch_device)
 

@@ -8,7 +8,7 @@ import pytest
 from helpers import assert_close, cut_first, random_matrix
 
 from ncae_cuda.model.loop import run_epoch
-from ncae_cuda.model.network import AdamConfig, Network, Objective
+from ncae_cuda.model.network import AdamConfig, Network, Objective, to_network_scale
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.layout import NCAELayout
@@ -165,29 +165,37 @@ def test_backend_epochs_match_the_reference_in_loss(backend, feedback):
 
 
 
-def test_explicit_loss_and_gradients_are_the_unit_ranges_on_any_scale():
-    """The same ratings on 1-5 and mapped affinely to 1-100 and to 0.5-5: with the input
-    layer's part taken out (E = 0, as the input reads ratings as they are), the tanh output's
-    loss and the gradients of every layer above the input's are the same, so one lr and
-    weight decay train them alike; on 1-5 the loss is the data's squared error / s^2 = / 4
-    (float64 brute force)."""
+def test_explicit_loss_and_gradients_are_the_same_on_any_scale():
+    """The same ratings on 1-5 and mapped affinely to 1-100 and to 0.5-5, read as the network
+    reads them (to_network_scale): the loss and the gradients of every layer, the input's
+    included, are the same, so one lr and weight decay train them alike, and the predictions
+    are each scale's own; on 1-5 the map is the identity bit for bit and the loss the squared
+    error / s^2 = / 4 (float64 brute force)."""
     problem = Problem("explicit", (5, 4))
-    problem.layout.views(problem.params)["E"][...] = 0
-    above_input = problem.layout.offsets["b1"]                   # E comes first
     found = []
     for low, high in ((1.0, 5.0), (1.0, 100.0), (0.5, 5.0)):
         scaled = copy.copy(problem)
         scaled.m = problem.m.copy()
-        scaled.m.data = low + (problem.m.data - 1.0) * (high - low) / 4        # 1..5 -> low..high
-        net, batch = scaled.network(ref, Objective.explicit(low, high, 1.0, 0.4), np.float64)
+        data = low + (problem.m.data - 1.0) * (high - low) / 4                   # 1..5 -> low..high
+        scaled.m.data = to_network_scale(data, (low, high))
+        objective = Objective.explicit(low, high, 1.0, 0.4)
+        net, batch = scaled.network(ref, objective, np.float64)
         loss = float(net.loss_and_grad(batch, 2.0) @ batch.row_weight)
-        found.append((loss, net.grads[above_input:].copy(), net, batch))
-    (loss5, grads5, net, batch), *others = found
+        yhat = net.predict_entries(batch, batch)
+        found.append((loss, net.grads.copy(), batch, yhat, (low, high)))
+    (loss5, grads5, _, yhat5, _), *others = found
+    np.testing.assert_array_equal(to_network_scale(problem.m.data, (1.0, 5.0)), problem.m.data)
     assert np.abs(grads5).max() > 1e-3                           # not vacuous
-    for loss, grads, *_ in others:
+    for loss, grads, _, yhat, (low, high) in others:
         assert loss == pytest.approx(loss5, rel=1e-12)
         np.testing.assert_allclose(grads, grads5, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(yhat, low + (yhat5 - 1.0) * (high - low) / 4, rtol=1e-12)
+    # the brute force with the input layer's part taken out (E = 0: the codes are then the
+    # same with dropout, as the loss has them, and without, as prediction has them)
+    problem.layout.views(problem.params)["E"][...] = 0
+    net, batch = problem.network(ref, Objective.explicit(1.0, 5.0, 1.0, 0.4), np.float64)
+    loss = float(net.loss_and_grad(batch, 2.0) @ batch.row_weight)
     yhat = net.predict_entries(batch, batch)
     w = np.where(batch.keep.astype(bool), 0.4, 1.0) / batch.row_entries[batch.entry_rows]
     expected = batch.row_weight[batch.entry_rows] @ (w * (yhat - batch.vals) ** 2) / 4
-    assert loss5 == pytest.approx(expected, rel=1e-12)
+    assert loss == pytest.approx(expected, rel=1e-12)

@@ -57,10 +57,11 @@ class OutOfMemory(NcaeError, RuntimeError):
 
 class NCAE:
     """The Neural Collaborative Autoencoder recommender. Settings: see
-    ncae_cuda.model.config.Config (the same names and defaults as the flags of python -m ncae_cuda.train); device is 'auto'
-    (the GPU when there is one), 'cpu', 'gpu', or an ops backend (ncae_cuda.ops.get_backend);
-    shard is None (one process) or 'columns' (a share of the columns in each process of an
-    initialised torch.distributed group: see the module's docstring)."""
+    ncae_cuda.model.config.Config (the same names and defaults as the flags of python -m
+    ncae_cuda.train); device is 'auto' (the GPU when there is one), 'cpu', 'gpu', or an ops
+    backend (ncae_cuda.ops.get_backend); shard is None (one process) or 'columns' (a share of
+    the columns in each process of an initialised torch.distributed group: see the module's
+    docstring)."""
 
     def __init__(self, device="auto", shard: str | None = None, **settings):
         self.config = Config(**settings).resolved()
@@ -339,7 +340,7 @@ class NCAE:
                              "give times=, each interaction's time at its place in X_new")
         if times is not None:
             new = replace(new, timestamps=_times_at(times, new))
-        csr = self.data.part(scored_rows(new, self.config, "X_new"))
+        csr = self.data.part(self.data.network_values(scored_rows(new, self.config, "X_new")))
         n, candidates = self.data.candidates(n, items)
         excluded = excluded_entries(self.ops, csr) if filter_seen else None
         with self.ops.session():

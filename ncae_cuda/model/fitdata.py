@@ -31,6 +31,7 @@ from . import metrics
 from .augment import column_weights, sparse_row_copies
 from .config import Config
 from .evaluate import Scorer, ranking_report
+from .network import to_network_scale
 
 
 class FitData:
@@ -129,8 +130,18 @@ class FitData:
     def matrix(self) -> sp.csr_matrix:
         """The fit interactions as the network's rows x columns (all of them)."""
         if self._matrix is None:
-            self._matrix = self.seen if self.config.based == "user" else self.seen.T.tocsr()
+            m = self.network_values(self.seen)
+            self._matrix = m if self.config.based == "user" else m.T.tocsr()
         return self._matrix
+
+    def network_values(self, m: sp.csr_matrix) -> sp.csr_matrix:
+        """Users x items as scored_rows() gives them, with the values the network reads:
+        explicit ratings mapped from the fit's scale onto network.NETWORK_SCALE."""
+        if self.config.implicit:
+            return m
+        m = m.copy()
+        m.data = to_network_scale(m.data.astype(np.float64), self.rating_scale).astype(np.float32)
+        return m
 
     def inputs(self) -> CSR:
         """The network's rows as it encodes them (without dropout), on the device."""

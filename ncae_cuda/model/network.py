@@ -20,6 +20,18 @@ from ..ops import BackendUnavailable
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout, Parameters
 from ..ops.memory import StepMemory
 
+# Explicit: the scale the network reads and predicts ratings on, the paper's 1-5 stars; a data
+# set's own scale is mapped onto it affinely, in and out. Inputs as they are would put a 1-100
+# scale's first-layer sums 25x further out on the tanh than a 1-5 scale's, so one recipe would
+# not train both alike; on 1-5 data the map is the identity, bit for bit.
+NETWORK_SCALE = (1.0, 5.0)
+
+
+def to_network_scale(ratings, scale: tuple[float, float]):
+    """Ratings on `scale` (r_min, r_max) mapped affinely onto NETWORK_SCALE."""
+    (low, high), (r_min, r_max) = NETWORK_SCALE, scale
+    return low + (ratings - r_min) * ((high - low) / (r_max - r_min))
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -36,12 +48,14 @@ class Objective:
                                       # scale when predicting, instead of s * tanh(out) + m_off
     row_norm: float = 1.0             # explicit: a row's errors weigh 1/|R|^row_norm (the
                                       # paper's 1/|R|: 1)
-    scale: tuple | None = None        # explicit: (r_min, r_max)
+    scale: tuple | None = None        # explicit: the data's (r_min, r_max); s and m_off are
+                                      # NETWORK_SCALE's, where the network's ratings live
 
     @classmethod
     def explicit(cls, r_min: float, r_max: float, alpha: float, beta: float,
                  identity: bool = False, row_norm: float = 1.0) -> Objective:
-        return cls("explicit", s=(r_max - r_min) / 2, m_off=(r_max + r_min) / 2,
+        low, high = NETWORK_SCALE
+        return cls("explicit", s=(high - low) / 2, m_off=(high + low) / 2,
                    alpha=alpha, beta=beta, identity=identity, row_norm=row_norm,
                    scale=(r_min, r_max))
 
@@ -57,15 +71,21 @@ class Objective:
         return 1.0 / self.s ** 2
 
     def rating(self, out, xp=np):
-        """Explicit: the predicted rating from the logits `out`."""
+        """Explicit: the predicted rating, on the data's scale, from the logits `out`."""
         if self.identity:
             return self.clipped(out + self.m_off, xp)
-        return self.s * xp.tanh(out) + self.m_off
+        return self.clipped(self.s * xp.tanh(out) + self.m_off, xp)
 
     def clipped(self, yhat, xp=np):
-        """Explicit outputs as predicted: the identity output's clipped to the rating scale (the
-        scaled tanh's are inside it already)."""
-        return xp.clip(yhat, *self.scale) if self.identity else yhat
+        """Explicit outputs (on NETWORK_SCALE) as predicted, on the data's scale: the identity
+        output's clipped to the scale (the scaled tanh's are inside it already); implicit
+        outputs as they are."""
+        if self.feedback == "implicit":
+            return yhat
+        if self.identity:
+            yhat = xp.clip(yhat, *NETWORK_SCALE)
+        (low, high), (r_min, r_max) = NETWORK_SCALE, self.scale
+        return r_min + (yhat - low) * ((r_max - r_min) / (high - low))
 
 
 def tanh_layer_backward(dW, db, da_out, a_out, a_in, W, input_grad: bool = True):
