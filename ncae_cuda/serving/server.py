@@ -15,8 +15,11 @@ SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to host:port (port 0: a free one); NcaeError where it cannot be."""
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        family, kind, proto, _, _ = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                       proto=socket.IPPROTO_TCP)[0]
+        # proto TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
+        # and without it a keep-alive connection's next answer waits 40 ms for a delayed ACK
+        sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
     except OSError as e:
