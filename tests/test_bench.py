@@ -17,6 +17,7 @@ from bench import (
     recommend_time,
     report,
     scalability,
+    serve_load,
 )
 from ncae_cuda import ops
 from ncae_cuda.data import datasets
@@ -202,6 +203,25 @@ def test_launches_plans_column_shards(tmp_path):
     assert "| 10m-columns | 3 | 2 |" in (tmp_path / "launches.md").read_text()
     with pytest.raises(SystemExit):
         launches.main(["--quick", "--ranks", "0", "--out", str(tmp_path)])
+
+
+@pytest.mark.extra("serve")
+def test_serve_load_quick(tmp_path):
+    """The server under 1 and 4 clients beside its floor and the offline rate, each figure
+    from requests that were all answered."""
+    assert serve_load.main(["--quick", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "serve_load.json").read_text())
+    (shape,) = result["shapes"]
+    assert result["commit"] and result["versions"]["ncae_cuda"] and shape["users"] == 60
+    levels = {(level["endpoint"], level["clients"]): level for level in shape["levels"]}
+    assert set(levels) == {(e, c) for e in ("recommend", "healthz") for c in (1, 4)}
+    for (endpoint, _), level in levels.items():
+        assert level["errors"] == 0 and level["requests"] > 0
+        assert 0 < level["p50_ms"] <= level["p99_ms"]
+        assert (level["mean_batch"] is None) == (endpoint == "healthz")
+    assert levels["recommend", 1]["mean_batch"] == 1.0
+    assert shape["offline_users_per_s"] > 0 and shape["targets"]["clients"] == 4
+    assert "| recommend | 4 |" in (tmp_path / "serve_load.md").read_text()
 
 
 def test_recommend_time_quick(tmp_path):
