@@ -146,6 +146,14 @@ def test_healthz_names_the_model_that_answers(kind, models, servers):
         model.config.feedback, model.config.based, "cpu")
 
 
+def test_the_openapi_page_lists_the_endpoints_and_their_bodies(servers):
+    status, spec = servers["implicit-user"].call("/openapi.json")
+    assert status == 200
+    assert set(spec["paths"]) == {"/healthz", "/recommend", "/recommend/new", "/similar"}
+    body = spec["paths"]["/recommend"]["post"]["requestBody"]["content"]["application/json"]
+    assert set(body["schema"]["properties"]) == {"users", "n", "exclude", "keep_seen"}
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_get_recommend_is_ncae_recommend(kind, models, servers):
     _, model = models[kind]

@@ -6,7 +6,8 @@ Requests differ in n, in the items they exclude and in keeping seen items. The c
 the largest n + len(exclude) among them, and each request keeps its first n items once its
 own excluded items are dropped: the ranking is the same for every n (ties go to the earlier
 item), so that is the request's own top n. Requests keeping seen items and those filtering
-them are two calls, the seen items being a filter of the call itself.
+them are two calls, the seen items being a filter of the call itself. A request with more users
+than max_batch is a batch of its own.
 """
 from __future__ import annotations
 
