@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                          "cutoffs": list(args.cutoffs), "notes": split.notes,
                          "data": {"users": interactions.n_users, "items": interactions.n_items,
                                   "interactions": interactions.nnz, "train": split.train.nnz,
-                                  "valid": split.valid.nnz, "test": split.test.nnz},
-                         "models": results}, protocol.table(results, args.cutoffs))
+                                  "valid": split.valid.nnz, "test": split.test.nnz,
+                                  **protocol.cold_parts(split)},
+                         "models": results}, tables(split, results, args.cutoffs))
         folder.finish()
     except NcaeError as e:
         folder.abandon()
@@ -143,15 +144,27 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
         return 2
-    print(f"\ntest\n{format_table(protocol.table(results, args.cutoffs))}\n\nwrote "
-          f"{spec.out / 'baselines.json'} and {spec.out / 'baselines.md'}")
+    print(f"\n{tables(split, results, args.cutoffs)}\n\nwrote {spec.out / 'baselines.json'} "
+          f"and {spec.out / 'baselines.md'}")
     return 0
 
 
-def write(out: Path, summary: dict, rows: list[dict]) -> None:
-    """baselines.json (the summary) and baselines.md (the table), each whole or not at all."""
+def tables(split, results: dict, cutoffs: tuple[int, ...]) -> str:
+    """The test table, and where a time split holds cold test entries apart, theirs apart."""
+    cold = protocol.cold_parts(split).get("cold_test")
+    if cold is None:
+        return f"test\n{format_table(protocol.table(results, cutoffs))}"
+    text = (f"warm test\n{format_table(protocol.table(results, cutoffs))}\n\n"
+            f"{protocol.cold_title(cold)}")
+    rows = protocol.cold_table(results)
+    return text + (f"\n{format_table(rows)}" if rows else "")
+
+
+def write(out: Path, summary: dict, shown: str) -> None:
+    """baselines.json (the summary) and baselines.md (the tables, `shown`), each whole or not
+    at all."""
     text = json.dumps(summary, indent=2).encode()
     atomic_write(out / "baselines.json", lambda f: f.write(text))
     markdown = (f"# Baselines on {summary['dataset']} (split seed {summary['split_seed']}, "
-                f"seed {summary['seed']})\n\n{format_table(rows)}\n").encode()
+                f"seed {summary['seed']})\n\n{shown}\n").encode()
     atomic_write(out / "baselines.md", lambda f: f.write(markdown))

@@ -9,9 +9,11 @@ validation, the test part never scored) in --out/trials/NNNN/, with the recipe's
 (--config) and the trial's values of the space's (--space, ncae_cuda/runs/space.py; by default the
 package's space of the run's feedback, ncae_cuda/runs/spaces/) over them, the data flags given here
 and --seed; with --split-seeds, a run on each of these splits and the mean of their validation
-scores. The space's settings that weigh a user's interactions by their time (space.TIMED) are
-left out, at the recipe's values, where the data has no timestamps or the model cannot weigh
-its rows; a recipe that weighs by time on data without timestamps is refused. The first trial
+scores. A trial's score is the validation figure its early stopping follows (RMSE, or NDCG at
+the last cutoff), or for implicit feedback Recall at the last cutoff with --metric recall (at
+the epoch of the best NDCG). The space's settings that weigh a user's interactions by their
+time (space.TIMED) are left out, at the recipe's values, where the data has no timestamps or the
+model cannot weigh its rows; a recipe that weighs by time on data without timestamps is refused. The first trial
 is the recipe's own values of the space's settings (so the best is never behind the recipe);
 then Optuna's TPE sampler, seeded, draws the values. A trial that falls behind the others at
 the same epoch stops there (--pruner: the median of the earlier trials, or successive halving),
@@ -65,6 +67,7 @@ from ..runs.tuning import (
     MARKER,
     PRUNE_AFTER_EPOCHS,
     PRUNE_AFTER_TRIALS,
+    RANKING_FIGURES,
     TRIALS,
     WORKERS,
     Setup,
@@ -219,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"stop a trial at an epoch where it falls behind: median of the earlier "
                         f"trials there, or successive halving; from epoch {PRUNE_AFTER_EPOCHS} "
                         f"and {PRUNE_AFTER_TRIALS} trials on (default: %(default)s)")
+    g.add_argument("--metric", choices=RANKING_FIGURES,
+                   help="implicit feedback: the validation figure at the last cutoff a trial is "
+                        "scored by, NDCG@M or Recall@M of each user's held-out items (a trial's "
+                        "epoch is still the one of the best NDCG, as the trainer chooses it) "
+                        f"(default: {RANKING_FIGURES[0]})")
     g.add_argument("--seed", type=int, default=0,
                    help="seed of the sampler and of every trial's training (default: "
                         "%(default)s)")

@@ -23,7 +23,7 @@ from .interactions import NO_TIME, DataError, Interactions
 
 # Part labels: one int8 per entry says where it goes.
 TRAIN, VALID, TEST = 0, 1, 2
-KINDS = ("random", "loo")     # the splits made here; data sets' own split files come beside
+KINDS = ("random", "loo", "time")   # the splits made here; data sets' own split files beside
 VALID_ITEMS = ("random", "latest")   # leave-one-out's validation item: a random or the latest other
 
 

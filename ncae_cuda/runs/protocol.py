@@ -5,8 +5,11 @@ every epoch, keeping the best epoch (early stopping after --patience epochs with
 improvement); then retrain from scratch on training + validation for that many epochs and score
 the test part once (--no-refit scores the best-validation model instead). Without a validation
 part it trains --epochs epochs. Explicit feedback is scored by RMSE over held-out ratings,
-implicit by HR@M and NDCG@M of each user's held-out item ranked against every item the user has
-not interacted with, next to the POP baseline.
+implicit by HR@M, Recall@M and NDCG@M of each user's held-out items ranked against every item
+the user has not interacted with, next to the POP baseline. A time split's cold test entries
+(of users or items new at the test cut) are scored apart, in their own table and keys
+(cold_test, cold_pop), never mixed into the test figures. --warm-start starts both fits from a
+saved model (run.json records its path and sha256).
 
 Each run has its own folder, --out (default runs/<data set>-<date>-<time>): run.json (the
 run's settings; a run never writes into another run's folder), checkpoint-select.npz and
@@ -21,13 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import os
 import statistics
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -36,7 +41,7 @@ from ..data import datasets, splits
 from ..data.interactions import DataError, Interactions
 from ..data.reader import read_table
 from ..model import metrics
-from ..model.config import Config
+from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..model.fitdata import FitData
 from ..model.modelfile import atomic_write
@@ -44,7 +49,7 @@ from ..ops import BackendUnavailable
 from . import rundir
 from .pool import duration
 from .runflags import build_parser, run_spec
-from .spec import DataSpec, RunSpec, recorded
+from .spec import MODEL_FILE, DataSpec, RunSpec, recorded
 
 IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
 say = functools.partial(print, flush=True)   # a line the moment it is known, through a pipe too
@@ -132,6 +137,8 @@ def make_split(spec: DataSpec, data: Interactions, based: str) -> splits.Split:
         split = splits.leave_one_out(data, seed=spec.split_seed, valid_item=spec.valid_item)
     elif spec.split == "random":
         split = splits.random_split(data, spec.test_ratio, spec.valid_ratio, seed=spec.split_seed)
+    elif spec.split == "time":
+        split = splits.by_time(data, spec.test_ratio, spec.valid_ratio)
     else:
         base, test = datasets.load_split(spec.dataset, spec.split, spec.data_dir, spec.cache_dir)
         split = splits.file_split(data, base, test)
@@ -145,7 +152,7 @@ def subsampled(spec: DataSpec, split: splits.Split, based: str) -> splits.Split:
     if spec.data_ratio == 1:
         return split
     train = splits.subsample(split.train, spec.data_ratio, seed=spec.split_seed, based=based)
-    return splits.Split(train, split.valid, split.test, split.notes + [
+    return replace(split, train=train, notes=split.notes + [
         f"D = {spec.data_ratio:g}: trained on {train.nnz} of {split.train.nnz} entries"])
 
 
@@ -165,11 +172,33 @@ def run_flags(argv: list[str]) -> dict:
     return run(*run_spec(build_parser(), argv))
 
 
+@dataclass(frozen=True)
+class Parent:
+    """--warm-start's model, which both fits of a run start from, and its file as run.json
+    records it: the path and the file's sha256 (a resume continues only a warm start from the
+    same bytes)."""
+    model: NCAE
+    path: Path
+    sha256: str
+
+    @classmethod
+    def load(cls, path: Path) -> Parent:
+        """The model file at `path`, read on the CPU (a warm start takes its parameters on the
+        host); DataError where it is not a model file."""
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        return cls(NCAE.load(path, device="cpu"), path, digest)
+
+    def record(self) -> dict:
+        return {"path": str(self.path), "sha256": self.sha256}
+
+
 def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
     """The run of `spec` and the model's settings `config` (both resolved), in its folder;
     returns what metrics.json holds. on_epoch(record), where given, hears every epoch of the
     selection fit with its validation figures (tune's pruner): what it raises ends the run,
     resumable."""
+    parent = None if spec.warm_start is None else Parent.load(spec.warm_start)
     model = new_model(spec, config)
     if spec.cuda_graphs is not None:
         if model.ops.name != "gpu":
@@ -182,6 +211,8 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
     run_id = {"settings": recorded(spec, config), "backend": model.ops.name}
     if comm is not None:
         run_id["processes"] = comm.world
+    if parent is not None:
+        run_id["warm_start"] = parent.record()
     folder = rundir.RunDirectory(spec.out, run_id)
     with contextlib.ExitStack() as stack:
         if not model.leader:                # the other ranks work in step, silently
@@ -196,28 +227,36 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
         try:
             with model.ops.session():
                 data, split = prepare(spec, config, model.ops.name)
-            summary = train_and_test(spec, config, model, data, split, on_epoch)
-        except (DataError, BackendUnavailable):
+            summary = train_and_test(spec, config, model, data, split, on_epoch, parent)
+        except (DataError, BackendUnavailable, SettingError):    # (a warm start's shape)
             if model.leader:
                 folder.abandon()
             raise
         if model.leader:
             folder.finish()
-        print(f"wrote {spec.out / 'model.npz'} and {spec.out / 'metrics.json'}")
+        print(f"wrote {spec.out / MODEL_FILE} and {spec.out / 'metrics.json'}")
     return summary
 
 
 def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interactions,
-                   split: splits.Split, on_epoch=None) -> dict:
+                   split: splits.Split, on_epoch=None, parent: Parent | None = None) -> dict:
     has_valid = split.valid.nnz > 0
-    seen = split.fold_validation().train         # train + validation: never the test item
+    # train + validation (a time split's cold validation too): never a test item, and what a
+    # user has done before the test, whichever fit is tested
+    seen = split.fold_validation().train
+    warm_start = None if parent is None else parent.model
     held_back = split.valid if has_valid else None
     if spec.validation_only and not has_valid:
         raise DataError("--validation-only: this split has no validation part (--valid-ratio "
                         "0)")
     if not split.test.nnz and not spec.validation_only:     # (a split's files are never empty)
+        cold = 0 if split.cold_test is None else split.cold_test.nnz
+        if cold:
+            raise DataError(f"{data.name}: all {cold} test entries are of users or items new at "
+                            "the test cut, which are scored apart: none is left to test the "
+                            "model on (raise --test-ratio)")
         why = (f"--test-ratio {spec.data.test_ratio:g} of {data.nnz} entries is none"
-               if spec.data.split == "random" else
+               if spec.data.split in ("random", "time") else
                "leave-one-out tests the users with 2 or more interactions; there are none")
         raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
                         "to score")
@@ -230,7 +269,7 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interaction
         def callback(fitted: NCAE, record: dict) -> None:
             record["phase"] = phase
             if spec.curves and not scorers:
-                scorers["test"] = fitted.evaluator(split.test, exclude=held_back)
+                scorers["test"] = fitted.evaluator(split.test, exclude=seen)
                 if not fitted.config.implicit:
                     scorers["train"] = fitted.evaluator(part)
             for name, score in scorers.items():
@@ -245,7 +284,7 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interaction
     model.fit(split.train, validation=held_back, epochs=config.epochs,
               callback=logged("select", split.train, on_epoch),
               checkpoint=spec.out / "checkpoint-select.npz", resume=spec.resume,
-              checkpoint_every=spec.checkpoint_every)
+              checkpoint_every=spec.checkpoint_every, warm_start=warm_start)
     # seconds of the fit that chose the epoch, and of the one whose model is tested
     seconds = {"seconds_select": time.perf_counter() - start}
     seconds["seconds_fit"] = seconds["seconds_select"]
@@ -265,30 +304,38 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interaction
             start = time.perf_counter()
             model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
                       checkpoint=spec.out / "checkpoint-refit.npz", resume=spec.resume,
-                      checkpoint_every=spec.checkpoint_every)
+                      checkpoint_every=spec.checkpoint_every, warm_start=warm_start)
             seconds["seconds_fit"] = time.perf_counter() - start
             history += model.history
-        result = {"test": model.evaluate(split.test, exclude=held_back, per_user=True)}
+        result = {"test": model.evaluate(split.test, exclude=seen, per_user=True)}
         if model.config.implicit:
-            test = model.evaluate(split.test, exclude=held_back, popularity=True)
+            test = model.evaluate(split.test, exclude=seen, popularity=True)
             result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
+        if split.cold_test is not None and split.cold_test.nnz:     # scored apart, never mixed
+            result["cold_test"] = model.evaluate(split.cold_test, exclude=seen)
+            if model.config.implicit:
+                result["cold_pop"] = model.evaluate(split.cold_test, exclude=seen,
+                                                    popularity=True)
         if spec.baselines:
             result["baselines"] = compare(split, spec.baselines, model.config.cutoffs,
                                           model.ops, config.seed)
-    report(model, result)
-    model.save(spec.out / "model.npz")
+    cold = cold_parts(split)
+    report(model, result, cold.get("cold_test"))
+    model.save(spec.out / MODEL_FILE)
     trained = [h["seconds"] for h in history if h["epoch"] > 0]
     summary = {
         "dataset": spec.data.dataset, "device": model.ops.name,
         "config": recorded(spec, config),
         "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
-                 "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz},
+                 "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz,
+                 **cold},
         "notes": split.notes, "best_epoch": best_epoch, "still_improving": still_improving,
         "history": history,
         # the first epoch of a process also compiles the kernels (Numba's, or NVRTC's)
         "seconds_first_epoch": trained[0] if trained else None,
         "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,
         **seconds, "peak_rss_mb": peak_rss_mb(),
+        **({} if parent is None else {"warm_start": parent.record()}),
         **result}
     if model.comm is not None:
         comm = model.comm
@@ -310,7 +357,36 @@ def peak_rss_mb() -> float | None:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def report(model: NCAE, result: dict) -> None:
+def cold_parts(split: splits.Split) -> dict:
+    """{'cold_valid': .., 'cold_test': ..} of a split that holds its cold entries apart (a time
+    split), each {'entries', 'users', 'items', 'new_users', 'new_items'}: the part's entries,
+    the users and items they are of, and those of them with no entry before the part's cut (in
+    train; for test, in train and validation); {} for any other split."""
+    if split.cold_valid is None:
+        return {}
+    before_test = split.fold_validation().train
+    return {name: _counts(part, before)
+            for name, part, before in (("cold_valid", split.cold_valid, split.train),
+                                       ("cold_test", split.cold_test, before_test))}
+
+
+def _counts(part: Interactions, before: Interactions) -> dict:
+    users, items = np.unique(part.users), np.unique(part.items)
+    return {"entries": part.nnz, "users": len(users), "items": len(items),
+            "new_users": int(np.count_nonzero(~np.isin(users, before.users))),
+            "new_items": int(np.count_nonzero(~np.isin(items, before.items)))}
+
+
+def cold_title(counts: dict) -> str:
+    """A cold test part's table's title: what it holds, and that it is scored apart."""
+    return (f"cold test, scored apart: {counts['entries']} entries of {counts['users']} users "
+            f"and {counts['items']} items, of which {counts['new_users']} users and "
+            f"{counts['new_items']} items are new at the test cut")
+
+
+def report(model: NCAE, result: dict, cold: dict | None = None) -> None:
+    """The test tables (or validation's, for --validation-only); where a time split holds cold
+    test entries apart (`cold`: their counts), their table apart."""
     if "valid" in result:
         print(f"\nvalidation, best epoch {model.best_epoch}\n"
               + metrics.format_table([{"model": model.config.model_name, **result["valid"]}]))
@@ -323,9 +399,18 @@ def report(model: NCAE, result: dict) -> None:
                 *({"model": r["name"], **r["test"]} for r in result.get("baselines", {}).values())]
     else:
         rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
-    print("\ntest\n" + metrics.format_table(rows))
+    print(("\nwarm test" if cold else "\ntest") + "\n" + metrics.format_table(rows))
     print("\ntest by user's number of training entries\n"
           + metrics.format_table(test["clusters"]))
+    if cold:
+        print(f"\n{cold_title(cold)}")
+    if "cold_test" in result:
+        rows = [{"model": model.config.model_name, **result["cold_test"]}]
+        if model.config.implicit:
+            rows += [{"model": "POP", **result["cold_pop"]},
+                     *({"model": r["name"], **r["cold_test"]}
+                       for r in result.get("baselines", {}).values())]
+        print(metrics.format_table(rows))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,7 +438,8 @@ def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: in
 def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,
                     grid: dict, gpu: bool = False, log=say) -> dict:
     """The protocol of compare() for one model: every validation figure, the
-    settings chosen, the test figures, and the seconds the selection and the final fit took.
+    settings chosen, the test figures (and a time split's cold test part's, apart), and the
+    seconds the selection and the final fit took.
     log hears a line per point scored on validation, with the time the grid has left."""
     metric = f"ndcg@{cutoffs[-1]}"
     fits = distinct_points(model, grid)
@@ -381,13 +467,15 @@ def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ..
     final = []                                          # the refit's Scores, at its one point
     model.fit(fold, fit_settings, [point], lambda _, scores: final.append(scores), seed, gpu)
     fit_seconds = time.perf_counter() - fit_start
-    test = _ranked(ops, FitData.of(fold, IMPLICIT, ops), split.test, split.valid, cutoffs,
-                   final[0])
+    refit = FitData.of(fold, IMPLICIT, ops)
+    test = _ranked(ops, refit, split.test, split.valid, cutoffs, final[0])
+    cold = ({"cold_test": _ranked(ops, refit, split.cold_test, None, cutoffs, final[0])}
+            if split.cold_test is not None and split.cold_test.nnz else {})
     log(f"{model.name}: {len(runs)} settings scored on validation ({selected:.1f} s), chose "
         f"{_shown(best['settings'])} ({metric} {best['valid'][metric]:.4f}); refit on "
         f"training + validation in {fit_seconds:.2f} s: test {metric} {test[metric]:.4f}")
     return {"name": model.name, "grid": grid, "validation": runs,
-            "chosen": best["settings"], "valid": best["valid"], "test": test,
+            "chosen": best["settings"], "valid": best["valid"], "test": test, **cold,
             "seconds_select": selected, "seconds_fit": fit_seconds}
 
 
@@ -407,7 +495,7 @@ def distinct_points(model: Baseline, grid: dict) -> list[tuple[dict, list[dict]]
 
 
 def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:
-    """HR@M and NDCG@M of `held` by `scores` through NCAE's evaluator (FitData.ranker)."""
+    """HR@M, Recall@M and NDCG@M of `held` by `scores` through NCAE's evaluator (FitData.ranker)."""
     def scorer():
         return lambda users: ops.to_device(np.ascontiguousarray(scores(users), np.float32))
     return fit.ranker(held, exclude, cutoffs, scorer)()
@@ -415,6 +503,12 @@ def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> 
 
 def _shown(settings: dict) -> str:
     return ", ".join(f"{name} {value:g}" for name, value in settings.items()) or "no settings"
+
+
+def cold_table(results: dict) -> list[dict]:
+    """One row per model with a cold test part's figures (a time split's): the model's."""
+    return [{"model": r["name"], **{k: v for k, v in r["cold_test"].items() if k != "rows"}}
+            for r in results.values() if "cold_test" in r]
 
 
 def table(results: dict, cutoffs: tuple[int, ...]) -> list[dict]:

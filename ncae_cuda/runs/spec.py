@@ -21,7 +21,9 @@ from ..model.config import Config
 from ..model.estimator import SHARDS
 from ..model.trainer import CHECKPOINT_EVERY
 
+MODEL_FILE = "model.npz"              # a run's model, in its folder
 DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
+IMPLICIT_SPLITS = ("loo", "time")     # the splits that hold out items a user to rank
 
 
 class SpecError(NcaeError, ValueError):
@@ -96,14 +98,17 @@ class DataSpec:
     cache_dir: Path | None = flag(None, "download cache (default: $NCAE_CUDA_CACHE, else "
                                         "~/.cache/ncae_cuda)", Path, identity=False)
     split: str | None = flag(
-        None, "random hold-out, leave-one-out by time, or a data set's own split files "
-        "(ml-100k's u1..u5, ua, ub) (default: random for explicit, loo for implicit feedback)",
+        None, "random hold-out, leave-one-out by time, one cut by time for everyone (time: "
+        "the latest --test-ratio of the interactions are test, the --valid-ratio before them "
+        "validation; held-out entries of users or items new at a cut are scored apart), or a "
+        "data set's own split files (ml-100k's u1..u5, ua, ub) (default: random for explicit, "
+        "loo for implicit feedback)",
         choices=(*splits.KINDS, *datasets.split_names()))
-    test_ratio: float = flag(0.1, "random split: the share of all entries held out for test "
-                                  "(default: %(default)g)", float)
+    test_ratio: float = flag(0.1, "random and time splits: the share of all entries held out "
+                                  "for test (default: %(default)g)", float)
     valid_ratio: float = flag(
-        0.1, "the share held out for validation: of all entries (random split) or of the "
-        "training file (u1..ub, --train); 0 = no validation, train --epochs (default: "
+        0.1, "the share held out for validation: of all entries (random and time splits) or of "
+        "the training file (u1..ub, --train); 0 = no validation, train --epochs (default: "
         "%(default)g)", float)
     valid_item: str = flag(
         "random", "leave-one-out: the validation item is a random other interaction, or the "
@@ -134,23 +139,23 @@ class DataSpec:
         if not spec.train:
             spec = replace(spec, split=spec.split or ("random" if feedback == "explicit"
                                                       else "loo"))
-            if feedback == "implicit" and spec.split != "loo":
-                raise SpecError("implicit feedback is evaluated by leave-one-out: use --split "
-                                "loo")
+            if feedback == "implicit" and spec.split not in IMPLICIT_SPLITS:
+                raise SpecError("implicit feedback is evaluated by leave-one-out or a time "
+                                "split: use --split loo or time")
             if spec.valid_item != "random" and spec.split != "loo":
                 raise SpecError(f"--valid-item {spec.valid_item} chooses leave-one-out's "
                                 "validation item: use it with --split loo")
             if spec.split not in splits.KINDS and not datasets.has_split(spec.dataset,
                                                                          spec.split):
                 raise SpecError(f"--split {spec.split}: {spec.dataset} has no such split files "
-                                "(they ship with ml-100k); use --split random or loo")
+                                "(they ship with ml-100k); use --split random, loo or time")
         ratios = [("--test-ratio", spec.test_ratio, 0 < spec.test_ratio < 1, "in (0, 1)"),
                   ("--valid-ratio", spec.valid_ratio, 0 <= spec.valid_ratio < 1, "in [0, 1)"),
                   ("--data-ratio", spec.data_ratio, 0 < spec.data_ratio <= 1, "in (0, 1]")]
         for name, value, ok, wanted in ratios:
             if not ok:
                 raise SpecError(f"{name} must be {wanted}; got {value:g}")
-        if spec.split == "random" and spec.test_ratio + spec.valid_ratio >= 1:
+        if spec.split in ("random", "time") and spec.test_ratio + spec.valid_ratio >= 1:
             raise SpecError(f"--test-ratio + --valid-ratio must be < 1 to leave training data; "
                             f"got {spec.test_ratio:g} + {spec.valid_ratio:g}")
         if spec.split_seed < 0:
@@ -206,6 +211,11 @@ class RunSpec:
         (), "implicit feedback: also these of ease, ials, bpr on the same split, each chosen "
         "on validation by its grid, refit and scored on test as python -m ncae_cuda.baselines "
         "does (POP is always there; default: none)", beside_ncae, metavar="M1,M2,...")
+    warm_start: Path | None = flag(
+        None, "start the fits from this model (its model.npz, or a run folder holding one) "
+        "instead of a fresh draw: the columns whose ids it knows keep its parameters, new ones "
+        "are drawn; hidden, feedback and based must be its own; run.json records the file and "
+        "its sha256 (default: a fresh draw)", Path, metavar="MODEL", identity=False)
     refit: bool = flag(True, "score test with the best-validation model instead of retraining "
                              "on training + validation", action="store_false",
                        name="--no-refit")
@@ -249,7 +259,19 @@ class RunSpec:
         if self.validation_only and self.curves:
             raise SpecError("--curves scores the test part after every epoch; "
                             "--validation-only never scores it")
-        return replace(self, data=data).with_folder(data.name), config
+        spec = replace(self, data=data, warm_start=self.warm_start and self.parent_model())
+        return spec.with_folder(data.name), config
+
+    def parent_model(self) -> Path:
+        """--warm-start's model file: the path given, or the model.npz in the folder given;
+        SpecError where there is none."""
+        path = self.warm_start
+        if path.is_dir():
+            path = path / MODEL_FILE
+        if not path.is_file():
+            raise SpecError(f"--warm-start {self.warm_start}: no such model file (a model.npz, "
+                            "or a run folder holding one)")
+        return path
 
     def with_folder(self, name: str) -> RunSpec:
         """--out, or where none is given, a new folder runs/<name>-<date>-<time>; SpecError

@@ -38,6 +38,9 @@ MADE_MEANWHILE = ("42P07", "42710")
 PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
 PRUNE_AFTER_EPOCHS = 10          # ones, and never before this epoch
 FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often stops
+# --metric: the figures at the last cutoff an implicit study may be scored by (the first: the
+# one a trial's early stopping follows, Config.selection_metric)
+RANKING_FIGURES = ("ndcg", "recall")
 JOURNAL, MARKER, TRIALS, WORKERS, ASK = "study.journal", "tune.json", "trials", "workers", ".ask"
 # what a trial's run can fail of, its settings' fault: the trial fails, the study goes on
 TRIAL_ERRORS = (SettingError, DataError, rundir.RunFolderError, BackendUnavailable, Diverged,
@@ -110,7 +113,7 @@ def setup(parser, args) -> Setup:
         dimensions = space.dimensions(tables, {**recipe, "feedback": config.feedback})
     except ValueError as e:
         parser.error(f"{named}: {e}")
-    metric, higher = config.resolved().selection_metric
+    metric, higher = selection(parser, args, config.resolved())
     if args.split_seeds and min(args.split_seeds) < 0:
         parser.error(f"--split-seeds must be >= 0; got {','.join(map(str, args.split_seeds))}")
     if args.split_seeds and len(set(args.split_seeds)) < len(args.split_seeds):
@@ -121,6 +124,18 @@ def setup(parser, args) -> Setup:
     return Setup(recipe, dimensions, metric, higher, data,
                  args.split_seeds or (probe.data.split_seed,), _shown(args), args.study,
                  config.feedback)
+
+
+def selection(parser, args, config: Config) -> tuple[str, bool]:
+    """(the validation figure a trial is scored by, whether more is better): the model's own
+    (Config.selection_metric), or for implicit feedback --metric's at the last cutoff;
+    parser.error where --metric is given for explicit feedback."""
+    if args.metric is None:
+        return config.selection_metric
+    if not config.implicit:
+        parser.error(f"--metric {args.metric}: explicit feedback is scored by RMSE; --metric "
+                     "chooses among the ranking figures of implicit feedback")
+    return f"{args.metric}@{config.cutoffs[-1]}", True
 
 
 def _unweighted(parser, args, probe: RunSpec, config: Config) -> str | None:

@@ -1,0 +1,309 @@
+"""Data that grows, on the command line: --split time with its cold test part scored apart (the
+trainer, train --baselines, python -m ncae_cuda.baselines), Recall@M as the tuner's score, and
+--warm-start (run.json's record of the parent, a refused shape, --resume, sharded runs)."""
+import argparse
+import hashlib
+import json
+import shutil
+
+import numpy as np
+import pytest
+from test_user_errors import refused, write_table
+
+from ncae_cuda import NCAE
+from ncae_cuda.commands import baselines, train, tune
+from ncae_cuda.data import datasets, splits
+from ncae_cuda.model import loop
+from ncae_cuda.model.config import Config
+from ncae_cuda.runs import protocol, tuning
+from ncae_cuda.runs.spec import DataSpec
+
+TINY = ["--dataset", "synthetic-tiny", "--hidden", "8", "--batch-size", "16", "--device", "cpu"]
+TIME = ["--split", "time", "--test-ratio", "0.2", "--valid-ratio", "0.1"]
+CUTOFFS = (5, 20)
+
+
+def run(tmp_path, *flags, name="run"):
+    out = tmp_path / name
+    return train.main([*TINY, "--out", str(out), *flags]), out
+
+
+def metrics(out) -> dict:
+    return json.loads((out / "metrics.json").read_text())
+
+
+def time_split() -> splits.Split:
+    """The split TIME makes of synthetic-tiny, made here through the API."""
+    return splits.by_time(datasets.load("synthetic-tiny"), test_ratio=0.2, valid_ratio=0.1)
+
+
+def set_figures(scores: np.ndarray, held, seen: np.ndarray, m: int) -> dict:
+    """HR@m, Recall@m and NDCG@m of `held` by (users, items) float64 `scores`, each held-out
+    item ranked among the items its user has not seen ((users, items) bool), ties against: a
+    loop over users and items, apart from the evaluator."""
+    hits_total, recalls, ndcgs = 0, [], []
+    for u in np.unique(held.users):
+        items = held.items[held.users == u]
+        places = [int((~seen[u] & (scores[u] >= scores[u, i])).sum()) - 1 for i in items]
+        hits = [p for p in places if p < m]
+        hits_total += len(hits)
+        recalls.append(len(hits) / min(m, len(items)))
+        ndcgs.append(sum(1 / np.log2(p + 2) for p in hits)
+                     / sum(1 / np.log2(p + 2) for p in range(min(m, len(items)))))
+    return {f"hr@{m}": hits_total / held.nnz, f"recall@{m}": np.mean(recalls),
+            f"ndcg@{m}": np.mean(ndcgs)}
+
+
+def model_scores(model: NCAE, n_items: int) -> np.ndarray:
+    """(users, items) float64 scores of every item by `model` (its logits, as recommend has
+    them), in the data's item order."""
+    items, logits = model.recommend(model.user_ids, n=n_items, filter_seen=False)
+    scores = np.empty((len(model.user_ids), n_items))
+    np.put_along_axis(scores, np.searchsorted(model.item_ids, items), logits, axis=1)
+    return scores
+
+
+def assert_figures(figures: dict, expected: dict) -> None:
+    for key, value in expected.items():
+        assert figures[key] == pytest.approx(value, rel=1e-9), key
+
+
+def counted(part, before) -> dict:
+    """A cold part's counts by hand: its entries, users and items, and those new (no entry in
+    `before`)."""
+    users, items = set(part.users.tolist()), set(part.items.tolist())
+    return {"entries": part.nnz, "users": len(users), "items": len(items),
+            "new_users": len(users - set(before.users.tolist())),
+            "new_items": len(items - set(before.items.tolist()))}
+
+
+# ---------------------------------------------------------------------------------------------
+# --split time
+
+def test_an_implicit_time_split_scores_its_cold_test_part_apart(tmp_path, capsys):
+    code, out = run(tmp_path, "--feedback", "implicit", *TIME, "--epochs", "2", "--cutoffs",
+                    ",".join(map(str, CUTOFFS)))
+    assert code == 0
+    result, split = metrics(out), time_split()
+    assert result["config"]["split"] == "time"
+    seen = split.fold_validation().train
+    assert split.test.nnz and split.cold_test.nnz
+    assert result["data"]["test"] == split.test.nnz
+    assert result["data"]["cold_test"] == counted(split.cold_test, seen)
+    assert result["data"]["cold_valid"] == counted(split.cold_valid, split.train)
+    # the figures: the warm part's and the cold part's, each of its own entries alone
+    model = NCAE.load(out / "model.npz", device="cpu")
+    scores = model_scores(model, split.train.n_items)
+    popularity = np.bincount(seen.items, minlength=seen.n_items).astype(np.float64)
+    pop_scores = np.broadcast_to(popularity, scores.shape)
+    seen_mask = seen.to_csr("user").toarray() > 0
+    for m in CUTOFFS:
+        assert_figures(result["test"], set_figures(scores, split.test, seen_mask, m))
+        assert_figures(result["cold_test"], set_figures(scores, split.cold_test, seen_mask, m))
+        assert_figures(result["cold_pop"], set_figures(pop_scores, split.cold_test, seen_mask,
+                                                       m))
+    assert result["test"]["rows"] == split.test.nnz
+    assert result["cold_test"]["rows"] == split.cold_test.nnz
+    printed = capsys.readouterr().out
+    assert "warm test\n" in printed and "recall@20" in printed
+    assert (f"cold test, scored apart: {split.cold_test.nnz} entries of "
+            f"{result['data']['cold_test']['users']} users") in printed
+
+
+def test_an_explicit_time_split_scores_its_cold_ratings_apart(tmp_path):
+    code, out = run(tmp_path, *TIME, "--epochs", "2")
+    assert code == 0
+    result, split = metrics(out), time_split()
+    model = NCAE.load(out / "model.npz", device="cpu")
+    for key, part in (("test", split.test), ("cold_test", split.cold_test)):
+        predicted = model.predict(part.user_ids[part.users], part.item_ids[part.items])
+        errors = predicted.astype(np.float64) - part.ratings
+        assert result[key]["rmse"] == pytest.approx(np.sqrt(np.mean(errors ** 2)), rel=1e-6)
+    assert result["data"]["cold_test"]["entries"] == split.cold_test.nnz
+    assert "cold_pop" not in result
+
+
+def test_a_time_split_keeps_its_cold_parts_through_the_data_ratio():
+    data, split = datasets.load("synthetic-tiny"), time_split()
+    spec = DataSpec(split="time", test_ratio=0.2, valid_ratio=0.1, data_ratio=0.5)
+    sampled = protocol.make_split(spec, data, "user")
+    assert sampled.train.nnz < split.train.nnz
+    for part in ("valid", "test", "cold_valid", "cold_test"):
+        kept, made = getattr(sampled, part), getattr(split, part)
+        assert made.nnz and np.array_equal(kept.users, made.users)
+        assert np.array_equal(kept.items, made.items)
+
+
+def test_data_without_timestamps_is_refused_for_a_time_split(tmp_path, capsys):
+    path = write_table(tmp_path / "ratings.csv", "user,item,rating",
+                       [(u, i, 1 + (u + i) % 5) for u in range(12) for i in range(8) if u % 3
+                        or i % 2])
+    refused(train.main, ["--dataset", str(path), *TIME, "--device", "cpu", "--out",
+                         str(tmp_path / "run")], capsys, "has no timestamps: a time split")
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--feedback", "implicit", "--split", "random"], "use --split loo or time"),
+    (["--split", "time", "--valid-item", "latest"], "use it with --split loo"),
+    (["--split", "time", "--test-ratio", "0.6", "--valid-ratio", "0.4"],
+     "--test-ratio + --valid-ratio must be < 1"),
+])
+def test_time_split_flags_are_checked(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as e:
+        train.main([*TINY, "--out", str(tmp_path), *flags])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_baselines_score_a_time_splits_cold_part_apart(tmp_path, capsys):
+    out = tmp_path / "baselines"
+    assert baselines.main(["--dataset", "synthetic-tiny", *TIME, "--models", "ease,pop",
+                           "--grid", "ease.l2=5,50", "--cutoffs", "5,20", "--out",
+                           str(out)]) == 0
+    summary, split = json.loads((out / "baselines.json").read_text()), time_split()
+    seen = split.fold_validation().train
+    assert summary["data"]["cold_test"] == counted(split.cold_test, seen)
+    popularity = np.bincount(seen.items, minlength=seen.n_items).astype(np.float64)
+    scores = np.broadcast_to(popularity, (seen.n_users, seen.n_items))
+    seen_mask = seen.to_csr("user").toarray() > 0
+    pop = summary["models"]["pop"]
+    for m in CUTOFFS:
+        assert_figures(pop["test"], set_figures(scores, split.test, seen_mask, m))
+        assert_figures(pop["cold_test"], set_figures(scores, split.cold_test, seen_mask, m))
+    assert summary["models"]["ease"]["cold_test"]["rows"] == split.cold_test.nnz
+    shown = (out / "baselines.md").read_text()
+    assert "warm test\n" in shown and "cold test, scored apart" in shown
+    assert shown.count("| EASE") == 2 and "recall@20" in shown
+
+
+def test_train_baselines_on_a_time_split_show_their_cold_figures(tmp_path, capsys):
+    code, out = run(tmp_path, "--feedback", "implicit", *TIME, "--epochs", "1",
+                    "--baselines", "ease")
+    assert code == 0
+    result = metrics(out)
+    assert set(result["baselines"]["ease"]["cold_test"]) >= {"recall@100", "ndcg@100"}
+    cold_table = capsys.readouterr().out.split("cold test, scored apart")[1]
+    assert "| POP" in cold_table and "| EASE" in cold_table
+
+
+# ---------------------------------------------------------------------------------------------
+# the tuner's score
+
+def test_the_tuner_scores_implicit_trials_by_recall_at_the_last_cutoff_when_asked():
+    parser = argparse.ArgumentParser()
+    implicit = Config(feedback="implicit", cutoffs=CUTOFFS).resolved()
+    assert tuning.selection(parser, argparse.Namespace(metric=None), implicit) == ("ndcg@20",
+                                                                                    True)
+    assert tuning.selection(parser, argparse.Namespace(metric="recall"), implicit) == (
+        "recall@20", True)
+    with pytest.raises(SystemExit):
+        tuning.selection(parser, argparse.Namespace(metric="recall"), Config().resolved())
+
+
+@pytest.mark.extra("tune")
+def test_a_study_scored_by_recall_records_each_trials_validation_recall(tmp_path, capsys):
+    pytest.importorskip("optuna")
+    (tmp_path / "recipe.toml").write_text('feedback = "implicit"\nepochs = 2\npatience = 0\n'
+                                          "batch_size = 16\nhidden = [8]\n")
+    (tmp_path / "space.toml").write_text("[dropout]\nlow = 0.0\nhigh = 0.6\n")
+    out = tmp_path / "study"
+    flags = ["--dataset", "synthetic-tiny", *TIME, "--config", str(tmp_path / "recipe.toml"),
+             "--space", str(tmp_path / "space.toml"), "--device", "cpu", "--pruner", "none",
+             "--metric", "recall"]
+    assert tune.main([*flags, "--trials", "2", "--out", str(out)]) == 0
+    rows = (out / "trials.csv").read_text().splitlines()
+    assert "valid recall@100" in rows[0]
+    for number in (0, 1):
+        run_metrics = metrics(out / "trials" / f"{number:04d}")
+        value = float(rows[1 + number].split(",")[2])
+        assert value == pytest.approx(run_metrics["valid"]["recall@100"])
+    refused(tune.main, [*flags[:-2], "--metric", "ndcg", "--out", str(out)], capsys,
+            "tunes other settings")
+
+
+# ---------------------------------------------------------------------------------------------
+# --warm-start
+
+def test_a_warm_started_run_records_its_parent_and_starts_from_it(tmp_path, capsys):
+    parent = run(tmp_path, "--feedback", "implicit", *TIME, "--epochs", "3", name="parent")[1]
+    code, child = run(tmp_path, "--feedback", "implicit", *TIME, "--epochs", "2",
+                      "--warm-start", str(parent), name="child")
+    assert code == 0
+    digest = hashlib.sha256((parent / "model.npz").read_bytes()).hexdigest()
+    record = {"path": str(parent / "model.npz"), "sha256": digest}
+    assert json.loads((child / "run.json").read_text())["run"]["warm_start"] == record
+    assert metrics(child)["warm_start"] == record
+    assert "note: warm start: 50 of 50 items from the model, 0 new" in capsys.readouterr().out
+    # the same fits through the API: both start from the parent
+    split, model = time_split(), NCAE.load(parent / "model.npz", device="cpu")
+    cold = run(tmp_path, "--feedback", "implicit", *TIME, "--epochs", "2", name="cold")[1]
+    first = [h["loss"] for h in metrics(child)["history"] if h["phase"] == "select"]
+    fresh = [h["loss"] for h in metrics(cold)["history"] if h["phase"] == "select"]
+    api = NCAE(feedback="implicit", hidden=(8,), batch_size=16, device="cpu").fit(
+        split.train, validation=split.valid, epochs=2, warm_start=model, verbose=False)
+    assert first == pytest.approx([h["loss"] for h in api.history], rel=1e-6)
+    assert first != fresh
+
+
+def test_a_warm_start_that_changes_the_shape_is_refused_in_a_line(tmp_path, capsys):
+    parent = run(tmp_path, "--epochs", "1", name="parent")[1]
+    out = tmp_path / "child"
+    refused(train.main, [*TINY[:2], "--hidden", "16", "--device", "cpu", "--epochs", "1",
+                         "--warm-start", str(parent / "model.npz"), "--out", str(out)], capsys,
+            "error: hidden must be the warm start's model's (hidden 8 there, 16 here): a warm "
+            "start keeps the network's shape; fit from scratch to change it")
+    assert not (out / "run.json").exists()
+    refused(train.main, [*TINY, "--warm-start", str(tmp_path / "none"), "--out", str(out)],
+            capsys, f"--warm-start {tmp_path / 'none'}: no such model file")
+
+
+def test_a_warm_started_run_resumes_as_any_other(tmp_path, monkeypatch, capsys):
+    parent = run(tmp_path, "--epochs", "2", name="parent")[1]
+    flags = ["--epochs", "4", "--patience", "0", "--checkpoint-every", "0", "--warm-start",
+             str(parent)]
+    whole = run(tmp_path, *flags, name="whole")[1]
+    real_epoch, seen = loop.run_epoch, []
+
+    def interrupted(*args, **kwargs):
+        seen.append(args[-1])                                     # the epoch's label
+        if seen.count("epoch 3") == 1:
+            raise KeyboardInterrupt
+        return real_epoch(*args, **kwargs)
+    monkeypatch.setattr(loop, "run_epoch", interrupted)
+    assert run(tmp_path, *flags, name="split")[0] == 130
+    monkeypatch.setattr(loop, "run_epoch", real_epoch)
+    # another parent under the same name is another run: its resume is refused
+    saved = tmp_path / "saved.npz"
+    shutil.copy(parent / "model.npz", saved)
+    other = run(tmp_path, "--epochs", "2", "--seed", "1", name="other")[1]
+    shutil.copy(other / "model.npz", parent / "model.npz")
+    refused(train.main, [*TINY, *flags, "--resume", "--out", str(tmp_path / "split")], capsys,
+            "holds another run (warm_start.sha256:")
+    shutil.copy(saved, parent / "model.npz")
+    assert run(tmp_path, *flags, "--resume", name="split")[0] == 0
+    with np.load(whole / "model.npz") as a, np.load(tmp_path / "split" / "model.npz") as b:
+        np.testing.assert_array_equal(a["params"], b["params"])
+    assert metrics(whole)["test"] == metrics(tmp_path / "split")["test"]
+
+
+@pytest.mark.extra("distributed")
+def test_a_sharded_run_warm_starts_as_one_process_does(tmp_path):
+    from test_distributed import assert_agree, sharded_train
+    flags = [*TINY, "--feedback", "implicit", "--epochs", "2", "--patience", "0"]
+    parent = run(tmp_path, *flags, name="parent")[1]
+    warm = [*flags, "--warm-start", str(parent)]
+    done = sharded_train(2, warm, tmp_path / "sharded")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert train.main([*warm, "--out", str(tmp_path / "one")]) == 0
+    sharded, one = metrics(tmp_path / "sharded"), metrics(tmp_path / "one")
+    assert_agree(sharded, one)
+    assert sharded["warm_start"] == one["warm_start"]
+
+
+def test_a_time_split_whose_test_entries_are_all_cold_says_so(tmp_path, capsys):
+    # each user's interactions come after the one before's: the latest 10% are a new user's
+    path = write_table(tmp_path / "clicks.csv", "user,item,timestamp",
+                       [(u, i, None, 1000 + 10 * u + i) for u in range(10) for i in range(5)])
+    refused(train.main, ["--dataset", str(path), "--split", "time", "--device", "cpu", "--out",
+                         str(tmp_path / "run")], capsys,
+            "all 5 test entries are of users or items new at the test cut")
