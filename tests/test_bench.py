@@ -18,9 +18,10 @@ from bench import (
     report,
     scalability,
     serve_load,
+    warm_start,
 )
 from ncae_cuda import ops
-from ncae_cuda.data import datasets
+from ncae_cuda.data import datasets, splits
 from ncae_cuda.ops.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.ops.layout import NCAELayout
 
@@ -252,3 +253,33 @@ def test_report_says_what_it_wrote(tmp_path, monkeypatch, capsys):
     assert report.main([]) == 0
     assert f"wrote {readme}'s performance section" in capsys.readouterr().out
     assert readme.read_text() == (report.ROOT / "README.md").read_text()
+
+
+def test_warm_start_quick(tmp_path, temporary):
+    out = tmp_path / "out"
+    assert warm_start.main(["--quick", "--device", "cpu", "--out", str(out)]) == 0
+    result = json.loads((out / "warm_start.json").read_text())
+    assert set(result["cases"]) == set(warm_start.CASES) and result["commit"]
+    split = splits.by_time(datasets.load("synthetic-tiny"), test_ratio=0.1, valid_ratio=0.05)
+    for case, found in result["cases"].items():
+        run = found["seeds"]["0"]
+        assert run["data"]["test"] == split.test.nnz
+        assert run["data"]["cold_test"]["entries"] == split.cold_test.nnz
+        epochs = run["warm_epochs_to_cold_best"]
+        assert epochs is None or 1 <= epochs <= 4
+        for kind in ("cold", "warm"):
+            for part in ("test", "cold_test"):
+                figures = run[f"{kind}_{part}"]
+                assert set(figures) == set(warm_start.TEST_FIGURES[case])
+                assert all(0 < v < 5 for v in figures.values())
+    assert "implicit (ml-100k-implicit.toml)" in (out / "warm_start.md").read_text()
+    assert list(temporary.iterdir()) == []
+
+
+def test_warm_start_counts_the_epochs_and_seconds_to_a_validation_figure():
+    history = [{"epoch": e, "phase": "select", "seconds": 0.5 * e, "valid": {"rmse": r}}
+               for e, r in ((1, 1.0), (2, 0.8), (3, 0.7))]
+    history += [{"epoch": 1, "phase": "refit", "seconds": 9.0}]
+    assert warm_start.reached({"history": history}, "rmse", False, 0.8) == (2, 1.5)
+    assert warm_start.reached({"history": history}, "rmse", False, 0.69) is None
+    assert warm_start.reached({"history": history}, "rmse", True, 0.9) == (1, 0.5)

@@ -1,0 +1,198 @@
+"""A warm start against a cold fit, on data cut by time: does a model that starts from yesterday's
+parameters reach the quality of a fresh one in fewer epochs, and test as well?
+
+    python -m bench.warm_start --out bench/results/run --data-dir /path/to/ml-100k-folder
+    python -m bench.warm_start --out /tmp/w --quick                      # a smoke test
+
+The interactions of --dataset, in time order: a parent model is trained on the first 80% (the
+trainer on that part as a file, its validation a random 10% of it, refit on all of it). Then
+the first 90% arrive and the last 10% is test: two trainer runs with --split time --test-ratio
+0.1 --valid-ratio 0.05 (select on the latest 5% before the test cut, refit on all 90%, the test
+part scored once, its cold entries apart), one fresh (cold) and one --warm-start from the parent
+(warm), with the same settings and seed. Each feedback with its recipe: explicit
+(recipes/ml-100k-explicit.toml, RMSE) and implicit (recipes/ml-100k-implicit.toml, Recall@100
+and NDCG@100), for each --seeds.
+
+Reported per case and seed: the cold fit's best validation figure and its epoch; the epochs and
+training seconds the warm fit's selection took to reach that figure (none: never reached); both
+best epochs; and both test figures, the warm test part and the cold one apart. Writes
+warm_start.json and warm_start.md under --out with the machine, the versions and the commit;
+the runs' own folders and logs go to a temporary folder, removed at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import datetime
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.cli import out_folder
+from bench.epoch_time import commit
+from ncae_cuda.data import datasets, splits
+from ncae_cuda.errors import NcaeError
+from ncae_cuda.model.metrics import format_table
+from ncae_cuda.ops import get_backend
+from ncae_cuda.runs import protocol, runflags
+from ncae_cuda.runs.environment import describe, device_facts, versions
+from ncae_cuda.runs.spec import DEVICES
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+CASES = {"explicit": RECIPES / "ml-100k-explicit.toml",
+         "implicit": RECIPES / "ml-100k-implicit.toml"}
+PARENT_SHARE = 0.8                     # the parent's data: the first 80% of the interactions
+NEW_FITS = ["--split", "time", "--test-ratio", "0.1", "--valid-ratio", "0.05"]
+PARENT_VALID = "0.1"                   # the parent's validation: a random share of its data
+TEST_FIGURES = {"explicit": ("rmse",), "implicit": ("recall@100", "ndcg@100")}
+QUICK = ["--hidden", "8", "--epochs", "4", "--batch-size", "16"]
+
+
+def parent_files(data, folder: Path) -> tuple[Path, Path]:
+    """The first PARENT_SHARE of `data`'s interactions by time, and the rest, as CSV files of
+    its ids (user, item[, rating], timestamp): the parent's --train and --test."""
+    cut = splits.by_time(data, test_ratio=1 - PARENT_SHARE)
+    paths = []
+    for name, part in (("first", cut.train), ("rest", cut.test.concat(cut.cold_test))):
+        path = folder / f"{name}.csv"
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            rated = part.ratings is not None
+            writer.writerow(["user", "item", *(["rating"] * rated), "timestamp"])
+            for row in zip(part.user_ids[part.users], part.item_ids[part.items],
+                           *([part.ratings] * rated), part.timestamps):
+                writer.writerow(row)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def trained(argv: list[str], log: Path) -> tuple[dict, str, bool]:
+    """A trainer run of these flags, its output in `log`: (what metrics.json holds, the
+    validation figure its early stopping follows, whether more is better)."""
+    spec, config = runflags.run_spec(runflags.build_parser(), argv)
+    with open(log, "w") as f, contextlib.redirect_stdout(f):
+        summary = protocol.run(spec, config)
+    return (summary, *config.resolved().selection_metric)
+
+
+def reached(summary: dict, metric: str, higher: bool, target: float) -> tuple[int, float] | None:
+    """(epochs, training seconds) the selection fit took to score `target` on validation or
+    better; None where it never did."""
+    seconds = 0.0
+    for record in summary["history"]:
+        if record.get("phase") != "select" or record["epoch"] < 1:
+            continue
+        seconds += record["seconds"]
+        value = record["valid"][metric]
+        if (value >= target) if higher else (value <= target):
+            return record["epoch"], seconds
+    return None
+
+
+def compare(case: str, seed: int, common: list[str], source: list[str], parent_train: Path,
+            parent_test: Path, runs: Path) -> dict:
+    """One case and seed: the parent, then the cold and the warm fit on the first 90% (of the
+    data flags `source`)."""
+    flags = ["--config", str(CASES[case]), "--seed", str(seed), *common]
+    parent = runs / f"{case}-{seed}-parent"
+    trained(["--train", str(parent_train), "--test", str(parent_test), "--valid-ratio",
+             PARENT_VALID, *flags, "--out", str(parent)], runs / f"{parent.name}.log")
+    fits = {}
+    for kind, extra in (("cold", []), ("warm", ["--warm-start", str(parent)])):
+        name = f"{case}-{seed}-{kind}"
+        fits[kind], metric, higher = trained([*flags, *source, *NEW_FITS, *extra, "--out",
+                                              str(runs / name)], runs / f"{name}.log")
+    cold, warm = fits["cold"], fits["warm"]
+    best = next(h["valid"][metric] for h in cold["history"]
+                if h.get("phase") == "select" and h["epoch"] == cold["best_epoch"])
+    warm_reached = reached(warm, metric, higher, best)
+    cold_seconds = reached(cold, metric, higher, best)[1]
+    return {
+        "metric": metric, "cold_best_valid": best, "cold_best_epoch": cold["best_epoch"],
+        "cold_seconds_to_best": cold_seconds, "warm_best_epoch": warm["best_epoch"],
+        "warm_epochs_to_cold_best": warm_reached and warm_reached[0],
+        "warm_seconds_to_cold_best": warm_reached and warm_reached[1],
+        "data": cold["data"],
+        **{f"{kind}_{part}": {k: fits[kind][part][k] for k in TEST_FIGURES[case]}
+           for kind in fits for part in ("test", "cold_test") if part in fits[kind]}}
+
+
+def markdown(result: dict) -> str:
+    quick = " (quick)" if result["quick"] else ""
+    lines = [f"commit {result['commit']}, {result['date']}, {result['dataset']}{quick}",
+             f"- {result['machine']}", ""]
+    for case, found in result["cases"].items():
+        rows = []
+        for seed, r in found["seeds"].items():
+            row = {"seed": seed, f"cold best valid {r['metric']}": r["cold_best_valid"],
+                   "cold epochs": r["cold_best_epoch"], "cold s": r["cold_seconds_to_best"],
+                   **{f"warm {what} to it": "never" if r[key] is None else r[key]
+                      for what, key in (("epochs", "warm_epochs_to_cold_best"),
+                                        ("s", "warm_seconds_to_cold_best"))}}
+            for kind in ("cold", "warm"):
+                for part in ("test", "cold_test"):
+                    for k, v in r.get(f"{kind}_{part}", {}).items():
+                        row[f"{kind} fit: {part.replace('_', ' ')} {k}"] = v
+            rows.append(row)
+        median = found["median_epochs"]
+        warm = median["warm_to_cold_best"]
+        lines += [f"{case} ({found['recipe']})", "", format_table(rows), "",
+                  f"median over the seeds: the cold fit's best epoch {median['cold']:g}; the "
+                  "warm fit reached that validation figure "
+                  + ("not in every seed" if warm is None else f"in {warm:g} epochs"), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.warm_start", allow_abbrev=False,
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", default="ml-100k", help="(default: %(default)s)")
+    p.add_argument("--data-dir", type=Path, help="folder with an extracted copy of it")
+    p.add_argument("--seeds", type=runflags.int_list, default=(0, 1, 2),
+                   help="the model's seeds, a parent, cold and warm fit each (default: 0,1,2)")
+    p.add_argument("--device", default="auto", choices=DEVICES, help="(default: %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help="synthetic-tiny, small networks, few epochs, one seed: a smoke test")
+    p.add_argument("--out", type=Path, required=True, help="folder for warm_start.json and .md")
+    args = p.parse_args(argv)
+    if min(args.seeds) < 0:
+        p.error(f"--seeds must be >= 0; got {','.join(map(str, args.seeds))}")
+    dataset, seeds = ("synthetic-tiny", args.seeds[:1]) if args.quick else (args.dataset,
+                                                                             args.seeds)
+    out_folder(p, args.out)
+    common = ["--device", args.device, *(QUICK if args.quick else [])]
+    source = ["--dataset", dataset, *(["--data-dir", str(args.data_dir)] if args.data_dir
+                                      else [])]
+    try:
+        data = datasets.load(dataset, data_dir=args.data_dir)
+        device = get_backend(args.device).name
+        with tempfile.TemporaryDirectory(prefix="ncae-warm-start-") as folder:
+            runs = Path(folder)
+            first, rest = parent_files(data, runs)
+            found = {case: {"recipe": CASES[case].name, "seeds": {
+                seed: compare(case, seed, common, source, first, rest, runs) for seed in seeds}}
+                for case in CASES}
+    except NcaeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    result = {"commit": commit(), "date": datetime.date.today().isoformat(),
+              "dataset": dataset, "quick": args.quick, "device": device,
+              "machine": describe(device, device_facts(device)), "versions": versions(),
+              "cases": found}
+    for case in found.values():
+        reached_at = [r["warm_epochs_to_cold_best"] for r in case["seeds"].values()]
+        case["median_epochs"] = {
+            "cold": statistics.median(r["cold_best_epoch"] for r in case["seeds"].values()),
+            "warm_to_cold_best": None if None in reached_at else statistics.median(reached_at)}
+    (args.out / "warm_start.json").write_text(json.dumps(result, indent=2))
+    text = markdown(result)
+    (args.out / "warm_start.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
