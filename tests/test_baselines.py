@@ -18,7 +18,7 @@ from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError, from_matrix
 from ncae_cuda.model.estimator import OutOfMemory
 from ncae_cuda.ops import get_backend
-from ncae_cuda.runs import protocol
+from ncae_cuda.runs import comparison
 
 CPU = get_backend("cpu")
 NO_RECENCY = {"recency_boost": 0.0, "recency_halflife": 2.0}
@@ -182,7 +182,7 @@ def test_the_grid_chooses_on_validation_where_test_would_choose_otherwise(split)
             return s
         check(points[0], scores)
     model = Baseline("fake", {"x": (2, 1)}, fit)
-    result = protocol.select_and_test(model, split, (10,), CPU, 0, model.grid, log=lambda _: 0)
+    result = comparison.select_and_test(model, split, (10,), CPU, 0, model.grid, log=lambda _: 0)
     assert result["chosen"] == {"x": 1}
     by_x = {run["settings"]["x"]: run["valid"]["ndcg@10"] for run in result["validation"]}
     assert by_x[1] == 1.0 > by_x[2]
@@ -206,7 +206,7 @@ def independent_figures(scores: np.ndarray, seen: sp.csr_matrix, held, m: int) -
 
 
 def test_baselines_through_ncae_evaluator_match_an_independent_count(split):
-    results = protocol.compare(split, ("ease", "pop"), (5, 20), CPU,
+    results = comparison.compare(split, ("ease", "pop"), (5, 20), CPU,
                                 grids={"ease": {"l2": (10.0,)}}, log=lambda _: 0)
     fold = split.fold_validation().train.to_csr("user", implicit=True)
     ease = np.asarray(fold @ ease_weights(fold, 10.0), np.float32)
@@ -225,9 +225,9 @@ def test_ials_and_bpr_score_each_iteration_count_along_one_fit_and_repeat(split)
                       "iterations": (2, 5)},
              "bpr": {"factors": (8,), "learning_rate": (0.05,), "regularization": (0.01,),
                      "iterations": (3, 10)}}
-    one = protocol.compare(split, ("ials", "bpr"), (10,), CPU, seed=3, grids=grids,
+    one = comparison.compare(split, ("ials", "bpr"), (10,), CPU, seed=3, grids=grids,
                             log=lambda _: 0)
-    again = protocol.compare(split, ("ials", "bpr"), (10,), CPU, seed=3, grids=grids,
+    again = comparison.compare(split, ("ials", "bpr"), (10,), CPU, seed=3, grids=grids,
                               log=lambda _: 0)
     for key in ("ials", "bpr"):
         assert one[key]["test"] == again[key]["test"]
@@ -235,7 +235,7 @@ def test_ials_and_bpr_score_each_iteration_count_along_one_fit_and_repeat(split)
                                          key=lambda r: r["valid"]["ndcg@10"])["settings"]
     assert [r["settings"]["iterations"] for r in one["ials"]["validation"]] == [2, 5, 2, 5]
     # the figure after 2 of 5 iterations is that of a fit of 2
-    short = protocol.compare(split, ("ials",), (10,), CPU, seed=3, grids={"ials": {
+    short = comparison.compare(split, ("ials",), (10,), CPU, seed=3, grids={"ials": {
         **grids["ials"], "alpha": (1.0,), "iterations": (2,)}}, log=lambda _: 0)
     assert short["ials"]["validation"][0]["valid"] == one["ials"]["validation"][0]["valid"]
 
@@ -365,7 +365,7 @@ def test_a_line_per_point_scored_with_the_time_left():
     split = splits.leave_one_out(datasets.load("synthetic-tiny"))
     lines = []
     ease = models.BASELINES["ease"]
-    result = protocol.select_and_test(ease, split, (10,), CPU, 0,
+    result = comparison.select_and_test(ease, split, (10,), CPU, 0,
                                        {**ease.grid, "l2": (10.0, 100.0)}, log=lines.append)
     runs = result["validation"]
     assert len(runs) == 2 and len(lines) == 3                # a line a point, then the choice
@@ -383,17 +383,17 @@ def test_points_that_cannot_differ_are_scored_once():
     ease_model = models.BASELINES["ease"]
     grid = {"l2": (10.0, 100.0), "recency_boost": (0.0, 8.0), "recency_halflife": (1.0, 2.0, 3.0)}
     lines = []
-    result = protocol.select_and_test(ease_model, split, (10,), CPU, 0, grid, log=lines.append)
+    result = comparison.select_and_test(ease_model, split, (10,), CPU, 0, grid, log=lines.append)
     got = [run["settings"] for run in result["validation"]]
     assert got == [point for l2 in (10.0, 100.0) for point in (
         {"l2": l2, "recency_boost": 0.0},
         *({"l2": l2, "recency_boost": 8.0, "recency_halflife": h} for h in (1.0, 2.0, 3.0)))]
     assert [line.split(":")[0] for line in lines[:-1]] == [f"EASE {k}/8" for k in range(1, 9)]
     for run in result["validation"]:
-        alone = protocol.select_and_test(
+        alone = comparison.select_and_test(
             ease_model, split, (10,), CPU, 0, {name: (run["settings"].get(name, 2.0),)
                                                for name in grid}, log=lambda _: 0)
         assert alone["validation"][0]["valid"] == run["valid"]
-    assert protocol.distinct_points(ease_model, {**grid, "recency_boost": (8.0,)}) == [
+    assert comparison.distinct_points(ease_model, {**grid, "recency_boost": (8.0,)}) == [
         ({"l2": l2}, [{"recency_boost": 8.0, "recency_halflife": h} for h in (1.0, 2.0, 3.0)])
         for l2 in (10.0, 100.0)]

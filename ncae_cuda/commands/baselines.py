@@ -8,8 +8,9 @@
     python -m ncae_cuda.train --dataset ml-100k --feedback implicit --baselines ease,ials
 
 Each model (ncae_cuda.baselines.models) goes through the run protocol
-(ncae_cuda.runs.protocol.compare) on the split the trainer makes of the same data flags: its grid scored on validation, the
-best refit on training + validation, the test part scored once by NCAE's evaluator.
+(ncae_cuda.runs.comparison.compare) on the split the trainer makes of the same data flags: its
+grid scored on validation, the best refit on training + validation, the test part scored once
+by NCAE's evaluator.
 Under --out: baselines.json (every validation figure, the choice, the test figures, the
 seconds) and baselines.md.
 """
@@ -28,7 +29,7 @@ from ..model.config import DEFAULTS
 from ..model.metrics import format_table
 from ..model.modelfile import atomic_write
 from ..ops import get_backend
-from ..runs import protocol, rundir, runflags
+from ..runs import comparison, protocol, rundir, runflags
 from ..runs.spec import RunSpec, SpecError, as_recorded, identity
 
 DEFAULT_MODELS = ("ease", "ials", "bpr", "pop")
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.models is None:
         args.models, left_out = installed(DEFAULT_MODELS)
         if left_out:
-            protocol.say(left_out)
+            comparison.say(left_out)
     grids = {}
     for key, name, values in args.grid:
         if key not in args.models:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         ops = get_backend(spec.device)
         interactions, split = protocol.prepare(spec, config, ops.name, "baselines " + ", ".join(
             BASELINES[key].name for key in args.models))
-        results = protocol.compare(split, args.models, args.cutoffs, ops, args.seed, grids)
+        results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed, grids)
         write(spec.out, {"dataset": data.train and str(data.train) or data.dataset,
                          "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
                          "cutoffs": list(args.cutoffs), "notes": split.notes,
@@ -153,10 +154,10 @@ def tables(split, results: dict, cutoffs: tuple[int, ...]) -> str:
     """The test table, and where a time split holds cold test entries apart, theirs apart."""
     cold = protocol.cold_parts(split).get("cold_test")
     if cold is None:
-        return f"test\n{format_table(protocol.table(results, cutoffs))}"
-    text = (f"warm test\n{format_table(protocol.table(results, cutoffs))}\n\n"
+        return f"test\n{format_table(comparison.table(results, cutoffs))}"
+    text = (f"warm test\n{format_table(comparison.table(results, cutoffs))}\n\n"
             f"{protocol.cold_title(cold)}")
-    rows = protocol.cold_table(results)
+    rows = comparison.cold_table(results)
     return text + (f"\n{format_table(rows)}" if rows else "")
 
 

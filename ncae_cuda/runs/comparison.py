@@ -1,0 +1,127 @@
+"""The baselines through the run protocol: each model's grid scored on validation, the best
+refit on training + validation, the test part scored once by NCAE's evaluator
+(FitData.ranker), with the same candidates, exclusions and tie rule as NCAE's; and their
+table. `python -m ncae_cuda.baselines` and the trainer's --baselines run them.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+
+import numpy as np
+
+from ..baselines.models import BASELINES, Baseline, implicit_has_gpu
+from ..data import splits
+from ..data.interactions import Interactions
+from ..model.config import Config
+from ..model.fitdata import FitData
+from .pool import duration
+
+IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
+say = functools.partial(print, flush=True)   # a line the moment it is known, through a pipe too
+
+
+def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: int = 0,
+            grids: dict | None = None, log=say) -> dict:
+    """{model key: select_and_test's result} for each key of BASELINES in `models`, on `split`;
+    grids: {key: {setting: values}} in place of a model's own (ncae_cuda.baselines.models).
+
+    Every point of a model's grid is fit on the training part and scores the validation part
+    (iALS and BPR after each of their iteration counts, along one fit; EASE at each of its
+    recency points, from one B; points that cannot differ once); the best NDCG at the last
+    cutoff chooses (on a tie, the first in grid order); the chosen settings are refit on
+    training + validation, and the test part is scored once, by NCAE's evaluator
+    (FitData.ranker): the same candidates, exclusions and tie rule."""
+    gpu = ops.name == "gpu" and implicit_has_gpu()
+    if ops.name == "gpu" and not gpu and {"ials", "bpr"} & set(models):
+        log("note: the implicit library here has no CUDA build: iALS and BPR fit on the CPU")
+    return {key: select_and_test(BASELINES[key], split, cutoffs, ops, seed,
+                                 {**BASELINES[key].grid, **(grids or {}).get(key, {})}, gpu, log)
+            for key in models}
+
+
+def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,
+                    grid: dict, gpu: bool = False, log=say) -> dict:
+    """The protocol of compare() for one model: every validation figure, the
+    settings chosen, the test figures (and a time split's cold test part's, apart), and the
+    seconds the selection and the final fit took.
+    log hears a line per point scored on validation, with the time the grid has left."""
+    metric = f"ndcg@{cutoffs[-1]}"
+    fits = distinct_points(model, grid)
+    seen = FitData.of(split.train, IMPLICIT, ops)
+    runs, start = [], time.perf_counter()
+    total = sum(len(points) for _, points in fits)
+    for settings, points in fits:
+        fit_start = time.perf_counter()
+
+        def check(point, scores, settings=settings):
+            runs.append({"settings": {**settings, **point},
+                         "valid": _ranked(ops, seen, split.valid, None, cutoffs, scores),
+                         "seconds": time.perf_counter() - fit_start})
+            took = time.perf_counter() - start
+            log(f"{model.name} {len(runs)}/{total}: {_shown(runs[-1]['settings'])}: valid "
+                f"{metric} {runs[-1]['valid'][metric]:.4f} | {duration(took)}, about "
+                f"{duration(took / len(runs) * (total - len(runs)))} left")
+        model.fit(split.train, settings, points, check, seed, gpu)
+    best = max(runs, key=lambda run: run["valid"][metric])        # the first of equals
+    selected = time.perf_counter() - start
+    fold = split.fold_validation().train
+    fit_start = time.perf_counter()
+    fit_settings = {k: v for k, v in best["settings"].items() if k not in model.along}
+    point = {k: v for k, v in best["settings"].items() if k in model.along}
+    final = []                                          # the refit's Scores, at its one point
+    model.fit(fold, fit_settings, [point], lambda _, scores: final.append(scores), seed, gpu)
+    fit_seconds = time.perf_counter() - fit_start
+    refit = FitData.of(fold, IMPLICIT, ops)
+    test = _ranked(ops, refit, split.test, split.valid, cutoffs, final[0])
+    cold = ({"cold_test": _ranked(ops, refit, split.cold_test, None, cutoffs, final[0])}
+            if split.cold_test is not None and split.cold_test.nnz else {})
+    log(f"{model.name}: {len(runs)} settings scored on validation ({selected:.1f} s), chose "
+        f"{_shown(best['settings'])} ({metric} {best['valid'][metric]:.4f}); refit on "
+        f"training + validation in {fit_seconds:.2f} s: test {metric} {test[metric]:.4f}")
+    return {"name": model.name, "grid": grid, "validation": runs,
+            "chosen": best["settings"], "valid": best["valid"], "test": test, **cold,
+            "seconds_select": selected, "seconds_fit": fit_seconds}
+
+
+def distinct_points(model: Baseline, grid: dict) -> list[tuple[dict, list[dict]]]:
+    """[(the settings of one fit, the points of model.along scored along it)], every point of
+    `grid` in its order, less those equivalent to one before (Baseline.relevant: a setting that
+    changes no score where another is 0 is left out of the point)."""
+    fits: dict[tuple, list[dict]] = {}
+    along = [name for name in grid if name in model.along]
+    for values in itertools.product(*grid.values()):
+        point = model.relevant(dict(zip(grid, values)))
+        points = fits.setdefault(tuple((k, v) for k, v in point.items() if k not in along), [])
+        point = {k: v for k, v in point.items() if k in along}
+        if point not in points:
+            points.append(point)
+    return [(dict(settings), points) for settings, points in fits.items()]
+
+
+def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:
+    """HR@M, Recall@M and NDCG@M of `held` by `scores` through NCAE's evaluator (FitData.ranker)."""
+    def scorer():
+        return lambda users: ops.to_device(np.ascontiguousarray(scores(users), np.float32))
+    return fit.ranker(held, exclude, cutoffs, scorer)()
+
+
+def _shown(settings: dict) -> str:
+    return ", ".join(f"{name} {value:g}" for name, value in settings.items()) or "no settings"
+
+
+def cold_table(results: dict) -> list[dict]:
+    """One row per model with a cold test part's figures (a time split's): the model's."""
+    return [{"model": r["name"], **{k: v for k, v in r["cold_test"].items() if k != "rows"}}
+            for r in results.values() if "cold_test" in r]
+
+
+def table(results: dict, cutoffs: tuple[int, ...]) -> list[dict]:
+    """One row per model: its test figures, the settings chosen, validation's NDCG at the last
+    cutoff, the seconds of the final fit and of the whole selection."""
+    metric = f"ndcg@{cutoffs[-1]}"
+    return [{"model": r["name"], **{k: v for k, v in r["test"].items() if k != "rows"},
+             f"valid {metric}": r["valid"][metric], "fit s": r["seconds_fit"],
+             "select s": r["seconds_select"], "chosen": _shown(r["chosen"])}
+            for r in results.values()]
