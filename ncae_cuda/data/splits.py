@@ -29,15 +29,27 @@ VALID_ITEMS = ("random", "latest")   # leave-one-out's validation item: a random
 
 @dataclass(frozen=True)
 class Split:
+    """The parts of one data set, each on the data's id maps.
+
+    Attributes
+    ----------
+    train, valid, test : Interactions
+        The training, validation and test parts; valid and test may be empty (nnz 0).
+    notes : list of str
+        Facts the command line prints with the results: how the split was made, and the
+        held-out entries with no training entry.
+    cold_valid, cold_test : Interactions or None
+        Cold held-out entries, apart from valid and test (by_time); None where the split keeps
+        them in valid and test (the notes count them). Cold validation entries are those whose
+        user or item has no training entry; cold test entries those whose user or item has none
+        before the test cut (training or validation), as the protocol scores test: by the refit
+        on training + validation.
+    """
+
     train: Interactions
-    valid: Interactions     # may be empty (nnz 0)
-    test: Interactions      # may be empty (nnz 0)
-    notes: list[str] = field(default_factory=list)  # facts the CLI prints with the results
-    # Cold held-out entries, apart from valid and test (by_time); None where the split keeps
-    # them in valid and test (the notes count them). Cold validation entries are those whose
-    # user or item has no training entry; cold test entries those whose user or item has none
-    # before the test cut (training or validation), as the protocol scores test: by the refit
-    # on training + validation.
+    valid: Interactions
+    test: Interactions
+    notes: list[str] = field(default_factory=list)
     cold_valid: Interactions | None = None
     cold_test: Interactions | None = None
 
@@ -51,7 +63,34 @@ class Split:
 
 def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.0,
                  seed: int = 0) -> Split:
-    """Random hold-out of entries; both ratios are shares of all entries (0.1/0.1 -> 80/10/10)."""
+    """Random hold-out of entries.
+
+    Parameters
+    ----------
+    data : Interactions
+        The whole data set.
+    test_ratio, valid_ratio : float
+        Shares of all entries held out for test and for validation (0.1/0.1 -> 80/10/10),
+        rounded half up.
+    seed : int
+        The seed of the draw.
+
+    Returns
+    -------
+    Split
+
+    Raises
+    ------
+    ValueError
+        A ratio outside [0, 1), or ratios that leave nothing to train on.
+
+    Examples
+    --------
+    >>> from ncae_cuda.data import datasets, splits
+    >>> split = splits.random_split(datasets.load("synthetic-tiny"), 0.1, 0.1)
+    >>> split.train.nnz, split.valid.nnz, split.test.nnz
+    (480, 60, 60)
+    """
     _check_ratio("test_ratio", test_ratio)
     _check_ratio("valid_ratio", valid_ratio)
     if test_ratio + valid_ratio >= 1.0:
@@ -69,9 +108,18 @@ def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float
 def file_split(data: Interactions, base: Interactions, test: Interactions) -> Split:
     """A data set's own split files (ML-100K u1..u5, ua, ub) on the id maps of the full data.
 
-    `base` and `test` come from the same reader as `data` but index their own id maps; their
-    entries are re-indexed onto `data.user_ids` / `data.item_ids`. No validation part: see
-    `carve_validation`.
+    Parameters
+    ----------
+    data : Interactions
+        The whole data set.
+    base, test : Interactions
+        The split's files, from the same reader as `data` but on their own id maps; their
+        entries are re-indexed onto `data.user_ids` / `data.item_ids`.
+
+    Returns
+    -------
+    Split
+        With no validation part: see `carve_validation`.
     """
     train, held = (_reindex(part, data) for part in (base, test))
     split = Split(train, _empty(train), held,
@@ -81,12 +129,26 @@ def file_split(data: Interactions, base: Interactions, test: Interactions) -> Sp
 
 def given_split(train: Interactions, test: Interactions, valid: Interactions | None = None
                 ) -> tuple[Interactions, Split]:
-    """A split the user gives as files, each read with its own id maps (reader.read_table): (all
-    their entries, the split), both on one id map, the union of the parts' ids (as text where
-    one part's are text and another's integers: integer ids print as their files wrote them).
-    The rating scale is the training part's: held-out ratings never widen it (read the held-out
-    files on it, as the CLI does, to refuse a rating outside it). A note counts the test and
-    validation entries whose (user, item) pair is in the training part too."""
+    """A split the user gives as files, on one id map.
+
+    Parameters
+    ----------
+    train, test : Interactions
+        The parts, each read with its own id maps (reader.read_table).
+    valid : Interactions, optional
+        The validation part (default: none; `carve_validation` makes one).
+
+    Returns
+    -------
+    data : Interactions
+        All their entries on one id map, the union of the parts' ids (as text where one
+        part's are text and another's integers: integer ids print as their files wrote them).
+    split : Split
+        The parts on that map. The rating scale is the training part's: held-out ratings
+        never widen it (read the held-out files on it, as the command line does, to refuse a
+        rating outside it). A note counts the test and validation entries whose (user, item)
+        pair is in the training part too.
+    """
     parts = {"train": train, "valid": valid, "test": test}
     parts = {name: part for name, part in parts.items() if part is not None}
     ids = {}
@@ -119,7 +181,21 @@ def _pair_keys(part: Interactions) -> np.ndarray:
 
 
 def carve_validation(split: Split, valid_ratio: float, seed: int = 0) -> Split:
-    """Move a random `valid_ratio` share of split.train into an (empty) validation part."""
+    """Move a random share of split.train into an (empty) validation part.
+
+    Parameters
+    ----------
+    split : Split
+        A split without validation (file_split's, given_split's).
+    valid_ratio : float
+        The share of the training entries to move.
+    seed : int
+        The seed of the draw.
+
+    Returns
+    -------
+    Split
+    """
     if split.valid.nnz:
         raise ValueError(f"the split already has {split.valid.nnz} validation entries")
     _check_ratio("valid_ratio", valid_ratio)
@@ -134,15 +210,35 @@ def carve_validation(split: Split, valid_ratio: float, seed: int = 0) -> Split:
 
 
 def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random") -> Split:
-    """Per user: the latest interaction is the test item, one other the validation item: a
-    random one, or with valid_item='latest' the latest of the others (the second-latest, so
-    validation asks what test asks: the next item from the ones before it).
+    """Per user: the latest interaction is the test item, one other the validation item.
 
     Ties between equal timestamps are broken at random; without timestamps the test and
     validation items are random interactions, and so they are for a user whose interactions
     are all undated (data.NO_TIME, earlier than any time). Users with 2 interactions get a test
-    item only; users with 1 stay in train and are not evaluated. The test items depend on the
-    seed alone, not on valid_item: the two validations choose for the same test.
+    item only; users with 1 stay in train and are not evaluated.
+
+    Parameters
+    ----------
+    data : Interactions
+        The whole data set.
+    seed : int
+        The seed of the ties and of the random validation item. The test items depend on the
+        seed alone, not on valid_item: the two validations choose for the same test.
+    valid_item : {'random', 'latest'}
+        The validation item: a random other interaction, or the latest of the others (the
+        second-latest, so validation asks what test asks: the next item from the ones before
+        it).
+
+    Returns
+    -------
+    Split
+
+    Examples
+    --------
+    >>> from ncae_cuda.data import datasets, splits
+    >>> data = datasets.load("synthetic-tiny")
+    >>> splits.leave_one_out(data, valid_item="latest").test.nnz <= data.n_users
+    True
     """
     if valid_item not in VALID_ITEMS:
         raise ValueError(f"valid_item must be one of {', '.join(VALID_ITEMS)}; got {valid_item!r}")
@@ -185,18 +281,40 @@ def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random")
 
 
 def by_time(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.0) -> Split:
-    """A global cut by time: the latest test_ratio of all interactions are test, the valid_ratio
-    before them validation, the rest train (the ratios are shares of all entries, rounded as
-    random_split's). Each cut is one time for every user: a model is trained on what came
-    before it and tested on what came after, as a deployed one is.
+    """A global cut by time: the latest interactions are test, those before them validation.
 
-    Ties: every interaction at a cut time goes to the later part, so a part may hold a few
-    entries more than its ratio says, and training never holds an interaction as late as a
-    held-out one. Undated interactions (NO_TIME) count as earlier than any dated one and stay
-    in train. The held-out entries of users or items new at the cut (see Split.cold_valid,
-    cold_test) are held apart, counted in the notes. DataError where the data has no
-    timestamps, where a cut would fall on undated interactions, or where nothing is left to
-    train on.
+    Each cut is one time for every user: a model is trained on what came before it and tested
+    on what came after, as a deployed one is. Ties: every interaction at a cut time goes to the
+    later part, so a part may hold a few entries more than its ratio says, and training never
+    holds an interaction as late as a held-out one. Undated interactions (NO_TIME) count as
+    earlier than any dated one and stay in train.
+
+    Parameters
+    ----------
+    data : Interactions
+        The whole data set, with timestamps.
+    test_ratio, valid_ratio : float
+        The shares of all entries held out for test (the latest) and for validation (those
+        before them), rounded as random_split's.
+
+    Returns
+    -------
+    Split
+        Whose held-out entries of users or items new at the cut are held apart in cold_valid
+        and cold_test, counted in the notes.
+
+    Raises
+    ------
+    DataError
+        The data has no timestamps, a cut would fall on undated interactions, or nothing is
+        left to train on.
+
+    Examples
+    --------
+    >>> from ncae_cuda.data import datasets, splits
+    >>> split = splits.by_time(datasets.load("synthetic-tiny"), test_ratio=0.1, valid_ratio=0.1)
+    >>> int(split.train.timestamps.max()) < int(split.test.timestamps.min())
+    True
     """
     _check_ratio("test_ratio", test_ratio)
     _check_ratio("valid_ratio", valid_ratio)
@@ -250,7 +368,20 @@ def subsample(train: Interactions, ratio: float, seed: int = 0,
               based: str = "user") -> Interactions:
     """The paper's training ratio D: keep round(ratio * n) random entries of each row (>= 1).
 
-    Rows are users for based='user', items for 'item'; ratio 1 returns `train` itself.
+    Parameters
+    ----------
+    train : Interactions
+        The training part.
+    ratio : float
+        D, in (0, 1]; 1 returns `train` itself.
+    seed : int
+        The seed of the draw.
+    based : {'user', 'item'}
+        Rows are users for 'user', items for 'item'.
+
+    Returns
+    -------
+    Interactions
     """
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio must be in (0, 1], got {ratio}")

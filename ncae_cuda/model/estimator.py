@@ -56,12 +56,32 @@ class OutOfMemory(NcaeError, RuntimeError):
 
 
 class NCAE:
-    """The Neural Collaborative Autoencoder recommender. Settings: see
-    ncae_cuda.model.config.Config (the same names and defaults as the flags of python -m
-    ncae_cuda.train); device is 'auto' (the GPU when there is one), 'cpu', 'gpu', or an ops
-    backend (ncae_cuda.ops.get_backend); shard is None (one process) or 'columns' (a share of
-    the columns in each process of an initialised torch.distributed group: see the module's
-    docstring)."""
+    """The Neural Collaborative Autoencoder recommender.
+
+    Parameters
+    ----------
+    device : str or ops backend
+        'auto' (the GPU when there is one), 'cpu', 'gpu', or an ops backend
+        (ncae_cuda.ops.get_backend).
+    shard : {None, 'columns'}
+        None: one process. 'columns': a share of the columns in each process of an initialised
+        torch.distributed group, every process calling the same methods (see the module's
+        docstring).
+    **settings
+        The model's settings: ncae_cuda.model.config.Config's fields, the same names and
+        defaults as the flags of python -m ncae_cuda.train (the settings page lists them).
+
+    Raises
+    ------
+    SettingError
+        A setting out of range, of the wrong kind, or contradicting another, named.
+
+    Examples
+    --------
+    >>> from ncae_cuda import NCAE
+    >>> NCAE(feedback="implicit", hidden=(64,), device="cpu")
+    NCAE(feedback='implicit', hidden=(64,), device='cpu')
+    """
 
     def __init__(self, device="auto", shard: str | None = None, **settings):
         self.config = Config(**settings).resolved()
@@ -97,37 +117,77 @@ class NCAE:
     def fit(self, X, validation=None, epochs: int | None = None, callback=None,
             checkpoint=None, resume: bool = False, checkpoint_every: float = CHECKPOINT_EVERY,
             verbose: bool = True, warm_start: NCAE | None = None) -> NCAE:
-        """Train on X: a users x items scipy.sparse matrix or an Interactions
-        (ncae_cuda.data.datasets, ncae_cuda.data.splits). Returns the model.
+        """Train on X.
 
-        validation: held-out interactions of the same users and items, scored after every
-            epoch (RMSE, or NDCG at the last cutoff); training stops after `patience` epochs
-            without a better score, and the model keeps its best epoch's parameters;
+        Parameters
+        ----------
+        X : scipy.sparse matrix or Interactions
+            Users x items (ncae_cuda.data.datasets, ncae_cuda.data.splits).
+        validation : scipy.sparse matrix or Interactions, optional
+            Held-out interactions of the same users and items, scored after every epoch
+            (RMSE, or NDCG at the last cutoff); training stops after `patience` epochs without
+            a better score, and the model keeps its best epoch's parameters.
             model.still_improving is True where it ran out of epochs with its best among the
             last few (ncae_cuda.model.stopping.still_improving): more epochs may help.
-        epochs: most epochs (default: the model's `epochs` setting; 0: pre-training only, for
-            a pretrain other than BP).
-        callback(model, record): after every epoch, with the epoch's record (loss, seconds,
+        epochs : int, optional
+            Most epochs (default: the model's `epochs` setting; 0: pre-training only, for a
+            pretrain other than BP).
+        callback : callable, optional
+            callback(model, record) after every epoch, with the epoch's record (loss, seconds,
             validation figures) before it is logged; what it adds to the record is kept in
             model.history.
-        checkpoint: a file to save the fit in (after pre-training, at the end of an epoch
-            once checkpoint_every seconds have passed since the last save, and after the last
-            epoch); resume=True continues the fit saved there instead of starting over, and ends
-            exactly where an uninterrupted fit does. It must be this fit's: the same settings,
-            epochs, data and backend; another's is refused, naming what differs.
-        checkpoint_every: seconds between checkpoints, the most training a kill can cost
-            (0: after every epoch).
-        verbose: print one line per epoch.
-        warm_start: a fitted model (this one: partial_fit) to start from instead of a fresh
-            draw (ncae_cuda.model.warmstart): each column of X's (items of a user-based model,
-            users of an item-based one) whose id the model knows starts from the model's
-            parameters of it, a new column as a fresh fit draws it, and the hidden layers are
-            the model's; ids match by value (a scipy matrix's are its row and column numbers).
-            The column weights, augmentation and the rating scale are X's; Adam's moments and
-            step count start from zero, as in any fit, and there is no pre-training (its stages
-            train each layer against a freshly drawn temporary one, which would pull the
-            model's layers away from what they learned). hidden, feedback and based must be the
-            model's (SettingError names those that differ); any other setting may change.
+        checkpoint : str or os.PathLike, optional
+            A file to save the fit in (after pre-training, at the end of an epoch once
+            checkpoint_every seconds have passed since the last save, and after the last
+            epoch).
+        resume : bool
+            Continue the fit saved in `checkpoint` instead of starting over; it ends exactly
+            where an uninterrupted fit does. The checkpoint must be this fit's: the same
+            settings, epochs, data and backend; another's is refused, naming what differs.
+        checkpoint_every : float
+            Seconds between checkpoints, the most training a kill can cost (0: after every
+            epoch).
+        verbose : bool
+            Print one line per epoch.
+        warm_start : NCAE, optional
+            A fitted model (this one: partial_fit) to start from instead of a fresh draw
+            (ncae_cuda.model.warmstart): each column of X's (items of a user-based model, users
+            of an item-based one) whose id the model knows starts from the model's parameters
+            of it, a new column as a fresh fit draws it, and the hidden layers are the model's;
+            ids match by value (a scipy matrix's are its row and column numbers). The column
+            weights, augmentation and the rating scale are X's; Adam's moments and step count
+            start from zero, as in any fit, and there is no pre-training (its stages train each
+            layer against a freshly drawn temporary one, which would pull the model's layers
+            away from what they learned). hidden, feedback and based must be the model's; any
+            other setting may change.
+
+        Returns
+        -------
+        NCAE
+            The model, fitted.
+
+        Raises
+        ------
+        DataError
+            Bad data (duplicate entries; negative, NaN or infinite values), or a checkpoint of
+            another fit.
+        SettingError
+            A warm start whose hidden, feedback or based differ from this model's, named.
+        OutOfMemory
+            The device's memory is too small: the message names what needed it and the setting
+            that lowers it.
+        Diverged
+            A NaN or infinite loss, naming the epoch and step.
+
+        Examples
+        --------
+        >>> from ncae_cuda import NCAE
+        >>> from ncae_cuda.data import datasets, splits
+        >>> split = splits.leave_one_out(datasets.load("synthetic-tiny"))
+        >>> model = NCAE(feedback="implicit", hidden=(32,), device="cpu")
+        >>> model = model.fit(split.train, validation=split.valid, epochs=3, verbose=False)
+        >>> len(model.history)
+        3
         """
         c, comm = self.config, self.comm
         start = None if warm_start is None else self._warm_start(warm_start)
@@ -188,8 +248,23 @@ class NCAE:
         return self
 
     def partial_fit(self, X, validation=None, epochs: int | None = None, **fitting) -> NCAE:
-        """fit() of X starting from this model's own parameters (fit's warm_start): a model of
-        yesterday's interactions trained on to today's. Returns the model."""
+        """fit() of X starting from this model's own parameters (fit's warm_start).
+
+        A model of yesterday's interactions trained on to today's: the columns it knows keep
+        their parameters, new ones are drawn fresh.
+
+        Parameters
+        ----------
+        X, validation, epochs
+            As fit's.
+        **fitting
+            fit's other keywords.
+
+        Returns
+        -------
+        NCAE
+            The model, fitted on from where it was.
+        """
         return self.fit(X, validation, epochs, warm_start=self, **fitting)
 
     def _warm_start(self, model: NCAE) -> WarmStart:
@@ -248,15 +323,33 @@ class NCAE:
     # scoring held-out data
 
     def evaluator(self, held, exclude=None, popularity: bool = False):
-        """score(per_user=False) -> the figures of `held` (interactions held out from the fit
-        data, the same users and items): RMSE of the predicted ratings (explicit), or HR@M of
-        each held-out item ranked among the items the user has no interaction with in the fit
-        data nor in `exclude`, and Recall@M and NDCG@M of each user's held-out items as a set
-        (implicit: ncae_cuda.model.metrics). per_user adds the table of users grouped by
-        their number of fit interactions. Device arrays are built once, here.
+        """A function that scores `held`, its device arrays built once, here.
 
-        popularity: rank by the POP baseline instead, every item scored by its number of
-        interactions in the fit data, on the same candidates (implicit only)."""
+        Parameters
+        ----------
+        held : scipy.sparse matrix or Interactions
+            Interactions held out from the fit data, of the same users and items.
+        exclude : scipy.sparse matrix or Interactions, optional
+            Implicit: items left out of each user's candidates besides those of the fit data
+            (e.g. the validation part when scoring test).
+        popularity : bool
+            Rank by the POP baseline instead, every item scored by its number of interactions
+            in the fit data, on the same candidates (implicit only).
+
+        Returns
+        -------
+        callable
+            score(per_user=False) -> dict: RMSE of the predicted ratings (explicit), or HR@M of
+            each held-out item ranked among the items the user has no interaction with in the
+            fit data nor in `exclude`, and Recall@M and NDCG@M of each user's held-out items as
+            a set (implicit: ncae_cuda.model.metrics). per_user adds the table of users grouped
+            by their number of fit interactions.
+
+        Raises
+        ------
+        DataError
+            Held-out ratings missing for an explicit model, or ids the model does not know.
+        """
         self._check_fitted()
         if popularity and not self.config.implicit:
             raise ValueError("the POP baseline ranks items: it is for implicit feedback")
@@ -279,15 +372,40 @@ class NCAE:
 
     def evaluate(self, held, exclude=None, per_user: bool = False,
                  popularity: bool = False) -> dict:
-        """The figures of `held` once: see evaluator()."""
+        """The figures of `held` once: evaluator(held, exclude, popularity)(per_user).
+
+        Returns
+        -------
+        dict
+            Explicit: 'rmse' and the number of entries scored ('entries'). Implicit: HR@M,
+            Recall@M and NDCG@M at each cutoff ('hr@10', 'recall@10', 'ndcg@10', ...) and the
+            number of users scored ('rows'); with per_user, the table of users grouped by their
+            number of fit interactions.
+        """
         return self.evaluator(held, exclude, popularity)(per_user)
 
     # -----------------------------------------------------------------------------------------
     # using the model
 
     def predict(self, users, items) -> np.ndarray:
-        """(n,) float32 output at each (users[i], items[i]): the predicted rating (explicit) or
-        the preference tanh(out) in (-1, 1) (implicit); users encoded from the fit data."""
+        """The model's output at each (users[i], items[i]).
+
+        Parameters
+        ----------
+        users, items : array-like
+            Ids of the fit data, as many of each; users are encoded from the fit data.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) float32: the predicted rating (explicit) or the preference tanh(out) in
+            (-1, 1) (implicit).
+
+        Raises
+        ------
+        UnknownIds
+            Ids the model was not fit on, named.
+        """
         self._check_fitted()
         u = lookup_ids(self.user_ids, users, "user")
         i = lookup_ids(self.item_ids, items, "item")
@@ -299,13 +417,32 @@ class NCAE:
 
     def recommend(self, users, n: int = 10, filter_seen: bool = True, items=None
                   ) -> tuple[np.ndarray, np.ndarray]:
-        """The n best items of each user, best first: (item ids, scores), each (len(users), n).
+        """The n best items of each user, best first.
 
-        filter_seen leaves out the items a user interacted with in the fit data; items (ids)
-        restricts the candidates. Scores are predicted ratings (explicit) or the output logits
-        (implicit: the order of tanh(out) without float32 saturation ties). Ties go to the
-        item earlier in item_ids. n is capped at the number of candidate items; a user with
-        fewer candidates ends in score -inf, id -1 (integer ids) or "" (text ids).
+        Parameters
+        ----------
+        users : array-like
+            User ids of the fit data.
+        n : int
+            Items a user, capped at the number of candidate items.
+        filter_seen : bool
+            Leave out the items a user interacted with in the fit data.
+        items : array-like, optional
+            Item ids: the candidates (default: every item).
+
+        Returns
+        -------
+        item_ids, scores : numpy.ndarray
+            Each (len(users), n). Scores are predicted ratings (explicit) or the output logits
+            (implicit: the order of tanh(out) without float32 saturation ties). Ties go to the
+            item earlier in item_ids. A user with fewer than n candidates ends in score -inf,
+            id -1 (integer ids) or "" (text ids).
+
+        Raises
+        ------
+        UnknownIds
+            Ids the model was not fit on, named.
+
         """
         self._check_fitted()
         u = lookup_ids(self.user_ids, users, "user")
@@ -319,12 +456,34 @@ class NCAE:
     def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
                       times=None) -> tuple[np.ndarray, np.ndarray]:
         """recommend() for users the model was not fit on, folded in from their interactions
-        without retraining: X_new is a scipy.sparse (new users x items) matrix whose column j
-        is item_ids[j]. The autoencoder encodes any row, so this needs a user-based model; an
-        item-based model's users are its columns, each with an embedding learned in training.
-        A model with recency_boost weighs each new user's interactions by their times: `times`,
-        a matrix of X_new's shape holding each interaction's time at its place (any numbers
-        that grow with time, e.g. seconds).
+        without retraining.
+
+        The autoencoder encodes any row, so this needs a user-based model; an item-based
+        model's users are its columns, each with an embedding learned in training.
+
+        Parameters
+        ----------
+        X_new : scipy.sparse matrix
+            New users x items, whose column j is item_ids[j].
+        n, filter_seen, items
+            As recommend's; filter_seen leaves out the items of X_new's rows.
+        times : scipy.sparse matrix, optional
+            A model with recency_boost weighs each new user's interactions by their times: a
+            matrix of X_new's shape holding each interaction's time at its place (any numbers
+            that grow with time, e.g. seconds).
+
+        Returns
+        -------
+        item_ids, scores : numpy.ndarray
+            Each (X_new.shape[0], n), as recommend's.
+
+        Raises
+        ------
+        ValueError
+            An item-based model, or a model with recency_boost given no times.
+        DataError
+            X_new with another number of columns than the model has items, or times that do
+            not match it.
         """
         self._check_fitted()
         if self.config.based != "user":
@@ -350,10 +509,24 @@ class NCAE:
         return self._item_results(idx, vals, ratings=not self.config.implicit)
 
     def similar_items(self, items, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
-        """The n items most similar to each given item, the item itself left out: (item ids,
-        cosine similarities), each (len(items), n). Items are compared by their output
-        embedding: the rows of V in a user-based model; in an item-based one (whose V rows are
-        users) by their code, the last hidden layer of the item's row."""
+        """The n items most similar to each given item, the item itself left out.
+
+        Items are compared by their output embedding: the rows of V in a user-based model; in
+        an item-based one (whose V rows are users) by their code, the last hidden layer of the
+        item's row.
+
+        Parameters
+        ----------
+        items : array-like
+            Item ids of the fit data.
+        n : int
+            Similar items an item.
+
+        Returns
+        -------
+        item_ids, similarities : numpy.ndarray
+            Each (len(items), n), by cosine similarity, the most similar first.
+        """
         self._check_fitted()
         xp, ops, held = self.ops.xp, self.ops, self.data.item_columns
         idx = lookup_ids(self.item_ids, items, "item")
@@ -394,7 +567,20 @@ class NCAE:
     # saving and loading
 
     def save(self, path) -> None:
-        """One file with settings, id maps, parameters and the fit interactions (no pickle)."""
+        """Save the model in one file, no pickle: settings, id maps, parameters and the fit
+        interactions (users are encoded from them, and seen items filtered by them), so it
+        recommends without the training data at hand.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The .npz to write, atomically: a crash leaves the old file or the new one.
+
+        Raises
+        ------
+        DataError
+            The file cannot be written, naming why.
+        """
         self._check_fitted()
         net = self._net
         meta = {"ncae_cuda": __version__, "config": self.config.as_dict(),
@@ -433,7 +619,27 @@ class NCAE:
 
     @classmethod
     def load(cls, path, device: str = "auto") -> NCAE:
-        """A model saved by save(), on `device` (any: a GPU model loads on the CPU and back)."""
+        """A model saved by save().
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A file save() wrote.
+        device : str
+            Where the model runs: any, whatever it was saved from ('auto', 'cpu', 'gpu'); a GPU
+            model loads on the CPU and back.
+
+        Returns
+        -------
+        NCAE
+            The model, fitted, as it was saved.
+
+        Raises
+        ------
+        DataError
+            A file that is missing, not a model file, of another format version, or damaged,
+            named.
+        """
         meta, a = modelfile.read(path, "model")
         try:
             model = cls(device=device, **asdict(Config.from_dict(meta["config"])))
