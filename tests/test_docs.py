@@ -143,6 +143,15 @@ def test_every_install_a_page_shows_is_what_ci_runs():
     assert '.venv/bin/pip install -e ".[docs]"' in installs
 
 
+def test_the_readme_links_to_files_that_exist():
+    """The site checks its own links (--strict); the README, read on the repository's host, is
+    not part of it."""
+    text = (ROOT / "README.md").read_text()
+    links = [link.split("#")[0] for link in re.findall(r"\]\(([^)#][^)]*)\)", text)
+             if "://" not in link]
+    assert len(links) >= 10 and all((ROOT / link).is_file() for link in links), links
+
+
 def test_performance_tables_are_generated_from_the_results_files():
     from bench import report
     assert report.main(["--check"]) == 0
