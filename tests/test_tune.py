@@ -26,7 +26,7 @@ from ncae_cuda.commands import train, tune
 from ncae_cuda.data import datasets
 from ncae_cuda.model import modelfile
 from ncae_cuda.model.config import DEFAULTS, read_recipe
-from ncae_cuda.runs import protocol, rundir, space, tuning
+from ncae_cuda.runs import protocol, rundir, space, study_storage, tuning
 
 pytestmark = pytest.mark.extra("tune")
 optuna = pytest.importorskip("optuna", reason=missing_extra("tune"))
@@ -63,7 +63,7 @@ def command(*flags) -> list[str]:
 
 def journal(out: Path):
     return optuna.load_study(study_name=out.name,
-                             storage=JournalStorage(JournalFileBackend(str(out / tuning.JOURNAL))))
+                             storage=JournalStorage(JournalFileBackend(str(out / study_storage.JOURNAL))))
 
 
 def by_state(study) -> dict:
@@ -89,7 +89,7 @@ def test_two_workers_share_a_journal_study_and_the_best_recipe_retrains_to_its_s
         assert metrics["valid"]["rmse"] == t.value and "test" not in metrics
     best = min(complete, key=lambda t: t.value)
     recipe = (out / "best.toml").read_text()
-    assert f"study {out.name} ({out / tuning.JOURNAL}), trial {best.number}," in recipe
+    assert f"study {out.name} ({out / study_storage.JOURNAL}), trial {best.number}," in recipe
     assert f"validation rmse {best.value:.4f} at epoch" in recipe
     settings = read_recipe(out / "best.toml")
     assert settings["hidden"] == tuple(int(k) for k in best.params["hidden"].split(","))
@@ -260,7 +260,7 @@ def test_a_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path):
     deadline = time.monotonic() + 60
     while victim is None and time.monotonic() < deadline:
         time.sleep(0.2)
-        if not (out / tuning.JOURNAL).exists():
+        if not (out / study_storage.JOURNAL).exists():
             continue
         for t in journal(out).get_trials(states=(TrialState.RUNNING,)):
             log = out / "trials" / f"{t.number:04d}" / "log.txt"
@@ -329,8 +329,8 @@ def _open_at_once(url: str, start, failed) -> None:
     args = argparse.Namespace(storage=url, study="s", worker=0, out=None)
     start.wait()
     try:
-        tuning.open_storage(args)
-    except tuning.TuneError as e:
+        study_storage.open_storage(args)
+    except study_storage.TuneError as e:
         failed.append(str(e))
 
 
@@ -409,10 +409,10 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     flags = [*files(tmp_path, 2), "--trials", "2", "--out", str(tmp_path / "o")]
     assert tune.main(flags) == 0
     refused(tune.main, [*flags, "--seed", "1"], capsys,
-            "study o in " + str(tmp_path / "o" / tuning.JOURNAL) + " tunes other settings (seed: "
+            "study o in " + str(tmp_path / "o" / study_storage.JOURNAL) + " tunes other settings (seed: "
             "0 -> 1): tune with those, choose another --study, or start over with --overwrite")
     refused(tune.main, [*flags, "--storage", f"sqlite:///{tmp_path / 's.db'}"], capsys,
-            f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / tuning.JOURNAL}")
+            f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / study_storage.JOURNAL}")
     refused(tune.main, [*flags, "--storage", "nonsense"], capsys, "not a database URL")
     assert tune.main([*flags, "--seed", "1", "--overwrite"]) == 0           # starts over
     assert len(journal(tmp_path / "o").get_trials()) == 2
@@ -445,13 +445,13 @@ def test_a_study_whose_storage_lost_its_trials_is_refused_and_best_toml_kept(fin
     held = json.loads((out / tuning.MARKER).read_text())
     assert held["best"] == {"trial": best.number, "value": best.value}
     recipe = (out / "best.toml").read_bytes()
-    (out / tuning.JOURNAL).write_bytes(b"")                 # the journal emptied
+    (out / study_storage.JOURNAL).write_bytes(b"")                 # the journal emptied
     refused(tune.main, [*flags, "--trials", "3"], capsys,
-            f"error: study o in {out / tuning.JOURNAL} has no record of 2 trials that ran in "
+            f"error: study o in {out / study_storage.JOURNAL} has no record of 2 trials that ran in "
             f"{out / 'trials'} (0000, 0001), trial {best.number} of {out / 'best.toml'} (rmse "
             f"{best.value:.4f}): its storage was emptied or replaced: restore it from a copy, "
             "or start over with --overwrite")
-    assert (out / tuning.JOURNAL).read_bytes() == b"" and (out / "best.toml").read_bytes() == recipe
+    assert (out / study_storage.JOURNAL).read_bytes() == b"" and (out / "best.toml").read_bytes() == recipe
     # without the trials' folders, best.toml's own trial still tells the storage was lost
     shutil.rmtree(out / "trials")
     refused(tune.main, [*flags, "--trials", "3"], capsys,
@@ -462,21 +462,21 @@ def test_a_study_whose_storage_lost_its_trials_is_refused_and_best_toml_kept(fin
 def test_a_journal_line_cut_short_by_a_crash_is_dropped_and_the_study_goes_on(finished, capsys):
     flags, restore = finished
     out = restore()
-    with open(out / tuning.JOURNAL, "ab") as f:            # a record a crash cut mid-write
+    with open(out / study_storage.JOURNAL, "ab") as f:            # a record a crash cut mid-write
         f.write(b'{"op_code":5,"worker_id":"w","trial_id":')
     assert tune.main([*flags, "--trials", "3"]) == 0
-    assert f"note: {out / tuning.JOURNAL}: its last line was cut short" in capsys.readouterr().err
-    lines = (out / tuning.JOURNAL).read_bytes().splitlines()
+    assert f"note: {out / study_storage.JOURNAL}: its last line was cut short" in capsys.readouterr().err
+    lines = (out / study_storage.JOURNAL).read_bytes().splitlines()
     assert all(isinstance(json.loads(line), dict) for line in lines)
     assert [t.state for t in journal(out).get_trials()] == [TrialState.COMPLETE] * 3
 
 
 @pytest.mark.parametrize("name, damage, message", [
-    (tuning.JOURNAL, lambda b: b + b"\xff\xfe garbage\n", "{path}:{lines}: damaged, not a record "
+    (study_storage.JOURNAL, lambda b: b + b"\xff\xfe garbage\n", "{path}:{lines}: damaged, not a record "
      "of Optuna's journal: restore the file from a copy, or start over with --overwrite"),
-    (tuning.JOURNAL, lambda b: b"\x00" + b, "{path}:1: damaged"),
-    (tuning.JOURNAL, lambda b: b + b"{}\n", "{path}:{lines}: damaged"),
-    (tuning.JOURNAL, lambda b: b + b"[1, 2]\n" + b, "{path}:{lines}: damaged"),
+    (study_storage.JOURNAL, lambda b: b"\x00" + b, "{path}:1: damaged"),
+    (study_storage.JOURNAL, lambda b: b + b"{}\n", "{path}:{lines}: damaged"),
+    (study_storage.JOURNAL, lambda b: b + b"[1, 2]\n" + b, "{path}:{lines}: damaged"),
     (tuning.MARKER, lambda b: b[:20], "{path}: damaged, not the record of a study (its name and "
      "storage): remove it and run the same command again"),
     (tuning.MARKER, lambda b: b"[1, 2]", "{path}: damaged"),
@@ -599,7 +599,7 @@ def silent_server():
     20 CONNECT_TIMEOUTs, then it closes them and stops)."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
-    end = time.monotonic() + 20 * tuning.CONNECT_TIMEOUT
+    end = time.monotonic() + 20 * study_storage.CONNECT_TIMEOUT
 
     def serve():
         taken = []
@@ -624,9 +624,9 @@ def test_a_postgresql_server_that_never_answers_is_given_up_on_after_a_while(
     seconds = time.monotonic() - start
     out, err = capsys.readouterr()
     assert code == 2 and "Traceback" not in err
-    assert f"connecting to {url} (waiting up to {tuning.CONNECT_TIMEOUT} s for its answer)" in out
+    assert f"connecting to {url} (waiting up to {study_storage.CONNECT_TIMEOUT} s for its answer)" in out
     assert f"error: --storage {url}: cannot open it (" in err and "timeout" in err
-    assert tuning.CONNECT_TIMEOUT <= seconds < tuning.CONNECT_TIMEOUT + 5
+    assert study_storage.CONNECT_TIMEOUT <= seconds < study_storage.CONNECT_TIMEOUT + 5
 
 
 def test_a_storage_that_does_not_open_leaves_out_unbound(tmp_path, capsys):

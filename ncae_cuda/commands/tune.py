@@ -12,12 +12,12 @@ and --seed; with --split-seeds, a run on each of these splits and the mean of th
 scores. A trial's score is the validation figure its early stopping follows (RMSE, or NDCG at
 the last cutoff), or for implicit feedback Recall at the last cutoff with --metric recall (at
 the epoch of the best NDCG). The space's settings that weigh a user's interactions by their
-time (space.TIMED) are left out, at the recipe's values, where the data has no timestamps or the
-model cannot weigh its rows; a recipe that weighs by time on data without timestamps is refused. The first trial
-is the recipe's own values of the space's settings (so the best is never behind the recipe);
-then Optuna's TPE sampler, seeded, draws the values. A trial that falls behind the others at
-the same epoch stops there (--pruner: the median of the earlier trials, or successive halving),
-heard after every epoch through the trainer's callback.
+time (space.TIMED) are left out, at the recipe's values, where the data has no timestamps or
+the model cannot weigh its rows; a recipe that weighs by time on data without timestamps is
+refused. The first trial is the recipe's own values of the space's settings (so the best is
+never behind the recipe); then Optuna's TPE sampler, seeded, draws the values. A trial that
+falls behind the others at the same epoch stops there (--pruner: the median of the earlier
+trials, or successive halving), heard after every epoch through the trainer's callback.
 
 The study lives in a storage: by default a journal file in --out (workers on one machine);
 --storage sqlite:///FILE, or postgresql://... for workers on many machines, each running the same
@@ -60,10 +60,17 @@ from ..model.config import recipe_text
 from ..model.modelfile import atomic_write
 from ..runs import pool, runflags, space
 from ..runs.spec import RunSpec
+from ..runs.study_storage import (
+    JOURNAL,
+    TuneError,
+    import_optuna,
+    make_out,
+    open_storage,
+    parsed_json,
+)
 from ..runs.tuning import (
     ASK,
     DISK_FULL,
-    JOURNAL,
     MARKER,
     PRUNE_AFTER_EPOCHS,
     PRUNE_AFTER_TRIALS,
@@ -71,15 +78,10 @@ from ..runs.tuning import (
     TRIALS,
     WORKERS,
     Setup,
-    TuneError,
     alive,
     census,
     disk_full,
-    import_optuna,
-    make_out,
-    open_storage,
     open_study,
-    parsed_json,
     setup,
     work,
 )
@@ -208,8 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--space", type=Path, metavar="SPACE.toml",
                    help="the settings to search, their ranges and choices (default: the "
                         "package's space of the run's feedback, "
-                        "ncae_cuda/runs/spaces/explicit.toml or implicit.toml; the settings that weigh by time are searched only "
-                        "where the data has timestamps)")
+                        "ncae_cuda/runs/spaces/explicit.toml or implicit.toml; the settings "
+                        "that weigh by time are searched only where the data has timestamps)")
     g.add_argument("--trials", type=pool.count, default=30,
                    help="finished trials (complete or pruned) the study ends with, over every "
                         "worker and rerun (default: %(default)s)")

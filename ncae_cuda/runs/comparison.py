@@ -101,7 +101,8 @@ def distinct_points(model: Baseline, grid: dict) -> list[tuple[dict, list[dict]]
 
 
 def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:
-    """HR@M, Recall@M and NDCG@M of `held` by `scores` through NCAE's evaluator (FitData.ranker)."""
+    """HR@M, Recall@M and NDCG@M of `held` by `scores`, through NCAE's evaluator
+    (FitData.ranker)."""
     def scorer():
         return lambda users: ops.to_device(np.ascontiguousarray(scores(users), np.float32))
     return fit.ranker(held, exclude, cutoffs, scorer)()

@@ -1,25 +1,21 @@
 """A tuning study's machinery, below python -m ncae_cuda.tune: what a command tunes (the recipe,
-the space, the data, the score), the study's storage (a journal file, SQLite or PostgreSQL),
-and its trials: a worker's loop, each trial a trainer run scored on validation, the trials of
-dead workers marked failed, a full disk stopping the study.
+the space, the data, the score), the study (in its storage: study_storage.py), and its trials:
+a worker's loop, each trial a trainer run scored on validation, the trials of dead workers
+marked failed, a full disk stopping the study.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
 import io
-import json
 import math
 import os
 import socket
-import sys
 import time
-import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..data.interactions import DataError
-from ..errors import NcaeError
 from ..model.config import DEFAULTS, Config, SettingError, read_recipe
 from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
@@ -27,41 +23,21 @@ from ..model.modelfile import differences, json_ready
 from ..ops import BackendUnavailable
 from . import pool, protocol, rundir, runflags, space
 from .spec import RunSpec
+from .study_storage import POLL, TuneError, _shown, import_optuna
 
-HEARTBEAT, GRACE = 60, 180       # seconds: a running trial's heartbeat in a database storage,
-                                 # and how old it is when another machine marks it failed
-POLL = 2.0                       # seconds between looks at a study whose last trials run elsewhere
-OPEN_TRIES = 5                   # at opening a database storage that others are making too
-CONNECT_TIMEOUT = 10             # seconds a PostgreSQL server has to answer at opening
-# PostgreSQL's SQLSTATEs of a table (42P07) or a type (42710) made since the statement looked
-MADE_MEANWHILE = ("42P07", "42710")
 PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
 PRUNE_AFTER_EPOCHS = 10          # ones, and never before this epoch
 FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often stops
 # --metric: the figures at the last cutoff an implicit study may be scored by (the first: the
 # one a trial's early stopping follows, Config.selection_metric)
 RANKING_FIGURES = ("ndcg", "recall")
-JOURNAL, MARKER, TRIALS, WORKERS, ASK = "study.journal", "tune.json", "trials", "workers", ".ask"
+MARKER, TRIALS, WORKERS, ASK = "tune.json", "trials", "workers", ".ask"
 # what a trial's run can fail of, its settings' fault: the trial fails, the study goes on
 TRIAL_ERRORS = (SettingError, DataError, rundir.RunFolderError, BackendUnavailable, Diverged,
                 OutOfMemory)
 # ...but a full disk is no trial's fault: it stops the study (errno.EDQUOT: a quota's)
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 HOST = socket.gethostname()
-
-
-class TuneError(NcaeError):
-    """A study that cannot go on: the message says why, in one line."""
-
-
-def import_optuna():
-    try:
-        import optuna
-    except ImportError:
-        raise TuneError("tuning runs on Optuna: pip install -e '.[tune]'") from None
-    optuna.logging.set_verbosity(optuna.logging.ERROR)     # the workers print their own lines
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    return optuna
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,106 +146,6 @@ def trainer_spec(parser, args, recipe: dict, settings: dict, out: Path,
     spec = RunSpec(data=data, device=args.device, out=out, validation_only=True)
     config = runflags.given_settings(**{**recipe, **settings, "seed": args.seed})
     return runflags.resolved(parser, spec, config)
-
-
-def _shown(args) -> str:
-    """The storage as messages and files name it: without its password."""
-    if args.storage is None:
-        return str(args.out / JOURNAL)
-    import_optuna()
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-    try:
-        return make_url(args.storage).render_as_string(hide_password=True)
-    except ArgumentError:
-        raise TuneError(f"--storage {args.storage}: not a database URL (sqlite:///FILE, "
-                        "postgresql://USER@HOST/DB)") from None
-
-
-def open_storage(args):
-    """The study's storage, opened: the journal file in --out (made, and checked: TuneError
-    names a damaged line), or the database; TuneError says why it cannot be opened."""
-    optuna = import_optuna()
-    if args.storage is None:
-        from optuna.storages.journal import (
-            JournalFileBackend,
-            JournalFileSymlinkLock,
-            JournalStorage,
-        )
-        make_out(args)
-        path = str(args.out / JOURNAL)
-        lock = JournalFileSymlinkLock(path)           # Optuna's own, that its writers hold
-        _check_journal(Path(path), lock)
-        return JournalStorage(JournalFileBackend(path, lock_obj=lock))
-    import sqlalchemy.exc
-    url, engine = args.storage, {}
-    if url.startswith("postgresql://"):          # the driver the [tune] extra installs, whatever
-        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")   # SQLAlchemy's own
-    if url.startswith("postgresql"):
-        # a server that takes the connection and never answers: refused after this, not hung
-        engine = {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
-        if args.worker is None:
-            print(f"connecting to {_shown(args)} (waiting up to {CONNECT_TIMEOUT} s for its "
-                  "answer) ...", flush=True)
-    try:
-        for attempt in range(OPEN_TRIES):
-            try:
-                return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT,
-                                                  grace_period=GRACE, engine_kwargs=engine)
-            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as e:
-                # PostgreSQL: another process made the tables at the same moment (a duplicate
-                # in pg_type, or a table or type made since this one looked); they are there
-                # now, and the next try finds them
-                made_by_another = (isinstance(e, sqlalchemy.exc.IntegrityError)
-                                   or getattr(e.orig, "sqlstate", None) in MADE_MEANWHILE)
-                if not made_by_another or attempt == OPEN_TRIES - 1:
-                    raise
-                time.sleep(POLL / 4)
-    except (ImportError, sqlalchemy.exc.SQLAlchemyError, ValueError) as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TuneError(f"--storage {_shown(args)}: cannot open it ({reason})") from None
-
-
-def make_out(args) -> None:
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise TuneError(f"--out {args.out}: cannot write there ({e.strerror or e})",
-                        errno=e.errno) from None
-
-
-def _check_journal(path: Path, lock) -> None:
-    """A journal whose last line a crash cut short loses that line (Optuna's reader skips it,
-    but its next record would be written onto it); TuneError names a line that is not one of
-    Optuna's records."""
-    if not path.exists():
-        return
-    lock.acquire()                    # no writer is midway through a line while it is held
-    try:
-        text = path.read_bytes()
-        if text and not text.endswith(b"\n"):
-            kept = text[:text.rfind(b"\n") + 1]
-            with open(path, "r+b") as f:
-                f.truncate(len(kept))
-            print(f"note: {path}: its last line was cut short (a write that never ended): "
-                  "removed", file=sys.stderr, flush=True)
-            text = kept
-    finally:
-        lock.release()
-    for number, line in enumerate(text.splitlines(), start=1):
-        record = parsed_json(line)
-        if not (isinstance(record, dict) and isinstance(record.get("op_code"), int)):
-            raise TuneError(f"{path}:{number}: damaged, not a record of Optuna's journal: "
-                            "restore the file from a copy, or start over with --overwrite "
-                            "(its trials are lost)")
-
-
-def parsed_json(text: bytes):
-    """The JSON value of `text`, None where it is not JSON in UTF-8 (a file a crash cut)."""
-    try:
-        return json.loads(text.decode())
-    except ValueError:                         # UnicodeDecodeError and JSONDecodeError among them
-        return None
 
 
 def open_study(args, found: Setup, storage):
