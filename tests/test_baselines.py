@@ -397,3 +397,20 @@ def test_points_that_cannot_differ_are_scored_once():
     assert comparison.distinct_points(ease_model, {**grid, "recency_boost": (8.0,)}) == [
         ({"l2": l2}, [{"recency_boost": 8.0, "recency_halflife": h} for h in (1.0, 2.0, 3.0)])
         for l2 in (10.0, 100.0)]
+
+
+def test_factors_past_the_fewer_of_users_and_items_are_scored_once_at_that_count(split):
+    """synthetic-tiny has 50 items: factors 8, 64 and 1024 are fit at 8 and 50, once each, and
+    the note says so; a grid under the cap is left as it is, without a note."""
+    ials = models.BASELINES["ials"]
+    grid = {"factors": (8, 64, 1024), "regularization": (1.0,), "alpha": (1.0,),
+            "iterations": (2,)}
+    lines = []
+    result = comparison.select_and_test(ials, split, (10,), CPU, 3, grid, log=lines.append)
+    cap = min(split.train.n_users, split.train.n_items)
+    assert cap == 50
+    assert [run["settings"]["factors"] for run in result["validation"]] == [8, 50]
+    assert lines[0] == (f"note: iALS: factors above {cap} (the fewer of the users and items) "
+                        f"reach the same optimum as {cap}: scored once, at {cap}")
+    assert comparison.rank_capped(ials, {"factors": (8, 16)}, split.train, lines.append) == {
+        "factors": (8, 16)} and len(lines) == len(result["validation"]) + 2

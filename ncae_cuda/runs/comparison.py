@@ -48,6 +48,7 @@ def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ..
     seconds the selection and the final fit took.
     log hears a line per point scored on validation, with the time the grid has left."""
     metric = f"ndcg@{cutoffs[-1]}"
+    grid = rank_capped(model, grid, split.train, log)
     fits = distinct_points(model, grid)
     seen = FitData.of(split.train, IMPLICIT, ops)
     runs, start = [], time.perf_counter()
@@ -83,6 +84,20 @@ def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ..
     return {"name": model.name, "grid": grid, "validation": runs,
             "chosen": best["settings"], "valid": best["valid"], "test": test, **cold,
             "seconds_select": selected, "seconds_fit": fit_seconds}
+
+
+def rank_capped(model: Baseline, grid: dict, part: Interactions, log=say) -> dict:
+    """`grid` with its factor counts at most min(users, items) of `part`, each once: past that
+    a fit finds the same optimum (L2 on two factor matrices is the nuclear norm of their
+    product once they can hold any rank), so a tiny data set is not fit at 1,024 factors."""
+    if "factors" not in grid:
+        return grid
+    cap = min(part.n_users, part.n_items)
+    factors = tuple(dict.fromkeys(min(int(f), cap) for f in grid["factors"]))
+    if factors != tuple(grid["factors"]):
+        log(f"note: {model.name}: factors above {cap} (the fewer of the users and items) reach "
+            f"the same optimum as {cap}: scored once, at {cap}")
+    return {**grid, "factors": factors}
 
 
 def distinct_points(model: Baseline, grid: dict) -> list[tuple[dict, list[dict]]]:
