@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     updated = head + section() + rest.split(END, 1)[1]
     if args.check:
         if updated != text:
-            print(f"{PAGE.relative_to(ROOT)}'s performance tables are not what bench/results "
+            print(f"{PAGE}'s performance tables are not what bench/results "
                   "give: run python -m bench.report", file=sys.stderr)
             return 1
         return 0

@@ -244,15 +244,17 @@ def test_reader_speed_quick(tmp_path, temporary):
 
 
 def test_report_says_what_it_wrote(tmp_path, monkeypatch, capsys):
-    readme = tmp_path / "README.md"
-    readme.write_text(report.README.read_text())
-    monkeypatch.setattr(report, "README", readme)
+    page = tmp_path / "performance.md"
+    page.write_text(report.PAGE.read_text())
+    monkeypatch.setattr(report, "PAGE", page)
     assert report.main([]) == 0
-    assert "performance section is already what" in capsys.readouterr().out
-    readme.write_text(readme.read_text().replace(report.BEGIN, report.BEGIN + "\nstale"))
+    assert "performance tables are already what" in capsys.readouterr().out
+    page.write_text(page.read_text().replace(report.BEGIN, report.BEGIN + "\nstale"))
+    assert report.main(["--check"]) == 1
     assert report.main([]) == 0
-    assert f"wrote {readme}'s performance section" in capsys.readouterr().out
-    assert readme.read_text() == (report.ROOT / "README.md").read_text()
+    assert f"wrote {page}'s performance tables" in capsys.readouterr().out
+    assert page.read_text() == report.PAGE.read_text() == (
+        report.ROOT / "docs" / "performance.md").read_text()
 
 
 def test_warm_start_quick(tmp_path, temporary):
