@@ -399,6 +399,20 @@ def test_points_that_cannot_differ_are_scored_once():
         for l2 in (10.0, 100.0)]
 
 
+def test_a_grid_of_factors_is_capped_at_the_fewer_of_users_and_items(split):
+    lines = []
+    bpr = models.BASELINES["bpr"]
+    assert comparison.rank_capped(bpr, {"factors": (64, 8, 1024, 50), "learning_rate": (0.1,)},
+                                  split.train, lines.append) == {"factors": (50, 8),
+                                                                 "learning_rate": (0.1,)}
+    assert lines == ["note: BPR: factors above 50 (the fewer of the users and items) reach the "
+                     "same optimum as 50: scored once, at 50"]
+    ease = models.BASELINES["ease"]
+    assert comparison.rank_capped(ease, {"l2": (1.0,)}, split.train, lines.append) == {
+        "l2": (1.0,)} and len(lines) == 1
+
+
+@pytest.mark.extra("baselines")
 def test_factors_past_the_fewer_of_users_and_items_are_scored_once_at_that_count(split):
     """synthetic-tiny has 50 items: factors 8, 64 and 1024 are fit at 8 and 50, once each, and
     the note says so; a grid under the cap is left as it is, without a note."""

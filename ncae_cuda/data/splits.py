@@ -2,12 +2,10 @@
 
 A `Split` of a data set has three parts on the data's id maps; the random ones partition the
 data's entries (each lands in exactly one part, in the data's entry order). A time split
-(`by_time`) holds its cold held-out entries apart in two more parts, so that they are scored on
-their own, never averaged in with the rest. Its notes are the facts the CLI prints with the
-results: how the split was made and which held-out entries have no training entry, the latter
-recomputed whenever entries move between parts. Everything is
-seeded with a numpy Generator and vectorized (ML-20M: 20M entries, 138k users), so no function
-loops over users in Python.
+(`by_time`) holds its cold held-out entries apart in two more parts (cold.py). Its notes are
+the facts the CLI prints with the results: how the split was made and the held-out entries with
+no training entry, recomputed whenever entries move. Everything is seeded with a numpy
+Generator and vectorized (ML-20M: 20M entries, 138k users): no loop over users in Python.
 
 Counts that come from a ratio are rounded half up (2.5 -> 3), not Python's half-to-even.
 """
@@ -19,12 +17,14 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from .cold import cold_notes, set_cold_apart, with_cold_notes
 from .interactions import NO_TIME, DataError, Interactions
+from .row_draws import latest_in_row, pick_one_per_row, random_order_within_rows
 
 # Part labels: one int8 per entry says where it goes.
 TRAIN, VALID, TEST = 0, 1, 2
 KINDS = ("random", "loo", "time")   # the splits made here; data sets' own split files beside
-VALID_ITEMS = ("random", "latest")   # leave-one-out's validation item: a random or the latest other
+VALID_ITEMS = ("random", "latest")   # leave-one-out's validation item: random or latest other
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float
     split = _partition(data, label, [
         f"random hold-out (seed {seed}): {data.nnz - n_test - n_valid} train, "
         f"{n_valid} validation, {n_test} test entries"])
-    return _with_cold_notes(split)
+    return with_cold_notes(split)
 
 
 def file_split(data: Interactions, base: Interactions, test: Interactions) -> Split:
@@ -124,7 +124,7 @@ def file_split(data: Interactions, base: Interactions, test: Interactions) -> Sp
     train, held = (_reindex(part, data) for part in (base, test))
     split = Split(train, _empty(train), held,
                   [f"split files: {base.name} ({base.nnz} train), {test.name} ({test.nnz} test)"])
-    return _with_cold_notes(split)
+    return with_cold_notes(split)
 
 
 def given_split(train: Interactions, test: Interactions, valid: Interactions | None = None
@@ -173,7 +173,7 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
                          "too")
     train = on_one_map["train"]
     split = Split(train, on_one_map.get("valid", _empty(train)), on_one_map["test"], notes)
-    return data, _with_cold_notes(split)
+    return data, with_cold_notes(split)
 
 
 def _pair_keys(part: Interactions) -> np.ndarray:
@@ -247,12 +247,12 @@ def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random")
     row_count = counts[data.users]                             # (nnz,) the entry's user's
     test_candidate = row_count >= 2
     if data.timestamps is not None:
-        test_candidate &= _latest_in_row(data, row_count >= 2)
-    test = _pick_one_per_row(data.users, data.n_users, test_candidate, rng)
+        test_candidate &= latest_in_row(data, row_count >= 2)
+    test = pick_one_per_row(data.users, data.n_users, test_candidate, rng)
     valid_candidate = ~test & (row_count >= 3)
     if valid_item == "latest" and data.timestamps is not None:
-        valid_candidate &= _latest_in_row(data, valid_candidate)
-    valid = _pick_one_per_row(data.users, data.n_users, valid_candidate, rng)
+        valid_candidate &= latest_in_row(data, valid_candidate)
+    valid = pick_one_per_row(data.users, data.n_users, valid_candidate, rng)
     label = np.full(data.nnz, TRAIN, np.int8)
     label[test] = TEST
     label[valid] = VALID
@@ -277,7 +277,7 @@ def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random")
         n_users = int(np.count_nonzero(counts == n))
         if n_users:
             notes.append(f"{n_users} users with {n} interaction{'s' * (n > 1)} {fact}")
-    return _with_cold_notes(_partition(data, label, notes))
+    return with_cold_notes(_partition(data, label, notes))
 
 
 def by_time(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.0) -> Split:
@@ -353,7 +353,7 @@ def by_time(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.
                      "one: they are in train")
     split = _partition(data, label, notes)
     split = replace(split, cold_valid=_empty(data), cold_test=_empty(data))
-    return _with_cold_notes(_set_cold_apart(split))
+    return with_cold_notes(set_cold_apart(split))
 
 
 def _when(t: int) -> str:
@@ -382,6 +382,7 @@ def subsample(train: Interactions, ratio: float, seed: int = 0,
     Returns
     -------
     Interactions
+        The entries kept, on the same id maps.
     """
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio must be in (0, 1], got {ratio}")
@@ -389,8 +390,9 @@ def subsample(train: Interactions, ratio: float, seed: int = 0,
         raise ValueError(f"based must be 'user' or 'item', not {based!r}")
     if ratio == 1.0:
         return train
-    rows, n_rows = (train.users, train.n_users) if based == "user" else (train.items, train.n_items)
-    order, pos, counts = _random_order_within_rows(rows, n_rows, np.random.default_rng(seed))
+    rows, n_rows = ((train.users, train.n_users) if based == "user"
+                    else (train.items, train.n_items))
+    order, pos, counts = random_order_within_rows(rows, n_rows, np.random.default_rng(seed))
     keep_count = np.maximum(_round_half_up(ratio * counts), 1)   # (n_rows,) int64
     keep = np.empty(train.nnz, bool)
     # Rows are in random order within each row, so the first keep_count are a random sample.
@@ -417,42 +419,6 @@ def _random_labels(nnz: int, parts: list[tuple[int, int]],
         label[perm[start:start + count]] = part
         start += count
     return label
-
-
-def _latest_in_row(data: Interactions, among: np.ndarray) -> np.ndarray:
-    """(nnz,) bool: the entries of `among` whose time is their user's latest among them."""
-    latest = np.full(data.n_users, np.iinfo(np.int64).min)
-    np.maximum.at(latest, data.users[among], data.timestamps[among])
-    return among & (data.timestamps == latest[data.users])
-
-
-def _pick_one_per_row(rows: np.ndarray, n_rows: int, candidate: np.ndarray,
-                      rng: np.random.Generator) -> np.ndarray:
-    """(nnz,) bool: one uniformly random candidate entry per row that has candidates.
-
-    O(nnz) without sorting: each entry draws a distinct priority (a permutation, so exactly one
-    winner per row) and a row's winner is its candidate with the highest priority.
-    """
-    priority = rng.permutation(len(rows))
-    best = np.full(n_rows, -1, np.int64)
-    np.maximum.at(best, rows[candidate], priority[candidate])
-    return candidate & (priority == best[rows])
-
-
-def _random_order_within_rows(rows: np.ndarray, n_rows: int, rng: np.random.Generator):
-    """Entries sorted by row, in uniformly random order within each row.
-
-    Returns order (nnz,) int64 (a permutation of the entries), pos (nnz,) int64 (the position of
-    entry order[i] within its row) and counts (n_rows,) int64 entries per row.
-    """
-    nnz = len(rows)
-    # One distinct int64 key per entry (row major, random minor; n_rows * nnz < 2**63 for any
-    # data that fits in memory): a single argsort is several times faster than lexsort.
-    order = np.argsort(rows.astype(np.int64) * nnz + rng.permutation(nnz))
-    counts = np.bincount(rows, minlength=n_rows)
-    starts = np.cumsum(counts) - counts
-    pos = np.arange(nnz) - starts[rows[order]]
-    return order, pos, counts
 
 
 def _partition(data: Interactions, label: np.ndarray, notes: list[str]) -> Split:
@@ -496,74 +462,9 @@ def _empty(part: Interactions) -> Interactions:
 def _move_entries(split: Split, train: Interactions, valid: Interactions, note: str) -> Split:
     """`split` with new train and validation parts: the note added, cold entries set apart
     anew (where the split holds them apart) and cold-entry notes redone."""
-    stale = set(_cold_notes(split))
+    stale = set(cold_notes(split))
     notes = [n for n in split.notes if n not in stale] + [note]
     moved = replace(split, train=train, valid=valid, notes=notes)
     if split.cold_valid is not None:
-        moved = _set_cold_apart(replace(moved, cold_valid=_empty(valid)))
-    return _with_cold_notes(moved)
-
-
-def _set_cold_apart(split: Split) -> Split:
-    """`split` (one that holds cold entries apart) with each held-out part's cold entries in
-    its cold part, and only those: validation's against train, test's against train and
-    validation (Split.cold_valid, cold_test)."""
-    valid = split.valid.concat(split.cold_valid)
-    test = split.test.concat(split.cold_test)
-    cold_valid = _cold(valid, split.train)                               # (valid nnz,) bool
-    cold_test = _cold(test, split.train.concat(valid))                   # (test nnz,) bool
-    return replace(split, valid=valid.subset(~cold_valid), cold_valid=valid.subset(cold_valid),
-                   test=test.subset(~cold_test), cold_test=test.subset(cold_test))
-
-
-def _known(known: Interactions) -> tuple[np.ndarray, np.ndarray]:
-    """((n_users,) bool, (n_items,) bool): the users and items with an entry in `known`."""
-    users, items = np.zeros(known.n_users, bool), np.zeros(known.n_items, bool)
-    users[known.users] = True
-    items[known.items] = True
-    return users, items
-
-
-def _cold(part: Interactions, known: Interactions) -> np.ndarray:
-    """(part nnz,) bool: the entries of `part` whose user or item has no entry in `known`."""
-    users, items = _known(known)
-    return ~users[part.users] | ~items[part.items]
-
-
-def _with_cold_notes(split: Split) -> Split:
-    return replace(split, notes=[*split.notes, *_cold_notes(split)])
-
-
-def _cold_notes(split: Split) -> list[str]:
-    """A note per held-out part and side with entries whose user / item has no training entry;
-    where the split holds them apart, a note per cold part with its entries, users and items.
-
-    Their predictions come from untrained parameters, which explains e.g. a high test RMSE.
-    """
-    if split.cold_valid is not None:
-        return _cold_apart_notes(split)
-    notes = []
-    for what, seen in zip(("users", "items"), _known(split.train)):   # (n,) has a training entry
-        for part_name, part in (("validation", split.valid), ("test", split.test)):
-            cold = int(np.count_nonzero(~seen[getattr(part, what)]))
-            if cold:
-                notes.append(f"{cold} {part_name} entries are of {what} with no training entry")
-    return notes
-
-
-def _cold_apart_notes(split: Split) -> list[str]:
-    """A note per cold part with entries: how many, and of how many users and items new there
-    (an entry may be of a new user and a new item at once)."""
-    notes = []
-    before_test = split.train.concat(split.valid).concat(split.cold_valid)
-    for name, cold, warm, known, before in (
-            ("validation", split.cold_valid, split.valid, split.train, "no training entry"),
-            ("test", split.cold_test, split.test, before_test, "no entry before the test cut")):
-        if cold.nnz:
-            users, items = _known(known)
-            new_users = np.unique(cold.users[~users[cold.users]])
-            new_items = np.unique(cold.items[~items[cold.items]])
-            notes.append(f"{cold.nnz} {name} entries are cold, of {len(new_users)} users and "
-                         f"{len(new_items)} items with {before}: scored apart from the other "
-                         f"{warm.nnz}")
-    return notes
+        moved = set_cold_apart(replace(moved, cold_valid=_empty(valid)))
+    return with_cold_notes(moved)

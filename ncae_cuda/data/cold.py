@@ -1,0 +1,77 @@
+"""Cold entries: held-out entries whose user or item has no entry in the part a model learns
+from (their predictions come from untrained parameters). Each split counts them in its notes; a
+time split holds them apart (Split.cold_valid, cold_test), to be scored on their own.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .interactions import Interactions
+
+
+def set_cold_apart(split):
+    """`split` (one that holds cold entries apart) with each held-out part's cold entries in
+    its cold part, and only those: validation's against train, test's against train and
+    validation (Split.cold_valid, cold_test)."""
+    valid = split.valid.concat(split.cold_valid)
+    test = split.test.concat(split.cold_test)
+    cold_valid = cold_entries(valid, split.train)                        # (valid nnz,) bool
+    cold_test = cold_entries(test, split.train.concat(valid))            # (test nnz,) bool
+    return replace(split, valid=valid.subset(~cold_valid), cold_valid=valid.subset(cold_valid),
+                   test=test.subset(~cold_test), cold_test=test.subset(cold_test))
+
+
+def with_an_entry(known: Interactions) -> tuple[np.ndarray, np.ndarray]:
+    """((n_users,) bool, (n_items,) bool): the users and items with an entry in `known`."""
+    users, items = np.zeros(known.n_users, bool), np.zeros(known.n_items, bool)
+    users[known.users] = True
+    items[known.items] = True
+    return users, items
+
+
+def cold_entries(part: Interactions, known: Interactions) -> np.ndarray:
+    """(part nnz,) bool: the entries of `part` whose user or item has no entry in `known`."""
+    users, items = with_an_entry(known)
+    return ~users[part.users] | ~items[part.items]
+
+
+def with_cold_notes(split):
+    return replace(split, notes=[*split.notes, *cold_notes(split)])
+
+
+def cold_notes(split) -> list[str]:
+    """A note per held-out part and side with entries whose user / item has no training entry;
+    where the split holds them apart, a note per cold part with its entries, users and items.
+
+    Their predictions come from untrained parameters, which explains e.g. a high test RMSE.
+    """
+    if split.cold_valid is not None:
+        return cold_apart_notes(split)
+    notes = []
+    # (n_users,), (n_items,): has a training entry
+    for what, seen in zip(("users", "items"), with_an_entry(split.train)):
+        for part_name, part in (("validation", split.valid), ("test", split.test)):
+            cold = int(np.count_nonzero(~seen[getattr(part, what)]))
+            if cold:
+                notes.append(f"{cold} {part_name} entries are of {what} with no training entry")
+    return notes
+
+
+def cold_apart_notes(split) -> list[str]:
+    """A note per cold part with entries: how many, and of how many users and items new there
+    (an entry may be of a new user and a new item at once)."""
+    notes = []
+    before_test = split.train.concat(split.valid).concat(split.cold_valid)
+    for name, cold, warm, known, before in (
+            ("validation", split.cold_valid, split.valid, split.train, "no training entry"),
+            ("test", split.cold_test, split.test, before_test, "no entry before the test cut")):
+        if cold.nnz:
+            users, items = with_an_entry(known)
+            new_users = np.unique(cold.users[~users[cold.users]])
+            new_items = np.unique(cold.items[~items[cold.items]])
+            notes.append(f"{cold.nnz} {name} entries are cold, of {len(new_users)} users and "
+                         f"{len(new_items)} items with {before}: scored apart from the other "
+                         f"{warm.nnz}")
+    return notes
