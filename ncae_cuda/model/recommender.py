@@ -1,0 +1,235 @@
+"""What a fitted NCAE answers: predicted ratings, the best items of known users and of new users
+folded in from their interactions, similar items, and the fit data's ids.
+
+`Recommender` is NCAE's query half, as implicit's RecommenderBase is its models': NCAE (model/
+estimator.py) fits, saves and loads, and sets what these methods read: `data` (the fit data,
+FitData), `_net` (the network), `ops`, `config` and `comm` (a column shard's collectives, or
+None).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data.interactions import DataError, Interactions, from_matrix, lookup_ids
+from .evaluate import excluded_entries, model_scorer, predict_ratings, row_codes, top_m
+from .fitdata import scored_rows
+
+
+class Recommender:
+    """The queries of a fitted model (NCAE's): predict, recommend, recommend_new,
+    similar_items, and the fit data's ids."""
+
+    def predict(self, users, items) -> np.ndarray:
+        """The model's output at each (users[i], items[i]).
+
+        Parameters
+        ----------
+        users, items : array-like
+            Ids of the fit data, as many of each; users are encoded from the fit data.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) float32: the predicted rating (explicit) or the preference tanh(out) in
+            (-1, 1) (implicit).
+
+        Raises
+        ------
+        UnknownIds
+            Ids the model was not fit on, named.
+        """
+        self._check_fitted()
+        u = lookup_ids(self.user_ids, users, "user")
+        i = lookup_ids(self.item_ids, items, "item")
+        if len(u) != len(i):
+            raise ValueError(f"predict needs as many users as items; got {len(u)}, {len(i)}")
+        rows, cols = (u, i) if self.config.based == "user" else (i, u)
+        with self.ops.session():
+            return predict_ratings(self._net, self.data.inputs(), rows, cols)
+
+    def recommend(self, users, n: int = 10, filter_seen: bool = True, items=None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The n best items of each user, best first.
+
+        Parameters
+        ----------
+        users : array-like
+            User ids of the fit data.
+        n : int
+            Items a user, capped at the number of candidate items.
+        filter_seen : bool
+            Leave out the items a user interacted with in the fit data.
+        items : array-like, optional
+            Item ids: the candidates (default: every item).
+
+        Returns
+        -------
+        item_ids, scores : numpy.ndarray
+            Each (len(users), n). Scores are predicted ratings (explicit) or the output logits
+            (implicit: the order of tanh(out) without float32 saturation ties). Ties go to the
+            item earlier in item_ids. A user with fewer than n candidates ends in score -inf,
+            id -1 (integer ids) or "" (text ids).
+
+        Raises
+        ------
+        UnknownIds
+            Ids the model was not fit on, named.
+
+        """
+        self._check_fitted()
+        u = lookup_ids(self.user_ids, users, "user")
+        n, candidates = self.data.candidates(n, items)
+        excluded = excluded_entries(self.ops, self.data.seen_items()) if filter_seen else None
+        with self.ops.session():
+            idx, vals = top_m(self.ops, self._user_scorer(), u, n, excluded, candidates,
+                              self.data.item_columns, self.comm)
+        return self._item_results(idx, vals, ratings=not self.config.implicit)
+
+    def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
+                      times=None) -> tuple[np.ndarray, np.ndarray]:
+        """recommend() for users the model was not fit on, folded in from their interactions
+        without retraining.
+
+        The autoencoder encodes any row, so this needs a user-based model; an item-based
+        model's users are its columns, each with an embedding learned in training.
+
+        Parameters
+        ----------
+        X_new : scipy.sparse matrix
+            New users x items, whose column j is item_ids[j].
+        n, filter_seen, items
+            As recommend's; filter_seen leaves out the items of X_new's rows.
+        times : scipy.sparse matrix, optional
+            A model with recency_boost weighs each new user's interactions by their times: a
+            matrix of X_new's shape holding each interaction's time at its place (any numbers
+            that grow with time, e.g. seconds).
+
+        Returns
+        -------
+        item_ids, scores : numpy.ndarray
+            Each (X_new.shape[0], n), as recommend's.
+
+        Raises
+        ------
+        ValueError
+            An item-based model, or a model with recency_boost given no times.
+        DataError
+            X_new with another number of columns than the model has items, or times that do
+            not match it.
+        """
+        self._check_fitted()
+        if self.config.based != "user":
+            raise ValueError("recommend_new folds new users in as new rows of the autoencoder: "
+                             "it needs a user-based model (based='user'); an item-based model "
+                             "must be refit to learn a new user's embedding")
+        new = from_matrix(X_new, "X_new")
+        if new.n_items != len(self.item_ids):
+            raise DataError(f"X_new has {new.n_items} columns; the model has "
+                            f"{len(self.item_ids)} items (column j is item_ids[j])")
+        if self.config.recency_boost and times is None:
+            raise ValueError("the model scores from rows weighted by recency (recency_boost): "
+                             "give times=, each interaction's time at its place in X_new")
+        if times is not None:
+            new = replace(new, timestamps=_times_at(times, new))
+        csr = self.data.part(self.data.network_values(scored_rows(new, self.config, "X_new")))
+        n, candidates = self.data.candidates(n, items)
+        excluded = excluded_entries(self.ops, csr) if filter_seen else None
+        with self.ops.session():
+            idx, vals = top_m(self.ops, model_scorer(self._net, csr, "user"),
+                              np.arange(new.n_users), n, excluded, candidates,
+                              self.data.item_columns, self.comm)
+        return self._item_results(idx, vals, ratings=not self.config.implicit)
+
+    def similar_items(self, items, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """The n items most similar to each given item, the item itself left out.
+
+        Items are compared by their output embedding: the rows of V in a user-based model; in
+        an item-based one (whose V rows are users) by their code, the last hidden layer of the
+        item's row.
+
+        Parameters
+        ----------
+        items : array-like
+            Item ids of the fit data.
+        n : int
+            Similar items an item.
+
+        Returns
+        -------
+        item_ids, similarities : numpy.ndarray
+            Each (len(items), n), by cosine similarity, the most similar first.
+        """
+        self._check_fitted()
+        xp, ops, held = self.ops.xp, self.ops, self.data.item_columns
+        idx = lookup_ids(self.item_ids, items, "item")
+        with ops.session():
+            emb = (self._net.p["V"] if self.config.based == "user"
+                   else row_codes(self._net, self.data.inputs()))          # (items held, K)
+            norms = xp.sqrt((emb * emb).sum(axis=1, keepdims=True))
+            unit = emb / xp.maximum(norms, xp.float32(1e-30))
+
+            def similarity(chunk: np.ndarray):
+                if held.whole:
+                    return unit[ops.to_device(chunk)] @ unit.T                  # (B, n_items)
+                query = xp.zeros((len(chunk), unit.shape[1]), unit.dtype)      # from its owner
+                mine = np.flatnonzero(held.owns(chunk))
+                query[ops.to_device(mine)] = unit[ops.to_device(chunk[mine] - held.lo)]
+                self.comm.sum(query, "query items")
+                return query @ unit.T                                           # (B, items held)
+
+            def itself(chunk: np.ndarray) -> tuple:
+                mine = held.owns(chunk)
+                indptr = np.concatenate([[0], np.cumsum(mine)]).astype(np.int32)
+                return ops.to_device(indptr), ops.to_device(chunk[mine] - held.lo)
+            m = min(self.data.candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
+            found, sims = top_m(ops, similarity, idx, m, itself, None, held, self.comm)
+        return self._item_results(found, sims, ratings=False)
+
+    def _item_results(self, idx: np.ndarray, vals: np.ndarray, ratings: bool):
+        """Column indices -> item ids (padding -1 or ""), logits -> ratings where asked."""
+        if ratings:
+            real = idx >= 0
+            vals[real] = self._net.objective.rating(vals[real])
+        return self.data.item_ids_of(idx), vals
+
+    def _user_scorer(self):
+        return model_scorer(self._net, self.data.inputs(), self.config.based)
+
+    # -----------------------------------------------------------------------------------------
+    # data
+
+    @property
+    def user_ids(self) -> np.ndarray | None:
+        """(n_users,) the fit data's user ids (None before a fit)."""
+        return None if self.data is None else self.data.user_ids
+
+    @property
+    def item_ids(self) -> np.ndarray | None:
+        """(n_items,) the fit data's item ids (None before a fit)."""
+        return None if self.data is None else self.data.item_ids
+
+    @property
+    def rating_scale(self) -> tuple[float, float] | None:
+        """Explicit: the (lowest, highest) rating the model predicts on."""
+        return None if self.data is None else self.data.rating_scale
+
+    def _check_fitted(self) -> None:
+        if self._net is None:
+            raise RuntimeError("the model is not trained: call fit() or NCAE.load() first")
+
+
+def _times_at(times, new: Interactions) -> np.ndarray:
+    """(nnz,) float64 the time at each of new's entries, read from `times` (a matrix of X_new's
+    shape); DataError where it has another shape or a time is not a finite number."""
+    m = sp.csr_matrix(times)
+    if m.shape != (new.n_users, new.n_items):
+        raise DataError(f"times is {m.shape[0]} x {m.shape[1]}; X_new is {new.n_users} x "
+                        f"{new.n_items}")
+    at = np.asarray(m[new.users, new.items], np.float64).ravel()          # (nnz,)
+    if not np.isfinite(at).all():
+        raise DataError(f"times: {int((~np.isfinite(at)).sum())} entries of X_new have no finite "
+                        "time")
+    return at
