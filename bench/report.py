@@ -128,9 +128,28 @@ def epoch_time_tables() -> list[str]:
     return parts
 
 
+def serve_load_tables() -> list[str]:
+    parts = []
+    for path, r in _load("serve_load.json"):
+        parts += [f"python -m ncae_cuda.serve under load (python -m bench.serve_load): "
+                  f"{r['machine']}, {r['device']}, top-{r['n']} a request, commit "
+                  f"{r['commit']}, {r['date']} ({_link(path)}).", "",
+                  "| shape | clients | /recommend req/s | p50 ms | p99 ms | mean batch "
+                  "| /healthz req/s | offline users/s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for shape in r["shapes"]:
+            floor = {lv["clients"]: lv for lv in shape["levels"] if lv["endpoint"] == "healthz"}
+            parts += [f"| {shape['shape']} | {lv['clients']} | {lv['requests_per_s']:.0f} | "
+                      f"{lv['p50_ms']:.2f} | {lv['p99_ms']:.2f} | {lv['mean_batch']:.1f} | "
+                      f"{floor[lv['clients']]['requests_per_s']:.0f} | "
+                      f"{shape['offline_users_per_s']:.0f} |"
+                      for lv in shape["levels"] if lv["endpoint"] == "recommend"]
+        parts.append("")
+    return parts
+
+
 def section() -> str:
     body = (scalability_tables() + peer_table() + kernel_tables() + kernel_peer_tables()
-            + epoch_time_tables())
+            + epoch_time_tables() + serve_load_tables())
     if not body:
         body = ["No benchmark results are committed yet.", ""]
     return "\n".join([BEGIN, "", *body, END])
