@@ -135,7 +135,8 @@ def serve_load_tables() -> list[str]:
                   f"{r['machine']}, {r['device']}, top-{r['n']} a request, commit "
                   f"{r['commit']}, {r['date']} ({_link(path)}).", "",
                   "| shape | clients | /recommend req/s | p50 ms | p99 ms | mean batch "
-                  "| /healthz req/s | offline users/s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| /healthz req/s | offline users/s |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for shape in r["shapes"]:
             floor = {lv["clients"]: lv for lv in shape["levels"] if lv["endpoint"] == "healthz"}
             parts += [f"| {shape['shape']} | {lv['clients']} | {lv['requests_per_s']:.0f} | "
