@@ -70,3 +70,11 @@ def test_the_check_finds_an_upward_import_and_the_package_face(tmp_path):
                                                 "from ..ops.plan import Planner\n")
     assert upward_imports(tmp_path) == ["ops/bad.py imports model.loop",
                                         "model/face.py imports NCAE"]
+
+
+def test_a_command_imports_no_other_command():
+    """What two commands share lives in a layer below them (runs/, ...), never in one of them."""
+    wrong = [f"{path.name} imports {module}"
+             for path in sorted((PACKAGE / "commands").glob("*.py"))
+             for module in imported(path) if layer_of(module) == "commands"]
+    assert not wrong, "\n".join(wrong)

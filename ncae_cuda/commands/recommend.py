@@ -27,16 +27,15 @@ from ..data.interactions import DataError, lookup_ids
 from ..errors import NcaeError
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
+from ..runs import runflags
 
 USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held before writing
-MODEL = "model.npz"       # what a run folder holds (ncae_cuda.train)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m ncae_cuda.recommend", description=__doc__.split("\n\n")[0])
-    p.add_argument("model", type=Path, help=f"{MODEL} written by ncae_cuda.train or NCAE.save, "
-                                            "or the run folder that holds it")
+    runflags.add_model_file(p)
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--users", help="comma-separated user ids")
     who.add_argument("--users-file", type=Path, help="a file with one user id per line")
@@ -115,8 +114,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--out {args.out}: there is no folder {args.out.parent}")
     if args.out is not None and args.out.is_dir():
         parser.error(f"--out {args.out}: a folder; name the CSV file to write")
-    if args.model.is_dir():
-        args.model = args.model / MODEL
     try:
         model = NCAE.load(args.model, device=args.device)
         # unknown ids stop here, before any output is written; known ones as the model has them

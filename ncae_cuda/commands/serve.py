@@ -18,13 +18,12 @@ import importlib.util
 import logging
 import sys
 from dataclasses import fields
-from pathlib import Path
 
 from ..cli import Parser
 from ..errors import NcaeError
+from ..runs import runflags
 from ..serving import app, holder, server
 from ..serving.limits import Limits
-from .recommend import MODEL
 
 MISSING_EXTRA = "python -m ncae_cuda.serve needs the [serve] extra: pip install -e '.[serve]'"
 LIMIT_HELP = {"max_n": "the largest n a request may ask for",
@@ -34,8 +33,7 @@ LIMIT_HELP = {"max_n": "the largest n a request may ask for",
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m ncae_cuda.serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("model", type=Path, help=f"{MODEL} written by ncae_cuda.train or NCAE.save, "
-                                            "or the run folder that holds it")
+    runflags.add_model_file(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: %(default)s, this machine only)")
     p.add_argument("--port", type=int, default=8000,
@@ -66,8 +64,6 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.max_wait_ms < 0:
         parser.error("--max-wait-ms must be >= 0")
-    if args.model.is_dir():
-        args.model = args.model / MODEL
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     try:
         served = holder.ModelHolder(args.model, args.device)

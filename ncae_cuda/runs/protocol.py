@@ -45,7 +45,7 @@ from ..ops import BackendUnavailable
 from . import rundir
 from .comparison import compare
 from .runflags import build_parser, run_spec
-from .spec import MODEL_FILE, DataSpec, RunSpec, recorded
+from .spec import DataSpec, RunSpec, recorded
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
             raise
         if model.leader:
             folder.finish()
-        print(f"wrote {spec.out / MODEL_FILE} and {spec.out / 'metrics.json'}")
+        print(f"wrote {spec.out / rundir.MODEL} and {spec.out / 'metrics.json'}")
     return summary
 
 
@@ -315,7 +315,7 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interaction
                                           model.ops, config.seed)
     cold = cold_parts(split)
     report(model, result, cold.get("cold_test"))
-    model.save(spec.out / MODEL_FILE)
+    model.save(spec.out / rundir.MODEL)
     trained = [h["seconds"] for h in history if h["epoch"] > 0]
     summary = {
         "dataset": spec.data.dataset, "device": model.ops.name,

@@ -25,10 +25,16 @@ from ..errors import NcaeError
 from ..model.modelfile import atomic_write, differences, remove_temporaries
 
 MANIFEST = "run.json"
+MODEL = "model.npz"                   # a run's model: NCAE.load, recommend and serve read it
 LOCK = ".lock"
-FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", "model.npz", "metrics.json",
+FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", MODEL, "metrics.json",
          "baselines.json", "baselines.md")          # the trainer's, python -m ncae_cuda.baselines's
 SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (trainer.ShardCheckpoint)
+
+
+def model_file(path: Path) -> Path:
+    """A model file given by its path, or by the run folder that holds it (its MODEL)."""
+    return path / MODEL if path.is_dir() else path
 
 
 class RunFolderError(NcaeError):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields, replace
+from pathlib import Path
 
 from ..cli import Parser
 from ..data import datasets
 from ..model.config import DEFAULTS, Config, SettingError, read_recipe
+from . import rundir
 from .spec import DataSpec, RunSpec, SpecError, identity
 
 # Model settings whose CLI default comes from the data: (help of the default).
@@ -21,6 +23,14 @@ FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings,
 
 # ---------------------------------------------------------------------------------------------
 # the flags, generated from the records' fields
+
+def add_model_file(parser) -> None:
+    """The saved model a command reads: the file, or the run folder that holds it (read as
+    its file)."""
+    parser.add_argument("model", type=lambda text: rundir.model_file(Path(text)),
+                        help=f"{rundir.MODEL} written by ncae_cuda.train or NCAE.save, or the "
+                             "run folder that holds it")
+
 
 def int_list(text: str) -> tuple[int, ...]:
     try:

@@ -20,8 +20,8 @@ from ..errors import NcaeError
 from ..model.config import Config
 from ..model.estimator import SHARDS
 from ..model.trainer import CHECKPOINT_EVERY
+from . import rundir
 
-MODEL_FILE = "model.npz"              # a run's model, in its folder
 DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
 IMPLICIT_SPLITS = ("loo", "time")     # the splits that hold out items a user to rank
 
@@ -265,9 +265,7 @@ class RunSpec:
     def parent_model(self) -> Path:
         """--warm-start's model file: the path given, or the model.npz in the folder given;
         SpecError where there is none."""
-        path = self.warm_start
-        if path.is_dir():
-            path = path / MODEL_FILE
+        path = rundir.model_file(self.warm_start)
         if not path.is_file():
             raise SpecError(f"--warm-start {self.warm_start}: no such model file (a model.npz, "
                             "or a run folder holding one)")
