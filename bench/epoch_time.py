@@ -95,8 +95,7 @@ def epoch_work_of(flags: list[str]) -> tuple[Work, int, float]:
     batch = min(config.batch_size, len(rows))                # a batch is at most the rows
     steps = -(-len(rows) // batch)
     dense = 6.0 * steps * batch * m.shape[1] * config.hidden[-1] if config.implicit else 0.0
-    return (epoch_work(m, rows, config.batch_size, config.hidden, config.feedback), len(rows),
-            dense)
+    return epoch_work(m, rows, batch, config.hidden, config.feedback), len(rows), dense
 
 
 def commit() -> str:
