@@ -2,5 +2,6 @@
 __version__ = "0.1.0"
 
 from .model.estimator import NCAE  # noqa: E402  (after __version__, which estimator records)
+from .model.blend import BlendedNCAE  # noqa: E402
 
-__all__ = ["NCAE", "__version__"]
+__all__ = ["NCAE", "BlendedNCAE", "__version__"]

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE
+from ncae_cuda import BlendedNCAE, NCAE
 from ncae_cuda.commands import serve
 from ncae_cuda.data import datasets
 from ncae_cuda.ops.emulator import CXX
@@ -38,7 +38,8 @@ LIMITS = ["--max-n", "40", "--max-users", "20", "--max-body-bytes", "2000"]
 # the implicit model weighs a user's items by recency: a new user comes with their times
 KINDS = {"implicit-user": {"feedback": "implicit", "based": "user", "recency_boost": 10.0},
          "explicit-item": {"feedback": "explicit", "based": "item"},
-         "explicit-user": {"feedback": "explicit", "based": "user"}}
+         "explicit-user": {"feedback": "explicit", "based": "user"},
+         "explicit-both": {"feedback": "explicit", "based": "both"}}
 
 
 class Server:
@@ -84,9 +85,10 @@ def query(**params) -> str:
     return "?" + urllib.parse.urlencode(params)
 
 
-def fit(kind: str, seed: int = 0) -> NCAE:
+def fit(kind: str, seed: int = 0) -> NCAE | BlendedNCAE:
     data = datasets.load("synthetic-tiny")
-    return NCAE(device="cpu", hidden=(8,), seed=seed, **KINDS[kind]).fit(
+    model = BlendedNCAE if KINDS[kind]["based"] == "both" else NCAE
+    return model(device="cpu", hidden=(8,), seed=seed, **KINDS[kind]).fit(
         data, epochs=2, verbose=False)
 
 
@@ -210,12 +212,13 @@ def test_recommend_new_folds_a_user_in_as_recommend_new_does(kind, models, serve
         assert keep_seen or not set(got["items"]) & set(ask["items"])
 
 
-def test_recommend_new_on_an_item_based_model_says_why_not(servers):
-    status, got = servers["explicit-item"].call("/recommend/new", {"items": [1], "ratings": [4]})
+@pytest.mark.parametrize("kind", ["explicit-item", "explicit-both"])
+def test_recommend_new_on_an_item_based_model_says_why_not(kind, servers):
+    status, got = servers[kind].call("/recommend/new", {"items": [1], "ratings": [4]})
     assert status == 400 and "item-based" in got["error"]
 
 
-@pytest.mark.parametrize("kind", ["implicit-user", "explicit-item"])
+@pytest.mark.parametrize("kind", ["implicit-user", "explicit-item", "explicit-both"])
 def test_similar_is_similar_items(kind, models, servers):
     _, model = models[kind]
     for item in model.item_ids[[0, 7, -1]]:

@@ -23,7 +23,7 @@ VARIANT_SETTINGS = {"NCAE-": ("uniform", False), "NCAE": ("popularity", False),
                     "NCAE+": ("popularity", True)}
 DEFAULT_AUGMENT_EPS = 0.001
 FEEDBACK = ("explicit", "implicit")
-BASED = ("user", "item")
+BASED = ("user", "item", "both")      # both: model/blend.py
 WEIGHTING = ("popularity", "uniform")
 OUTPUTS = ("tanh", "identity")
 VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (model/pretrain.py)
@@ -65,7 +65,9 @@ class Config:
                             choices=FEEDBACK)
     based: str | None = setting(None, "rows the autoencoder encodes: items (item-based, the "
                                 "default for explicit feedback) or users (the default for "
-                                "implicit), the paper's best of each", choices=BASED)
+                                "implicit), the paper's best of each; explicit: both, an "
+                                "item- and a user-based NCAE blended by weights chosen on "
+                                "validation (ncae_cuda.model.blend)", choices=BASED)
     hidden: tuple = setting((500, 500), "width of each hidden layer, K1,K2,...", kind="ints")
     dropout: float = setting(0.5, "input dropout rate q")
     alpha: float = setting(1.0, "explicit: weight of the errors on dropped inputs")
@@ -304,6 +306,9 @@ def _resolved_variant(c: Config) -> Config:
             if getattr(c, name):
                 raise SettingError(name, "is for implicit feedback")
         return replace(c, augment_eps=0.0)
+    if c.based == "both":
+        raise SettingError("based", "'both' blends predicted ratings: it is for explicit "
+                           "feedback")
     if c.recency_boost and c.based != "user":
         raise SettingError("recency_boost", "weighs the rows of users: it needs based='user'")
     for name in ("output", "row_norm"):

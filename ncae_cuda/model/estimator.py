@@ -33,7 +33,7 @@ from ..ops import get_backend
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout
 from ..ops.plan import Planner, Schedule
 from . import modelfile, stopping
-from .config import Config
+from .config import Config, SettingError
 from .evaluate import constant_scorer, predict_ratings, rating_report
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
@@ -75,6 +75,19 @@ class NCAE(Recommender):
     >>> NCAE(feedback="implicit", hidden=(64,), device="cpu")
     NCAE(feedback='implicit', hidden=(64,), device='cpu')
     """
+
+    def __new__(cls, device="auto", shard: str | None = None, **settings):
+        """NCAE(based='both', ...) is a BlendedNCAE: an item- and a user-based NCAE, blended
+        (model/blend.py), so that every Config, a recipe's too, makes a model."""
+        if settings.get("based") != "both":
+            return super().__new__(cls)
+        from .blend import BlendedNCAE  # (blend.py builds on this module)
+        if shard is not None:
+            raise SettingError("based", "'both' trains its two NCAEs in one process: shard is "
+                               "for an item- or user-based one")
+        model = object.__new__(BlendedNCAE)         # not an NCAE: Python calls no __init__
+        model.__init__(device, **settings)
+        return model
 
     def __init__(self, device="auto", shard: str | None = None, **settings):
         self.config = Config(**settings).resolved()
@@ -240,6 +253,19 @@ class NCAE(Recommender):
                                                         int(epochs), c.patience)
         return self
 
+    def refit(self, X, **fitting) -> NCAE:
+        """A new model of the same settings fit on X for best_epoch epochs: the run protocol's
+        refit on training + validation of the epoch chosen on validation. **fitting: fit's
+        other keywords."""
+        model = NCAE(device=self.ops, shard=self.shard, **asdict(self.config))
+        return model.fit(X, epochs=self.best_epoch, **fitting)
+
+    @property
+    def best_validation(self) -> dict | None:
+        """The validation figures of the best epoch of the last fit (None without one)."""
+        return next((h["valid"] for h in self.history
+                     if h["epoch"] == self.best_epoch and "valid" in h), None)
+
     def partial_fit(self, X, validation=None, epochs: int | None = None, **fitting) -> NCAE:
         """fit() of X starting from this model's own parameters (fit's warm_start).
 
@@ -399,6 +425,12 @@ class NCAE(Recommender):
             The file cannot be written, naming why.
         """
         self._check_fitted()
+        meta, arrays = self.contents()
+        if self.leader:
+            modelfile.write(path, "model", meta, arrays)
+
+    def contents(self) -> tuple[dict, dict]:
+        """(meta, arrays): what save() writes (a sharded model's parameters gathered)."""
         net = self._net
         meta = {"ncae_cuda": __version__, "config": self.config.as_dict(),
                 "rating_scale": self.rating_scale and list(self.rating_scale),
@@ -406,8 +438,7 @@ class NCAE(Recommender):
         arrays = {"params": self._whole_params(), **self.data.arrays()}
         if net.col_weights is not None:
             arrays["col_weights"] = self._all_columns(net.col_weights)
-        if self.leader:
-            modelfile.write(path, "model", meta, arrays)
+        return meta, arrays
 
     def _whole_params(self) -> np.ndarray:
         """(parameters,) the network's parameters as one process holds them, on the host: a
@@ -448,8 +479,9 @@ class NCAE(Recommender):
 
         Returns
         -------
-        NCAE
-            The model, fitted, as it was saved.
+        NCAE or BlendedNCAE
+            The model, fitted, as it was saved: a BlendedNCAE where the file holds one
+            (based='both').
 
         Raises
         ------
@@ -459,20 +491,29 @@ class NCAE(Recommender):
         """
         meta, a = modelfile.read(path, "model")
         try:
+            if "members" in meta:                   # a BlendedNCAE's file (based='both')
+                from .blend import BlendedNCAE  # (blend.py builds on this module)
+                return BlendedNCAE.from_contents(meta, a, device)
             model = cls(device=device, **asdict(Config.from_dict(meta["config"])))
-            model.data = FitData.from_arrays(model.config, model.ops, a, meta["rating_scale"]
-                                             and tuple(meta["rating_scale"]))
-            layout = NCAELayout(model.data.n_cols, model.config.hidden)
-            if a["params"].shape != (layout.size,):
-                raise ValueError(f"{a['params'].shape[0]} parameters where the settings need "
-                                 f"{layout.size}")
-            model._net = Network(layout, model.ops, model._objective(), a["params"],
-                                 a.get("col_weights"))
-            model._net.counter[0] = meta["steps"]
-            model.history, model.best_epoch = meta["history"], meta["best_epoch"]
+            model.restore(meta, a)
         except (KeyError, ValueError, TypeError) as e:
             raise modelfile.inconsistent(path, "model", e) from None
         return model
+
+    def restore(self, meta: dict, a: dict) -> None:
+        """Take the fitted state of contents()' (meta, arrays); KeyError, ValueError or
+        TypeError where they do not fit together or these settings."""
+        self.data = FitData.from_arrays(self.config, self.ops, a, meta["rating_scale"]
+                                        and tuple(meta["rating_scale"]))
+        layout = NCAELayout(self.data.n_cols, self.config.hidden)
+        if a["params"].shape != (layout.size,):
+            raise ValueError(f"{a['params'].shape[0]} parameters where the settings need "
+                             f"{layout.size}")
+        self._net = Network(layout, self.ops, self._objective(), a["params"],
+                            a.get("col_weights"))
+        self._net.counter[0] = meta["steps"]
+        self.history, self.best_epoch = meta["history"], meta["best_epoch"]
+
 
 def _entries(part: Interactions | None, config: Config) -> tuple:
     """What a fit trains or validates on, for its checkpoint's fingerprint: the entries, and

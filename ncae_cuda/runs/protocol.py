@@ -38,6 +38,7 @@ from ..data import datasets, splits
 from ..data.interactions import DataError, Interactions
 from ..data.reader import read_table
 from ..model import metrics
+from ..model.blend import BlendedNCAE
 from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
@@ -153,10 +154,18 @@ def subsampled(spec: DataSpec, split: splits.Split, based: str) -> splits.Split:
 # ---------------------------------------------------------------------------------------------
 # the protocol: select the epoch on validation, refit, test once
 
-def new_model(spec: RunSpec, config: Config, ops=None) -> NCAE:
-    """The model of the run's settings, on its device (or backend) and shard."""
+def new_model(spec: RunSpec, config: Config, ops=None) -> NCAE | BlendedNCAE:
+    """The model of the run's settings, on its device (or backend) and shard (a BlendedNCAE
+    for based='both')."""
     return NCAE(device=ops or spec.device, shard=None if spec.shard == "none" else spec.shard,
                 **asdict(config))
+
+
+def epochs_text(best_epoch: int | dict) -> str:
+    """A model's best epoch as a line says it: 73, or a blend's 'item 73, user 104'."""
+    if isinstance(best_epoch, dict):
+        return ", ".join(f"{name} {epoch}" for name, epoch in best_epoch.items())
+    return str(best_epoch)
 
 
 def run_flags(argv: list[str]) -> dict:
@@ -232,7 +241,7 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
     return summary
 
 
-def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interactions,
+def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, data: Interactions,
                    split: splits.Split, on_epoch=None, parent: Parent | None = None) -> dict:
     has_valid = split.valid.nnz > 0
     # train + validation (a time split's cold validation too): never a test item, and what a
@@ -283,22 +292,20 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interaction
     seconds = {"seconds_select": time.perf_counter() - start}
     seconds["seconds_fit"] = seconds["seconds_select"]
     history, best_epoch = list(model.history), model.best_epoch
-    still_improving = model.still_improving
+    best_validation, still_improving = model.best_validation, model.still_improving
     if still_improving:
-        print(f"note: the best epoch is {best_epoch} of {config.epochs}: validation was still "
-              "improving; more --epochs may help", flush=True)
+        print(f"note: the best epoch is {epochs_text(best_epoch)} of {config.epochs}: validation "
+              "was still improving; more --epochs may help", flush=True)
     if spec.validation_only:
-        best = next(h for h in history if h["epoch"] == best_epoch and "valid" in h)
-        result = {"valid": best["valid"]}
+        result = {"valid": best_validation}
     else:
         if has_valid and spec.refit:
-            print(f"refit: best validation epoch {best_epoch}: retraining on training + "
-                  f"validation for {best_epoch} epochs")
-            model = new_model(spec, config, model.ops)
+            print(f"refit: best validation epoch {epochs_text(best_epoch)}: retraining on "
+                  "training + validation for as many epochs")
             start = time.perf_counter()
-            model.fit(seen, epochs=best_epoch, callback=logged("refit", seen),
-                      checkpoint=spec.out / "checkpoint-refit.npz", resume=spec.resume,
-                      checkpoint_every=spec.checkpoint_every, warm_start=warm_start)
+            model = model.refit(seen, callback=logged("refit", seen),
+                                checkpoint=spec.out / "checkpoint-refit.npz", resume=spec.resume,
+                                checkpoint_every=spec.checkpoint_every, warm_start=warm_start)
             seconds["seconds_fit"] = time.perf_counter() - start
             history += model.history
         result = {"test": model.evaluate(split.test, exclude=seen, per_user=True)}
@@ -323,7 +330,8 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE, data: Interaction
         "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
                  "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz,
                  **cold},
-        "notes": split.notes, "best_epoch": best_epoch, "still_improving": still_improving,
+        "notes": split.notes, "best_epoch": best_epoch, "best_validation": best_validation,
+        "still_improving": still_improving,
         "history": history,
         # the first epoch of a process also compiles the kernels (Numba's, or NVRTC's)
         "seconds_first_epoch": trained[0] if trained else None,
@@ -378,11 +386,11 @@ def cold_title(counts: dict) -> str:
             f"{counts['new_items']} items are new at the test cut")
 
 
-def report(model: NCAE, result: dict, cold: dict | None = None) -> None:
+def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) -> None:
     """The test tables (or validation's, for --validation-only); where a time split holds cold
     test entries apart (`cold`: their counts), their table apart."""
     if "valid" in result:
-        print(f"\nvalidation, best epoch {model.best_epoch}\n"
+        print(f"\nvalidation, best epoch {epochs_text(model.best_epoch)}\n"
               + metrics.format_table([{"model": model.config.model_name, **result["valid"]}]))
         return
     test = result["test"]

@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from ..errors import NcaeError
+from ..model.blend import MEMBERS, member_checkpoint
 from ..model.modelfile import atomic_write, differences, remove_temporaries
 
 MANIFEST = "run.json"
@@ -30,6 +31,9 @@ LOCK = ".lock"
 FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", MODEL, "metrics.json",
          "baselines.json", "baselines.md")          # the trainer's, python -m ncae_cuda.baselines's
 SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (trainer.ShardCheckpoint)
+MEMBER_FILES = tuple(str(member_checkpoint("checkpoint-*.npz", name))     # a blend's members'
+                     for name in MEMBERS)
+PATTERNS = (SHARD_FILES, *MEMBER_FILES)
 
 
 def model_file(path: Path) -> Path:
@@ -56,7 +60,7 @@ class RunDirectory:
         try:
             self._lock = lock(self.path / LOCK)
             # what a process killed while writing left behind: no other process writes here now
-            remove_temporaries(self.path, (*FILES, SHARD_FILES))
+            remove_temporaries(self.path, (*FILES, *PATTERNS))
         except Held as e:
             raise RunFolderError(f"{here}: another run ({e.holder}) is using this folder: wait "
                                  "for it to end, or choose another --out") from None
@@ -118,7 +122,7 @@ class RunDirectory:
     def _files(self) -> list[str]:
         """The run's files in the folder: its manifest, checkpoints, model and metrics."""
         return ([name for name in FILES if (self.path / name).exists()]
-                + sorted(p.name for p in self.path.glob(SHARD_FILES)))
+                + sorted(p.name for pattern in PATTERNS for p in self.path.glob(pattern)))
 
     def _write(self, finished: bool) -> None:
         manifest = {"run": self.run, "finished": finished,

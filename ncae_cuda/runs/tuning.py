@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..data.interactions import DataError
+from ..model.blend import MEMBERS
 from ..model.config import DEFAULTS, Config, SettingError, read_recipe
 from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
@@ -288,6 +289,8 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
     start = time.monotonic()
 
     def heard(record: dict) -> None:
+        if record.get("member", MEMBERS[0]) != MEMBERS[0]:
+            return              # a blend's pruner follows its first member (epochs restart)
         trial.report(record["valid"][found.metric], record["epoch"])
         if trial.should_prune():
             raise optuna.TrialPruned(f"epoch {record['epoch']}")
@@ -316,7 +319,7 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
         outcome.append("failed")
         _said(args, trial, f"failed: {e}", start, study, found, False)
         return math.nan                # Optuna marks the trial failed
-    epochs = "/".join(str(summary["best_epoch"]) for summary in summaries)
+    epochs = "/".join(protocol.epochs_text(summary["best_epoch"]) for summary in summaries)
     trial.set_user_attr("best_epoch", epochs)
     values = [summary["valid"][found.metric] for summary in summaries]
     trial.set_user_attr("valid_by_split", values)

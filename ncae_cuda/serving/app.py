@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from ..data.interactions import DataError, UnknownIds, lookup_ids
 from ..errors import NcaeError
 from ..model.estimator import NCAE
+from ..model.recommender import Recommender
 from .batcher import Batcher, ranked
 from .limits import Limits, RequestError, read_body
 
@@ -103,12 +104,13 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
     return app
 
 
-def fold_in(model: NCAE, ask: NewUserAsk) -> dict:
+def fold_in(model: Recommender, ask: NewUserAsk) -> dict:
     """recommend_new for the one user of `ask` (on the model's thread)."""
     config = model.config
     if config.based != "user":
-        raise RequestError("this model is item-based: it has no encoder for a new user's row, "
-                           "so /recommend/new needs a user-based model (retrain with --based "
+        what = "item-based" if config.based == "item" else "a blend with an item-based member"
+        raise RequestError(f"this model is {what}: it has no encoder for a new user's row, so "
+                           "/recommend/new needs a user-based model (retrain with --based "
                            "user, or refit with the user)")
     for name, given in (("ratings", ask.ratings), ("times", ask.times)):
         if given is not None and len(given) != len(ask.items):
@@ -133,7 +135,7 @@ def fold_in(model: NCAE, ask: NewUserAsk) -> dict:
     return ranked(items[0], scores[0], ask.n)
 
 
-def similar_to(model: NCAE, item: str, n: int) -> dict:
+def similar_to(model: Recommender, item: str, n: int) -> dict:
     """similar_items for one item (on the model's thread)."""
     column = lookup_ids(model.item_ids, [item], "item")
     items, scores = model.similar_items(model.item_ids[column], n=n)

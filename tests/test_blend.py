@@ -1,0 +1,177 @@
+"""based='both' (ncae_cuda.model.blend): the stack's weights against float64 least squares, the
+blend's predictions and rankings against a recomputation from its members, on every backend;
+save and load, the protocol's refit, the CLI run, and what it refuses."""
+import json
+
+import numpy as np
+import pytest
+from test_train import TINY
+from test_user_errors import refused
+
+from ncae_cuda import NCAE, BlendedNCAE
+from ncae_cuda.commands import train
+from ncae_cuda.data import datasets, splits
+from ncae_cuda.data.interactions import DataError
+from ncae_cuda.model import blend
+from ncae_cuda.model.config import SettingError
+
+SETTINGS = {"hidden": (8, 6), "batch_size": 16}
+
+
+def fitted(device="cpu", epochs=3, **settings) -> tuple:
+    data = datasets.load("synthetic-tiny")
+    split = splits.random_split(data, 0.2, 0.2, seed=0)
+    model = BlendedNCAE(device=device, **{**SETTINGS, **settings}).fit(
+        split.train, validation=split.valid, epochs=epochs, verbose=False)
+    return model, split
+
+
+def log_counts(part) -> tuple:
+    """(items,), (users,) float64 log(1 + each one's entries in `part`), counted here."""
+    return (np.log1p(np.bincount(part.items, minlength=part.n_items)),
+            np.log1p(np.bincount(part.users, minlength=part.n_users)))
+
+
+def by_hand(weights, ratings, li, lu, scale) -> np.ndarray:
+    """The module docstring's formula, term by term in float64."""
+    (a1, b1, c1), (a2, b2, c2), (d, e, f) = weights
+    r1, r2 = (np.asarray(r, np.float64) for r in ratings)
+    out = (a1 + b1 * li + c1 * lu) * r1 + (a2 + b2 * li + c2 * lu) * r2 + d + e * li + f * lu
+    return np.clip(out, *scale)
+
+
+def test_the_weights_are_the_least_squares_fit():
+    rng = np.random.default_rng(0)
+    n = 500
+    ratings = rng.uniform(1, 5, (2, n))
+    li, lu = rng.uniform(0, 5, n), rng.uniform(0, 5, n)
+    true = rng.normal(size=(3, 3))
+    exact = by_hand(true, ratings, li, lu, (-np.inf, np.inf))
+    np.testing.assert_allclose(blend.fit_weights(ratings, exact, li, lu), true, atol=1e-8)
+    # with noise: the normal equations' solution, from the 9 features built another way
+    noisy = exact + rng.normal(scale=0.3, size=n)
+    features = np.column_stack([ratings[0], ratings[0] * li, ratings[0] * lu,
+                                ratings[1], ratings[1] * li, ratings[1] * lu,
+                                np.ones(n), li, lu])
+    solution = np.linalg.solve(features.T @ features, features.T @ noisy)
+    np.testing.assert_allclose(blend.fit_weights(ratings, noisy, li, lu).ravel(), solution,
+                               atol=1e-8)
+
+
+def test_a_hand_computed_blend():
+    weights = np.array([[0.5, 0.1, 0.0], [0.25, 0.0, -0.05], [0.2, 0.0, 0.0]])
+    # r = (0.5 + 0.1*2) 4 + (0.25 - 0.05*1) 3 + 0.2 = 2.8 + 0.6 + 0.2 = 3.6; and one clipped
+    got = blend.blend(weights, [np.array([4.0, 5.0]), np.array([3.0, 5.0])],
+                      np.array([2.0, 2.0]), np.array([1.0, 1.0]), (1.0, 5.0))
+    np.testing.assert_allclose(got, [3.6, 4.7], rtol=1e-6)
+    assert got.dtype == np.float32
+
+
+def test_the_blend_is_its_members_weighted_by_the_fit_counts(backend):
+    model, split = fitted(backend)
+    assert set(model.best_epoch) == {"item", "user"}
+    assert {r["member"] for r in model.history} == {"item", "user"}
+    held = split.test
+    users, items = held.user_ids[held.users], held.item_ids[held.items]
+    ratings = [model.members[name].predict(users, items) for name in blend.MEMBERS]
+    li, lu = log_counts(split.train)
+    expected = by_hand(model.weights, ratings, li[held.items], lu[held.users], (1.0, 5.0))
+    np.testing.assert_allclose(model.predict(users, items), expected, rtol=1e-5, atol=1e-5)
+    rmse = np.sqrt(np.mean((expected - held.ratings) ** 2))
+    assert model.evaluate(held)["rmse"] == pytest.approx(rmse, rel=1e-5)
+
+
+def test_the_weights_are_chosen_on_validation():
+    model, split = fitted()
+    valid = split.valid
+    users, items = valid.user_ids[valid.users], valid.item_ids[valid.items]
+    ratings = np.stack([model.members[name].predict(users, items) for name in blend.MEMBERS])
+    li, lu = log_counts(split.train)
+    want = blend.fit_weights(ratings, valid.ratings, li[valid.items], lu[valid.users])
+    np.testing.assert_allclose(model.weights, want, rtol=1e-4, atol=1e-4)
+    assert model.best_validation["rmse"] == pytest.approx(model.evaluate(valid)["rmse"])
+    # without validation: the plain mean
+    plain = BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, epochs=1, verbose=False)
+    np.testing.assert_array_equal(plain.weights, blend.MEAN)
+
+
+def test_recommend_ranks_every_unseen_item_by_the_blend(backend):
+    model, split = fitted(backend)
+    train = split.train
+    rng = np.random.default_rng(3)
+    users = rng.choice(train.user_ids, 6, replace=False)
+    n = 7
+    items, scores = model.recommend(users, n=n)
+    for row, user in enumerate(users):
+        every = model.predict(np.full(train.n_items, user), train.item_ids)         # (items,)
+        seen = train.items[train.user_ids[train.users] == user]
+        every[seen] = -np.inf
+        best = np.sort(every)[::-1][:n]
+        np.testing.assert_allclose(scores[row], best, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(every[np.searchsorted(train.item_ids, items[row])],
+                                   scores[row], rtol=1e-5, atol=1e-5)
+
+
+def test_save_and_load_give_the_same_model(tmp_path):
+    model, split = fitted()
+    path = tmp_path / "model.npz"
+    model.save(path)
+    loaded = NCAE.load(path, device="cpu")
+    assert isinstance(loaded, BlendedNCAE) and loaded.config == model.config
+    np.testing.assert_array_equal(loaded.weights, model.weights)
+    assert loaded.best_epoch == model.best_epoch
+    users, items = split.test.user_ids[split.test.users], split.test.item_ids[split.test.items]
+    np.testing.assert_array_equal(loaded.predict(users, items), model.predict(users, items))
+    assert BlendedNCAE.load(path, device="cpu").best_epoch == model.best_epoch
+    single = tmp_path / "item.npz"
+    model.members["item"].save(single)
+    with pytest.raises(DataError, match="not a blend"):
+        BlendedNCAE.load(single, device="cpu")
+
+
+def test_refit_keeps_the_weights_and_trains_each_member_its_best_epochs():
+    model, split = fitted(epochs=4, patience=1)
+    refit = model.refit(split.fold_validation().train, verbose=False)
+    np.testing.assert_array_equal(refit.weights, model.weights)
+    for name, member in refit.members.items():
+        assert len(member.history) == model.best_epoch[name]
+
+
+def test_what_a_blend_refuses():
+    with pytest.raises(SettingError, match="for explicit feedback"):
+        BlendedNCAE(feedback="implicit")
+    with pytest.raises(SettingError, match="one process"):
+        NCAE(based="both", shard="columns")
+    assert isinstance(NCAE(based="both", device="cpu"), BlendedNCAE)      # as a recipe makes it
+    model, split = fitted(epochs=1)
+    with pytest.raises(ValueError, match="item-based member"):
+        model.recommend_new(split.train.to_csr("user")[:1])
+    with pytest.raises(SettingError, match="not warm-started"):
+        BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, warm_start=model.members["item"])
+
+
+def test_train_based_both_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train.main([*TINY, "--based", "both", "--epochs", "3", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "item-based member" in said and "blend: validation rmse" in said
+    result = json.loads((out / "metrics.json").read_text())
+    assert set(result["best_epoch"]) == {"item", "user"} and 0 < result["test"]["rmse"] < 4
+    assert {p.name for p in out.glob("checkpoint-*")} == {
+        f"checkpoint-{fit}.{member}.npz" for fit in ("select", "refit")
+        for member in blend.MEMBERS}
+    model = NCAE.load(out / "model.npz", device="cpu")
+    assert isinstance(model, BlendedNCAE)
+    users, items = np.meshgrid(model.user_ids[:10], model.item_ids[:10])
+    before = model.predict(users.ravel(), items.ravel())
+    # resumed, a finished run ends where it was: each member from its own checkpoints
+    assert train.main([*TINY, "--based", "both", "--epochs", "3", "--out", str(out),
+                       "--resume"]) == 0
+    assert "(resumed)" in capsys.readouterr().out
+    after = NCAE.load(out / "model.npz", device="cpu").predict(users.ravel(), items.ravel())
+    np.testing.assert_array_equal(after, before)
+
+
+def test_train_refuses_both_for_implicit_feedback(capsys):
+    refused(train.main, [*TINY, "--feedback", "implicit", "--based", "both"], capsys,
+            "--based: 'both' blends predicted ratings: it is for explicit feedback")
