@@ -10,9 +10,11 @@ runs, each summing its entries in the fixed order of Batch.col_order.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit, prange
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .common import Batch, dropout_stream, dropout_threshold, GOLDEN, KEEP_BITS, MIX1, MIX2
 from .reference import (bias_backward, bias_tanh, capture, decayed, gemm,  # noqa: F401
@@ -43,7 +45,15 @@ def session():
     """Context to train and evaluate in: BLAS on one thread, so that its threads and Numba's
     do not spin against each other between the dense and the sparse ops. On 2 cores that cost
     5x on a 2-layer ML-100K epoch, and one BLAS thread was faster even for (128, 69226) outputs."""
-    return threadpool_limits(limits=1, user_api="blas")
+    return _thread_pools().limit(limits=1, user_api="blas")
+
+
+@functools.cache
+def _thread_pools() -> ThreadpoolController:
+    """The process's thread pools (BLAS's among them: numpy's, loaded before this module), found
+    once: finding them reads the process's memory map, 0.5 ms a time, which was most of a
+    one-user recommend (a served request's) when every session found them again."""
+    return ThreadpoolController()
 
 
 # ---------------------------------------------------------------------------------------------
