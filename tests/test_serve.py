@@ -356,6 +356,21 @@ def wait_for(condition, seconds: float = 20) -> None:
         time.sleep(0.05)
 
 
+def test_a_request_that_finds_none_waiting_is_scored_at_once(models):
+    """Nothing to batch with: the answer does not wait out the batch window."""
+    path, model = models["explicit-item"]
+    server = Server(path, "--max-wait-ms", "5000")
+    try:
+        for user in model.user_ids[:3]:
+            start = time.monotonic()
+            status, got = server.call("/recommend" + query(user=user, n=5))
+            assert status == 200 and time.monotonic() - start < 2.5
+            assert_same_ranking(got, *offline(model, user, 5), 5)
+        assert server.call("/healthz")[1]["batches"] == 3
+    finally:
+        assert server.stop() == 0, server.logged()
+
+
 def test_sigterm_answers_the_requests_in_flight_then_exits_0(models):
     """The requests wait in a wide batch window when SIGTERM comes; each is answered, the
     process exits 0, and it listens no more."""
@@ -370,7 +385,9 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0(models):
     for thread in threads:
         thread.start()
     time.sleep(0.5)
-    assert answers == [None] * len(users)              # still in the batch window
+    # still in the batch window, but for the first to come (or the first few, where each found
+    # none other waiting), which are scored at once
+    assert answers.count(None) >= len(users) // 2
     assert server.stop() == 0, server.logged()
     for thread in threads:
         thread.join()

@@ -6,7 +6,8 @@
 Endpoints (JSON; /docs lists them): GET /healthz, GET /recommend?user=ID&n=N, POST /recommend
 {"users": [...], "n": N, "exclude": [...]}, POST /recommend/new {"items": [...], "n": N},
 GET /similar?item=ID&n=N. The /recommend requests that arrive within --max-wait-ms of each
-other (up to --max-batch users) are scored in one NCAE.recommend call. SIGHUP reloads the model
+other (up to --max-batch users) are scored in one NCAE.recommend call; one that finds none other
+waiting, at once. SIGHUP reloads the model
 file (one that fails to load leaves the model answering as it was, and the log says why);
 SIGTERM answers the requests in flight, then exits. The model is a model.npz or the run folder
 that holds it.
@@ -43,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch", type=int, default=256,
                    help="users scored in one call at most (default: %(default)s)")
     p.add_argument("--max-wait-ms", type=float, default=1.0,
-                   help="how long the first request of a batch waits for others "
-                        "(default: %(default)s)")
+                   help="how long the first request of a batch waits for others, where "
+                        "others are waiting (default: %(default)s)")
     for limit in fields(Limits):
         p.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default,
                        help=f"{LIMIT_HELP[limit.name]} (default: %(default)s)")

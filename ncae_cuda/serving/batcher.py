@@ -1,6 +1,8 @@
 """Requests gathered onto one scoring call: the users of the requests that arrive within
 max_wait seconds of the first (or until max_batch users) are scored by one NCAE.recommend
-call, one `topk` launch a chunk on a GPU, and each request is answered with its own rows.
+call, one `topk` launch a chunk on a GPU, and each request is answered with its own rows. A
+request that finds no other waiting is scored at once: with nobody to batch with, waiting would
+only add max_wait to its latency (under load, requests queue while a batch is scored).
 
 Requests differ in n, in the items they exclude and in keeping seen items. The call asks for
 the largest n + len(exclude) among them, and each request keeps its first n items once its
@@ -39,13 +41,18 @@ class Batcher:
         self.holder, self.max_batch, self.max_wait_s = holder, max_batch, max_wait_s
         self.queue: asyncio.Queue[Ask] = asyncio.Queue()
         self.batches = self.users = 0      # scored so far, as /healthz shows them
+        self.open = 0                      # asks received and not yet answered
 
     async def recommend(self, users: list, n: int, filter_seen: bool, exclude: list) -> list:
         """One result a user: {"user", "items", "scores"}; UnknownIds naming what the model
         does not know."""
         ask = Ask(users, n, filter_seen, exclude, asyncio.get_running_loop().create_future())
-        self.queue.put_nowait(ask)
-        return await ask.answer
+        self.open += 1
+        try:
+            self.queue.put_nowait(ask)
+            return await ask.answer
+        finally:
+            self.open -= 1
 
     async def run(self) -> None:
         """Score batches until cancelled (at shutdown, once the requests have been answered)."""
@@ -73,9 +80,11 @@ class Batcher:
         loop, size = asyncio.get_running_loop(), len(batch[0].users)
         deadline = batch[0].arrived + self.max_wait_s
         while size < self.max_batch:
+            if self.queue.empty() and self.open <= len(batch):    # none other is waiting
+                return None
             left = deadline - loop.time()
-            try:
-                ask = (self.queue.get_nowait() if left <= 0 else
+            try:          # what is queued first; a wait (a task and a timer) only for more
+                ask = (self.queue.get_nowait() if left <= 0 or not self.queue.empty() else
                        await asyncio.wait_for(self.queue.get(), left))
             except (asyncio.QueueEmpty, asyncio.TimeoutError):
                 return None
@@ -92,10 +101,12 @@ def score_batch(model: NCAE, batch: list[Ask]) -> list:
     them."""
     answers: list = [None] * len(batch)
     calls: dict[bool, list] = {True: [], False: []}
-    for k, ask in enumerate(batch):
+    for k, ask, users in _users_of(model, batch):
         try:
-            users = lookup_ids(model.user_ids, ask.users, "user")                # (U,)
-            excluded = model.item_ids[lookup_ids(model.item_ids, ask.exclude, "item")]
+            if isinstance(users, Exception):
+                raise users
+            excluded = (model.item_ids[lookup_ids(model.item_ids, ask.exclude, "item")]
+                        if ask.exclude else NONE)
         except (NcaeError, ValueError) as e:
             answers[k] = e
             continue
@@ -116,8 +127,33 @@ def score_batch(model: NCAE, batch: list[Ask]) -> list:
     return answers
 
 
-def ranked(items: np.ndarray, scores: np.ndarray, n: int, excluded=()) -> dict:
+def _users_of(model: NCAE, batch: list[Ask]):
+    """(k, ask, its users' indices or the error naming its unknown ids) of each ask: the ids of
+    the whole batch looked up at once (one sort of the model's ids), each ask's apart only where
+    one of them is unknown."""
+    try:
+        every = lookup_ids(model.user_ids, [u for ask in batch for u in ask.users], "user")
+    except (NcaeError, ValueError):
+        every = None
+    start = 0
+    for k, ask in enumerate(batch):
+        if every is not None:
+            yield k, ask, every[start:start + len(ask.users)]               # (U,)
+            start += len(ask.users)
+            continue
+        try:
+            yield k, ask, lookup_ids(model.user_ids, ask.users, "user")
+        except (NcaeError, ValueError) as e:
+            yield k, ask, e
+
+
+NONE = np.zeros(0, np.int64)       # no item excluded
+
+
+def ranked(items: np.ndarray, scores: np.ndarray, n: int, excluded=NONE) -> dict:
     """One row of a ranking as JSON: its first n items not excluded, without the padding of a
     row with fewer candidates (score -inf)."""
-    keep = np.isfinite(scores) & ~np.isin(items, excluded)                  # (n',)
+    keep = np.isfinite(scores)                                              # (n',)
+    if len(excluded):
+        keep &= ~np.isin(items, excluded)
     return {"items": items[keep][:n].tolist(), "scores": scores[keep][:n].tolist()}
