@@ -22,6 +22,8 @@ from ..data.interactions import lookup_ids
 from ..errors import NcaeError
 from ..model.estimator import NCAE
 
+IN_FLIGHT = 2          # batches handed to the model's thread at once: one scored, one queued
+
 
 @dataclass
 class Ask:
@@ -55,24 +57,36 @@ class Batcher:
             self.open -= 1
 
     async def run(self) -> None:
-        """Score batches until cancelled (at shutdown, once the requests have been answered)."""
+        """Score batches until cancelled (at shutdown, once the requests have been answered).
+        A batch is formed while the one before it is scored, and queued behind it on the
+        model's thread, so that the thread does not wait for the next batch to be formed; the
+        one after that is formed once a batch is done, of every request queued meanwhile."""
         held = None                 # an ask that would have overfilled the last batch
+        slots = asyncio.Semaphore(IN_FLIGHT)
+        scoring = set()             # the batches' tasks, held until done
         while True:
+            await slots.acquire()
             batch = [held or await self.queue.get()]
             held = await self._fill(batch)
-            try:
-                answers = await self.holder.run(score_batch, batch)
-            except Exception as e:  # noqa: BLE001 (a bug: these requests answer 500, no others)
-                answers = [e] * len(batch)
-            self.batches += 1
-            self.users += sum(len(ask.users) for ask in batch)
-            for ask, answer in zip(batch, answers):
-                if ask.answer.done():               # the client went away
-                    continue
-                if isinstance(answer, BaseException):
-                    ask.answer.set_exception(answer)
-                else:
-                    ask.answer.set_result(answer)
+            task = asyncio.create_task(self._score(batch))
+            scoring.add(task)
+            task.add_done_callback(lambda done: (scoring.discard(done), slots.release()))
+
+    async def _score(self, batch: list[Ask]) -> None:
+        """Score one batch on the model's thread and answer each of its asks."""
+        try:
+            answers = await self.holder.run(score_batch, batch)
+        except Exception as e:      # noqa: BLE001 (a bug: these requests answer 500, no others)
+            answers = [e] * len(batch)
+        self.batches += 1
+        self.users += sum(len(ask.users) for ask in batch)
+        for ask, answer in zip(batch, answers):
+            if ask.answer.done():                   # the client went away
+                continue
+            if isinstance(answer, BaseException):
+                ask.answer.set_exception(answer)
+            else:
+                ask.answer.set_result(answer)
 
     async def _fill(self, batch: list[Ask]) -> Ask | None:
         """Add the asks that arrive until max_wait after the first one or max_batch users;
