@@ -27,11 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..data.interactions import DataError, Interactions, lookup_ids
+from ..data.interactions import DataError
 from . import modelfile
 from .config import Config, SettingError
 from .estimator import NCAE
-from .evaluate import predict_ratings, rating_report
 from .fitdata import as_interactions
 from .recommender import Recommender
 from .trainer import CHECKPOINT_EVERY
@@ -135,8 +134,8 @@ class BlendedNCAE(Recommender):
                 raise DataError("validation for an explicit model needs ratings")
             if held.nnz:
                 li, lu = self._log_counts()
-                self.weights = fit_weights(self._member_ratings(held), held.ratings,
-                                           li[held.items], lu[held.users])
+                self.weights = fit_weights(self._member_ratings(held.users, held.items),
+                                           held.ratings, li[held.items], lu[held.users])
             self.best_validation = self.evaluate(held)
             if verbose:
                 members = ", ".join(f"{name} {m.best_validation['rmse']:.4f}"
@@ -155,37 +154,6 @@ class BlendedNCAE(Recommender):
     # -----------------------------------------------------------------------------------------
     # scoring
 
-    def predict(self, users, items) -> np.ndarray:
-        """The blended rating at each (users[i], items[i]) (NCAE.predict's arguments)."""
-        self._check_fitted()
-        u = lookup_ids(self.user_ids, users, "user")
-        i = lookup_ids(self.item_ids, items, "item")
-        if len(u) != len(i):
-            raise ValueError(f"predict needs as many users as items; got {len(u)}, {len(i)}")
-        held = Interactions(u.astype(np.int32), i.astype(np.int32), None, None, self.user_ids,
-                            self.item_ids)
-        return self._blended(held)
-
-    def evaluator(self, held, exclude=None, popularity: bool = False):
-        """NCAE.evaluator's score(per_user=False) -> RMSE of the blended ratings."""
-        self._check_fitted()
-        if popularity:
-            raise ValueError("the POP baseline ranks items: it is for implicit feedback")
-        held = self.data.held_out(held, "held-out data")
-        if held.ratings is None:
-            raise DataError("held-out data for an explicit model needs ratings")
-        counts = self.data.user_counts
-
-        def score(per_user: bool = False) -> dict:
-            return rating_report(self._blended(held), held.ratings, held.users,
-                                 counts if per_user else None)
-        return score
-
-    def evaluate(self, held, exclude=None, per_user: bool = False,
-                 popularity: bool = False) -> dict:
-        """NCAE.evaluate's figures, of the blended ratings."""
-        return self.evaluator(held, exclude, popularity)(per_user)
-
     def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
                       times=None):
         """Not for a blend: its item-based member has no encoder of a new user's row."""
@@ -197,20 +165,15 @@ class BlendedNCAE(Recommender):
         """NCAE.similar_items of the user-based member: items by their output embeddings."""
         return self.members["user"].similar_items(items, n)
 
-    def _member_ratings(self, held: Interactions) -> np.ndarray:
-        """(members, nnz) each member's predicted rating at held's entries."""
-        out = []
-        for name, member in self.members.items():
-            rows, cols = (held.users, held.items) if name == "user" else (held.items, held.users)
-            with self.ops.session():
-                out.append(predict_ratings(member._net, member.data.inputs(), rows, cols))
-        return np.stack(out)
-
-    def _blended(self, held: Interactions) -> np.ndarray:
-        """(nnz,) float32 the blend at held's entries."""
+    def _ratings_at(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """(n,) float32 the blend at (users[i], items[i]) (predict's, evaluate's)."""
         li, lu = self._log_counts()
-        return blend(self.weights, self._member_ratings(held), li[held.items], lu[held.users],
+        return blend(self.weights, self._member_ratings(users, items), li[items], lu[users],
                      self.rating_scale)
+
+    def _member_ratings(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """(members, n) each member's predicted rating at (users[i], items[i])."""
+        return np.stack([member._ratings_at(users, items) for member in self.members.values()])
 
     def _log_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """(n_items,), (n_users,) float32 log(1 + n): each item's and user's fit ratings."""

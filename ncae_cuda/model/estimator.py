@@ -27,14 +27,13 @@ from dataclasses import asdict
 import numpy as np
 
 from .. import __version__
-from ..data.interactions import DataError, Interactions
+from ..data.interactions import Interactions
 from ..errors import NcaeError
 from ..ops import get_backend
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout
 from ..ops.plan import Planner, Schedule
 from . import modelfile, stopping
 from .config import Config, SettingError
-from .evaluate import constant_scorer, predict_ratings, rating_report
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
 from .recommender import Recommender
@@ -337,71 +336,6 @@ class NCAE(Recommender):
         if self.ops.name != "cpu":
             lines.append("  or train with --device cpu")
         return "\n".join(lines)
-
-    # -----------------------------------------------------------------------------------------
-    # scoring held-out data
-
-    def evaluator(self, held, exclude=None, popularity: bool = False):
-        """A function that scores `held`, its device arrays built once, here.
-
-        Parameters
-        ----------
-        held : scipy.sparse matrix or Interactions
-            Interactions held out from the fit data, of the same users and items.
-        exclude : scipy.sparse matrix or Interactions, optional
-            Implicit: items left out of each user's candidates besides those of the fit data
-            (e.g. the validation part when scoring test).
-        popularity : bool
-            Rank by the POP baseline instead, every item scored by its number of interactions
-            in the fit data, on the same candidates (implicit only).
-
-        Returns
-        -------
-        callable
-            score(per_user=False) -> dict: RMSE of the predicted ratings (explicit), or HR@M of
-            each held-out item ranked among the items the user has no interaction with in the
-            fit data nor in `exclude`, and Recall@M and NDCG@M of each user's held-out items as
-            a set (implicit: ncae_cuda.model.metrics). per_user adds the table of users grouped
-            by their number of fit interactions.
-
-        Raises
-        ------
-        DataError
-            Held-out ratings missing for an explicit model, or ids the model does not know.
-        """
-        self._check_fitted()
-        if popularity and not self.config.implicit:
-            raise ValueError("the POP baseline ranks items: it is for implicit feedback")
-        c, ops, data = self.config, self.ops, self.data
-        if c.implicit:
-            pop = data.popularity() if popularity else None
-            return data.ranker(held, exclude, c.cutoffs, lambda: self._user_scorer() if pop is None
-                               else constant_scorer(ops, pop), self.comm)
-        held = data.held_out(held, "held-out data")
-        counts = data.user_counts                                       # (n_users,)
-        if held.ratings is None:
-            raise DataError("held-out data for an explicit model needs ratings")
-        rows, cols = (held.users, held.items) if c.based == "user" else (held.items, held.users)
-
-        def score(per_user: bool = False) -> dict:
-            with ops.session():
-                yhat = predict_ratings(self._net, data.inputs(), rows, cols)
-            return rating_report(yhat, held.ratings, held.users, counts if per_user else None)
-        return score
-
-    def evaluate(self, held, exclude=None, per_user: bool = False,
-                 popularity: bool = False) -> dict:
-        """The figures of `held` once: evaluator(held, exclude, popularity)(per_user).
-
-        Returns
-        -------
-        dict
-            Explicit: 'rmse' and the number of entries scored ('entries'). Implicit: HR@M,
-            Recall@M and NDCG@M at each cutoff ('hr@10', 'recall@10', 'ndcg@10', ...) and the
-            number of users scored ('rows'); with per_user, the table of users grouped by their
-            number of fit interactions.
-        """
-        return self.evaluator(held, exclude, popularity)(per_user)
 
     # -----------------------------------------------------------------------------------------
     # using the model

@@ -1,5 +1,6 @@
-"""What a fitted NCAE answers: predicted ratings, the best items of known users and of new users
-folded in from their interactions, similar items, and the fit data's ids.
+"""What a fitted NCAE answers: predicted ratings, the figures of held-out data, the best items of
+known users and of new users folded in from their interactions, similar items, and the fit
+data's ids.
 
 `Recommender` is NCAE's query half, as implicit's RecommenderBase is its models': NCAE (model/
 estimator.py) fits, saves and loads, and sets what these methods read: `data` (the fit data,
@@ -14,12 +15,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.interactions import DataError, Interactions, from_matrix, lookup_ids
-from .evaluate import excluded_entries, model_scorer, predict_ratings, row_codes, top_m
+from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
+                       rating_report, row_codes, top_m)
 from .fitdata import scored_rows
 
 
 class Recommender:
-    """The queries of a fitted model (NCAE's): predict, recommend, recommend_new,
+    """The queries of a fitted model (NCAE's): predict, evaluate, recommend, recommend_new,
     similar_items, and the fit data's ids."""
 
     def predict(self, users, items) -> np.ndarray:
@@ -46,7 +48,11 @@ class Recommender:
         i = lookup_ids(self.item_ids, items, "item")
         if len(u) != len(i):
             raise ValueError(f"predict needs as many users as items; got {len(u)}, {len(i)}")
-        rows, cols = (u, i) if self.config.based == "user" else (i, u)
+        return self._ratings_at(u, i)
+
+    def _ratings_at(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """(n,) float32 predict's output at (users[i], items[i]), indices of the fit data."""
+        rows, cols = (users, items) if self.config.based == "user" else (items, users)
         with self.ops.session():
             return predict_ratings(self._net, self.data.inputs(), rows, cols)
 
@@ -187,6 +193,69 @@ class Recommender:
             m = min(self.data.candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
             found, sims = top_m(ops, similarity, idx, m, itself, None, held, self.comm)
         return self._item_results(found, sims, ratings=False)
+
+    # -----------------------------------------------------------------------------------------
+    # scoring held-out data
+
+    def evaluator(self, held, exclude=None, popularity: bool = False):
+        """A function that scores `held`, its device arrays built once, here.
+
+        Parameters
+        ----------
+        held : scipy.sparse matrix or Interactions
+            Interactions held out from the fit data, of the same users and items.
+        exclude : scipy.sparse matrix or Interactions, optional
+            Implicit: items left out of each user's candidates besides those of the fit data
+            (e.g. the validation part when scoring test).
+        popularity : bool
+            Rank by the POP baseline instead, every item scored by its number of interactions
+            in the fit data, on the same candidates (implicit only).
+
+        Returns
+        -------
+        callable
+            score(per_user=False) -> dict: RMSE of the predicted ratings (explicit), or HR@M of
+            each held-out item ranked among the items the user has no interaction with in the
+            fit data nor in `exclude`, and Recall@M and NDCG@M of each user's held-out items as
+            a set (implicit: ncae_cuda.model.metrics). per_user adds the table of users grouped
+            by their number of fit interactions.
+
+        Raises
+        ------
+        DataError
+            Held-out ratings missing for an explicit model, or ids the model does not know.
+        """
+        self._check_fitted()
+        if popularity and not self.config.implicit:
+            raise ValueError("the POP baseline ranks items: it is for implicit feedback")
+        c, ops, data = self.config, self.ops, self.data
+        if c.implicit:
+            pop = data.popularity() if popularity else None
+            return data.ranker(held, exclude, c.cutoffs, lambda: self._user_scorer() if pop is None
+                               else constant_scorer(ops, pop), self.comm)
+        held = data.held_out(held, "held-out data")
+        counts = data.user_counts                                       # (n_users,)
+        if held.ratings is None:
+            raise DataError("held-out data for an explicit model needs ratings")
+
+        def score(per_user: bool = False) -> dict:
+            return rating_report(self._ratings_at(held.users, held.items), held.ratings,
+                                 held.users, counts if per_user else None)
+        return score
+
+    def evaluate(self, held, exclude=None, per_user: bool = False,
+                 popularity: bool = False) -> dict:
+        """The figures of `held` once: evaluator(held, exclude, popularity)(per_user).
+
+        Returns
+        -------
+        dict
+            Explicit: 'rmse' and the number of entries scored ('entries'). Implicit: HR@M,
+            Recall@M and NDCG@M at each cutoff ('hr@10', 'recall@10', 'ndcg@10', ...) and the
+            number of users scored ('rows'); with per_user, the table of users grouped by their
+            number of fit interactions.
+        """
+        return self.evaluator(held, exclude, popularity)(per_user)
 
     def _item_results(self, idx: np.ndarray, vals: np.ndarray, ratings: bool):
         """Column indices -> item ids (padding -1 or ""), logits -> ratings where asked."""
