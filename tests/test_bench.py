@@ -274,8 +274,33 @@ def test_warm_start_quick(tmp_path, temporary):
                 figures = run[f"{kind}_{part}"]
                 assert set(figures) == set(warm_start.TEST_FIGURES[case])
                 assert all(0 < v < 5 for v in figures.values())
-    assert "implicit (ml-100k-implicit.toml)" in (out / "warm_start.md").read_text()
+        for kind in ("cold", "warm"):       # an epoch a figure, as many as the fit's records
+            assert len(run["curves"][kind]["valid"]) == len(run["curves"][kind]["test"]) >= 1
+        assert set(found["seed_mean"]) == {"valid", "test"}
+    text = (out / "warm_start.md").read_text()
+    assert "implicit (ml-100k-implicit.toml)" in text
+    assert "the test (--curves, never chosen on) curves averaged over the seeds" in text
     assert list(temporary.iterdir()) == []
+
+
+def test_warm_start_reads_the_curves_averaged_over_the_seeds():
+    def run(cold_valid, warm_valid, higher=False):
+        test = {"cold": [9.0] * len(cold_valid), "warm": [9.0] * len(warm_valid)}
+        return {"higher": higher, "curves": {
+            "cold": {"valid": cold_valid, "test": test["cold"]},
+            "warm": {"valid": warm_valid, "test": test["warm"]}}}
+    # cold means over the 3 epochs both seeds ran: 1.0, 0.8, 0.75 (seed 1's 4th epoch is cut);
+    # warm means 0.9, 0.75: as good as the cold best at its epoch 2
+    runs = [run([1.2, 0.8, 0.7, 0.1], [0.9, 0.8]), run([0.8, 0.8, 0.8], [0.9, 0.7, 0.9])]
+    reading = warm_start.seed_mean_reading(runs)
+    assert reading["valid"] == pytest.approx({"cold_best": 0.75, "cold_best_epoch": 3,
+                                              "cold_epochs": 3, "warm_epochs_to_it": 2,
+                                              "warm_epochs": 2})
+    assert reading["test"]["cold_best_epoch"] == 1 and reading["test"]["warm_epochs_to_it"] == 1
+    higher = [run([0.1, 0.3], [0.2, 0.25], higher=True)]
+    assert warm_start.seed_mean_reading(higher)["valid"] == {
+        "cold_best": 0.3, "cold_best_epoch": 2, "cold_epochs": 2, "warm_epochs_to_it": None,
+        "warm_epochs": 2}
 
 
 def test_warm_start_counts_the_epochs_and_seconds_to_a_validation_figure():
