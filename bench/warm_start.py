@@ -16,9 +16,10 @@ and NDCG@100), for each --seeds.
 Reported per case and seed: the cold fit's best validation figure and its epoch; the epochs and
 training seconds the warm fit's selection took to reach that figure (none: never reached); both
 best epochs; and both test figures, the warm test part and the cold one apart. Then the same
-reading on the selection fits' curves averaged over the seeds, of validation and of the test
-part (scored after every epoch with --curves, never chosen on): one seed's best validation
-epoch is often a high of its noise, the mean curve's less so. Writes
+reading on curves averaged over the seeds: the selection fits' validation, and learning curves
+of the test part (a cold and a warm fit on all of the first 90% for 30 epochs, test scored after
+every epoch with --curves, never chosen on): one seed's best validation epoch is often a high
+of its noise, the mean curve's less so. Writes
 warm_start.json and warm_start.md under --out with the machine, the versions and the commit;
 the runs' own folders and logs go to a temporary folder, removed at the end.
 """
@@ -48,12 +49,16 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 CASES = {"explicit": RECIPES / "ml-100k-explicit.toml",
          "implicit": RECIPES / "ml-100k-implicit.toml"}
 PARENT_SHARE = 0.8                     # the parent's data: the first 80% of the interactions
-# --curves: the test part scored after every epoch too, never chosen on: the warm validation
-# part of this cut is small (ML-100K: 517 entries of 31 users), the warm test part larger
-NEW_FITS = ["--split", "time", "--test-ratio", "0.1", "--valid-ratio", "0.05", "--curves"]
+NEW_FITS = ["--split", "time", "--test-ratio", "0.1", "--valid-ratio", "0.05"]
+# the learning curves: a cold and a warm fit on all of the first 90% for CURVE_EPOCHS epochs,
+# the test part scored after every epoch (--curves), never chosen on: the warm validation part
+# of this cut is small (ML-100K: 517 entries of 31 users), the warm test part larger (2,886 of 90)
+CURVE_EPOCHS = 30
+CURVE_FITS = ["--split", "time", "--test-ratio", "0.1", "--valid-ratio", "0", "--curves"]
 PARENT_VALID = "0.1"                   # the parent's validation: a random share of its data
 TEST_FIGURES = {"explicit": ("rmse",), "implicit": ("recall@100", "ndcg@100")}
-QUICK = ["--hidden", "8", "--epochs", "4", "--batch-size", "16"]
+QUICK_EPOCHS = 4
+QUICK = ["--hidden", "8", "--epochs", str(QUICK_EPOCHS), "--batch-size", "16"]
 
 
 def parent_files(data, folder: Path) -> tuple[Path, Path]:
@@ -104,9 +109,9 @@ def reached(summary: dict, metric: str, higher: bool, target: float) -> tuple[in
 
 
 def seed_mean_reading(runs: list[dict]) -> dict:
-    """The curves of the selection fits averaged over the seeds (over the epochs every seed's fit
-    ran), validation and test apart: the cold fit's best figure and its epoch, and the first
-    epoch the warm fit's is as good (None: never)."""
+    """The curves averaged over the seeds (over the epochs every seed's fit ran), of validation
+    (the selection fits') and of test (the curve fits'): the cold fit's best figure and its
+    epoch, and the first epoch the warm fit's is as good (None: never)."""
     reading, higher = {}, runs[0]["higher"]
     for part in ("valid", "test"):
         mean = {}
@@ -125,18 +130,22 @@ def seed_mean_reading(runs: list[dict]) -> dict:
 
 
 def compare(case: str, seed: int, common: list[str], source: list[str], parent_train: Path,
-            parent_test: Path, runs: Path) -> dict:
+            parent_test: Path, runs: Path, epochs: int) -> dict:
     """One case and seed: the parent, then the cold and the warm fit on the first 90% (of the
-    data flags `source`)."""
+    data flags `source`), and the two fits of `epochs` epochs that draw the test curves."""
     flags = ["--config", str(CASES[case]), "--seed", str(seed), *common]
     parent = runs / f"{case}-{seed}-parent"
     trained(["--train", str(parent_train), "--test", str(parent_test), "--valid-ratio",
              PARENT_VALID, *flags, "--out", str(parent)], runs / f"{parent.name}.log")
-    fits = {}
+    fits, curves = {}, {}
     for kind, extra in (("cold", []), ("warm", ["--warm-start", str(parent)])):
         name = f"{case}-{seed}-{kind}"
         fits[kind], metric, higher = trained([*flags, *source, *NEW_FITS, *extra, "--out",
                                               str(runs / name)], runs / f"{name}.log")
+        curve = trained([*flags, *source, *CURVE_FITS, "--epochs", str(epochs), *extra,
+                         "--out", str(runs / f"{name}-curve")], runs / f"{name}-curve.log")[0]
+        curves[kind] = {"valid": [r["valid"][metric] for r in selection_epochs(fits[kind])],
+                        "test": [r["test"][metric] for r in selection_epochs(curve)]}
     cold, warm = fits["cold"], fits["warm"]
     best = next(r["valid"][metric] for r in selection_epochs(cold)
                 if r["epoch"] == cold["best_epoch"])
@@ -148,8 +157,7 @@ def compare(case: str, seed: int, common: list[str], source: list[str], parent_t
         "warm_epochs_to_cold_best": warm_reached and warm_reached[0],
         "warm_seconds_to_cold_best": warm_reached and warm_reached[1],
         "data": cold["data"],
-        "curves": {kind: {part: [r[part][metric] for r in selection_epochs(fits[kind])]
-                          for part in ("valid", "test")} for kind in fits},
+        "curves": curves,
         **{f"{kind}_{part}": {k: fits[kind][part][k] for k in TEST_FIGURES[case]}
            for kind in fits for part in ("test", "cold_test") if part in fits[kind]}}
 
@@ -177,7 +185,8 @@ def markdown(result: dict) -> str:
                   f"median over the seeds: the cold fit's best epoch {median['cold']:g}; the "
                   "warm fit reached that validation figure "
                   + ("not in every seed" if warm is None else f"in {warm:g} epochs"), ""]
-        for part, what in (("valid", "validation"), ("test", "test (--curves, never chosen on)")):
+        for part, what in (("valid", "validation"),
+                           ("test", "test (fits on all 90%, --curves: never chosen on)")):
             r = found["seed_mean"][part]
             warm_at = r["warm_epochs_to_it"]
             lines += [f"the {what} curves averaged over the seeds: the cold fit's best "
@@ -206,6 +215,7 @@ def main(argv=None) -> int:
                                                                              args.seeds)
     out_folder(p, args.out)
     common = ["--device", args.device, *(QUICK if args.quick else [])]
+    curve_epochs = QUICK_EPOCHS if args.quick else CURVE_EPOCHS
     source = ["--dataset", dataset, *(["--data-dir", str(args.data_dir)] if args.data_dir
                                       else [])]
     try:
@@ -215,7 +225,8 @@ def main(argv=None) -> int:
             runs = Path(folder)
             first, rest = parent_files(data, runs)
             found = {case: {"recipe": CASES[case].name, "seeds": {
-                seed: compare(case, seed, common, source, first, rest, runs) for seed in seeds}}
+                seed: compare(case, seed, common, source, first, rest, runs, curve_epochs)
+                for seed in seeds}}
                 for case in CASES}
     except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)
