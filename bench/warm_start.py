@@ -33,6 +33,7 @@ import json
 import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.cli import out_folder
@@ -129,21 +130,35 @@ def seed_mean_reading(runs: list[dict]) -> dict:
     return reading
 
 
-def compare(case: str, seed: int, common: list[str], source: list[str], parent_train: Path,
-            parent_test: Path, runs: Path, epochs: int) -> dict:
-    """One case and seed: the parent, then the cold and the warm fit on the first 90% (of the
-    data flags `source`), and the two fits of `epochs` epochs that draw the test curves."""
-    flags = ["--config", str(CASES[case]), "--seed", str(seed), *common]
+@dataclass(frozen=True)
+class Setup:
+    """What every case and seed share."""
+    common: list[str]            # the trainer's flags of every fit (device, --quick's)
+    source: list[str]            # the data's flags of the new fits
+    parent_train: Path           # the first 80% (parent_files)
+    parent_test: Path            # the rest
+    runs: Path                   # the runs' folders and logs
+    curve_epochs: int            # the test curves' fits' epochs
+    warm: list[str]              # the warm fits' own flags (--warm-lr)
+
+
+def compare(setup: Setup, case: str, seed: int) -> dict:
+    """One case and seed: the parent, then the cold and the warm fit on the first 90%, and the
+    two fits that draw the test curves."""
+    flags = ["--config", str(CASES[case]), "--seed", str(seed), *setup.common]
+    runs = setup.runs
     parent = runs / f"{case}-{seed}-parent"
-    trained(["--train", str(parent_train), "--test", str(parent_test), "--valid-ratio",
-             PARENT_VALID, *flags, "--out", str(parent)], runs / f"{parent.name}.log")
+    trained(["--train", str(setup.parent_train), "--test", str(setup.parent_test),
+             "--valid-ratio", PARENT_VALID, *flags, "--out", str(parent)],
+            runs / f"{parent.name}.log")
     fits, curves = {}, {}
-    for kind, extra in (("cold", []), ("warm", ["--warm-start", str(parent)])):
+    for kind, extra in (("cold", []), ("warm", ["--warm-start", str(parent), *setup.warm])):
         name = f"{case}-{seed}-{kind}"
-        fits[kind], metric, higher = trained([*flags, *source, *NEW_FITS, *extra, "--out",
+        fits[kind], metric, higher = trained([*flags, *setup.source, *NEW_FITS, *extra, "--out",
                                               str(runs / name)], runs / f"{name}.log")
-        curve = trained([*flags, *source, *CURVE_FITS, "--epochs", str(epochs), *extra,
-                         "--out", str(runs / f"{name}-curve")], runs / f"{name}-curve.log")[0]
+        curve = trained([*flags, *setup.source, *CURVE_FITS, "--epochs", str(setup.curve_epochs),
+                         *extra, "--out", str(runs / f"{name}-curve")],
+                        runs / f"{name}-curve.log")[0]
         curves[kind] = {"valid": [r["valid"][metric] for r in selection_epochs(fits[kind])],
                         "test": [r["test"][metric] for r in selection_epochs(curve)]}
     cold, warm = fits["cold"], fits["warm"]
@@ -153,10 +168,11 @@ def compare(case: str, seed: int, common: list[str], source: list[str], parent_t
     cold_seconds = reached(cold, metric, higher, best)[1]
     return {
         "metric": metric, "higher": higher, "cold_best_valid": best,
-        "cold_best_epoch": cold["best_epoch"], "cold_seconds_to_best": cold_seconds, "warm_best_epoch": warm["best_epoch"],
+        "cold_best_epoch": cold["best_epoch"], "cold_seconds_to_best": cold_seconds,
+        "warm_best_epoch": warm["best_epoch"],
         "warm_epochs_to_cold_best": warm_reached and warm_reached[0],
         "warm_seconds_to_cold_best": warm_reached and warm_reached[1],
-        "data": cold["data"],
+        "data": cold["data"], "lr": {kind: fits[kind]["config"]["lr"] for kind in fits},
         "curves": curves,
         **{f"{kind}_{part}": {k: fits[kind][part][k] for k in TEST_FIGURES[case]}
            for kind in fits for part in ("test", "cold_test") if part in fits[kind]}}
@@ -164,7 +180,8 @@ def compare(case: str, seed: int, common: list[str], source: list[str], parent_t
 
 def markdown(result: dict) -> str:
     quick = " (quick)" if result["quick"] else ""
-    lines = [f"commit {result['commit']}, {result['date']}, {result['dataset']}{quick}",
+    warm_lr = "" if result["warm_lr"] is None else f", the warm fits at --lr {result['warm_lr']:g}"
+    lines = [f"commit {result['commit']}, {result['date']}, {result['dataset']}{quick}{warm_lr}",
              f"- {result['machine']}", ""]
     for case, found in result["cases"].items():
         rows = []
@@ -207,15 +224,17 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="auto", choices=DEVICES, help="(default: %(default)s)")
     p.add_argument("--quick", action="store_true",
                    help="synthetic-tiny, small networks, few epochs, one seed: a smoke test")
+    p.add_argument("--warm-lr", type=float, metavar="LR",
+                   help="the warm fits' learning rate (default: the recipe's, as the cold fits')")
     p.add_argument("--out", type=Path, required=True, help="folder for warm_start.json and .md")
     args = p.parse_args(argv)
     if min(args.seeds) < 0:
         p.error(f"--seeds must be >= 0; got {','.join(map(str, args.seeds))}")
+    if args.warm_lr is not None and not args.warm_lr > 0:
+        p.error(f"--warm-lr must be > 0; got {args.warm_lr:g}")
     dataset, seeds = ("synthetic-tiny", args.seeds[:1]) if args.quick else (args.dataset,
                                                                              args.seeds)
     out_folder(p, args.out)
-    common = ["--device", args.device, *(QUICK if args.quick else [])]
-    curve_epochs = QUICK_EPOCHS if args.quick else CURVE_EPOCHS
     source = ["--dataset", dataset, *(["--data-dir", str(args.data_dir)] if args.data_dir
                                       else [])]
     try:
@@ -223,16 +242,18 @@ def main(argv=None) -> int:
         device = get_backend(args.device).name
         with tempfile.TemporaryDirectory(prefix="ncae-warm-start-") as folder:
             runs = Path(folder)
-            first, rest = parent_files(data, runs)
+            setup = Setup(["--device", args.device, *(QUICK if args.quick else [])], source,
+                          *parent_files(data, runs), runs,
+                          QUICK_EPOCHS if args.quick else CURVE_EPOCHS,
+                          [] if args.warm_lr is None else ["--lr", str(args.warm_lr)])
             found = {case: {"recipe": CASES[case].name, "seeds": {
-                seed: compare(case, seed, common, source, first, rest, runs, curve_epochs)
-                for seed in seeds}}
-                for case in CASES}
+                seed: compare(setup, case, seed) for seed in seeds}} for case in CASES}
     except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "dataset": dataset, "quick": args.quick, "device": device,
+              "dataset": dataset, "quick": args.quick, "warm_lr": args.warm_lr,
+              "device": device,
               "machine": describe(device, device_facts(device)), "versions": versions(),
               "cases": found}
     for case in found.values():

@@ -22,6 +22,7 @@ from bench import (
 )
 from ncae_cuda import ops
 from ncae_cuda.data import datasets, splits
+from ncae_cuda.model.config import read_toml
 from ncae_cuda.ops.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.ops.layout import NCAELayout
 
@@ -111,6 +112,7 @@ BENCH_ERRORS = [
     (epoch_time, ["--devices", "cpu", "--quick", "--out", "/proc/x"], "--out /proc/x: cannot "
      "write there"),
     (launches, ["--quick", "--out", "FILE"], "--out FILE: cannot write there (File exists)"),
+    (warm_start, ["--quick", "--warm-lr", "0", "--out", "OUT"], "--warm-lr must be > 0; got 0"),
 ]
 if not ops.HAS_CUDA:
     BENCH_ERRORS += [
@@ -282,6 +284,17 @@ def test_warm_start_quick(tmp_path, temporary):
     assert "implicit (ml-100k-implicit.toml)" in text
     assert "the test (fits on all 90%, --curves: never chosen on) curves averaged" in text
     assert list(temporary.iterdir()) == []
+
+
+def test_warm_start_takes_the_warm_fits_learning_rate(tmp_path, temporary):
+    out = tmp_path / "out"
+    assert warm_start.main(["--quick", "--device", "cpu", "--warm-lr", "3e-4",
+                            "--out", str(out)]) == 0
+    result = json.loads((out / "warm_start.json").read_text())
+    assert result["warm_lr"] == 3e-4
+    recipe_lr = read_toml(warm_start.CASES["explicit"])["lr"]
+    assert result["cases"]["explicit"]["seeds"]["0"]["lr"] == {"cold": recipe_lr, "warm": 3e-4}
+    assert "the warm fits at --lr 0.0003" in (out / "warm_start.md").read_text()
 
 
 def test_warm_start_reads_the_curves_averaged_over_the_seeds():
