@@ -206,6 +206,30 @@ def test_by_time_folds_and_carves_its_cold_entries():
         assert u in train_users and i in train_items
 
 
+def test_a_time_split_trained_on_less_sets_apart_what_it_leaves_cold():
+    # train (0,0) (0,1) (1,1) (1,2) (2,0) | valid (2,1) | test (0,2) (1,0): nothing cold. Trained
+    # on (0,0) (0,1) (1,1) only, user 2 has no training entry (validation's (2,1) is cold) and
+    # item 2 none before the test cut ((0,2) is cold); (1,0) stays warm.
+    data = make([0, 0, 1, 1, 2, 2, 0, 1], [0, 1, 1, 2, 0, 1, 2, 0],
+                timestamps=[1, 2, 3, 4, 5, 6, 7, 8])
+    split = by_time(data, test_ratio=0.25, valid_ratio=0.125)
+    assert (split.valid.nnz, split.cold_valid.nnz, split.test.nnz, split.cold_test.nnz) == \
+        (1, 0, 2, 0)
+    def pairs(part):
+        return set(zip(part.users.tolist(), part.items.tolist()))
+
+    moved = split.trained_on(split.train.subset(np.isin(split.train.items, [0, 1])
+                                                & (split.train.users != 2)), "less")
+    assert pairs(moved.train) == {(0, 0), (0, 1), (1, 1)}
+    assert (pairs(moved.valid), pairs(moved.cold_valid)) == (set(), {(2, 1)})
+    assert (pairs(moved.test), pairs(moved.cold_test)) == ({(1, 0)}, {(0, 2)})
+    assert moved.notes == [*split.notes, "less",
+                           "1 validation entries are cold, of 1 users and 0 items with no "
+                           "training entry: scored apart from the other 0",
+                           "1 test entries are cold, of 0 users and 1 items with no entry "
+                           "before the test cut: scored apart from the other 1"]
+
+
 # --- file_split -----------------------------------------------------------------------------
 
 def test_file_split_remaps_ids():

@@ -123,15 +123,33 @@ def test_an_explicit_time_split_scores_its_cold_ratings_apart(tmp_path):
     assert "cold_pop" not in result
 
 
-def test_a_time_split_keeps_its_cold_parts_through_the_data_ratio():
+@pytest.mark.parametrize("based", ["user", "item"])
+def test_a_time_split_sets_apart_what_the_data_ratio_leaves_cold(based):
+    # before, the cold parts were the full training part's: an entry whose user or item had
+    # no entry left in the subsample was scored with the warm ones (by hand: test_splits.py)
     data, split = datasets.load("synthetic-tiny"), time_split()
-    spec = DataSpec(split="time", test_ratio=0.2, valid_ratio=0.1, data_ratio=0.5)
-    sampled = protocol.make_split(spec, data, "user")
+    spec = DataSpec(split="time", test_ratio=0.2, valid_ratio=0.1, data_ratio=0.2)
+    sampled = protocol.make_split(spec, data, based)
     assert sampled.train.nnz < split.train.nnz
-    for part in ("valid", "test", "cold_valid", "cold_test"):
-        kept, made = getattr(sampled, part), getattr(split, part)
-        assert made.nnz and np.array_equal(kept.users, made.users)
-        assert np.array_equal(kept.items, made.items)
+
+    def pairs(*parts):
+        return sorted(pair for part in parts for pair in zip(part.users, part.items))
+
+    def known(*parts):
+        return ({u for part in parts for u in part.users},
+                {i for part in parts for i in part.items})
+
+    before_test = (sampled.train, sampled.valid, sampled.cold_valid)
+    for warm, cold, seen in (("valid", "cold_valid", (sampled.train,)),
+                             ("test", "cold_test", before_test)):
+        # no held-out entry lost or gained, each on the side its user and item say
+        assert pairs(getattr(sampled, warm), getattr(sampled, cold)) == pairs(
+            getattr(split, warm), getattr(split, cold))
+        users, items = known(*seen)
+        assert all(u in users and i in items for u, i in pairs(getattr(sampled, warm)))
+        assert not any(u in users and i in items for u, i in pairs(getattr(sampled, cold)))
+    counted = [note for note in sampled.notes if "test entries are cold" in note]
+    assert len(counted) == 1 and counted[0].startswith(f"{sampled.cold_test.nnz} test entries")
 
 
 def test_data_without_timestamps_is_refused_for_a_time_split(tmp_path, capsys):

@@ -60,6 +60,13 @@ class Split:
         return _move_entries(self, self.train.concat(valid), _empty(self.valid),
                              f"validation entries ({valid.nnz}) folded into train")
 
+    def trained_on(self, train: Interactions, note: str) -> Split:
+        """The split with `train` (a subsample of its training part) for its training part:
+        `note` added, and the held-out entries whose user or item has no entry left in it set
+        apart as cold anew (a time split) and counted anew in the notes."""
+        valid = self.valid if self.cold_valid is None else self.valid.concat(self.cold_valid)
+        return _move_entries(self, train, valid, note)
+
 
 def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.0,
                  seed: int = 0) -> Split:

@@ -29,7 +29,7 @@ import os
 import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -147,8 +147,8 @@ def subsampled(spec: DataSpec, split: splits.Split, based: str) -> splits.Split:
     if spec.data_ratio == 1:
         return split
     train = splits.subsample(split.train, spec.data_ratio, seed=spec.split_seed, based=based)
-    return replace(split, train=train, notes=split.notes + [
-        f"D = {spec.data_ratio:g}: trained on {train.nnz} of {split.train.nnz} entries"])
+    return split.trained_on(train, f"D = {spec.data_ratio:g}: trained on {train.nnz} of "
+                                   f"{split.train.nnz} entries")
 
 
 # ---------------------------------------------------------------------------------------------
