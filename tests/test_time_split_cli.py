@@ -325,3 +325,42 @@ def test_a_time_split_whose_test_entries_are_all_cold_says_so(tmp_path, capsys):
     refused(train.main, ["--dataset", str(path), "--split", "time", "--device", "cpu", "--out",
                          str(tmp_path / "run")], capsys,
             "all 5 test entries are of users or items new at the test cut")
+
+
+def new_user_at_the_validation_cut(tmp_path):
+    """A clicks file: users 0-8 arrive one after another, rating 5 of items 0-9 each; then user 0
+    rates the other 5. Cut by time at 10% and 10%, the test part is warm, the validation part
+    (user 8's) new at its cut."""
+    rows = [(u, (u + i) % 10, None, 1000 + 10 * u + i) for u in range(9) for i in range(5)]
+    return write_table(tmp_path / "clicks.csv", "user,item,timestamp",
+                       rows + [(0, i, None, 2000 + i) for i in range(5, 10)])
+
+
+def test_a_time_split_whose_validation_entries_are_all_cold_says_so(tmp_path, capsys):
+    # before, it trained --epochs epochs without validation and said nothing of why
+    path = new_user_at_the_validation_cut(tmp_path)
+    for extra in ([], ["--validation-only"]):
+        refused(train.main, ["--dataset", str(path), "--split", "time", "--test-ratio", "0.1",
+                             "--valid-ratio", "0.1", "--device", "cpu", *extra, "--out",
+                             str(tmp_path / "run")], capsys,
+                "all 5 validation entries are of users or items new at the validation cut, "
+                "which are scored apart: none is left to choose the epoch on (raise "
+                "--valid-ratio)")
+
+
+@pytest.mark.parametrize("ratio, message", [
+    ("0.1", "all 5 validation entries are of users or items new at the validation cut, which "
+            "are scored apart: none is left to choose the baselines' settings on"),
+    ("0", "the baselines choose their settings on validation, and this split has none: give "
+          "--valid-ratio above 0")])
+def test_the_baselines_without_validation_say_so(tmp_path, capsys, ratio, message):
+    # before, every point of a grid scored NaN on validation and the first was chosen
+    path = new_user_at_the_validation_cut(tmp_path)
+    flags = ["--dataset", str(path), "--split", "time", "--test-ratio", "0.1", "--valid-ratio",
+             ratio, "--device", "cpu"]
+    refused(baselines.main, [*flags, "--models", "ease", "--out", str(tmp_path / "b")], capsys,
+            message)
+    if ratio == "0":              # (validation all cold: NCAE's own refusal comes first)
+        refused(train.main, [*flags, "--feedback", "implicit", "--baselines", "ease", "--out",
+                             str(tmp_path / "t")], capsys, message)
+        assert not (tmp_path / "t" / "model.npz").exists()

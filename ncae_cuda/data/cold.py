@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .interactions import Interactions
+from .interactions import DataError, Interactions
 
 
 def set_cold_apart(split):
@@ -75,3 +75,12 @@ def cold_apart_notes(split) -> list[str]:
                          f"{len(new_items)} items with {before}: scored apart from the other "
                          f"{warm.nnz}")
     return notes
+
+
+def refuse_all_cold(cold: Interactions | None, part: str, use: str, ratio: str) -> None:
+    """DataError where a held-out part has no entry but its cold ones (`cold`, scored apart):
+    none is left to `use`. Call it where the part's other entries are none."""
+    if cold is not None and cold.nnz:
+        raise DataError(f"{cold.name}: all {cold.nnz} {part} entries are of users or items new "
+                        f"at the {part} cut, which are scored apart: none is left to {use} "
+                        f"(raise {ratio})")

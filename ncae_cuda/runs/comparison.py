@@ -13,7 +13,8 @@ import numpy as np
 
 from ..baselines.models import BASELINES, Baseline, implicit_has_gpu
 from ..data import splits
-from ..data.interactions import Interactions
+from ..data.cold import refuse_all_cold
+from ..data.interactions import DataError, Interactions
 from ..model.config import Config
 from ..model.fitdata import FitData
 from .pool import duration
@@ -33,12 +34,24 @@ def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: in
     cutoff chooses (on a tie, the first in grid order); the chosen settings are refit on
     training + validation, and the test part is scored once, by NCAE's evaluator
     (FitData.ranker): the same candidates, exclusions and tie rule."""
+    needs_validation(split)
     gpu = ops.name == "gpu" and implicit_has_gpu()
     if ops.name == "gpu" and not gpu and {"ials", "bpr"} & set(models):
         log("note: the implicit library here has no CUDA build: iALS and BPR fit on the CPU")
     return {key: select_and_test(BASELINES[key], split, cutoffs, ops, seed,
                                  {**BASELINES[key].grid, **(grids or {}).get(key, {})}, gpu, log)
             for key in models}
+
+
+def needs_validation(split: splits.Split) -> None:
+    """DataError where `split` has no validation entry to choose the baselines' settings on
+    (before, every grid point scored NaN and the first was chosen)."""
+    if split.valid.nnz:
+        return
+    refuse_all_cold(split.cold_valid, "validation", "choose the baselines' settings on",
+                    "--valid-ratio")
+    raise DataError(f"{split.train.name}: the baselines choose their settings on validation, "
+                    "and this split has none: give --valid-ratio above 0")
 
 
 def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,

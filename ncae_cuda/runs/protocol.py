@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import datasets, splits
+from ..data.cold import refuse_all_cold
 from ..data.interactions import DataError, Interactions
 from ..data.reader import read_table
 from ..model import metrics
@@ -44,7 +45,7 @@ from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
 from . import rundir
-from .comparison import compare
+from .comparison import compare, needs_validation
 from .runflags import build_parser, run_spec
 from .spec import DataSpec, RunSpec, recorded
 
@@ -249,20 +250,20 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     seen = split.fold_validation().train
     warm_start = None if parent is None else parent.model
     held_back = split.valid if has_valid else None
-    if spec.validation_only and not has_valid:
-        raise DataError("--validation-only: this split has no validation part (--valid-ratio "
-                        "0)")
     if not split.test.nnz and not spec.validation_only:     # (a split's files are never empty)
-        cold = 0 if split.cold_test is None else split.cold_test.nnz
-        if cold:
-            raise DataError(f"{data.name}: all {cold} test entries are of users or items new at "
-                            "the test cut, which are scored apart: none is left to test the "
-                            "model on (raise --test-ratio)")
+        refuse_all_cold(split.cold_test, "test", "test the model on", "--test-ratio")
         why = (f"--test-ratio {spec.data.test_ratio:g} of {data.nnz} entries is none"
                if spec.data.split in ("random", "time") else
                "leave-one-out tests the users with 2 or more interactions; there are none")
         raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
                         "to score")
+    if not has_valid:           # asked for, all cold: not a fit of --epochs without it
+        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on", "--valid-ratio")
+        if spec.validation_only:
+            raise DataError("--validation-only: this split has no validation part "
+                            "(--valid-ratio 0)")
+    if spec.baselines:          # before NCAE trains
+        needs_validation(split)
 
     def logged(phase: str, part: Interactions, then=None):
         """callback of a fit: the phase in each record; with --curves, test (and explicit:
