@@ -348,8 +348,12 @@ def test_a_run_out_of_epochs_while_improving_says_so(tmp_path, capsys):
     valid = [h["valid"]["rmse"] for h in result["history"] if h["phase"] == "select"]
     assert code == 0 and valid[-1] == min(valid) and result["best_epoch"] == 3
     assert result["still_improving"] is True
+    assert ("note: the best epoch is 3 of 3: --epochs ran out before --patience 10 could end "
+            "the fit; more --epochs may help") in printed
+    # without early stopping: a best epoch among the last 5%
+    run(tmp_path, "--epochs", "3", "--lr", "1e-2", "--patience", "0", name="no-patience")
     assert ("note: the best epoch is 3 of 3: validation was still improving; more --epochs "
-            "may help") in printed
+            "may help") in capsys.readouterr().out
     code, out = run(tmp_path, "--epochs", "3", "--valid-ratio", "0", name="unvalidated")
     assert json.loads((out / "metrics.json").read_text())["still_improving"] is False
     assert "note: the best epoch" not in capsys.readouterr().out

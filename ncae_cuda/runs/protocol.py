@@ -294,9 +294,11 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     seconds["seconds_fit"] = seconds["seconds_select"]
     history, best_epoch = list(model.history), model.best_epoch
     best_validation, still_improving = model.best_validation, model.still_improving
-    if still_improving:
-        print(f"note: the best epoch is {epochs_text(best_epoch)} of {config.epochs}: validation "
-              "was still improving; more --epochs may help", flush=True)
+    if still_improving:         # a best epoch within --patience of the end (stopping.py)
+        why = (f"--epochs ran out before --patience {config.patience} could end the fit"
+               if config.patience else "validation was still improving")
+        print(f"note: the best epoch is {epochs_text(best_epoch)} of {config.epochs}: {why}; more "
+              "--epochs may help", flush=True)
     if spec.validation_only:
         result = {"valid": best_validation}
     else:
