@@ -176,10 +176,10 @@ class BlendedNCAE(Recommender):
         return np.stack([member._ratings_at(users, items) for member in self.members.values()])
 
     def _log_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        """(n_items,), (n_users,) float32 log(1 + n): each item's and user's fit ratings."""
-        seen = self.data.seen
-        return (np.log1p(np.bincount(seen.indices, minlength=seen.shape[1])).astype(np.float32),
-                np.log1p(self.data.user_counts).astype(np.float32))
+        """(n_items,), (n_users,) float32 log(1 + n): each item's and user's fit ratings (a
+        blend is never sharded: the fit data holds every item)."""
+        return tuple(np.log1p(counts.astype(np.float64)).astype(np.float32)
+                     for counts in (self.data.popularity(), self.data.user_counts))
 
     def _user_scorer(self):
         """Scores of every item for a batch of users (recommend's): the blend on the device."""
