@@ -158,20 +158,18 @@ def similar_to(model: Recommender, item: str, n: int) -> dict:
 
 async def parsed(request, shape: type, limits: Limits):
     """The request's JSON body as `shape`, read within --max-body-bytes."""
-    from pydantic import ValidationError
-    body = await read_body(request, limits.max_body_bytes)
-    try:
-        return adapter(shape).validate_json(body)
-    except ValidationError as e:
-        raise validation_error(e.errors()) from None
+    return validated(shape, await read_body(request, limits.max_body_bytes))
 
 
-def validated(shape: type, query: dict):
-    """A URL's query (text values) as `shape`: '5' an int, 'true' a bool; other names
-    ignored, as FastAPI ignores them."""
+def validated(shape: type, value: bytes | dict):
+    """`value` as `shape`, a RequestError in a line where it is not one: a JSON body (bytes),
+    or a URL's query (text values: '5' an int, 'true' a bool; other names ignored, as FastAPI
+    ignores them)."""
     from pydantic import ValidationError
+    check = adapter(shape)
     try:
-        return adapter(shape).validate_python(query)
+        return (check.validate_json(value) if isinstance(value, bytes)
+                else check.validate_python(value))
     except ValidationError as e:
         raise validation_error(e.errors()) from None
 
