@@ -26,7 +26,9 @@ import scipy.sparse as sp
 from ncae_cuda import BlendedNCAE, NCAE
 from ncae_cuda.commands import serve
 from ncae_cuda.data import datasets
+from ncae_cuda.data.interactions import UnknownIds
 from ncae_cuda.ops.emulator import CXX
+from ncae_cuda.serving.batcher import Ask, score_batch
 
 pytestmark = pytest.mark.extra("serve")
 
@@ -354,6 +356,26 @@ def wait_for(condition, seconds: float = 20) -> None:
     while not condition():
         assert time.monotonic() < deadline, "gave up waiting"
         time.sleep(0.05)
+
+
+def test_an_unknown_user_in_a_batch_fails_its_own_request_only(models):
+    """A batch whose ids cannot all be looked up at once: the ask naming an unknown user (or
+    item) is answered with the error naming it, and the others as they are offline."""
+    _, model = models["implicit-user"]
+    known = model.user_ids[:4].tolist()
+    asks = [Ask([known[0], known[1]], 5, True, [], None, 0.0),
+            Ask([known[2], "no-such-user"], 5, True, [], None, 0.0),
+            Ask([known[3]], 3, False, [model.item_ids[0].item()], None, 0.0),
+            Ask([known[1]], 4, True, ["no-such-item"], None, 0.0)]
+    answers = score_batch(model, asks)
+    assert isinstance(answers[1], UnknownIds) and "no-such-user" in str(answers[1])
+    assert isinstance(answers[3], UnknownIds) and "no-such-item" in str(answers[3])
+    for k in (0, 2):
+        ask = asks[k]
+        assert [row["user"] for row in answers[k]] == ask.users
+        for user, row in zip(ask.users, answers[k]):
+            assert_same_ranking(row, *offline(model, user, ask.n, not ask.filter_seen,
+                                              ask.exclude), ask.n)
 
 
 def test_a_request_that_finds_none_waiting_is_scored_at_once(models):

@@ -115,10 +115,11 @@ def score_batch(model: NCAE, batch: list[Ask]) -> list:
     them."""
     answers: list = [None] * len(batch)
     calls: dict[bool, list] = {True: [], False: []}
-    for k, ask, users in _users_of(model, batch):
+    looked_up = _batch_users(model, batch)
+    for k, ask in enumerate(batch):
         try:
-            if isinstance(users, Exception):
-                raise users
+            users = (looked_up[k] if looked_up is not None
+                     else lookup_ids(model.user_ids, ask.users, "user"))                # (U,)
             excluded = (model.item_ids[lookup_ids(model.item_ids, ask.exclude, "item")]
                         if ask.exclude else NONE)
         except (NcaeError, ValueError) as e:
@@ -141,24 +142,14 @@ def score_batch(model: NCAE, batch: list[Ask]) -> list:
     return answers
 
 
-def _users_of(model: NCAE, batch: list[Ask]):
-    """(k, ask, its users' indices or the error naming its unknown ids) of each ask: the ids of
-    the whole batch looked up at once (one sort of the model's ids), each ask's apart only where
-    one of them is unknown."""
+def _batch_users(model: NCAE, batch: list[Ask]) -> list[np.ndarray] | None:
+    """Each ask's users' indices, the ids of the whole batch looked up at once (one sort of the
+    model's ids); None where one of them is unknown, and each ask is looked up apart."""
     try:
         every = lookup_ids(model.user_ids, [u for ask in batch for u in ask.users], "user")
     except (NcaeError, ValueError):
-        every = None
-    start = 0
-    for k, ask in enumerate(batch):
-        if every is not None:
-            yield k, ask, every[start:start + len(ask.users)]               # (U,)
-            start += len(ask.users)
-            continue
-        try:
-            yield k, ask, lookup_ids(model.user_ids, ask.users, "user")
-        except (NcaeError, ValueError) as e:
-            yield k, ask, e
+        return None
+    return np.split(every, np.cumsum([len(ask.users) for ask in batch])[:-1])
 
 
 NONE = np.zeros(0, np.int64)       # no item excluded
