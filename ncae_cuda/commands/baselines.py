@@ -32,7 +32,7 @@ from ..ops import get_backend
 from ..runs import comparison, protocol, rundir, runflags
 from ..runs.spec import RunSpec, SpecError, as_recorded, identity
 
-DEFAULT_MODELS = ("ease", "ials", "bpr", "pop")
+DEFAULT_MODELS = ("ease", "item-knn", "rp3beta", "ials", "bpr", "pop")
 
 
 # ---------------------------------------------------------------------------------------------
