@@ -269,7 +269,7 @@ def test_the_command_runs_the_neighbourhood_baselines_choosing_k_along_one_fit(t
         assert summary[key]["chosen"] == best["settings"]
         assert 0 < summary[key]["test"]["ndcg@100"] <= 1
     table = (tmp_path / "baselines.md").read_text()
-    assert "| ItemKNN" in table and "| RP3beta" in table and "| EASE" in table
+    assert "| item-kNN" in table and "| RP3beta" in table and "| EASE" in table
     assert "RP3beta: 8 settings scored on validation" in capsys.readouterr().out
 
 

@@ -264,10 +264,10 @@ def implicit_has_gpu() -> bool:
 # and λ over decades around where ML-100K's validation part (split seed 0) chose (EASE's λ 200,
 # iALS's regularization 10 and alpha 1, BPR's learning rate 0.001-0.003 over several hundred
 # iterations). The default run on ML-100K takes 23 min on 2 CPU cores (iALS 12 min, BPR 10).
-# item-kNN's and RP3beta's span the ranges Dacrema et al. (RecSys 2019) search: k from 10 to
-# 1000 neighbours, shrink from 0 to 1000, alpha and beta around the 0.5-1 and 0-0.6 the
-# literature's data sets choose.
-NEIGHBOURS = (10, 20, 50, 100, 200, 500, 1000)     # item-kNN's and RP3beta's k
+# item-kNN's and RP3beta's span the ranges Dacrema et al. (RecSys 2019) search (k from 10 to
+# 1000 neighbours, shrink from 0 to 1000, alpha 0-2, beta 0-1), and k past them: at split seed
+# 0 Last.fm chose item-kNN's k 1000 and ML-100K RP3beta's beta 0.6, each its grid's edge then.
+NEIGHBOURS = (10, 20, 50, 100, 200, 500, 1000, 2000)              # item-kNN's and RP3beta's k
 BASELINES = {
     "ease": Baseline("EASE", {"l2": (3.0, 10.0, 30.0, 100.0, 200.0, 400.0, 800.0, 1600.0,
                                      3000.0, 10000.0, 30000.0),
@@ -284,12 +284,13 @@ BASELINES = {
                             "regularization": (0.001, 0.01), "iterations": (50, 100, 200, 400)},
                     fit_bpr, along=("iterations",), library="implicit"),
     "pop": Baseline("POP", {}, fit_pop),
-    "item-knn": Baseline("ItemKNN", {"shrink": (0.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0,
-                                                500.0, 1000.0),
-                                     "k": NEIGHBOURS},
+    "item-knn": Baseline("item-kNN", {"shrink": (0.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0,
+                                                 500.0, 1000.0),
+                                      "k": NEIGHBOURS},
                          fit_item_knn, along=("k",)),
     "rp3beta": Baseline("RP3beta", {"alpha": (0.25, 0.5, 0.75, 1.0, 1.5),
-                                    "beta": (0.0, 0.1, 0.2, 0.3, 0.4, 0.6), "k": NEIGHBOURS},
+                                    "beta": (0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0),
+                                    "k": NEIGHBOURS},
                         fit_rp3beta, along=("k",)),
 }
 

@@ -1,4 +1,5 @@
-"""EASE, iALS, BPR and POP on the trainer's own split, chosen on validation, scored once on test.
+"""EASE, item-kNN, RP3beta, iALS, BPR and POP on the trainer's own split, chosen on
+validation, scored once on test.
 
     python -m ncae_cuda.baselines --dataset ml-100k --out runs/baselines
     python -m ncae_cuda.baselines --dataset ml-100k --models ease,ials --split-seed 1
