@@ -263,7 +263,8 @@ def implicit_has_gpu() -> bool:
 # regularization over two decades): factors to 1024, each regularization, alpha, learning rate
 # and λ over decades around where ML-100K's validation part (split seed 0) chose (EASE's λ 200,
 # iALS's regularization 10 and alpha 1, BPR's learning rate 0.001-0.003 over several hundred
-# iterations). The default run on ML-100K takes 23 min on 2 CPU cores (iALS 12 min, BPR 10).
+# iterations). The default run on ML-100K takes 23 min on 2 CPU cores (iALS 12 min, BPR 10;
+# item-kNN and RP3beta 2.2 min more).
 # item-kNN's and RP3beta's span the ranges Dacrema et al. (RecSys 2019) search (k from 10 to
 # 1000 neighbours, shrink from 0 to 1000, alpha 0-2, beta 0-1), and k past them: at split seed
 # 0 Last.fm chose item-kNN's k 1000 and ML-100K RP3beta's beta 0.6, each its grid's edge then.
