@@ -252,6 +252,27 @@ def test_the_command_writes_its_table_and_json(tmp_path, capsys):
     assert "EASE: 2 settings scored on validation" in capsys.readouterr().out
 
 
+def test_the_command_runs_the_neighbourhood_baselines_choosing_k_along_one_fit(tmp_path,
+                                                                             capsys):
+    code = baselines.main(["--dataset", "synthetic-tiny", "--models", "item-knn,rp3beta,ease",
+                           "--grid", "item-knn.shrink=0,20", "--grid", "item-knn.k=5,1000",
+                           "--grid", "rp3beta.alpha=0.5,1", "--grid", "rp3beta.beta=0,0.4",
+                           "--grid", "rp3beta.k=5,50", "--grid", "ease.l2=50",
+                           "--out", str(tmp_path)])
+    assert code == 0
+    summary = json.loads((tmp_path / "baselines.json").read_text())["models"]
+    for key, settings, n in (("item-knn", {"shrink", "k"}, 4),
+                             ("rp3beta", {"alpha", "beta", "k"}, 8)):
+        runs = summary[key]["validation"]
+        assert len(runs) == n and all(set(run["settings"]) == settings for run in runs)
+        best = max(runs, key=lambda run: run["valid"]["ndcg@100"])
+        assert summary[key]["chosen"] == best["settings"]
+        assert 0 < summary[key]["test"]["ndcg@100"] <= 1
+    table = (tmp_path / "baselines.md").read_text()
+    assert "| item-kNN" in table and "| RP3beta" in table and "| EASE" in table
+    assert "RP3beta: 8 settings scored on validation" in capsys.readouterr().out
+
+
 def test_the_command_chooses_eases_recency_boost_on_validation(tmp_path, monkeypatch):
     inverses = []                                # B depends on λ alone: one a λ, and the refit
     real = models.ease
@@ -354,7 +375,7 @@ def test_a_default_list_draws_only_the_installed_baselines_and_says_which_it_lef
                            "--out", str(tmp_path / "b")]) == 0
     assert note in capsys.readouterr().out
     run = json.loads((tmp_path / "b" / "baselines.json").read_text())
-    assert set(run["models"]) == {"ease", "pop"}
+    assert set(run["models"]) == {"ease", "item-knn", "rp3beta", "pop"}
     # asked for by name, a model without its library is an error, not left out
     assert baselines.main(["--dataset", "synthetic-tiny", "--models", "bpr",
                            "--out", str(tmp_path / "c")]) == 2

@@ -13,6 +13,9 @@ ones and scoring every item for given users:
 - BPR (Rendle et al., UAI 2009): the `implicit` library's BayesianPersonalizedRanking, SGD on
   the log-sigmoid of the score gap between an observed and a sampled unobserved item.
 - POP: every item scored by its number of interactions in X, for every user alike.
+- item-kNN (cosine with shrinkage; settings k, shrink) and RP3beta (a popularity-penalised
+  random walk; settings alpha, beta, k): item-item weights kept sparse, each item's k largest
+  (ncae_cuda.baselines.neighbours, scipy alone); a user's scores are their row of X times them.
 
 iALS and BPR need the optional extra (pip install -e ".[baselines]"); they fit on the GPU where
 the `implicit` build has CUDA and the caller asks for it. A fit takes the training part's
@@ -20,7 +23,7 @@ Interactions (X: its matrix of ones, `ones`) and hands `check` the Scores, users
 (B, n_items) float32 on the host, at each point of its `along` settings: those one fit is
 scored at every value of, so it is not repeated for each (iALS's and BPR's iteration counts,
 checked as the fit passes them; EASE's recency weights, which change the rows that multiply B
-and not B).
+and not B; item-kNN's and RP3beta's k, each the first k of the largest k's neighbours).
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ from ..model.config import DEFAULTS, Config
 from ..model.estimator import OutOfMemory
 from ..model.fitdata import scored_rows
 from ..ops import BackendUnavailable
+from . import neighbours
 
 Scores = Callable[[np.ndarray], np.ndarray]          # (B,) users -> (B, n_items) float32
 Check = Callable[[dict, Scores], None]               # (a point of the along settings, its Scores)
@@ -159,14 +163,40 @@ def fit_pop(part: Interactions, settings: dict, points: list[dict], check: Check
         check(point, lambda users: np.broadcast_to(counts, (len(users), len(counts))))
 
 
+def fit_item_knn(part: Interactions, settings: dict, points: list[dict], check: Check,
+                 seed: int = 0, gpu: bool = False) -> None:
+    """item-kNN (the module's docstring): each item's neighbours found once, at the largest k
+    of `points`; seed and gpu are unused."""
+    X = ones(part)
+    nearest = neighbours.cosine(X, settings["shrink"], _most(points, "k"))   # (items, items)
+    for point in points:
+        check(point, _times(X, neighbours.first_k(nearest, point["k"]).T))
+
+
+def fit_rp3beta(part: Interactions, settings: dict, points: list[dict], check: Check,
+                seed: int = 0, gpu: bool = False) -> None:
+    """RP3beta (the module's docstring): its weights found once, at the largest k of
+    `points`; seed and gpu are unused."""
+    X = ones(part)
+    walks = neighbours.rp3beta(X, settings["alpha"], settings["beta"], _most(points, "k"))
+    for point in points:
+        check(point, _times(X, neighbours.first_k(walks, point["k"])))
+
+
+def _times(X: sp.csr_matrix, W: sp.spmatrix) -> Scores:
+    """A user's scores: their row of X times the (items, items) weights W."""
+    W = sp.csr_matrix(W, dtype=np.float32)
+    return lambda users: (X[users] @ W).toarray()
+
+
 def fit_ials(part: Interactions, settings: dict, points: list[dict], check: Check,
              seed: int = 0, gpu: bool = False) -> None:
     implicit = _implicit()
     with threadpool_limits(1, "blas"):    # implicit's advice: its own threads, not BLAS's
         model = implicit.als.AlternatingLeastSquares(
             factors=settings["factors"], regularization=settings["regularization"],
-            alpha=settings["alpha"], iterations=_most_iterations(points), use_gpu=gpu,
-            random_state=seed)
+            alpha=settings["alpha"], iterations=_most(points, "iterations"),
+            use_gpu=gpu, random_state=seed)
         _fit_factors(model, ones(part), points, check)
 
 
@@ -178,13 +208,14 @@ def fit_bpr(part: Interactions, settings: dict, points: list[dict], check: Check
         # two threads give another model every run
         model = implicit.bpr.BayesianPersonalizedRanking(
             factors=settings["factors"], learning_rate=settings["learning_rate"],
-            regularization=settings["regularization"], iterations=_most_iterations(points),
+            regularization=settings["regularization"], iterations=_most(points, "iterations"),
             use_gpu=gpu, num_threads=1, random_state=seed)
         _fit_factors(model, ones(part), points, check)
 
 
-def _most_iterations(points: list[dict]) -> int:
-    return max(point["iterations"] for point in points)
+def _most(points: list[dict], setting: str) -> int:
+    """The largest value of `setting` (one of the along settings) in `points`."""
+    return max(point[setting] for point in points)
 
 
 def _fit_factors(model, X: sp.csr_matrix, points: list[dict], check: Check) -> None:
@@ -232,7 +263,12 @@ def implicit_has_gpu() -> bool:
 # regularization over two decades): factors to 1024, each regularization, alpha, learning rate
 # and λ over decades around where ML-100K's validation part (split seed 0) chose (EASE's λ 200,
 # iALS's regularization 10 and alpha 1, BPR's learning rate 0.001-0.003 over several hundred
-# iterations). The default run on ML-100K takes 23 min on 2 CPU cores (iALS 12 min, BPR 10).
+# iterations). The default run on ML-100K takes 23 min on 2 CPU cores (iALS 12 min, BPR 10;
+# item-kNN and RP3beta 2.2 min more).
+# item-kNN's and RP3beta's span the ranges Dacrema et al. (RecSys 2019) search (k from 10 to
+# 1000 neighbours, shrink from 0 to 1000, alpha 0-2, beta 0-1), and k past them: at split seed
+# 0 Last.fm chose item-kNN's k 1000 and ML-100K RP3beta's beta 0.6, each its grid's edge then.
+NEIGHBOURS = (10, 20, 50, 100, 200, 500, 1000, 2000)              # item-kNN's and RP3beta's k
 BASELINES = {
     "ease": Baseline("EASE", {"l2": (3.0, 10.0, 30.0, 100.0, 200.0, 400.0, 800.0, 1600.0,
                                      3000.0, 10000.0, 30000.0),
@@ -249,6 +285,14 @@ BASELINES = {
                             "regularization": (0.001, 0.01), "iterations": (50, 100, 200, 400)},
                     fit_bpr, along=("iterations",), library="implicit"),
     "pop": Baseline("POP", {}, fit_pop),
+    "item-knn": Baseline("item-kNN", {"shrink": (0.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0,
+                                                 500.0, 1000.0),
+                                      "k": NEIGHBOURS},
+                         fit_item_knn, along=("k",)),
+    "rp3beta": Baseline("RP3beta", {"alpha": (0.25, 0.5, 0.75, 1.0, 1.5),
+                                    "beta": (0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0),
+                                    "k": NEIGHBOURS},
+                        fit_rp3beta, along=("k",)),
 }
 
 

@@ -1,4 +1,5 @@
-"""EASE, iALS, BPR and POP on the trainer's own split, chosen on validation, scored once on test.
+"""EASE, item-kNN, RP3beta, iALS, BPR and POP on the trainer's own split, chosen on
+validation, scored once on test.
 
     python -m ncae_cuda.baselines --dataset ml-100k --out runs/baselines
     python -m ncae_cuda.baselines --dataset ml-100k --models ease,ials --split-seed 1
@@ -32,7 +33,7 @@ from ..ops import get_backend
 from ..runs import comparison, protocol, rundir, runflags
 from ..runs.spec import RunSpec, SpecError, as_recorded, identity
 
-DEFAULT_MODELS = ("ease", "ials", "bpr", "pop")
+DEFAULT_MODELS = ("ease", "item-knn", "rp3beta", "ials", "bpr", "pop")
 
 
 # ---------------------------------------------------------------------------------------------
