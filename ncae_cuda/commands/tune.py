@@ -320,9 +320,7 @@ def _command(args, argv: list[str], found: Setup) -> int:
     now = census(study)
     if now.finished < args.trials:
         if processes.stopped:
-            print(f"{processes.stopped}: stopped with {now.finished} of {args.trials} trials "
-                  "finished: the same command continues the study", file=sys.stderr)
-            return 128 + signal.Signals[processes.stopped]
+            return _stopped(args, found, study, processes.stopped, now.finished)
         if args.budget is None or any(code for _, code, _ in ended):
             raise TuneError(f"{now.finished} of {args.trials} trials finished; "
                             + "; ".join(f"worker {i} ended with exit {code}"
@@ -338,13 +336,26 @@ def _command(args, argv: list[str], found: Setup) -> int:
     return 0
 
 
+def _stopped(args, found: Setup, study, name: str, finished: int) -> int:
+    """A study stopped by signal `name` (Ctrl-C's SIGINT, SIGTERM): the outputs of the trials
+    that finished written, where one completed, and said; the exit status of the signal."""
+    try:
+        write_outputs(args, found, study)
+        kept = f"{BEST} holds the best of them"
+    except TuneError:                                           # none completed
+        kept = "none completed, so no best.toml"
+    print(f"{name}: stopped with {finished} of {args.trials} trials finished ({kept}): the same "
+          "command continues the study", file=sys.stderr)
+    return 128 + signal.Signals[name]
+
+
 def _worker(parser, args, found: Setup) -> int:
     study = open_study(args, found, open_storage(args))
     try:
         work(parser, args, found, study)
     except KeyboardInterrupt as e:            # a signal: the trial under way is marked failed
         name = getattr(e, "signal_name", "SIGINT")
-        print(f"worker {args.worker}: {name}: stopped; its trial failed, the study goes on",
+        print(f"worker {args.worker}: {name}: stopped; the trial under way is marked failed",
               file=sys.stderr)
         return 128 + signal.Signals[name]
     return 0
