@@ -322,9 +322,15 @@ def test_a_time_split_whose_test_entries_are_all_cold_says_so(tmp_path, capsys):
     # each user's interactions come after the one before's: the latest 10% are a new user's
     path = write_table(tmp_path / "clicks.csv", "user,item,timestamp",
                        [(u, i, None, 1000 + 10 * u + i) for u in range(10) for i in range(5)])
-    refused(train.main, ["--dataset", str(path), "--split", "time", "--device", "cpu", "--out",
-                         str(tmp_path / "run")], capsys,
-            "all 5 test entries are of users or items new at the test cut")
+    # before, it said 'raise --test-ratio': any share of such data is all new users
+    for ratio in ("0.1", "0.5"):
+        refused(train.main, ["--dataset", str(path), "--split", "time", "--test-ratio", ratio,
+                             "--device", "cpu", "--out", str(tmp_path / "run")], capsys,
+                "test entries are of users or items new at the test cut, which are scored "
+                "apart: none is left to test the model on (--split loo holds out each user's "
+                "own latest interaction instead)")
+    assert train.main(["--dataset", str(path), "--split", "loo", "--hidden", "4", "--epochs", "1",
+                       "--device", "cpu", "--out", str(tmp_path / "loo")]) == 0
 
 
 def new_user_at_the_validation_cut(tmp_path):
@@ -344,15 +350,15 @@ def test_a_time_split_whose_validation_entries_are_all_cold_says_so(tmp_path, ca
                              "--valid-ratio", "0.1", "--device", "cpu", *extra, "--out",
                              str(tmp_path / "run")], capsys,
                 "all 5 validation entries are of users or items new at the validation cut, "
-                "which are scored apart: none is left to choose the epoch on (raise "
-                "--valid-ratio)")
+                "which are scored apart: none is left to choose the epoch on (--split loo "
+                "holds out each user's own latest interaction instead)")
 
 
 @pytest.mark.parametrize("ratio, message", [
     ("0.1", "all 5 validation entries are of users or items new at the validation cut, which "
             "are scored apart: none is left to choose the baselines' settings on"),
-    ("0", "the baselines choose their settings on validation, and this split has none: give "
-          "--valid-ratio above 0")])
+    ("0", "this split has no validation entry to choose the baselines' settings on "
+          "(--valid-ratio 0): give --valid-ratio above 0")])
 def test_the_baselines_without_validation_say_so(tmp_path, capsys, ratio, message):
     # before, every point of a grid scored NaN on validation and the first was chosen
     path = new_user_at_the_validation_cut(tmp_path)

@@ -604,6 +604,37 @@ def test_a_split_without_test_entries_is_refused_before_training(tmp_path, capsy
     assert "select: training" not in out
 
 
+@pytest.mark.parametrize("flags, message", [
+    ([], "(leave-one-out holds out a validation item of each user with 3 or more interactions; "
+         "there are none): use --split time"),        # --valid-ratio 0.1 by default, unused
+    (["--split", "time", "--test-ratio", "0.2", "--valid-ratio", "0.005"],
+     "(--valid-ratio 0.005 of 60 entries is none): raise --valid-ratio"),
+    (["--split", "time", "--test-ratio", "0.2", "--valid-ratio", "0"],
+     "(--valid-ratio 0): give --valid-ratio above 0"),
+])
+@pytest.mark.parametrize("command, use", [
+    (baselines, "choose the baselines' settings on"), (tune, "score the trials on"),
+    (train, "choose the epoch on")], ids=["baselines", "tune", "train --validation-only"])
+def test_a_split_without_validation_says_why_before_any_work(tmp_path, capsys, flags, message,
+                                                            command, use):
+    # before: baselines said 'give --valid-ratio above 0' where it was 0.1; tune ran ten
+    # trials that failed, then asked 'is the space's range too wide?'
+    # 30 users of 2 items each, every user's second after all the firsts: a time split's
+    # held-out entries are of users seen before its cut
+    data = write_table(tmp_path / "pairs.csv", "user,item,timestamp",
+                       [(u, i, None, 100 * k + u) for u in range(30)
+                        for k, i in enumerate((u % 7, 7 + u % 5))])
+    out = tmp_path / "out"
+    argv = {baselines: ["--models", "pop"], tune: ["--trials", "2"],
+            train: ["--validation-only", "--hidden", "4"]}[command]
+    code, err = cli(command.main, ["--dataset", str(data), *flags, "--device", "cpu", *argv,
+                                   "--out", str(out)], capsys)
+    assert code == 2
+    assert re.fullmatch(rf"error: pairs.csv: this split has no validation entry to {use} "
+                        rf"{re.escape(message)}\n", err), err
+    assert not (out / "trials").exists()
+
+
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 def test_an_empty_held_out_part_scores_nan_through_the_api(feedback):
     data = datasets.load("synthetic-tiny")

@@ -45,7 +45,7 @@ from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
 from . import rundir
-from .comparison import compare, needs_validation
+from .comparison import compare
 from .runflags import build_parser, run_spec
 from .spec import DataSpec, RunSpec, recorded
 
@@ -141,6 +141,31 @@ def make_split(spec: DataSpec, data: Interactions, based: str) -> splits.Split:
         if spec.valid_ratio > 0:
             split = splits.carve_validation(split, spec.valid_ratio, seed=spec.split_seed)
     return subsampled(spec, split, based)
+
+
+def refuse_without_validation(spec: DataSpec, data: Interactions, split: splits.Split,
+                              use: str) -> None:
+    """DataError where `split` (of `data`, by the data flags `spec`) has no validation entry to
+    `use`, saying why it has none and what gives it one: before, every such refusal said
+    'give --valid-ratio above 0', also where it was 0.1 and leave-one-out found no user to hold
+    a validation item out of."""
+    if split.valid.nnz:
+        return
+    refuse_all_cold(split.cold_valid, "validation", use)
+    if spec.split == "loo":
+        why = ("leave-one-out holds out a validation item of each user with 3 or more "
+               "interactions; there are none",
+               "use --split time" if data.timestamps is not None else
+               "use --split time on data with timestamps, or --split random for explicit "
+               "feedback")
+    elif spec.valid_ratio == 0:
+        why = "--valid-ratio 0", "give --valid-ratio above 0"
+    else:
+        entries = (f"{data.nnz} entries" if spec.split in ("random", "time")
+                   else f"the training part's {split.train.nnz} entries")
+        why = f"--valid-ratio {spec.valid_ratio:g} of {entries} is none", "raise --valid-ratio"
+    raise DataError(f"{data.name}: this split has no validation entry to {use} ({why[0]}): "
+                    f"{why[1]}")
 
 
 def subsampled(spec: DataSpec, split: splits.Split, based: str) -> splits.Split:
@@ -251,19 +276,18 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     warm_start = None if parent is None else parent.model
     held_back = split.valid if has_valid else None
     if not split.test.nnz and not spec.validation_only:     # (a split's files are never empty)
-        refuse_all_cold(split.cold_test, "test", "test the model on", "--test-ratio")
+        refuse_all_cold(split.cold_test, "test", "test the model on")
         why = (f"--test-ratio {spec.data.test_ratio:g} of {data.nnz} entries is none"
                if spec.data.split in ("random", "time") else
                "leave-one-out tests the users with 2 or more interactions; there are none")
         raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
                         "to score")
     if not has_valid:           # asked for, all cold: not a fit of --epochs without it
-        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on", "--valid-ratio")
-        if spec.validation_only:
-            raise DataError("--validation-only: this split has no validation part "
-                            "(--valid-ratio 0)")
+        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on")
+    if spec.validation_only:
+        refuse_without_validation(spec.data, data, split, "choose the epoch on")
     if spec.baselines:          # before NCAE trains
-        needs_validation(split)
+        refuse_without_validation(spec.data, data, split, "choose the baselines' settings on")
 
     def logged(phase: str, part: Interactions, then=None):
         """callback of a fit: the phase in each record; with --curves, test (and explicit:
