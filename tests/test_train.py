@@ -400,7 +400,8 @@ def test_still_improving_is_a_best_epoch_among_the_last_few(last, best, epochs, 
 
 def test_validation_only_needs_validation_and_no_curves(tmp_path, capsys):
     code, _ = run(tmp_path, "--validation-only", "--valid-ratio", "0")
-    assert code == 2 and "this split has no validation part" in capsys.readouterr().err
+    assert code == 2 and "this split has no validation entry to choose the epoch on" in (
+        capsys.readouterr().err)
     with pytest.raises(SystemExit):
         run(tmp_path, "--validation-only", "--curves", name="c")
     assert "--validation-only never scores it" in capsys.readouterr().err
