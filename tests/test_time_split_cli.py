@@ -13,6 +13,7 @@ from test_user_errors import refused, write_table
 from ncae_cuda import NCAE
 from ncae_cuda.commands import baselines, train, tune
 from ncae_cuda.data import datasets, splits
+from ncae_cuda.data.interactions import DataError
 from ncae_cuda.model import loop
 from ncae_cuda.model.config import Config
 from ncae_cuda.runs import protocol, tuning
@@ -273,6 +274,27 @@ def test_a_warm_start_that_changes_the_shape_is_refused_in_a_line(tmp_path, caps
     assert not (out / "run.json").exists()
     refused(train.main, [*TINY, "--warm-start", str(tmp_path / "none"), "--out", str(out)],
             capsys, f"--warm-start {tmp_path / 'none'}: no such model file")
+
+
+def test_a_warm_start_that_knows_none_of_the_datas_ids_is_refused_in_a_line(tmp_path, capsys):
+    # before, it ran as a fit from scratch with 'note: warm start: 0 of 60 users from the
+    # model, 60 new' (explicit feedback: item-based, whose columns are the users)
+    parent = run(tmp_path, "--epochs", "1", name="parent")[1]
+    data = datasets.load("synthetic-tiny")
+    renamed = write_table(tmp_path / "renamed.csv", "user,item,rating", [
+        (f"u{u}", f"i{i}", r, None) for u, i, r in zip(data.users, data.items, data.ratings)])
+    out = tmp_path / "child"
+    refused(train.main, ["--dataset", str(renamed), "--hidden", "8", "--device", "cpu",
+                         "--warm-start", str(parent), "--out", str(out)], capsys,
+            f"error: warm start: the model knows none of the data's {data.n_users} users (its "
+            f"{data.n_users} users have other ids): it would be a fit from scratch; warm-start "
+            "from a model of this data's ids, or fit without one")
+    assert not (out / "checkpoint-select.npz").exists() and not (out / "run.json").exists()
+    model = NCAE.load(parent / "model.npz", device="cpu")
+    other = NCAE(hidden=(8,), device="cpu")
+    with pytest.raises(DataError, match="the model knows none of the data's"):
+        other.fit(datasets.load(str(renamed)), warm_start=model, verbose=False)
+    assert other.data is None                                 # the refused fit changed nothing
 
 
 def test_a_warm_started_run_resumes_as_any_other(tmp_path, monkeypatch, capsys):
