@@ -26,7 +26,9 @@ processes (ncae_cuda.runs.pool's slots: the cores shared out, --gpus one each), 
 until the study has --trials of them finished (complete or pruned), or until --budget minutes
 of this command's wall time have passed: then no worker starts another trial (each starts at
 least one), the trials running finish, and the outputs are written of the study so far (the
-same command again continues it, with a budget of its own). A worker prints a line a trial: its
+same command again continues it, with a budget of its own); Ctrl-C (SIGINT) or SIGTERM stops
+the workers, their trials under way marked failed, and the outputs are written of the trials
+finished. A worker prints a line a trial: its
 settings, its score, the best so far, the time since the command started and the time left,
 against --trials and --budget. A trial whose worker dies is marked failed (on this machine at
 once, by its worker's lock; elsewhere once its heartbeat is GRACE seconds old) and the study

@@ -29,7 +29,7 @@ import os
 import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -249,14 +249,16 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
         # before the data is read: rank 0 takes the folder, the others find it (their own, on
         # a machine of their own)
         take = (lambda: folder.open(resume=spec.resume, overwrite=spec.overwrite)) \
-            if model.leader else folder.join
+            if model.leader else (lambda: folder.join(spec.overwrite, spec.resume))
         comm.together(take, "opening the run folder") if comm else take()
         stack.callback(folder.release)          # a process running many runs (tune) lets go
         print(f"run folder: {spec.out}" + (" (resumed)" if spec.resume else ""))
         try:
             with model.ops.session():
                 data, split = prepare(spec, config, model.ops.name)
-            summary = train_and_test(spec, config, model, data, split, on_epoch, parent)
+            # the files go where the folder says: an overwriting run's, beside the old run's
+            summary = train_and_test(replace(spec, out=folder.work), config, model, data, split,
+                                     on_epoch, parent)
         except (DataError, BackendUnavailable, SettingError):    # (a warm start's shape)
             if model.leader:
                 folder.abandon()
