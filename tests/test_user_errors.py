@@ -94,7 +94,7 @@ def run_files(folder: Path) -> dict:
 @pytest.mark.parametrize("rows, flags, message", [
     ("user,item,rating\n1,1,4\n1,2,3\n2,1,1\n2,2,5\n", [],
      "the split has no test entries (--test-ratio 0.1 of 4 entries is none)"),
-    ("user,item,rating\n1,1,4\n1,2,x\n", [], "line 3"),
+    ("user,item,rating\n1,1,4\n1,2,x\n", [], "new.csv:3: rating 'x' is not a number"),
 ])
 def test_overwrite_keeps_the_finished_run_where_the_new_input_is_refused(tmp_path, capsys, rows,
                                                                         flags, message):
