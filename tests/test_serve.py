@@ -456,6 +456,18 @@ def test_what_keeps_it_from_starting_is_one_line(models, capsys):
     assert stopped.value.code == 2 and "--max-users must be >= 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("port", ["70000", "-1", "65536", "eighty"])
+def test_a_port_out_of_range_is_one_line_before_the_model_is_read(port, tmp_path, capsys):
+    """Before, 70000 ended in bind()'s OverflowError traceback, -1 in getaddrinfo's 'Servname
+    not supported', after the model was loaded."""
+    with pytest.raises(SystemExit) as stopped:
+        serve.main([str(tmp_path / "none.npz"), "--port", port])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err == (
+        f"python -m ncae_cuda.serve: error: argument --port: expected a port number 0 to "
+        f"65535, got {port!r} (see --help)\n"), err
+
+
 def test_without_the_extra_it_says_which_to_install(models, monkeypatch, capsys):
     find_spec = serve.importlib.util.find_spec
     monkeypatch.setattr(serve.importlib.util, "find_spec",

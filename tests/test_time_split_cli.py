@@ -13,6 +13,7 @@ from test_user_errors import refused, write_table
 from ncae_cuda import NCAE
 from ncae_cuda.commands import baselines, train, tune
 from ncae_cuda.data import datasets, splits
+from ncae_cuda.data.interactions import DataError
 from ncae_cuda.model import loop
 from ncae_cuda.model.config import Config
 from ncae_cuda.runs import protocol, tuning
@@ -275,6 +276,27 @@ def test_a_warm_start_that_changes_the_shape_is_refused_in_a_line(tmp_path, caps
             capsys, f"--warm-start {tmp_path / 'none'}: no such model file")
 
 
+def test_a_warm_start_that_knows_none_of_the_datas_ids_is_refused_in_a_line(tmp_path, capsys):
+    # before, it ran as a fit from scratch with 'note: warm start: 0 of 60 users from the
+    # model, 60 new' (explicit feedback: item-based, whose columns are the users)
+    parent = run(tmp_path, "--epochs", "1", name="parent")[1]
+    data = datasets.load("synthetic-tiny")
+    renamed = write_table(tmp_path / "renamed.csv", "user,item,rating", [
+        (f"u{u}", f"i{i}", r, None) for u, i, r in zip(data.users, data.items, data.ratings)])
+    out = tmp_path / "child"
+    refused(train.main, ["--dataset", str(renamed), "--hidden", "8", "--device", "cpu",
+                         "--warm-start", str(parent), "--out", str(out)], capsys,
+            f"error: warm start: the model knows none of the data's {data.n_users} users (its "
+            f"{data.n_users} users have other ids): it would be a fit from scratch; warm-start "
+            "from a model of this data's ids, or fit without one")
+    assert not (out / "checkpoint-select.npz").exists() and not (out / "run.json").exists()
+    model = NCAE.load(parent / "model.npz", device="cpu")
+    other = NCAE(hidden=(8,), device="cpu")
+    with pytest.raises(DataError, match="the model knows none of the data's"):
+        other.fit(datasets.load(str(renamed)), warm_start=model, verbose=False)
+    assert other.data is None                                 # the refused fit changed nothing
+
+
 def test_a_warm_started_run_resumes_as_any_other(tmp_path, monkeypatch, capsys):
     parent = run(tmp_path, "--epochs", "2", name="parent")[1]
     flags = ["--epochs", "4", "--patience", "0", "--checkpoint-every", "0", "--warm-start",
@@ -322,9 +344,15 @@ def test_a_time_split_whose_test_entries_are_all_cold_says_so(tmp_path, capsys):
     # each user's interactions come after the one before's: the latest 10% are a new user's
     path = write_table(tmp_path / "clicks.csv", "user,item,timestamp",
                        [(u, i, None, 1000 + 10 * u + i) for u in range(10) for i in range(5)])
-    refused(train.main, ["--dataset", str(path), "--split", "time", "--device", "cpu", "--out",
-                         str(tmp_path / "run")], capsys,
-            "all 5 test entries are of users or items new at the test cut")
+    # before, it said 'raise --test-ratio': any share of such data is all new users
+    for ratio in ("0.1", "0.5"):
+        refused(train.main, ["--dataset", str(path), "--split", "time", "--test-ratio", ratio,
+                             "--device", "cpu", "--out", str(tmp_path / "run")], capsys,
+                "test entries are of users or items new at the test cut, which are scored "
+                "apart: none is left to test the model on (--split loo holds out each user's "
+                "own latest interaction instead)")
+    assert train.main(["--dataset", str(path), "--split", "loo", "--hidden", "4", "--epochs", "1",
+                       "--device", "cpu", "--out", str(tmp_path / "loo")]) == 0
 
 
 def new_user_at_the_validation_cut(tmp_path):
@@ -344,15 +372,15 @@ def test_a_time_split_whose_validation_entries_are_all_cold_says_so(tmp_path, ca
                              "--valid-ratio", "0.1", "--device", "cpu", *extra, "--out",
                              str(tmp_path / "run")], capsys,
                 "all 5 validation entries are of users or items new at the validation cut, "
-                "which are scored apart: none is left to choose the epoch on (raise "
-                "--valid-ratio)")
+                "which are scored apart: none is left to choose the epoch on (--split loo "
+                "holds out each user's own latest interaction instead)")
 
 
 @pytest.mark.parametrize("ratio, message", [
     ("0.1", "all 5 validation entries are of users or items new at the validation cut, which "
             "are scored apart: none is left to choose the baselines' settings on"),
-    ("0", "the baselines choose their settings on validation, and this split has none: give "
-          "--valid-ratio above 0")])
+    ("0", "this split has no validation entry to choose the baselines' settings on "
+          "(--valid-ratio 0): give --valid-ratio above 0")])
 def test_the_baselines_without_validation_say_so(tmp_path, capsys, ratio, message):
     # before, every point of a grid scored NaN on validation and the first was chosen
     path = new_user_at_the_validation_cut(tmp_path)

@@ -323,6 +323,25 @@ def test_process_killed_mid_epoch_resumes_to_the_same_parameters(tmp_path, signa
     assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in uninterrupted["history"]]
 
 
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_last_epoch_is_scored_still_stops(tmp_path, signal_name):
+    # before, a signal that came after the last step was dropped with the fit's handlers: the
+    # process went on (tune's worker ran the study to its end after the command's SIGTERM)
+    from ncae_cuda.data import datasets, splits
+    split = splits.leave_one_out(datasets.load("synthetic-tiny"))
+
+    def signalled(model, record):
+        if record["epoch"] == 2:
+            os.kill(os.getpid(), getattr(signal, signal_name))
+    model = NCAE(feedback="implicit", hidden=(8,), epochs=2, patience=0, device="cpu")
+    with pytest.raises(stopping.Stopped) as stop:
+        model.fit(split.train, validation=split.valid, callback=signalled, verbose=False,
+                  checkpoint=tmp_path / "checkpoint.npz")
+    assert stop.value.signal_name == signal_name
+    progress = modelfile.read(tmp_path / "checkpoint.npz", "checkpoint")[0]["progress"]
+    assert progress["epoch"] == 2 and not progress["epoch_losses"]     # whole, and saved
+
+
 def test_validation_only_never_scores_test(tmp_path, monkeypatch, capsys):
     from ncae_cuda import NCAE
 
@@ -381,7 +400,8 @@ def test_still_improving_is_a_best_epoch_among_the_last_few(last, best, epochs, 
 
 def test_validation_only_needs_validation_and_no_curves(tmp_path, capsys):
     code, _ = run(tmp_path, "--validation-only", "--valid-ratio", "0")
-    assert code == 2 and "this split has no validation part" in capsys.readouterr().err
+    assert code == 2 and "this split has no validation entry to choose the epoch on" in (
+        capsys.readouterr().err)
     with pytest.raises(SystemExit):
         run(tmp_path, "--validation-only", "--curves", name="c")
     assert "--validation-only never scores it" in capsys.readouterr().err

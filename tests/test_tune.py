@@ -284,6 +284,39 @@ def test_a_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path):
     assert len(states[TrialState.COMPLETE]) == 4 and len(states[TrialState.FAIL]) == 1
 
 
+def test_ctrl_c_stops_the_study_and_writes_the_best_of_its_finished_trials(tmp_path):
+    """SIGINT to the command (a terminal's Ctrl-C) once two trials have finished: it stops,
+    exit 130, and best.toml is the best of the completed trials. Before, the worker said 'its
+    trial failed, the study goes on', and the command stopped writing nothing."""
+    import queue
+    out = tmp_path / "study"
+    running = subprocess.Popen(command(*files(tmp_path, 40), "--trials", 200, "--out", out),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in running.stdout],
+                     daemon=True).start()
+    finished, deadline = 0, time.monotonic() + 120
+    while finished < 2 and time.monotonic() < deadline:
+        with contextlib.suppress(queue.Empty):
+            finished += lines.get(timeout=1).startswith("worker 0: trial ")
+    try:
+        assert finished == 2, "no two trials finished"
+        running.send_signal(signal.SIGINT)
+        code = running.wait(120)
+    finally:
+        running.kill()
+    stderr = running.stderr.read()
+    assert code == 130 and "the study goes on" not in stderr, stderr
+    complete = by_state(journal(out))[TrialState.COMPLETE]
+    assert 2 <= len(complete) < 200
+    assert (f"SIGINT: stopped with {len(complete)} of 200 trials finished (best.toml holds the "
+            "best of them): the same command continues the study") in stderr
+    best = min(complete, key=lambda t: t.value)
+    assert read_recipe(out / "best.toml")["dropout"] == best.params["dropout"]
+    assert f"trial {best.number}, the best of {len(complete)} finished trials" in (
+        out / "best.toml").read_text()
+
+
 # ---------------------------------------------------------------------------------------------
 # PostgreSQL: a server of the OS's packages (CI installs it), started here as its own user
 

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from ncae_cuda.data.reader import read_movielens_100k, read_table
 from ncae_cuda.model import estimator, loop, modelfile
 from ncae_cuda.model.estimator import OutOfMemory
 from ncae_cuda.ops import BackendUnavailable
+from ncae_cuda.runs import rundir
 from ncae_cuda.runs.rundir import RunDirectory
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8", "--batch-size", "16", "--device", "cpu"]
@@ -71,14 +73,78 @@ def test_a_stale_run_is_never_taken_for_this_one(tmp_path, capsys, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
     monkeypatch.setattr(loop, "run_epoch", killed_in_epoch_2)
+    old = run_files(D)
     assert train.main([*TINY, "--epochs", "2", "--out", str(D), "--overwrite"]) == 130
     monkeypatch.setattr(loop, "run_epoch", real)
-    assert not (D / "checkpoint-refit.npz").exists()               # the old run's is gone
+    assert run_files(D) == old          # the finished run stays whole until the new one is
     assert train.main([*TINY, "--epochs", "2", "--out", str(D), "--resume"]) == 0
     whole = trained(tmp_path, "--epochs", "2", name="whole")
     resumed, uninterrupted = (json.loads((d / "metrics.json").read_text()) for d in (D, whole))
     assert resumed["test"] == uninterrupted["test"]
-    assert json.loads((D / "run.json").read_text())["finished"]
+    manifest = json.loads((D / "run.json").read_text())
+    assert manifest["finished"] and manifest["run"]["settings"]["epochs"] == 2
+    assert run_files(D).keys() == old.keys() and not (D / rundir.STAGING).exists()
+
+
+def run_files(folder: Path) -> dict:
+    """{name: bytes} of the files in a run folder, its lock and staged run left out."""
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".lock"}
+
+
+@pytest.mark.parametrize("rows, flags, message", [
+    ("user,item,rating\n1,1,4\n1,2,3\n2,1,1\n2,2,5\n", [],
+     "the split has no test entries (--test-ratio 0.1 of 4 entries is none)"),
+    ("user,item,rating\n1,1,4\n1,2,x\n", [], "new.csv:3: rating 'x' is not a number"),
+])
+def test_overwrite_keeps_the_finished_run_where_the_new_input_is_refused(tmp_path, capsys, rows,
+                                                                        flags, message):
+    # before, --overwrite removed the finished run's files first: the folder kept only .lock
+    D = trained(tmp_path, "--epochs", "2", name="D")
+    old = run_files(D)
+    data = tmp_path / "new.csv"
+    data.write_text(rows)
+    refused(train.main, ["--dataset", str(data), *flags, "--hidden", "4", "--device", "cpu",
+                         "--out", str(D), "--overwrite"], capsys, message)
+    assert run_files(D) == old and not (D / rundir.STAGING).exists()
+    assert train.main([*TINY, "--epochs", "1", "--out", str(D), "--overwrite"]) == 0
+    assert json.loads((D / "run.json").read_text())["run"]["settings"]["epochs"] == 1
+    assert run_files(D).keys() == old.keys() and not (D / rundir.STAGING).exists()
+
+
+def test_a_swap_killed_part_way_is_finished_by_the_next_process(tmp_path, monkeypatch):
+    """A finished overwriting run's files replace the old run's in an order that the next
+    process to take the folder finishes, wherever a kill stopped it: at each of its 10 steps
+    (4 old files and the old manifest removed, 5 new files moved in)."""
+    old = trained(tmp_path, "--epochs", "2", name="old")
+    new = trained(tmp_path, "--epochs", "1", name="new")
+    new_run = json.loads((new / "run.json").read_text())["run"]
+    for kill in range(10):
+        D = tmp_path / f"D{kill}"
+        shutil.copytree(old, D)
+        shutil.copytree(new, D / rundir.STAGING)           # finished, not yet swapped in
+        done = []
+
+        def counted(real):
+            def step(*args, **kwargs):
+                if len(done) == kill:
+                    raise KeyboardInterrupt                # killed before this step
+                done.append(real(*args, **kwargs))
+            return step
+        with monkeypatch.context() as patched:
+            patched.setattr(rundir.os, "replace", counted(os.replace))
+            patched.setattr(Path, "unlink", counted(Path.unlink))
+            killed = RunDirectory(D, new_run)
+            with pytest.raises(KeyboardInterrupt):
+                killed.open(resume=True)
+        killed.release()                        # (as the end of its process would)
+        assert len(done) == kill
+        folder = RunDirectory(D, new_run)
+        folder.open(resume=True)                # the next process: the swap finished first
+        folder.release()
+        files, expected = run_files(D), run_files(new)
+        assert json.loads(files.pop("run.json"))["run"] == new_run, kill
+        assert files == {k: v for k, v in expected.items() if k != "run.json"}, kill
+        assert not (D / rundir.STAGING).exists()
 
 
 def test_a_second_process_on_one_folder_refuses_at_start(tmp_path):
@@ -602,6 +668,37 @@ def test_a_split_without_test_entries_is_refused_before_training(tmp_path, capsy
     out, err = capsys.readouterr()
     assert code == 2 and f"error: few.csv: {message}" in err and "Traceback" not in err, err
     assert "select: training" not in out
+
+
+@pytest.mark.parametrize("flags, message", [
+    ([], "(leave-one-out holds out a validation item of each user with 3 or more interactions; "
+         "there are none): use --split time"),        # --valid-ratio 0.1 by default, unused
+    (["--split", "time", "--test-ratio", "0.2", "--valid-ratio", "0.005"],
+     "(--valid-ratio 0.005 of 60 entries is none): raise --valid-ratio"),
+    (["--split", "time", "--test-ratio", "0.2", "--valid-ratio", "0"],
+     "(--valid-ratio 0): give --valid-ratio above 0"),
+])
+@pytest.mark.parametrize("command, use", [
+    (baselines, "choose the baselines' settings on"), (tune, "score the trials on"),
+    (train, "choose the epoch on")], ids=["baselines", "tune", "train --validation-only"])
+def test_a_split_without_validation_says_why_before_any_work(tmp_path, capsys, flags, message,
+                                                            command, use):
+    # before: baselines said 'give --valid-ratio above 0' where it was 0.1; tune ran ten
+    # trials that failed, then asked 'is the space's range too wide?'
+    # 30 users of 2 items each, every user's second after all the firsts: a time split's
+    # held-out entries are of users seen before its cut
+    data = write_table(tmp_path / "pairs.csv", "user,item,timestamp",
+                       [(u, i, None, 100 * k + u) for u in range(30)
+                        for k, i in enumerate((u % 7, 7 + u % 5))])
+    out = tmp_path / "out"
+    argv = {baselines: ["--models", "pop"], tune: ["--trials", "2"],
+            train: ["--validation-only", "--hidden", "4"]}[command]
+    code, err = cli(command.main, ["--dataset", str(data), *flags, "--device", "cpu", *argv,
+                                   "--out", str(out)], capsys)
+    assert code == 2
+    assert re.fullmatch(rf"error: pairs.csv: this split has no validation entry to {use} "
+                        rf"{re.escape(message)}\n", err), err
+    assert not (out / "trials").exists()
 
 
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])

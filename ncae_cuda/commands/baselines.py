@@ -129,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         ops = get_backend(spec.device)
         interactions, split = protocol.prepare(spec, config, ops.name, "baselines " + ", ".join(
             BASELINES[key].name for key in args.models))
+        protocol.refuse_without_validation(data, interactions, split,
+                                           "choose the baselines' settings on")
         results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed, grids)
-        write(spec.out, {"dataset": data.train and str(data.train) or data.dataset,
+        write(folder.work, {"dataset": data.train and str(data.train) or data.dataset,
                          "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
                          "cutoffs": list(args.cutoffs), "notes": split.notes,
                          "data": {"users": interactions.n_users, "items": interactions.n_items,

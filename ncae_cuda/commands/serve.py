@@ -37,8 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     runflags.add_model_file(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: %(default)s, this machine only)")
-    p.add_argument("--port", type=int, default=8000,
-                   help="0: a free port, named by the ready line (default: %(default)s)")
+    p.add_argument("--port", type=port, default=8000,
+                   help="0 to 65535; 0: a free port, named by the ready line (default: "
+                        "%(default)s)")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
                    help="auto: the GPU when there is one (default: %(default)s)")
     p.add_argument("--max-batch", type=int, default=256,
@@ -51,6 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"{LIMIT_HELP[limit.name]} (default: %(default)s)")
     return p
 
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port number, 0 to 65535 (0: a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0 to 65535, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,9 @@ processes (ncae_cuda.runs.pool's slots: the cores shared out, --gpus one each), 
 until the study has --trials of them finished (complete or pruned), or until --budget minutes
 of this command's wall time have passed: then no worker starts another trial (each starts at
 least one), the trials running finish, and the outputs are written of the study so far (the
-same command again continues it, with a budget of its own). A worker prints a line a trial: its
+same command again continues it, with a budget of its own); Ctrl-C (SIGINT) or SIGTERM stops
+the workers, their trials under way marked failed, and the outputs are written of the trials
+finished. A worker prints a line a trial: its
 settings, its score, the best so far, the time since the command started and the time left,
 against --trials and --budget. A trial whose worker dies is marked failed (on this machine at
 once, by its worker's lock; elsewhere once its heartbeat is GRACE seconds old) and the study
@@ -320,9 +322,7 @@ def _command(args, argv: list[str], found: Setup) -> int:
     now = census(study)
     if now.finished < args.trials:
         if processes.stopped:
-            print(f"{processes.stopped}: stopped with {now.finished} of {args.trials} trials "
-                  "finished: the same command continues the study", file=sys.stderr)
-            return 128 + signal.Signals[processes.stopped]
+            return _stopped(args, found, study, processes.stopped, now.finished)
         if args.budget is None or any(code for _, code, _ in ended):
             raise TuneError(f"{now.finished} of {args.trials} trials finished; "
                             + "; ".join(f"worker {i} ended with exit {code}"
@@ -338,13 +338,26 @@ def _command(args, argv: list[str], found: Setup) -> int:
     return 0
 
 
+def _stopped(args, found: Setup, study, name: str, finished: int) -> int:
+    """A study stopped by signal `name` (Ctrl-C's SIGINT, SIGTERM): the outputs of the trials
+    that finished written, where one completed, and said; the exit status of the signal."""
+    try:
+        write_outputs(args, found, study)
+        kept = f"{BEST} holds the best of them"
+    except TuneError:                                           # none completed
+        kept = "none completed, so no best.toml"
+    print(f"{name}: stopped with {finished} of {args.trials} trials finished ({kept}): the same "
+          "command continues the study", file=sys.stderr)
+    return 128 + signal.Signals[name]
+
+
 def _worker(parser, args, found: Setup) -> int:
     study = open_study(args, found, open_storage(args))
     try:
         work(parser, args, found, study)
     except KeyboardInterrupt as e:            # a signal: the trial under way is marked failed
         name = getattr(e, "signal_name", "SIGINT")
-        print(f"worker {args.worker}: {name}: stopped; its trial failed, the study goes on",
+        print(f"worker {args.worker}: {name}: stopped; the trial under way is marked failed",
               file=sys.stderr)
         return 128 + signal.Signals[name]
     return 0

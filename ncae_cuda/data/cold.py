@@ -77,10 +77,14 @@ def cold_apart_notes(split) -> list[str]:
     return notes
 
 
-def refuse_all_cold(cold: Interactions | None, part: str, use: str, ratio: str) -> None:
+def refuse_all_cold(cold: Interactions | None, part: str, use: str) -> None:
     """DataError where a held-out part has no entry but its cold ones (`cold`, scored apart):
-    none is left to `use`. Call it where the part's other entries are none."""
+    none is left to `use`. Call it where the part's other entries are none.
+
+    Only a time split holds cold entries apart, and there a larger share cannot be counted on
+    to help (users that arrive one after another are all new at any cut): the message points
+    to leave-one-out, whose held-out entry is of a user with earlier ones."""
     if cold is not None and cold.nnz:
         raise DataError(f"{cold.name}: all {cold.nnz} {part} entries are of users or items new "
                         f"at the {part} cut, which are scored apart: none is left to {use} "
-                        f"(raise {ratio})")
+                        "(--split loo holds out each user's own latest interaction instead)")

@@ -214,13 +214,14 @@ class NCAE(Recommender):
         if comm is not None:
             data.shard(comm.rank, comm.world)
         valid = None if validation is None else data.held_out(validation, "validation")
+        known = None if start is None else start.known(data.column_ids, c.based)
         self.data, verbose = data, verbose and self.leader
         B = c.batch_size                # the batch, until the rows it is capped at are known
         with self.ops.session():
             try:
                 self._net = self._new_network(start)
-                if start is not None and verbose:
-                    print(f"note: warm start: {start.known(data.column_ids, c.based)}")
+                if known is not None and verbose:
+                    print(f"note: warm start: {known}")
                 csr, rows = data.training(verbose)
                 # a batch of more rows than there are is all of them (the same training: the
                 # padding rows are empty), so its memory is the rows' and a batch_size of a

@@ -5,8 +5,10 @@ epoch loop (loop.py) ends the training step under way and raises `Stopped`, whic
 losses of the epoch's steps taken so far, and the trainer saves its checkpoint with them before
 passing it on. A resumed fit starts that epoch at the next step, so it ends exactly where an
 uninterrupted one does. (Stopped in pre-training, a fit resumes from the checkpoint saved before
-it, as after a kill.) A second signal stops at once, as a KeyboardInterrupt, without a
-checkpoint; outside a fit, signals are as Python has them.
+it, as after a kill.) A signal that comes after the last step (while the last epoch is
+scored) stops the process as the fit ends, with no step left to take. A second signal stops at
+once, as a KeyboardInterrupt, without a checkpoint; outside a fit, signals are as Python has
+them.
 
 still_improving() tells a fit that ran out of epochs while validation was still improving.
 """
@@ -52,7 +54,10 @@ def deferred():
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+        late = asked()
         _asked.clear()
+    if late is not None:        # asked after the last step (in the last epoch's validation):
+        raise Stopped(late, [])     # the fit is whole and saved, and the process still stops
 
 
 # A fit that ran its whole budget ended still improving when its best validation epoch is among

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.interactions import DataError
 from ..ops.layout import SHARDED, NCAELayout
 from .config import Config, SettingError
 
@@ -60,9 +61,16 @@ class WarmStart:
         return params
 
     def known(self, column_ids: np.ndarray, based: str) -> str:
-        """How many of a fit's columns (of `column_ids`) the model knows, in words."""
+        """How many of a fit's columns (of `column_ids`) the model knows, in words; DataError
+        where it knows none: the fit would start from the hidden layers alone, a fit from
+        scratch in all but name (before, it ran as one, with a note)."""
         kind = "items" if based == "user" else "users"
         known = len(matching(column_ids, self.column_ids)[0])
+        if not known:
+            raise DataError(f"warm start: the model knows none of the data's {len(column_ids)} "
+                            f"{kind} (its {len(self.column_ids)} {kind} have other ids): it "
+                            "would be a fit from scratch; warm-start from a model of this "
+                            "data's ids, or fit without one")
         return (f"{known} of {len(column_ids)} {kind} from the model, "
                 f"{len(column_ids) - known} new")
 

@@ -45,13 +45,13 @@ def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: in
 
 def needs_validation(split: splits.Split) -> None:
     """DataError where `split` has no validation entry to choose the baselines' settings on
-    (before, every grid point scored NaN and the first was chosen)."""
+    (before, every grid point scored NaN and the first was chosen). The commands refuse such a
+    split first, saying why it has none (protocol.refuse_without_validation)."""
     if split.valid.nnz:
         return
-    refuse_all_cold(split.cold_valid, "validation", "choose the baselines' settings on",
-                    "--valid-ratio")
+    refuse_all_cold(split.cold_valid, "validation", "choose the baselines' settings on")
     raise DataError(f"{split.train.name}: the baselines choose their settings on validation, "
-                    "and this split has none: give --valid-ratio above 0")
+                    "and this split has none")
 
 
 def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,

@@ -29,7 +29,7 @@ import os
 import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +45,7 @@ from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
 from . import rundir
-from .comparison import compare, needs_validation
+from .comparison import compare
 from .runflags import build_parser, run_spec
 from .spec import DataSpec, RunSpec, recorded
 
@@ -143,6 +143,31 @@ def make_split(spec: DataSpec, data: Interactions, based: str) -> splits.Split:
     return subsampled(spec, split, based)
 
 
+def refuse_without_validation(spec: DataSpec, data: Interactions, split: splits.Split,
+                              use: str) -> None:
+    """DataError where `split` (of `data`, by the data flags `spec`) has no validation entry to
+    `use`, saying why it has none and what gives it one: before, every such refusal said
+    'give --valid-ratio above 0', also where it was 0.1 and leave-one-out found no user to hold
+    a validation item out of."""
+    if split.valid.nnz:
+        return
+    refuse_all_cold(split.cold_valid, "validation", use)
+    if spec.split == "loo":
+        why = ("leave-one-out holds out a validation item of each user with 3 or more "
+               "interactions; there are none",
+               "use --split time" if data.timestamps is not None else
+               "use --split time on data with timestamps, or --split random for explicit "
+               "feedback")
+    elif spec.valid_ratio == 0:
+        why = "--valid-ratio 0", "give --valid-ratio above 0"
+    else:
+        entries = (f"{data.nnz} entries" if spec.split in ("random", "time")
+                   else f"the training part's {split.train.nnz} entries")
+        why = f"--valid-ratio {spec.valid_ratio:g} of {entries} is none", "raise --valid-ratio"
+    raise DataError(f"{data.name}: this split has no validation entry to {use} ({why[0]}): "
+                    f"{why[1]}")
+
+
 def subsampled(spec: DataSpec, split: splits.Split, based: str) -> splits.Split:
     """The split with --data-ratio of each row's training entries (the paper's D)."""
     if spec.data_ratio == 1:
@@ -224,14 +249,16 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
         # before the data is read: rank 0 takes the folder, the others find it (their own, on
         # a machine of their own)
         take = (lambda: folder.open(resume=spec.resume, overwrite=spec.overwrite)) \
-            if model.leader else folder.join
+            if model.leader else (lambda: folder.join(spec.overwrite, spec.resume))
         comm.together(take, "opening the run folder") if comm else take()
         stack.callback(folder.release)          # a process running many runs (tune) lets go
         print(f"run folder: {spec.out}" + (" (resumed)" if spec.resume else ""))
         try:
             with model.ops.session():
                 data, split = prepare(spec, config, model.ops.name)
-            summary = train_and_test(spec, config, model, data, split, on_epoch, parent)
+            # the files go where the folder says: an overwriting run's, beside the old run's
+            summary = train_and_test(replace(spec, out=folder.work), config, model, data, split,
+                                     on_epoch, parent)
         except (DataError, BackendUnavailable, SettingError):    # (a warm start's shape)
             if model.leader:
                 folder.abandon()
@@ -251,19 +278,18 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     warm_start = None if parent is None else parent.model
     held_back = split.valid if has_valid else None
     if not split.test.nnz and not spec.validation_only:     # (a split's files are never empty)
-        refuse_all_cold(split.cold_test, "test", "test the model on", "--test-ratio")
+        refuse_all_cold(split.cold_test, "test", "test the model on")
         why = (f"--test-ratio {spec.data.test_ratio:g} of {data.nnz} entries is none"
                if spec.data.split in ("random", "time") else
                "leave-one-out tests the users with 2 or more interactions; there are none")
         raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
                         "to score")
     if not has_valid:           # asked for, all cold: not a fit of --epochs without it
-        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on", "--valid-ratio")
-        if spec.validation_only:
-            raise DataError("--validation-only: this split has no validation part "
-                            "(--valid-ratio 0)")
+        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on")
+    if spec.validation_only:
+        refuse_without_validation(spec.data, data, split, "choose the epoch on")
     if spec.baselines:          # before NCAE trains
-        needs_validation(split)
+        refuse_without_validation(spec.data, data, split, "choose the baselines' settings on")
 
     def logged(phase: str, part: Interactions, then=None):
         """callback of a fit: the phase in each record; with --curves, test (and explicit:

@@ -2,9 +2,14 @@
 with another's.
 
 - run.json, the manifest, names the run the files belong to (its settings and backend) and
-  whether it finished. A fresh run into a folder holding another run's files is refused (or,
-  with overwrite, those files are removed first); --resume continues only the run the manifest
-  names, and says what differs otherwise.
+  whether it finished. A fresh run into a folder holding another run's files is refused;
+  --resume continues only the run the manifest names, and says what differs otherwise.
+- With overwrite, the new run writes its files in the folder's .overwrite/ (STAGING), and they
+  replace the old run's only once it has finished: a refusal of its input, an interruption or
+  a crash leaves the old run whole (before, its files were removed first, and a refused input
+  left the folder holding only .lock); --resume continues the staged run. The swap removes the
+  old files, its manifest last, then moves the new ones in, their manifest last, so a process
+  killed part way is finished by the next one that takes the folder.
 - .lock is held (flock) while a process uses the folder, so a second run on it refuses at
   start instead of both writing the same files; the system drops the lock when the process
   ends, however it ends. The process that takes the folder removes the temporary files a
@@ -19,6 +24,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
 from pathlib import Path
 
 from ..errors import NcaeError
@@ -26,6 +32,7 @@ from ..model.blend import MEMBERS, member_checkpoint
 from ..model.modelfile import atomic_write, differences, remove_temporaries
 
 MANIFEST = "run.json"
+STAGING = ".overwrite"                # an overwriting run's files, until it finishes
 MODEL = "model.npz"                   # a run's model: NCAE.load, recommend and serve read it
 LOCK = ".lock"
 FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", MODEL, "metrics.json",
@@ -49,26 +56,35 @@ class RunFolderError(NcaeError):
 class RunDirectory:
     def __init__(self, path: str | os.PathLike, run: dict):
         self.path, self.run = Path(path), run      # run: JSON-ready settings that identify it
+        self.work = self.path         # where the run writes its files: path, or its STAGING
         self._lock = None
-        self._wrote_manifest = False               # the folder's run.json is this run's
+        self._wrote_manifest = False               # the work folder's run.json is this run's
 
     def open(self, resume: bool = False, overwrite: bool = False) -> None:
         """Take the folder for this run (see the module's docstring); RunFolderError says why
         not."""
         here = f"--out {self.path}"
         self.join()
+        staged = self.path / STAGING
         try:
             self._lock = lock(self.path / LOCK)
             # what a process killed while writing left behind: no other process writes here now
-            remove_temporaries(self.path, (*FILES, *PATTERNS))
+            for folder in (self.path, staged):
+                if folder.is_dir():
+                    remove_temporaries(folder, (*FILES, *PATTERNS))
+            self._swap()
         except Held as e:
             raise RunFolderError(f"{here}: another run ({e.holder}) is using this folder: wait "
                                  "for it to end, or choose another --out") from None
         except OSError as e:
             raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})",
                                  errno=e.errno) from None
-        manifest = read_manifest(self.path)
         if resume:
+            manifest = read_manifest(staged) if staged.is_dir() else None
+            if manifest is not None:                # an overwriting run, unfinished
+                self.work = staged
+            else:
+                manifest = read_manifest(self.path)
             if manifest is None:
                 raise RunFolderError(f"--resume: {self.path} holds no run to continue (no "
                                      f"{MANIFEST})")
@@ -78,24 +94,31 @@ class RunDirectory:
                                      f"({'; '.join(changed)}): resume with its settings, or "
                                      "choose another --out")
         else:
-            present = self._files()
+            present = self._files() + [f"{STAGING}/{name}" for name in self._files(staged)]
             if present and not overwrite:
+                manifest = read_manifest(self.path)
                 status = "finished" if manifest and manifest.get("finished") else "unfinished"
                 raise RunFolderError(f"{here} holds another run's files ({', '.join(present)}; "
                                      f"{status}): continue it with --resume, start over "
                                      "with --overwrite, or choose another --out")
-            for name in present:
-                (self.path / name).unlink()
+            if overwrite:
+                shutil.rmtree(staged, ignore_errors=True)   # an earlier overwriting run's
+                staged.mkdir()
+                self.work = staged
         self._write(finished=False)
 
-    def join(self) -> None:
+    def join(self, overwrite: bool = False, resume: bool = False) -> None:
         """The folder made where it is not, and refused (RunFolderError) where it is a file or
-        cannot be written: what every process of a run needs of it."""
+        cannot be written: what every process of a run needs of it. A sharded run's other
+        ranks join with the run's `overwrite` and `resume`, to write where rank 0 does."""
         here = f"--out {self.path}"
         if self.path.exists() and not self.path.is_dir():
             raise RunFolderError(f"{here}: a file, not a folder: choose another --out")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            if overwrite or resume and (self.path / STAGING).is_dir():
+                self.work = self.path / STAGING
+                self.work.mkdir(exist_ok=True)
         except OSError as e:
             raise RunFolderError(f"{here}: cannot write there ({e.strerror or e})",
                                  errno=e.errno) from None
@@ -103,8 +126,12 @@ class RunDirectory:
             raise RunFolderError(f"{here}: cannot write there (permission denied)")
 
     def finish(self) -> None:
-        """Mark the run finished in its manifest."""
+        """Mark the run finished in its manifest; an overwriting run's files then replace the
+        old run's."""
         self._write(finished=True)
+        if self.work != self.path:
+            self._swap()
+            self.work = self.path
 
     def release(self) -> None:
         """Let another process take the folder (the end of the process does too)."""
@@ -114,21 +141,43 @@ class RunDirectory:
 
     def abandon(self) -> None:
         """A run that failed before it saved anything leaves no manifest behind, so the same
-        command can run again as a fresh run. Only its own: a run refused the folder (another
-        run holds it, or has files there) leaves that run's manifest where it is."""
-        if self._wrote_manifest and self._files() == [MANIFEST]:
-            (self.path / MANIFEST).unlink(missing_ok=True)
+        command can run again as a fresh run (and an overwriting one, the old run as it was).
+        Only its own: a run refused the folder (another run holds it, or has files there)
+        leaves that run's manifest where it is."""
+        if self._wrote_manifest and self._files(self.work) == [MANIFEST]:
+            (self.work / MANIFEST).unlink(missing_ok=True)
+            if self.work != self.path:
+                shutil.rmtree(self.work, ignore_errors=True)
 
-    def _files(self) -> list[str]:
-        """The run's files in the folder: its manifest, checkpoints, model and metrics."""
-        return ([name for name in FILES if (self.path / name).exists()]
-                + sorted(p.name for pattern in PATTERNS for p in self.path.glob(pattern)))
+    def _files(self, folder: Path | None = None) -> list[str]:
+        """The run's files in `folder` (default: the run folder): its manifest, checkpoints,
+        model and metrics."""
+        folder = self.path if folder is None else folder
+        return ([name for name in FILES if (folder / name).exists()]
+                + sorted(p.name for pattern in PATTERNS for p in folder.glob(pattern)))
+
+    def _swap(self) -> None:
+        """Where STAGING holds a finished run, it replaces the folder's: the old files removed,
+        their manifest last, then the new ones moved in, theirs last. Done again from where it
+        was by a process that finds it half done (the old manifest gone: the old files are)."""
+        staged = self.path / STAGING
+        manifest = read_manifest(staged) if staged.is_dir() else None
+        if not (manifest and manifest.get("finished")):
+            return
+        if (self.path / MANIFEST).exists():
+            for name in self._files():
+                if name != MANIFEST:
+                    (self.path / name).unlink()
+            (self.path / MANIFEST).unlink()
+        for name in sorted(self._files(staged), key=lambda name: name == MANIFEST):
+            os.replace(staged / name, self.path / name)
+        shutil.rmtree(staged)
 
     def _write(self, finished: bool) -> None:
         manifest = {"run": self.run, "finished": finished,
                     "updated": datetime.datetime.now().isoformat(timespec="seconds")}
         text = json.dumps(manifest, indent=2).encode()
-        atomic_write(self.path / MANIFEST, lambda f: f.write(text))
+        atomic_write(self.work / MANIFEST, lambda f: f.write(text))
         self._wrote_manifest = True
 
 

@@ -231,8 +231,10 @@ class RunSpec:
                             Path, identity=False)
     resume: bool = flag(False, "continue the run in --out where it stopped",
                         action="store_true", identity=False)
-    overwrite: bool = flag(False, "start over in an --out that holds another run's files, "
-                                  "removing them", action="store_true", identity=False)
+    overwrite: bool = flag(False, "start over in an --out that holds another run's files: "
+                                  "they are replaced once the new run has finished, and kept "
+                                  "where it is refused or stopped", action="store_true",
+                           identity=False)
     checkpoint_every: float = flag(
         CHECKPOINT_EVERY, "save the run's checkpoint at the end of an epoch once this many "
         "seconds have passed since the last (and after pre-training and the last epoch): the "

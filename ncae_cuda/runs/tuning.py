@@ -74,12 +74,17 @@ def setup(parser, args) -> Setup:
     except ValueError as e:
         parser.error(f"--config {args.config}: {e}")
     probe, config = trainer_spec(parser, args, recipe, {}, args.out / TRIALS)
+    with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
+        data, split = protocol.prepare(probe, config, args.device)
+    # a trial is scored on validation: without it every trial would fail (before, ten did, and
+    # the command asked whether the space's range was too wide)
+    protocol.refuse_without_validation(probe.data, data, split, "score the trials on")
     named = (f"--space {args.space}" if args.space else
              f"the default space (ncae_cuda/runs/spaces/{config.feedback}.toml)")
     try:
         tables = space.read_tables(args.space or space.default(config.feedback))
         timed = [name for name in space.TIMED if name in tables]
-        unweighted = (_unweighted(parser, args, probe, config) if timed or config.recency_boost
+        unweighted = (_unweighted(parser, args, config, split) if timed or config.recency_boost
                       else None)
         if timed and unweighted:
             tables = {k: v for k, v in tables.items() if k not in timed}
@@ -115,17 +120,16 @@ def selection(parser, args, config: Config) -> tuple[str, bool]:
     return f"{args.metric}@{config.cutoffs[-1]}", True
 
 
-def _unweighted(parser, args, probe: RunSpec, config: Config) -> str | None:
+def _unweighted(parser, args, config: Config, split) -> str | None:
     """Why the trials' model cannot weigh a user's interactions by their time (recency_boost):
-    its settings, or data without timestamps (read as a trial reads them); None where it can.
+    its settings, or data without timestamps (`split`: as a trial reads them); None where it
+    can.
     parser.error where the recipe weighs by time and the data has no timestamps: every trial
     would fail."""
     try:
         replace(config, recency_boost=1.0).resolved()
     except SettingError as e:
         return f"{e.setting} {e.reason}"
-    with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
-        _, split = protocol.prepare(probe, config, args.device)
     if split.train.timestamps is not None:
         return None
     if config.recency_boost:
@@ -266,10 +270,11 @@ def work(parser, args, found: Setup, study) -> None:
                 study.optimize(lambda trial: objective(parser, args, found, study, trial, me,
                                                        asking, outcome),
                                n_trials=1, catch=())
-                fails = fails + 1 if outcome == ["failed"] else 0
+                fails = fails + 1 if outcome else 0
                 if fails >= FAILS_IN_A_ROW:
-                    raise TuneError(f"{fails} trials in a row failed (see their log.txt under "
-                                    f"{args.out / TRIALS}): is the space's range too wide?")
+                    raise TuneError(f"{fails} trials in a row failed, the last: {outcome[0]} "
+                                    f"(see their log.txt under {args.out / TRIALS}): is the "
+                                    "space's range too wide?")
                 continue
         if budget_left(args) <= 0:   # the trials left run in other workers: none to start
             return
@@ -279,7 +284,7 @@ def work(parser, args, found: Setup, study) -> None:
 def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLock,
               outcome: list) -> float:
     """A trial's validation score: its trainer run (one a split, their mean), pruned where it
-    falls behind."""
+    falls behind; a trial that fails appends its error to `outcome`."""
     optuna = import_optuna()
     trial.set_user_attr("worker", me)
     settings = {d.name: d.suggest(trial) for d in found.dimensions}
@@ -316,7 +321,7 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
         if e.errno in DISK_FULL:         # a write's (a file's, the run folder's) OSError
             _stop_full(trial, str(e))
         trial.set_user_attr("error", str(e))
-        outcome.append("failed")
+        outcome.append(str(e))
         _said(args, trial, f"failed: {e}", start, study, found, False)
         return math.nan                # Optuna marks the trial failed
     epochs = "/".join(protocol.epochs_text(summary["best_epoch"]) for summary in summaries)
