@@ -282,15 +282,17 @@ def test_given_split_maps_ids_across_files():
     data, split = given_split(train, test, valid)
     assert data.user_ids.tolist() == [3, 7, 9] and data.item_ids.tolist() == ["a", "b", "c"]
     assert data.nnz == 6 and data.name == "train.csv"
-    for part, source in ((split.train, train), (split.valid, valid), (split.test, test)):
+    # both test entries are cold (user 3, item "c": no training entry): held apart
+    assert split.test.nnz == 0 and split.cold_valid.nnz == 0
+    for part, source in ((split.train, train), (split.valid, valid), (split.cold_test, test)):
         assert data.user_ids[part.users].tolist() == source.user_ids[source.users].tolist()
         assert data.item_ids[part.items].tolist() == source.item_ids[source.items].tolist()
         np.testing.assert_array_equal(part.ratings, source.ratings)
     assert split.notes[:2] == ["given split: train.csv (3 train), valid.csv (1 valid), "
                                "test.csv (2 test)",
                                "1 valid entries are (user, item) pairs of the training part too"]
-    assert "1 test entries are of users with no training entry" in split.notes
-    assert "1 test entries are of items with no training entry" in split.notes
+    assert split.notes[2] == ("2 test entries are cold, of 1 users and 1 items with no entry "
+                              "before the test cut: scored apart from the other 0")
 
 
 def test_given_split_meets_text_and_integer_ids_as_text():
@@ -298,7 +300,8 @@ def test_given_split_meets_text_and_integer_ids_as_text():
     test = make([0, 1], [0, 0], ratings=[2, 1], user_ids=["1", "x"], item_ids=[5])
     data, split = given_split(train, test)
     assert data.user_ids.tolist() == ["1", "2", "x"]
-    assert data.user_ids[split.test.users].tolist() == ["1", "x"]
+    assert data.user_ids[split.test.users].tolist() == ["1"]
+    assert data.user_ids[split.cold_test.users].tolist() == ["x"]        # new: held apart
     assert split.valid.nnz == 0
 
 

@@ -40,6 +40,7 @@ from ..data.interactions import DataError, Interactions
 from ..data.reader import read_table
 from ..model import metrics
 from ..model.blend import BlendedNCAE
+from ..model.cold_means import SHRINK
 from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
@@ -311,15 +312,20 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
                                 checkpoint_every=spec.checkpoint_every, warm_start=warm_start)
             seconds["seconds_fit"] = time.perf_counter() - start
             history += model.history
+        # cold entries, scored apart, never mixed: those a split holds apart (time, given
+        # files), or the evaluator sets apart (the others)
         result = {"test": model.evaluate(split.test, exclude=seen, per_user=True)}
+        if split.cold_test is not None and split.cold_test.nnz:
+            result["cold_test"] = model.evaluate(split.cold_test, exclude=seen)["cold"]
+        elif "cold" in result["test"]:
+            result["cold_test"] = result["test"].pop("cold")
         if model.config.implicit:
             test = model.evaluate(split.test, exclude=seen, popularity=True)
-            result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
-        if split.cold_test is not None and split.cold_test.nnz:     # scored apart, never mixed
-            result["cold_test"] = model.evaluate(split.cold_test, exclude=seen)
-            if model.config.implicit:
-                result["cold_pop"] = model.evaluate(split.cold_test, exclude=seen,
-                                                    popularity=True)
+            result["pop"] = {k: v for k, v in test.items() if k not in ("clusters", "cold")}
+            if "cold_test" in result:
+                result["cold_pop"] = model.evaluate(
+                    split.test if split.cold_test is None else split.cold_test,
+                    exclude=seen, popularity=True)["cold"]
         if spec.baselines:
             result["baselines"] = compare(split, spec.baselines, model.config.cutoffs,
                                           model.ops, config.seed)
@@ -389,12 +395,24 @@ def cold_title(counts: dict) -> str:
             f"{counts['new_items']} items are new at the test cut")
 
 
+def cold_predictions(model: NCAE | BlendedNCAE) -> str:
+    """What the model gave the cold test entries, in words."""
+    if model.config.implicit:
+        return ("ranked by the model from what it has (a new user: an empty row; a new item: "
+                "its untrained parameters), POP beside")
+    return (f"predicted by the training data's means, shrunk by {SHRINK} ratings toward the "
+            "overall mean (a new user: the item's; a new item: the user's; both new: the "
+            "overall mean)")
+
+
 def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) -> None:
     """The test tables (or validation's, for --validation-only); where a time split holds cold
     test entries apart (`cold`: their counts), their table apart."""
     if "valid" in result:
         print(f"\nvalidation, best epoch {epochs_text(model.best_epoch)}\n"
-              + metrics.format_table([{"model": model.config.model_name, **result["valid"]}]))
+              + metrics.format_table([{"model": model.config.model_name,
+                                       **{k: v for k, v in result["valid"].items()
+                                          if k != "cold"}}]))
         return
     test = result["test"]
     if model.config.implicit:
@@ -404,15 +422,16 @@ def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) ->
                 *({"model": r["name"], **r["test"]} for r in result.get("baselines", {}).values())]
     else:
         rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
-    print(("\nwarm test" if cold else "\ntest") + "\n" + metrics.format_table(rows))
+    print(("\nwarm test" if "cold_test" in result else "\ntest") + "\n"
+          + metrics.format_table(rows))
     print("\ntest by user's number of training entries\n"
           + metrics.format_table(test["clusters"]))
-    if cold:
-        print(f"\n{cold_title(cold)}")
     if "cold_test" in result:
+        print("\n" + (cold_title(cold) if cold else "cold test, scored apart: entries of users "
+                      "or items with no training entry") + f"; {cold_predictions(model)}")
         rows = [{"model": model.config.model_name, **result["cold_test"]}]
         if model.config.implicit:
             rows += [{"model": "POP", **result["cold_pop"]},
                      *({"model": r["name"], **r["cold_test"]}
-                       for r in result.get("baselines", {}).values())]
+                       for r in result.get("baselines", {}).values() if "cold_test" in r)]
         print(metrics.format_table(rows))
