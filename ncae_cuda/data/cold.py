@@ -77,10 +77,11 @@ def cold_apart_notes(split) -> list[str]:
     return notes
 
 
-def refuse_all_cold(cold: Interactions | None, part: str, use: str, ratio: str) -> None:
+def refuse_all_cold(cold: Interactions | None, part: str, use: str, advice: str) -> None:
     """DataError where a held-out part has no entry but its cold ones (`cold`, scored apart):
-    none is left to `use`. Call it where the part's other entries are none."""
+    none is left to `use`; `advice` says what to do. Call it where the part's other entries are
+    none."""
     if cold is not None and cold.nnz:
         raise DataError(f"{cold.name}: all {cold.nnz} {part} entries are of users or items new "
                         f"at the {part} cut, which are scored apart: none is left to {use} "
-                        f"(raise {ratio})")
+                        f"({advice})")

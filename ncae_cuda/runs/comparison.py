@@ -49,7 +49,7 @@ def needs_validation(split: splits.Split) -> None:
     if split.valid.nnz:
         return
     refuse_all_cold(split.cold_valid, "validation", "choose the baselines' settings on",
-                    "--valid-ratio")
+                    "raise --valid-ratio")
     raise DataError(f"{split.train.name}: the baselines choose their settings on validation, "
                     "and this split has none: give --valid-ratio above 0")
 

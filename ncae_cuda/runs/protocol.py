@@ -252,14 +252,18 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     warm_start = None if parent is None else parent.model
     held_back = split.valid if has_valid else None
     if not split.test.nnz and not spec.validation_only:     # (a split's files are never empty)
-        refuse_all_cold(split.cold_test, "test", "test the model on", "--test-ratio")
+        refuse_all_cold(split.cold_test, "test", "test the model on",
+                        "give test entries of --train's users and items" if spec.data.train
+                        else "raise --test-ratio")
         why = (f"--test-ratio {spec.data.test_ratio:g} of {data.nnz} entries is none"
                if spec.data.split in ("random", "time") else
                "leave-one-out tests the users with 2 or more interactions; there are none")
         raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
                         "to score")
     if not has_valid:           # asked for, all cold: not a fit of --epochs without it
-        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on", "--valid-ratio")
+        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on",
+                        "give validation entries of --train's users and items" if spec.data.valid
+                        else "raise --valid-ratio")
         if spec.validation_only:
             raise DataError("--validation-only: this split has no validation part "
                             "(--valid-ratio 0)")
