@@ -205,6 +205,8 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
     resumable."""
     parent = None if spec.warm_start is None else Parent.load(spec.warm_start)
     model = new_model(spec, config)
+    if parent is not None:
+        model.check_warm_start(parent.model)          # before any work
     if spec.cuda_graphs is not None:
         if model.ops.name != "gpu":
             raise BackendUnavailable(f"--cuda-graphs is for the GPU backend; this run is on the "
