@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from ncae_cuda.data.interactions import NO_TIME, DataError, Interactions
+from ncae_cuda.data.cold import with_cold_notes
 from ncae_cuda.data.splits import (
+    Split,
     by_time,
     carve_validation,
     file_split,
@@ -241,16 +243,18 @@ def test_file_split_remaps_ids():
     test = make([0, 1], [1, 0], ratings=[2, 3], user_ids=["a", "b"], item_ids=[200, 400],
                 name="u1.test")
     split = file_split(data, base, test)
-    assert_partition(split, data)
-    for part, source in ((split.train, base), (split.test, test)):
+    # User "b" and item 200 occur only in the test file: their entry is cold, apart
+    assert split.test.nnz == split.cold_test.nnz == 1
+    held = split.test.concat(split.cold_test)
+    assert_partition(replace(split, test=held), data)
+    for part, source in ((split.train, base), (held, test)):
         np.testing.assert_array_equal(data.user_ids[part.users], source.user_ids[source.users])
         np.testing.assert_array_equal(data.item_ids[part.items], source.item_ids[source.items])
         np.testing.assert_array_equal(part.ratings, source.ratings)
         assert part.users.dtype == part.items.dtype == np.int32
     assert split.valid.nnz == 0
-    # User "b" and item 200 occur only in the test file.
-    assert "1 test entries are of users with no training entry" in split.notes
-    assert "1 test entries are of items with no training entry" in split.notes
+    assert ("1 test entries are cold, of 1 users and 1 items with no entry before the test "
+            "cut: scored apart from the other 1") in split.notes
 
 
 @pytest.mark.parametrize("test_user, test_item, message", [
@@ -320,7 +324,8 @@ def test_cold_notes_follow_moved_entries():
     data = make([0, 0, 0, 1, 1], [0, 1, 2, 0, 3], user_ids=["a", "b"], item_ids=[1, 2, 3, 4])
     base = data.subset(np.array([0, 1, 2, 3]))    # item 4 occurs only in the test file
     test = data.subset(np.array([4]))
-    split = file_split(data, base, test)
+    # a split that keeps its cold entries among the others, counted in its notes
+    split = with_cold_notes(Split(base, base.subset(slice(0, 0)), test))
     item_note = "1 test entries are of items with no training entry"
     user_note = "1 test entries are of users with no training entry"
     assert item_note in split.notes and user_note not in split.notes

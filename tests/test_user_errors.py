@@ -419,6 +419,13 @@ def tiny_rows() -> list[tuple]:
                     d.ratings.tolist(), d.timestamps.tolist()))
 
 
+def mixed_rows() -> list[tuple]:
+    """tiny_rows() in a random order, so that any 100 of them are mostly of users and items of
+    the others (in its order, the last 100 are of the last users alone: new, cold)."""
+    rows = tiny_rows()
+    return [rows[k] for k in np.random.default_rng(0).permutation(len(rows))]
+
+
 def write_table(path: Path, header: str, rows, compress=None) -> Path:
     """A CSV of the rows with columns in the header's order (user, item, rating, timestamp)."""
     position = {"user": 0, "item": 1, "rating": 2, "timestamp": 3}
@@ -513,7 +520,7 @@ def test_a_given_split_and_its_flags(tmp_path, capsys, monkeypatch, flags, messa
 
 
 def test_a_given_split_trains_on_its_files_with_ids_mapped_across_them(tmp_path, capsys):
-    rows = [tiny_rows()[k] for k in np.random.default_rng(0).permutation(600)]
+    rows = mixed_rows()
     train_file = write_table(tmp_path / "train.csv", "user,item,rating,timestamp", rows[:500])
     test_file = write_table(tmp_path / "test.csv", "item,user,rating", [
         (u, i, r) for u, i, r, _ in rows[500:]])

@@ -126,12 +126,14 @@ def file_split(data: Interactions, base: Interactions, test: Interactions) -> Sp
     Returns
     -------
     Split
-        With no validation part: see `carve_validation`.
+        With no validation part: see `carve_validation`. Test entries of users or items the
+        base file lacks are held apart in cold_test, as by_time's and given_split's.
     """
     train, held = (_reindex(part, data) for part in (base, test))
     split = Split(train, _empty(train), held,
-                  [f"split files: {base.name} ({base.nnz} train), {test.name} ({test.nnz} test)"])
-    return with_cold_notes(split)
+                  [f"split files: {base.name} ({base.nnz} train), {test.name} ({test.nnz} test)"],
+                  _empty(train), _empty(train))
+    return with_cold_notes(set_cold_apart(split))
 
 
 def given_split(train: Interactions, test: Interactions, valid: Interactions | None = None
