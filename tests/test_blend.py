@@ -14,6 +14,7 @@ from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError
 from ncae_cuda.model import blend
 from ncae_cuda.model.config import SettingError
+from test_cold_entries import shrunk_means_by_hand
 
 SETTINGS = {"hidden": (8, 6), "batch_size": 16}
 
@@ -76,20 +77,43 @@ def test_the_blend_is_its_members_weighted_by_the_fit_counts(backend):
     ratings = [model.members[name].predict(users, items) for name in blend.MEMBERS]
     li, lu = log_counts(split.train)
     expected = by_hand(model.weights, ratings, li[held.items], lu[held.users], (1.0, 5.0))
+    # cold entries (a user or an item with no training entry) take the training data's means
+    cold, means = shrunk_means_by_hand(split.train, held)
+    assert cold.any() and not cold.all()                # this split has both
+    expected[cold] = means[cold]
     np.testing.assert_allclose(model.predict(users, items), expected, rtol=1e-5, atol=1e-5)
-    rmse = np.sqrt(np.mean((expected - held.ratings) ** 2))
-    assert model.evaluate(held)["rmse"] == pytest.approx(rmse, rel=1e-5)
+    figures = model.evaluate(held)
+    for got, part in ((figures, ~cold), (figures["cold"], cold)):
+        rmse = np.sqrt(np.mean((expected[part] - held.ratings[part]) ** 2))
+        assert got["rmse"] == pytest.approx(rmse, rel=1e-5)
+        assert got["entries"] == part.sum()
 
 
-def test_the_weights_are_chosen_on_validation():
+def test_the_weights_are_chosen_on_validation_and_scored_cross_fitted():
     model, split = fitted()
-    valid = split.valid
+    cold, _ = shrunk_means_by_hand(split.train, split.valid)
+    valid = split.valid.subset(~cold)                 # the weights are fit on the warm entries
     users, items = valid.user_ids[valid.users], valid.item_ids[valid.items]
     ratings = np.stack([model.members[name].predict(users, items) for name in blend.MEMBERS])
     li, lu = log_counts(split.train)
-    want = blend.fit_weights(ratings, valid.ratings, li[valid.items], lu[valid.users])
+    li, lu = li[valid.items], lu[valid.users]
+    want = blend.fit_weights(ratings, valid.ratings, li, lu)
     np.testing.assert_allclose(model.weights, want, rtol=1e-4, atol=1e-4)
-    assert model.best_validation["rmse"] == pytest.approx(model.evaluate(valid)["rmse"])
+    # the figure printed and recorded: each half (the seed's draw) blended by the weights of
+    # the other, never by weights fit on the entries it scores
+    n = valid.nnz
+    half = np.random.default_rng(model.config.seed).permutation(n) < n // 2
+    crossed = np.empty(n)
+    for scored in (half, ~half):
+        features = np.column_stack([r * t for r in (*ratings[:, ~scored], np.ones(n)[~scored])
+                                    for t in (np.ones(n)[~scored], li[~scored], lu[~scored])])
+        w = np.linalg.lstsq(features, valid.ratings[~scored], rcond=None)[0].reshape(3, 3)
+        crossed[scored] = by_hand(w, ratings[:, scored], li[scored], lu[scored], (1.0, 5.0))
+    rmse = np.sqrt(np.mean((crossed - valid.ratings) ** 2))
+    assert model.best_validation["rmse"] == pytest.approx(rmse, rel=1e-4)
+    assert model.best_validation["entries"] == n
+    in_sample = model.evaluate(split.valid)["rmse"]   # weights fit on the entries scored
+    assert model.best_validation["rmse"] > in_sample
     # without validation: the plain mean
     plain = BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, epochs=1, verbose=False)
     np.testing.assert_array_equal(plain.weights, blend.MEAN)
@@ -146,8 +170,37 @@ def test_what_a_blend_refuses():
     model, split = fitted(epochs=1)
     with pytest.raises(ValueError, match="item-based member"):
         model.recommend_new(split.train.to_csr("user")[:1])
-    with pytest.raises(SettingError, match="not warm-started"):
+    with pytest.raises(SettingError, match="a blend starts from a blend"):
         BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, warm_start=model.members["item"])
+    with pytest.raises(SettingError, match="a blend starts only a blend"):
+        NCAE(device="cpu", based="item", **SETTINGS).fit(split.train, warm_start=model)
+
+
+def test_a_warm_start_starts_each_member_from_its_own():
+    parent, split = fitted(epochs=2)
+    child = BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, epochs=1, verbose=False,
+                                                      warm_start=parent)
+    for name, member in child.members.items():
+        alone = NCAE(device="cpu", based=name, **SETTINGS).fit(
+            split.train, epochs=1, verbose=False, warm_start=parent.members[name])
+        np.testing.assert_array_equal(member._whole_params(), alone._whole_params())
+    # partial_fit: from its own members, its weights kept where there is no validation
+    weights = parent.weights.copy()
+    members = {name: NCAE(device="cpu", based=name, **SETTINGS).fit(
+        split.train, epochs=1, verbose=False, warm_start=parent.members[name])
+        for name in blend.MEMBERS}
+    assert parent.partial_fit(split.train, epochs=1, verbose=False) is parent
+    np.testing.assert_array_equal(parent.weights, weights)
+    for name, member in parent.members.items():
+        np.testing.assert_array_equal(member._whole_params(), members[name]._whole_params())
+
+
+def test_without_validation_a_blend_says_it_blends_the_plain_mean(capsys):
+    _, split = fitted(epochs=1)
+    BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, epochs=1)
+    said = capsys.readouterr().out
+    assert said.startswith("note: no validation part to fit the blend's weights on: its "
+                           "members are blended by their plain mean\n")
 
 
 def test_train_based_both_end_to_end(tmp_path, capsys):
@@ -170,6 +223,38 @@ def test_train_based_both_end_to_end(tmp_path, capsys):
     assert "(resumed)" in capsys.readouterr().out
     after = NCAE.load(out / "model.npz", device="cpu").predict(users.ravel(), items.ravel())
     np.testing.assert_array_equal(after, before)
+
+
+def test_train_says_a_blend_without_validation_is_the_plain_mean(tmp_path, capsys):
+    assert train.main([*TINY, "--based", "both", "--epochs", "1", "--valid-ratio", "0",
+                       "--out", str(tmp_path / "run")]) == 0
+    said = capsys.readouterr().out
+    note = said.index("members are blended by their plain mean")
+    assert note < said.index("item-based member")       # before training
+
+
+def test_train_refuses_a_blend_in_shards_in_one_line_before_any_work(tmp_path, capsys):
+    out = tmp_path / "run"
+    refused(train.main, [*TINY, "--based", "both", "--shard", "columns", "--out", str(out)],
+            capsys, "--based both trains its two NCAEs in one process: leave out --shard")
+    assert not out.exists()
+
+
+def test_train_warm_starts_a_blend_from_a_blend_and_refuses_it_elsewhere(tmp_path, capsys):
+    parent = tmp_path / "parent"
+    assert train.main([*TINY, "--based", "both", "--epochs", "2", "--out", str(parent)]) == 0
+    child = tmp_path / "child"
+    assert train.main([*TINY, "--based", "both", "--epochs", "1", "--warm-start", str(parent),
+                       "--out", str(child)]) == 0
+    assert "note: warm start:" in capsys.readouterr().out
+    item = tmp_path / "item"
+    refused(train.main, [*TINY, "--based", "item", "--warm-start", str(parent), "--out",
+                         str(item)], capsys,
+            "based must be the warm start's model's (both there, item here)")
+    assert not item.exists()                              # refused before the run's folder
+    refused(train.main, [*TINY, "--based", "both", "--warm-start", str(child / "model.npz"),
+                         "--hidden", "8", "--out", str(item)], capsys, "hidden must be")
+    assert not item.exists()
 
 
 def test_train_refuses_both_for_implicit_feedback(capsys):

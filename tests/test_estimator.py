@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import BACKENDS, backend_named
+from test_cold_entries import shrunk_means_by_hand
 
 from ncae_cuda import NCAE
-from ncae_cuda.data.interactions import DataError, UnknownIds, from_matrix
+from ncae_cuda.data.interactions import DataError, Interactions, UnknownIds, from_matrix
 from ncae_cuda.model import loop, modelfile, stopping, trainer
 from ncae_cuda.model.network import Network
 from ncae_cuda.ops import cpu
@@ -245,6 +246,11 @@ def test_predict_equals_float64_forward(feedback, based):
     got = model.predict(users, items)
     assert got.dtype == np.float32 and got.shape == (63,)
     want = ratings(out) if feedback == "explicit" else np.tanh(out)
+    if feedback == "explicit":     # cold entries: the fit data's shrunk means, not the network
+        cold, means = shrunk_means_by_hand(from_matrix(X, "X"), Interactions(
+            users, items, np.ones(63), None, np.arange(N_USERS), np.arange(N_ITEMS)))
+        assert cold.sum() == np.isin(users, EMPTY_USER).sum() + np.isin(items, EMPTY_ITEM).sum()
+        want[cold] = means[cold]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
 
 

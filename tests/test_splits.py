@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from ncae_cuda.data.interactions import NO_TIME, DataError, Interactions
+from ncae_cuda.data.cold import with_cold_notes
 from ncae_cuda.data.splits import (
+    Split,
     by_time,
     carve_validation,
     file_split,
@@ -241,16 +243,18 @@ def test_file_split_remaps_ids():
     test = make([0, 1], [1, 0], ratings=[2, 3], user_ids=["a", "b"], item_ids=[200, 400],
                 name="u1.test")
     split = file_split(data, base, test)
-    assert_partition(split, data)
-    for part, source in ((split.train, base), (split.test, test)):
+    # User "b" and item 200 occur only in the test file: their entry is cold, apart
+    assert split.test.nnz == split.cold_test.nnz == 1
+    held = split.test.concat(split.cold_test)
+    assert_partition(replace(split, test=held), data)
+    for part, source in ((split.train, base), (held, test)):
         np.testing.assert_array_equal(data.user_ids[part.users], source.user_ids[source.users])
         np.testing.assert_array_equal(data.item_ids[part.items], source.item_ids[source.items])
         np.testing.assert_array_equal(part.ratings, source.ratings)
         assert part.users.dtype == part.items.dtype == np.int32
     assert split.valid.nnz == 0
-    # User "b" and item 200 occur only in the test file.
-    assert "1 test entries are of users with no training entry" in split.notes
-    assert "1 test entries are of items with no training entry" in split.notes
+    assert ("1 test entries are cold, of 1 users and 1 items with no entry before the test "
+            "cut: scored apart from the other 1") in split.notes
 
 
 @pytest.mark.parametrize("test_user, test_item, message", [
@@ -282,15 +286,17 @@ def test_given_split_maps_ids_across_files():
     data, split = given_split(train, test, valid)
     assert data.user_ids.tolist() == [3, 7, 9] and data.item_ids.tolist() == ["a", "b", "c"]
     assert data.nnz == 6 and data.name == "train.csv"
-    for part, source in ((split.train, train), (split.valid, valid), (split.test, test)):
+    # both test entries are cold (user 3, item "c": no training entry): held apart
+    assert split.test.nnz == 0 and split.cold_valid.nnz == 0
+    for part, source in ((split.train, train), (split.valid, valid), (split.cold_test, test)):
         assert data.user_ids[part.users].tolist() == source.user_ids[source.users].tolist()
         assert data.item_ids[part.items].tolist() == source.item_ids[source.items].tolist()
         np.testing.assert_array_equal(part.ratings, source.ratings)
     assert split.notes[:2] == ["given split: train.csv (3 train), valid.csv (1 valid), "
                                "test.csv (2 test)",
                                "1 valid entries are (user, item) pairs of the training part too"]
-    assert "1 test entries are of users with no training entry" in split.notes
-    assert "1 test entries are of items with no training entry" in split.notes
+    assert split.notes[2] == ("2 test entries are cold, of 1 users and 1 items with no entry "
+                              "before the test cut: scored apart from the other 0")
 
 
 def test_given_split_meets_text_and_integer_ids_as_text():
@@ -298,7 +304,8 @@ def test_given_split_meets_text_and_integer_ids_as_text():
     test = make([0, 1], [0, 0], ratings=[2, 1], user_ids=["1", "x"], item_ids=[5])
     data, split = given_split(train, test)
     assert data.user_ids.tolist() == ["1", "2", "x"]
-    assert data.user_ids[split.test.users].tolist() == ["1", "x"]
+    assert data.user_ids[split.test.users].tolist() == ["1"]
+    assert data.user_ids[split.cold_test.users].tolist() == ["x"]        # new: held apart
     assert split.valid.nnz == 0
 
 
@@ -317,7 +324,8 @@ def test_cold_notes_follow_moved_entries():
     data = make([0, 0, 0, 1, 1], [0, 1, 2, 0, 3], user_ids=["a", "b"], item_ids=[1, 2, 3, 4])
     base = data.subset(np.array([0, 1, 2, 3]))    # item 4 occurs only in the test file
     test = data.subset(np.array([4]))
-    split = file_split(data, base, test)
+    # a split that keeps its cold entries among the others, counted in its notes
+    split = with_cold_notes(Split(base, base.subset(slice(0, 0)), test))
     item_note = "1 test entries are of items with no training entry"
     user_note = "1 test entries are of users with no training entry"
     assert item_note in split.notes and user_note not in split.notes

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 from conftest import GPUS
-from test_user_errors import refused, tiny_rows, write_table
+from test_user_errors import mixed_rows, refused, tiny_rows, write_table
 
 from ncae_cuda import NCAE, ops
 from ncae_cuda.commands import train
@@ -172,7 +172,8 @@ def test_ml100k_u1_split_files(tmp_path, shared_data):
                        "--out", str(tmp_path)])
     assert code == 0
     data = json.loads((tmp_path / "metrics.json").read_text())["data"]
-    assert data["train"] + data["valid"] == 80_000 and data["test"] == 20_000
+    assert data["train"] + data["valid"] + data["cold_valid"]["entries"] == 80_000
+    assert data["test"] + data["cold_test"]["entries"] == 20_000       # 32 cold: apart
 
 
 def test_a_given_split_is_the_data_sets_own_split(tmp_path, shared_data):
@@ -192,7 +193,7 @@ def test_a_given_split_is_the_data_sets_own_split(tmp_path, shared_data):
 def given_split_flags(tmp_path, **held: list[tuple]) -> list[str]:
     """--train (synthetic-tiny's first 500 ratings) and a flag and file for each held part."""
     flags = ["--train", str(write_table(tmp_path / "train.csv", "user,item,rating",
-                                        [row[:3] for row in tiny_rows()[:500]]))]
+                                        [row[:3] for row in mixed_rows()[:500]]))]
     for part, rows in held.items():
         header = ",".join(["user", "item", "rating"][:len(rows[0])])
         flags += [f"--{part}", str(write_table(tmp_path / f"{part}.csv", header, rows))]
@@ -203,7 +204,7 @@ def given_split_flags(tmp_path, **held: list[tuple]) -> list[str]:
 def test_a_held_out_rating_outside_the_training_files_scale_is_refused(tmp_path, capsys, part):
     # Before, the scale was read off every file: a test rating of 10 beside training ratings of
     # 1-5 trained a model of a 1-10 scale.
-    held = [row[:3] for row in tiny_rows()[500:]]
+    held = [row[:3] for row in mixed_rows()[500:]]
     held[6] = (*held[6][:2], 10)                                        # line 8
     parts = {"test": held} if part == "test" else {"test": held[:50], "valid": held}
     flags = given_split_flags(tmp_path, **parts)
@@ -216,7 +217,7 @@ def test_a_held_out_rating_outside_the_training_files_scale_is_refused(tmp_path,
 
 def test_a_held_out_file_without_ratings_is_the_one_named(tmp_path, capsys):
     # Before: "train.csv has no ratings", of the file that has them.
-    flags = given_split_flags(tmp_path, test=[row[:2] for row in tiny_rows()[500:]])
+    flags = given_split_flags(tmp_path, test=[row[:2] for row in mixed_rows()[500:]])
     refused(train.main, [*flags, "--out", str(tmp_path / "run")], capsys,
             "error: test.csv has no ratings: use --feedback implicit\n")
 

@@ -485,6 +485,13 @@ def tiny_rows() -> list[tuple]:
                     d.ratings.tolist(), d.timestamps.tolist()))
 
 
+def mixed_rows() -> list[tuple]:
+    """tiny_rows() in a random order, so that any 100 of them are mostly of users and items of
+    the others (in its order, the last 100 are of the last users alone: new, cold)."""
+    rows = tiny_rows()
+    return [rows[k] for k in np.random.default_rng(0).permutation(len(rows))]
+
+
 def write_table(path: Path, header: str, rows, compress=None) -> Path:
     """A CSV of the rows with columns in the header's order (user, item, rating, timestamp)."""
     position = {"user": 0, "item": 1, "rating": 2, "timestamp": 3}
@@ -579,7 +586,7 @@ def test_a_given_split_and_its_flags(tmp_path, capsys, monkeypatch, flags, messa
 
 
 def test_a_given_split_trains_on_its_files_with_ids_mapped_across_them(tmp_path, capsys):
-    rows = tiny_rows()
+    rows = mixed_rows()
     train_file = write_table(tmp_path / "train.csv", "user,item,rating,timestamp", rows[:500])
     test_file = write_table(tmp_path / "test.csv", "item,user,rating", [
         (u, i, r) for u, i, r, _ in rows[500:]])
@@ -590,9 +597,22 @@ def test_a_given_split_trains_on_its_files_with_ids_mapped_across_them(tmp_path,
     assert "note: given split: train.csv (500 train), test.csv (100 test)" in printed
     assert "validation: 50 random training entries" in printed
     summary = json.loads((out / "metrics.json").read_text())
-    assert summary["data"] == {"users": 60, "items": 50, "interactions": 600, "train": 450,
-                               "valid": 50, "test": 100}
-    assert summary["test"]["entries"] == 100
+    data, cold = summary["data"], summary["data"]["cold_test"]["entries"]
+    assert {k: data[k] for k in ("users", "items", "interactions", "train")} == {
+        "users": 60, "items": 50, "interactions": 600, "train": 450}
+    assert data["valid"] + data["cold_valid"]["entries"] == 50
+    assert data["test"] + cold == 100 and summary["test"]["entries"] == data["test"]
+
+
+def test_a_given_test_file_of_new_users_alone_is_refused_in_a_line(tmp_path, capsys):
+    rows = tiny_rows()                       # in user order: the last 100 of the last users
+    train_file = write_table(tmp_path / "train.csv", "user,item,rating", rows[:500])
+    test_file = write_table(tmp_path / "test.csv", "user,item,rating", rows[500:])
+    refused(train.main, ["--train", str(train_file), "--test", str(test_file), *TINY[2:],
+                         "--out", str(tmp_path / "run")], capsys,
+            "test.csv: all 100 test entries are of users or items new at the test cut, which "
+            "are scored apart: none is left to test the model on (give test entries of "
+            "--train's users and items)")
 
 
 def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsys):

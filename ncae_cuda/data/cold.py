@@ -77,14 +77,18 @@ def cold_apart_notes(split) -> list[str]:
     return notes
 
 
-def refuse_all_cold(cold: Interactions | None, part: str, use: str) -> None:
+def refuse_all_cold(cold: Interactions | None, part: str, use: str, files: bool = False
+                    ) -> None:
     """DataError where a held-out part has no entry but its cold ones (`cold`, scored apart):
     none is left to `use`. Call it where the part's other entries are none.
 
-    Only a time split holds cold entries apart, and there a larger share cannot be counted on
+    `files`: the part was given as a file, whose entries of --train's users and items would
+    help. Otherwise the part is a time split's, and there a larger share cannot be counted on
     to help (users that arrive one after another are all new at any cut): the message points
     to leave-one-out, whose held-out entry is of a user with earlier ones."""
     if cold is not None and cold.nnz:
+        advice = (f"give {part} entries of --train's users and items" if files else
+                  "--split loo holds out each user's own latest interaction instead")
         raise DataError(f"{cold.name}: all {cold.nnz} {part} entries are of users or items new "
                         f"at the {part} cut, which are scored apart: none is left to {use} "
-                        "(--split loo holds out each user's own latest interaction instead)")
+                        f"({advice})")

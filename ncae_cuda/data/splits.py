@@ -126,12 +126,14 @@ def file_split(data: Interactions, base: Interactions, test: Interactions) -> Sp
     Returns
     -------
     Split
-        With no validation part: see `carve_validation`.
+        With no validation part: see `carve_validation`. Test entries of users or items the
+        base file lacks are held apart in cold_test, as by_time's and given_split's.
     """
     train, held = (_reindex(part, data) for part in (base, test))
     split = Split(train, _empty(train), held,
-                  [f"split files: {base.name} ({base.nnz} train), {test.name} ({test.nnz} test)"])
-    return with_cold_notes(split)
+                  [f"split files: {base.name} ({base.nnz} train), {test.name} ({test.nnz} test)"],
+                  _empty(train), _empty(train))
+    return with_cold_notes(set_cold_apart(split))
 
 
 def given_split(train: Interactions, test: Interactions, valid: Interactions | None = None
@@ -154,7 +156,8 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
         The parts on that map. The rating scale is the training part's: held-out ratings
         never widen it (read the held-out files on it, as the command line does, to refuse a
         rating outside it). A note counts the test and validation entries whose (user, item)
-        pair is in the training part too.
+        pair is in the training part too. Held-out entries of users or items new there are
+        held apart in cold_valid and cold_test, as by_time's.
     """
     parts = {"train": train, "valid": valid, "test": test}
     parts = {name: part for name, part in parts.items() if part is not None}
@@ -179,8 +182,9 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
             notes.append(f"{also} {name} entries are (user, item) pairs of the training part "
                          "too")
     train = on_one_map["train"]
-    split = Split(train, on_one_map.get("valid", _empty(train)), on_one_map["test"], notes)
-    return data, with_cold_notes(split)
+    split = Split(train, on_one_map.get("valid", _empty(train)), on_one_map["test"], notes,
+                  _empty(train), _empty(train))
+    return data, with_cold_notes(set_cold_apart(split))
 
 
 def _pair_keys(part: Interactions) -> np.ndarray:

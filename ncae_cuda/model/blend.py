@@ -14,8 +14,11 @@ the item's and the user's number of fit ratings, so the better informed side cou
 
 r_k the members' predictions (item first), clipped to the rating scale. The nine weights are
 least squares on the validation entries in float64: a fit without validation blends the plain
-mean, and a refit (the run protocol's, on training + validation) keeps the weights its
-selection fit chose. On MovieLens 100K u1 it takes the mean test RMSE of seeds 0-2 from 0.8922
+mean (and says so), and a refit (the run protocol's, on training + validation) keeps the
+weights its selection fit chose. The blend's validation figure is cross-fitted: each half of
+the validation entries (a draw of the seed) is blended by the weights fit on the other half, so
+the figure that chooses a blend (the tuner's) is not that of weights fit on it. Cold entries
+(a user or item with no fit rating) take the fit data's means (cold_means.py), not the blend. On MovieLens 100K u1 it takes the mean test RMSE of seeds 0-2 from 0.8922
 (the item-based recipe) to 0.8849 (recipes/ml-100k-explicit-both.toml;
 bench/results/2026-11-27-ml100k-blend).
 """
@@ -29,8 +32,10 @@ import numpy as np
 from .. import __version__
 from ..data.interactions import DataError
 from . import modelfile
+from .cold_means import cold_at
 from .config import Config, SettingError
 from .estimator import NCAE
+from .evaluate import rating_report
 from .fitdata import as_interactions
 from .recommender import Recommender
 from .trainer import CHECKPOINT_EVERY
@@ -98,18 +103,21 @@ class BlendedNCAE(Recommender):
         checkpoint : str or os.PathLike, optional
             The checkpoint's path; each member's file puts its name before the suffix
             (checkpoint-select.item.npz).
-        warm_start : None
-            Not for a blend: a member's warm start is NCAE's.
+        warm_start : BlendedNCAE, optional
+            A fitted blend (this one: partial_fit): each member starts from its own (NCAE.fit's
+            warm_start); an item- or user-based model is refused.
 
         Returns
         -------
         BlendedNCAE
             The model, fitted: best_epoch and still_improving per member, history of both,
-            best_validation the blend's figures on validation.
+            best_validation the blend's cross-fitted figures on validation.
         """
         if warm_start is not None:
-            raise SettingError("based", "'both' is not warm-started: warm-start an item- or "
-                               "user-based model, or train this one from scratch")
+            self.check_warm_start(warm_start)
+        if validation is None and verbose and np.array_equal(self.weights, MEAN):
+            print("note: no validation part to fit the blend's weights on: its members are "
+                  "blended by their plain mean", flush=True)
         fit = as_interactions(X, "X")
         history = []
         for name, member in self.members.items():
@@ -122,7 +130,7 @@ class BlendedNCAE(Recommender):
                     callback(fitted, record)
             member.fit(fit, validation, epochs[name] if isinstance(epochs, dict) else epochs,
                        heard, member_checkpoint(checkpoint, name), resume, checkpoint_every,
-                       verbose)
+                       verbose, None if warm_start is None else warm_start.members[name])
             history += member.history
         self.data = self.members["user"].data
         self.history, self.best_validation = history, None
@@ -132,17 +140,49 @@ class BlendedNCAE(Recommender):
             held = self.data.held_out(validation, "validation")
             if held.ratings is None:
                 raise DataError("validation for an explicit model needs ratings")
-            if held.nnz:
-                li, lu = self._log_counts()
-                self.weights = fit_weights(self._member_ratings(held.users, held.items),
-                                           held.ratings, li[held.items], lu[held.users])
-            self.best_validation = self.evaluate(held)
+            self.best_validation = self._fit_weights(held)
             if verbose:
                 members = ", ".join(f"{name} {m.best_validation['rmse']:.4f}"
                                     for name, m in self.members.items())
-                print(f"blend: validation rmse {self.best_validation['rmse']:.4f} (the members' "
-                      f"best: {members})", flush=True)
+                print(f"blend: validation rmse {self.best_validation['rmse']:.4f}, cross-fitted "
+                      f"(each half by the weights fit on the other; the members' best: "
+                      f"{members})", flush=True)
         return self
+
+    def _fit_weights(self, held) -> dict:
+        """Fit the weights on the warm entries of `held` (validation, of the fit data's ids);
+        return their cross-fitted figures (evaluate()'s keys; the cold entries', which take the
+        fit data's means, under 'cold')."""
+        cold = cold_at(self.data.seen, held.users, held.items)              # (nnz,) bool
+        warm = held.subset(~cold)
+        li, lu = self._log_counts()
+        ratings, li, lu = (self._member_ratings(warm.users, warm.items), li[warm.items],
+                           lu[warm.users])
+        if warm.nnz:
+            self.weights = fit_weights(ratings, warm.ratings, li, lu)
+        half = np.random.default_rng(self.config.seed).permutation(warm.nnz) < warm.nnz // 2
+        crossed = np.empty(warm.nnz, np.float32)                            # (warm nnz,)
+        for scored in (half, ~half):
+            weights = fit_weights(ratings[:, ~scored], warm.ratings[~scored], li[~scored],
+                                  lu[~scored])
+            crossed[scored] = blend(weights, ratings[:, scored], li[scored], lu[scored],
+                                    self.rating_scale)
+        figures = rating_report(crossed, warm.ratings, warm.users)
+        if cold.any():
+            figures["cold"] = self.evaluate(held.subset(cold))["cold"]
+        return figures
+
+    def check_warm_start(self, model) -> None:
+        """SettingError where a fit can not start from `model`: a blend's members start from
+        a blend's, each from its own (NCAE.check_warm_start)."""
+        if not isinstance(model, BlendedNCAE):
+            raise SettingError("based", f"must be the warm start's model's "
+                               f"({model.config.based} there, both here): a blend starts from "
+                               "a blend, each member from its own")
+        for name, member in self.members.items():
+            member.check_warm_start(model.members[name])
+
+    partial_fit = NCAE.partial_fit
 
     def refit(self, X, **fitting) -> BlendedNCAE:
         """A new blend of the same settings and weights fit on X for the epochs of each member's
@@ -168,8 +208,9 @@ class BlendedNCAE(Recommender):
     def _ratings_at(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """(n,) float32 the blend at (users[i], items[i]) (predict's, evaluate's)."""
         li, lu = self._log_counts()
-        return blend(self.weights, self._member_ratings(users, items), li[items], lu[users],
-                     self.rating_scale)
+        return self._with_cold_ratings(users, items, blend(
+            self.weights, self._member_ratings(users, items), li[items], lu[users],
+            self.rating_scale))
 
     def _member_ratings(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """(members, n) each member's predicted rating at (users[i], items[i])."""

@@ -288,9 +288,17 @@ class NCAE(Recommender):
         """
         return self.fit(X, validation, epochs, warm_start=self, **fitting)
 
+    def check_warm_start(self, model) -> None:
+        """SettingError where a fit of this model can not start from `model` (fit's
+        warm_start): another network's shape, or a blend; TypeError where it is no model."""
+        self._warm_start(model)
+
     def _warm_start(self, model: NCAE) -> WarmStart:
         """What a fit warm-started from `model` starts from, taken before the fit replaces any
         of it (model may be self); SettingError where the network's shape would change."""
+        if isinstance(model, Recommender) and model.config.based == "both":
+            raise SettingError("based", f"must be the warm start's model's (both there, "
+                               f"{self.config.based} here): a blend starts only a blend")
         if not isinstance(model, NCAE):
             raise TypeError(f"warm_start must be a fitted NCAE; got {type(model).__name__}")
         model._check_fitted()

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.interactions import DataError, Interactions, from_matrix, lookup_ids
+from .cold_means import cold_at, cold_ratings
 from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
                        rating_report, row_codes, top_m)
 from .fitdata import scored_rows
@@ -36,7 +37,10 @@ class Recommender:
         -------
         numpy.ndarray
             (n,) float32: the predicted rating (explicit) or the preference tanh(out) in
-            (-1, 1) (implicit).
+            (-1, 1) (implicit). Explicit: where the user or the item has no fit rating (a cold
+            entry), the fit data's shrunk means instead (ncae_cuda.model.cold_means: the
+            item's for a new user, the user's for a new item, the overall mean where both
+            are new): the network has learnt nothing there.
 
         Raises
         ------
@@ -54,7 +58,18 @@ class Recommender:
         """(n,) float32 predict's output at (users[i], items[i]), indices of the fit data."""
         rows, cols = (users, items) if self.config.based == "user" else (items, users)
         with self.ops.session():
-            return predict_ratings(self._net, self.data.inputs(), rows, cols)
+            yhat = predict_ratings(self._net, self.data.inputs(), rows, cols)
+        return self._with_cold_ratings(users, items, yhat)
+
+    def _with_cold_ratings(self, users: np.ndarray, items: np.ndarray, yhat: np.ndarray
+                           ) -> np.ndarray:
+        """(n,) yhat, the model's output at (users[i], items[i]), with an explicit model's cold
+        entries given the fit data's shrunk means (cold_means.py)."""
+        if self.config.implicit:
+            return yhat
+        cold = cold_at(self.data.seen, users, items)                         # (n,) bool
+        yhat[cold] = cold_ratings(self.data.seen, users[cold], items[cold])
+        return yhat
 
     def recommend(self, users, n: int = 10, filter_seen: bool = True, items=None
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +233,10 @@ class Recommender:
             each held-out item ranked among the items the user has no interaction with in the
             fit data nor in `exclude`, and Recall@M and NDCG@M of each user's held-out items as
             a set (implicit: ncae_cuda.model.metrics). per_user adds the table of users grouped
-            by their number of fit interactions.
+            by their number of fit interactions. These are the figures of the warm entries;
+            cold ones (whose user or item has no fit interaction: explicit models predict them
+            from the fit data's means, ncae_cuda.model.cold_means) are scored apart, their
+            figures under 'cold', where `held` has any.
 
         Raises
         ------
@@ -228,15 +246,27 @@ class Recommender:
         self._check_fitted()
         if popularity and not self.config.implicit:
             raise ValueError("the POP baseline ranks items: it is for implicit feedback")
+        held = self.data.held_out(held, "held-out data")
+        if not self.config.implicit and held.ratings is None:
+            raise DataError("held-out data for an explicit model needs ratings")
+        cold = cold_at(self.data.seen, held.users, held.items)               # (nnz,) bool
+        warm_score = self._part_scorer(held.subset(~cold), exclude, popularity)
+        if not cold.any():
+            return warm_score
+        cold_score = self._part_scorer(held.subset(cold), exclude, popularity)
+
+        def score(per_user: bool = False) -> dict:
+            return {**warm_score(per_user), "cold": cold_score()}
+        return score
+
+    def _part_scorer(self, held: Interactions, exclude, popularity: bool):
+        """evaluator()'s score of the held-out entries `held` (of the fit data's ids)."""
         c, ops, data = self.config, self.ops, self.data
         if c.implicit:
             pop = data.popularity() if popularity else None
             return data.ranker(held, exclude, c.cutoffs, lambda: self._user_scorer() if pop is None
                                else constant_scorer(ops, pop), self.comm)
-        held = data.held_out(held, "held-out data")
         counts = data.user_counts                                       # (n_users,)
-        if held.ratings is None:
-            raise DataError("held-out data for an explicit model needs ratings")
 
         def score(per_user: bool = False) -> dict:
             return rating_report(self._ratings_at(held.users, held.items), held.ratings,
@@ -253,7 +283,8 @@ class Recommender:
             Explicit: 'rmse' and the number of entries scored ('entries'). Implicit: HR@M,
             Recall@M and NDCG@M at each cutoff ('hr@10', 'recall@10', 'ndcg@10', ...) and the
             number of users scored ('rows'); with per_user, the table of users grouped by their
-            number of fit interactions.
+            number of fit interactions. Where `held` has cold entries (user or item with no fit
+            interaction), the figures are the warm entries', and 'cold' holds the cold ones'.
         """
         return self.evaluator(held, exclude, popularity)(per_user)
 

@@ -40,6 +40,7 @@ from ..data.interactions import DataError, Interactions
 from ..data.reader import read_table
 from ..model import metrics
 from ..model.blend import BlendedNCAE
+from ..model.cold_means import SHRINK
 from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
@@ -151,7 +152,7 @@ def refuse_without_validation(spec: DataSpec, data: Interactions, split: splits.
     a validation item out of."""
     if split.valid.nnz:
         return
-    refuse_all_cold(split.cold_valid, "validation", use)
+    refuse_all_cold(split.cold_valid, "validation", use, bool(spec.valid))
     if spec.split == "loo":
         why = ("leave-one-out holds out a validation item of each user with 3 or more "
                "interactions; there are none",
@@ -229,6 +230,8 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
     resumable."""
     parent = None if spec.warm_start is None else Parent.load(spec.warm_start)
     model = new_model(spec, config)
+    if parent is not None:
+        model.check_warm_start(parent.model)          # before any work
     if spec.cuda_graphs is not None:
         if model.ops.name != "gpu":
             raise BackendUnavailable(f"--cuda-graphs is for the GPU backend; this run is on the "
@@ -278,14 +281,15 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     warm_start = None if parent is None else parent.model
     held_back = split.valid if has_valid else None
     if not split.test.nnz and not spec.validation_only:     # (a split's files are never empty)
-        refuse_all_cold(split.cold_test, "test", "test the model on")
+        refuse_all_cold(split.cold_test, "test", "test the model on", bool(spec.data.train))
         why = (f"--test-ratio {spec.data.test_ratio:g} of {data.nnz} entries is none"
                if spec.data.split in ("random", "time") else
                "leave-one-out tests the users with 2 or more interactions; there are none")
         raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
                         "to score")
     if not has_valid:           # asked for, all cold: not a fit of --epochs without it
-        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on")
+        refuse_all_cold(split.cold_valid, "validation", "choose the epoch on",
+                        bool(spec.data.valid))
     if spec.validation_only:
         refuse_without_validation(spec.data, data, split, "choose the epoch on")
     if spec.baselines:          # before NCAE trains
@@ -337,15 +341,20 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
                                 checkpoint_every=spec.checkpoint_every, warm_start=warm_start)
             seconds["seconds_fit"] = time.perf_counter() - start
             history += model.history
+        # cold entries, scored apart, never mixed: those a split holds apart (time, given
+        # files), or the evaluator sets apart (the others)
         result = {"test": model.evaluate(split.test, exclude=seen, per_user=True)}
+        if split.cold_test is not None and split.cold_test.nnz:
+            result["cold_test"] = model.evaluate(split.cold_test, exclude=seen)["cold"]
+        elif "cold" in result["test"]:
+            result["cold_test"] = result["test"].pop("cold")
         if model.config.implicit:
             test = model.evaluate(split.test, exclude=seen, popularity=True)
-            result["pop"] = {k: v for k, v in test.items() if k != "clusters"}
-        if split.cold_test is not None and split.cold_test.nnz:     # scored apart, never mixed
-            result["cold_test"] = model.evaluate(split.cold_test, exclude=seen)
-            if model.config.implicit:
-                result["cold_pop"] = model.evaluate(split.cold_test, exclude=seen,
-                                                    popularity=True)
+            result["pop"] = {k: v for k, v in test.items() if k not in ("clusters", "cold")}
+            if "cold_test" in result:
+                result["cold_pop"] = model.evaluate(
+                    split.test if split.cold_test is None else split.cold_test,
+                    exclude=seen, popularity=True)["cold"]
         if spec.baselines:
             result["baselines"] = compare(split, spec.baselines, model.config.cutoffs,
                                           model.ops, config.seed)
@@ -415,12 +424,24 @@ def cold_title(counts: dict) -> str:
             f"{counts['new_items']} items are new at the test cut")
 
 
+def cold_predictions(model: NCAE | BlendedNCAE) -> str:
+    """What the model gave the cold test entries, in words."""
+    if model.config.implicit:
+        return ("ranked by the model from what it has (a new user: an empty row; a new item: "
+                "its untrained parameters), POP beside")
+    return (f"predicted by the training data's means, shrunk by {SHRINK} ratings toward the "
+            "overall mean (a new user: the item's; a new item: the user's; both new: the "
+            "overall mean)")
+
+
 def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) -> None:
     """The test tables (or validation's, for --validation-only); where a time split holds cold
     test entries apart (`cold`: their counts), their table apart."""
     if "valid" in result:
         print(f"\nvalidation, best epoch {epochs_text(model.best_epoch)}\n"
-              + metrics.format_table([{"model": model.config.model_name, **result["valid"]}]))
+              + metrics.format_table([{"model": model.config.model_name,
+                                       **{k: v for k, v in result["valid"].items()
+                                          if k != "cold"}}]))
         return
     test = result["test"]
     if model.config.implicit:
@@ -430,15 +451,16 @@ def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) ->
                 *({"model": r["name"], **r["test"]} for r in result.get("baselines", {}).values())]
     else:
         rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
-    print(("\nwarm test" if cold else "\ntest") + "\n" + metrics.format_table(rows))
+    print(("\nwarm test" if "cold_test" in result else "\ntest") + "\n"
+          + metrics.format_table(rows))
     print("\ntest by user's number of training entries\n"
           + metrics.format_table(test["clusters"]))
-    if cold:
-        print(f"\n{cold_title(cold)}")
     if "cold_test" in result:
+        print("\n" + (cold_title(cold) if cold else "cold test, scored apart: entries of users "
+                      "or items with no training entry") + f"; {cold_predictions(model)}")
         rows = [{"model": model.config.model_name, **result["cold_test"]}]
         if model.config.implicit:
             rows += [{"model": "POP", **result["cold_pop"]},
                      *({"model": r["name"], **r["cold_test"]}
-                       for r in result.get("baselines", {}).values())]
+                       for r in result.get("baselines", {}).values() if "cold_test" in r)]
         print(metrics.format_table(rows))

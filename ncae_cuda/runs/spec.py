@@ -256,6 +256,9 @@ class RunSpec:
                             "feedback")
         if self.baselines and self.shard != "none":
             raise SpecError("--baselines run in one process: leave out --shard")
+        if config.based == "both" and self.shard != "none":
+            raise SpecError("--based both trains its two NCAEs in one process: leave out "
+                            "--shard")
         if self.baselines and self.validation_only:
             raise SpecError("--baselines are scored on the test part; --validation-only never "
                             "scores it")

@@ -1,0 +1,129 @@
+"""Cold entries (a user or an item with no fit entry): an explicit model predicts them from the
+fit data's shrunk means, checked against a float64 computation entry by entry; evaluate scores
+them apart from the warm ones; a run of --train / --test files holds them apart as a time split
+does, and says what they were given, explicit and implicit alike."""
+import json
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ncae_cuda import NCAE
+from ncae_cuda.commands import train
+from ncae_cuda.data import datasets, splits
+from ncae_cuda.data.interactions import Interactions
+from ncae_cuda.model.cold_means import SHRINK, cold_at, cold_ratings
+
+SETTINGS = {"hidden": (8,), "batch_size": 16, "device": "cpu"}
+
+
+def shrunk_means_by_hand(fit, held) -> tuple[np.ndarray, np.ndarray]:
+    """((n,) bool cold, (n,) float64 the shrunk mean) of each of `held`'s entries, from `fit`'s
+    ratings (same id maps), summed entry by entry in Python."""
+    by_user, by_item = defaultdict(list), defaultdict(list)
+    for u, i, r in zip(fit.users.tolist(), fit.items.tolist(), fit.ratings.tolist()):
+        by_user[u].append(r)
+        by_item[i].append(r)
+    mean = sum(fit.ratings.tolist()) / fit.nnz
+    cold, means = [], []
+    for u, i in zip(held.users.tolist(), held.items.tolist()):
+        new_user, new_item = u not in by_user, i not in by_item
+        cold.append(new_user or new_item)
+        known = (by_item[i] if new_user and not new_item else
+                 by_user[u] if new_item and not new_user else [])
+        means.append((sum(known) + SHRINK * mean) / (len(known) + SHRINK) if known else mean)
+    return np.array(cold, bool), np.array(means)
+
+
+def test_the_shrunk_means_against_a_computation_entry_by_entry():
+    rng = np.random.default_rng(0)
+    n_users, n_items = 30, 25
+    users, items = rng.integers(0, n_users - 3, 200), rng.integers(0, n_items - 3, 200)
+    keys = np.unique(users * n_items + items)         # one rating a pair
+    users, items = (keys // n_items).astype(np.int32), (keys % n_items).astype(np.int32)
+    ratings = rng.integers(1, 6, len(keys)).astype(np.float32)
+    seen = sp.csr_matrix((ratings, (users, items)), shape=(n_users, n_items))
+    # every kind of entry: warm, a new user (the last 3), a new item (the last 3), both new
+    q_users = np.array([0, 1, 27, 28, 2, 3, 29, 27], np.int32)
+    q_items = np.array([0, 5, 1, 2, 22, 24, 23, 24], np.int32)
+    fit = Interactions(users, items, ratings, None, np.arange(n_users),
+                              np.arange(n_items))
+    held = Interactions(q_users, q_items, np.ones(8, np.float32), None,
+                               np.arange(n_users), np.arange(n_items))
+    cold, means = shrunk_means_by_hand(fit, held)
+    np.testing.assert_array_equal(cold_at(seen, q_users, q_items), cold)
+    assert cold.tolist() == [False, False, True, True, True, True, True, True]
+    got = cold_ratings(seen, q_users[cold], q_items[cold])
+    np.testing.assert_allclose(got, means[cold], rtol=1e-6)
+    assert got.dtype == np.float32
+    assert got[-1] == pytest.approx(ratings.mean()) == got[-2]        # both new: the mean
+
+
+def new_users_split(feedback: str = "explicit"):
+    """synthetic-tiny with its last 10 users' entries as the test part (they are new there)
+    and a random 20% of the rest too, on one id map, as given files are."""
+    data = datasets.load("synthetic-tiny")
+    new = data.users >= data.n_users - 10
+    rest = np.flatnonzero(~new)
+    test = np.zeros(data.nnz, bool)
+    test[new] = True
+    test[np.random.default_rng(1).choice(rest, len(rest) // 5, replace=False)] = True
+    if feedback == "implicit":
+        data = Interactions(data.users, data.items, None, data.timestamps,
+                                   data.user_ids, data.item_ids, name=data.name)
+    return splits.given_split(data.subset(~test), data.subset(test))[1]
+
+
+def test_an_explicit_model_predicts_and_scores_cold_entries_apart():
+    split = new_users_split()
+    assert split.cold_test.nnz and split.test.nnz           # given files hold them apart
+    model = NCAE(feedback="explicit", **SETTINGS).fit(split.train, epochs=2, verbose=False)
+    held = split.test.concat(split.cold_test)
+    cold, means = shrunk_means_by_hand(split.train, held)
+    users, items = held.user_ids[held.users], held.item_ids[held.items]
+    predicted = model.predict(users, items)
+    np.testing.assert_allclose(predicted[cold], means[cold], rtol=1e-6)
+    assert np.std(predicted[cold]) > 0                        # not one constant
+    figures = model.evaluate(held)
+    for got, part in ((figures, ~cold), (figures["cold"], cold)):
+        rmse = np.sqrt(np.mean((predicted[part].astype(np.float64) - held.ratings[part]) ** 2))
+        assert got["rmse"] == pytest.approx(rmse, rel=1e-5) and got["entries"] == part.sum()
+    assert "cold" not in model.evaluate(split.test)           # only warm entries: no cold part
+
+
+def test_an_implicit_model_ranks_cold_users_apart():
+    split = new_users_split("implicit")
+    model = NCAE(feedback="implicit", **SETTINGS).fit(split.train, epochs=1, verbose=False)
+    held = split.test.concat(split.cold_test)
+    figures = model.evaluate(held)
+    assert (figures["rows"], figures["cold"]["rows"]) == (split.test.nnz, split.cold_test.nnz)
+    assert figures["cold"] == model.evaluate(split.cold_test)["cold"]
+
+
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_train_on_given_files_scores_cold_entries_apart(tmp_path, capsys, feedback):
+    split = new_users_split(feedback)
+    columns = "user,item,rating\n" if feedback == "explicit" else "user,item\n"
+    files = {}
+    for name, part in (("train", split.train), ("test", split.test.concat(split.cold_test))):
+        rows = [part.user_ids[part.users], part.item_ids[part.items]]
+        if feedback == "explicit":
+            rows.append(part.ratings.astype(int))
+        files[name] = tmp_path / f"{name}.csv"
+        files[name].write_text(columns + "".join(",".join(map(str, r)) + "\n"
+                                                 for r in zip(*rows)))
+    out = tmp_path / "run"
+    assert train.main(["--train", str(files["train"]), "--test", str(files["test"]),
+                       "--feedback", feedback, "--hidden", "8", "--batch-size", "16",
+                       "--epochs", "2", "--device", "cpu", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "\nwarm test\n" in said and "\ncold test, scored apart: " in said
+    result = json.loads((out / "metrics.json").read_text())
+    assert result["data"]["cold_test"]["new_users"] == 10
+    if feedback == "explicit":
+        assert "predicted by the training data's means, shrunk by 5 ratings" in said
+        assert result["cold_test"]["entries"] == result["data"]["cold_test"]["entries"]
+        assert result["test"]["entries"] == result["data"]["test"]
+    else:
+        assert "POP beside" in said and "cold_pop" in result
