@@ -10,10 +10,13 @@ runs, each summing its entries in the fixed order of Batch.col_order.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 
 import numpy as np
 from numba import njit, prange
+from numba.core import event as numba_event
 from threadpoolctl import ThreadpoolController
 
 from .common import Batch, dropout_stream, dropout_threshold, GOLDEN, KEEP_BITS, MIX1, MIX2
@@ -31,6 +34,29 @@ _KEEP_SHIFT = np.uint64(64 - KEEP_BITS)
 
 _jit = njit(cache=True, nogil=True)
 _pjit = njit(cache=True, nogil=True, parallel=True)
+
+
+@contextlib.contextmanager
+def compile_note(say=lambda line: print(line, file=sys.stderr, flush=True)):
+    """Within the block, say(COMPILING) once before the first kernel of this module compiles
+    (seconds each, once an install: docs/performance.md), so that a command's user knows why it
+    waits; nothing where Numba's cache has them. Numba's compile event fires only for a
+    compile, not for a load from its cache."""
+    said = []
+
+    class Note(numba_event.Listener):
+        def on_start(self, event) -> None:
+            if not said and event.data["dispatcher"].py_func.__module__ == __name__:
+                said.append(True)
+                say(COMPILING)
+
+        def on_end(self, event) -> None:
+            pass
+    with numba_event.install_listener("numba:compile", Note()):
+        yield
+
+
+COMPILING = "note: compiling the CPU kernels, once for this install (they are cached after)"
 
 
 def to_device(a):
