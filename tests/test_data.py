@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from ncae_cuda.data import interactions, reader, table_parser
-from ncae_cuda.data.interactions import DataError, index_ids
+from ncae_cuda.data.interactions import DataError, UnknownIds, index_ids, lookup_ids
 from ncae_cuda.data.reader import (
     read_delicious,
     read_lastfm_artists,
@@ -107,6 +107,34 @@ def test_table_tab_without_header_has_int_ids(tmp_path):
     d = read_table(path, rating_scale=(1, 5))
     assert entries(d) == [(10, 7, 4.0, 100), (11, 7, 5.0, 90)]
     assert d.user_ids.dtype == np.int64 and d.rating_scale == (1, 5)
+
+
+def test_table_reads_iso_8601_timestamps_as_unix_seconds(tmp_path):
+    """Beside Unix seconds: a zone as written, none as UTC, a date alone at midnight, parts of
+    a second dropped (hand-computed: 2024-03-01T00:00:00Z is 1709251200)."""
+    midnight = 1709251200
+    path = write(tmp_path, "t.csv", "user,item,timestamp\n"
+                 "1,2,2024-03-01T12:30:00+01:00\n1,3,1700000000\n2,2,2024-03-01\n"
+                 "2,3,2024-03-01T00:00:59.9Z\n")
+    assert entries(read_table(path)) == [(1, 2, None, midnight + 11 * 3600 + 30 * 60),
+                                         (1, 3, None, 1700000000), (2, 2, None, midnight),
+                                         (2, 3, None, midnight + 59)]
+
+
+def test_ids_are_matched_as_written():
+    """A NUL would be dropped by numpy's text (and 'u0\\x00' find 'u0'): refused, as every
+    control character; an empty id and a long one are shown so that a message says what it
+    was, in a line of bounded length."""
+    ids = np.array(["u0", "u1"])
+    for bad in ["u0\x00", "u0\n", "\x7fu1"]:
+        with pytest.raises(DataError, match="control character"):
+            lookup_ids(ids, [bad], "user")
+    with pytest.raises(UnknownIds, match="unknown to the model: '' \\(empty\\)$"):
+        lookup_ids(ids, [""], "user")
+    with pytest.raises(UnknownIds) as long_one:
+        lookup_ids(ids, ["x" * 900_000], "user")
+    assert len(str(long_one.value)) < 200 and "(900000 characters)" in str(long_one.value)
+    assert lookup_ids(ids, ["u1", "u0"], "user").tolist() == [1, 0]
 
 
 def test_table_two_columns_is_implicit(tmp_path):
@@ -274,7 +302,7 @@ BAD_INPUT = [
     (read_movielens_100k, ML100K_ROW * 2 + " \n" + ML100K_ROW, 3, "found 1"),
     (read_movielens_100k, ML100K_ROW + "1\tabc\t3\t4\n", 2, "item id 'abc' is not an integer"),
     (read_movielens_100k, "1.5\t2\t3\t4\n", 1, "user id '1.5' is not an integer"),
-    (read_movielens_100k, ML100K_ROW + "1\t2\t3\tnow\n", 2, "timestamp 'now' is not an integer"),
+    (read_movielens_100k, ML100K_ROW + "1\t2\t3\tnow\n", 2, "timestamp 'now' is not Unix seconds (an integer) or an ISO 8601"),
     (read_movielens_100k, ML100K_ROW + "1\t2\t\t4\n", 2, "empty rating"),
     (read_movielens_100k, ML100K_ROW + "1\t2\tfive\t4\n", 2, "rating 'five' is not a number"),
     (read_movielens_100k, ML100K_ROW + "1\t2\tnan\t4\n", 2, "rating 'nan' is not a finite number"),

@@ -234,6 +234,50 @@ def test_recommend_new_refusals():
         fit(X).recommend_new(X[:2, :29])
 
 
+def test_recommend_new_reads_x_new_as_fit_reads_x():
+    """Explicit: a rating off the model's scale (1 to 5) is refused, naming its item id and
+    value, a stored 0 as fit refuses one; a negative value names the item, not its column.
+    Implicit: every stored entry is an interaction whatever its value (0 too), as fit reads X.
+    An empty row is a user with no history, scored as such."""
+    X = matrix()
+    ids = np.arange(100, 100 + N_ITEMS)                     # item ids that are not columns
+    data = from_matrix(X, item_ids=ids)
+    explicit = fit(data, "explicit", based="user")
+    for value, says in ((10.0, "e.g. 10 of item 103$"), (1e38, "e.g. 1e\\+38 of item 103"),
+                        (0.0, "e.g. 0 of item 103 .a stored 0")):
+        row = sp.csr_matrix(([4.0, value], ([0, 0], [1, 3])), shape=(1, N_ITEMS))
+        with pytest.raises(DataError, match=f"X_new: 1 ratings outside the rating scale 1 to 5, "
+                                            f"{says}"):
+            explicit.recommend_new(row)
+    negative = sp.csr_matrix(([-1.0], ([0], [3])), shape=(1, N_ITEMS))
+    with pytest.raises(DataError, match="at row 0, item 103:"):
+        explicit.recommend_new(negative)
+    implicit = fit(data, "implicit", based="user")
+    at = ([0, 0, 0], [1, 3, 7])
+    as_ones = sp.csr_matrix(([1.0, 1.0, 1.0], at), shape=(1, N_ITEMS))
+    valued = sp.csr_matrix(([0.0, 7.0, 0.5], at), shape=(1, N_ITEMS))
+    got, want = implicit.recommend_new(valued, n=9), implicit.recommend_new(as_ones, n=9)
+    for got_part, want_part in zip(got, want):
+        np.testing.assert_array_equal(got_part, want_part)
+    for model in (explicit, implicit):
+        empty = sp.csr_matrix((1, N_ITEMS))
+        items, scores = model.recommend_new(empty, n=5)
+        # the empty row: the user of the fit data with no interaction (EMPTY_USER)
+        want_items, want_scores = model.recommend([EMPTY_USER], n=5)
+        np.testing.assert_array_equal(items, want_items)
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
+
+
+def test_evaluate_refuses_held_out_ratings_off_the_scale():
+    """A held-out rating of 10 on a 1-5 model was scored (RMSE rose, no note)."""
+    X = matrix()
+    model = fit(X, "explicit")
+    held = sp.csr_matrix(([3.0, 10.0], ([2, 3], [4, 5])), shape=X.shape)
+    with pytest.raises(DataError, match="held-out data: 1 ratings outside the rating scale 1 to "
+                                        "5, e.g. 10 of item 5"):
+        model.evaluate(held)
+
+
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 @pytest.mark.parametrize("based", ["user", "item"])
 def test_predict_equals_float64_forward(feedback, based):

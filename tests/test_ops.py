@@ -558,6 +558,19 @@ def test_topk_hand_case():
     np.testing.assert_array_equal(vals, [[2.0, 2.0, 0.5], [0.0, -np.inf, -np.inf]])
 
 
+def test_kth_smallest_is_numpys_sorted_value():
+    """The CPU top-k's selection (in place of np.partition, slow to compile): every k of rows
+    of distinct values, of few values repeated, sorted, reversed and constant."""
+    from ncae_cuda.ops.cpu import _kth_smallest
+    rng = np.random.default_rng(13)
+    rows = [rng.normal(0, 1, 97), rng.integers(0, 4, 64).astype(float), np.arange(33.0),
+            np.arange(33.0)[::-1], np.full(9, 2.5), np.array([-0.0, 0.0, -0.0]), np.ones(1)]
+    for row in rows:
+        row = row.astype(np.float32)
+        for k in range(len(row)):
+            assert _kth_smallest(row.copy(), k) == np.sort(row)[k], (row, k)
+
+
 def test_topk_radix_select_at_scale(backend):
     # wide rows with one value repeated across the cut: the equal-key bookkeeping decides
     rng = np.random.default_rng(12)

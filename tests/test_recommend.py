@@ -55,6 +55,39 @@ def test_all_users_to_a_file_with_candidates_and_seen(saved, tmp_path, capsys):
     assert "top-10 for" in capsys.readouterr().err
 
 
+def test_a_users_file_with_a_byte_order_mark(saved, tmp_path, capsys):
+    """An editor's BOM at the head of the file: its first id was unknown ('\\ufeff1')."""
+    model, path = saved
+    users = model.user_ids[[4, 2]]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("\n".join(map(str, users)) + "\n", encoding="utf-8-sig")
+    assert recommend.main([str(path), "--users-file", str(ids), "-n", "3"]) == 0
+    assert [int(r["user"]) for r in rows_of(capsys.readouterr().out)] == [users[0]] * 3 + [
+        users[1]] * 3
+
+
+def test_a_first_run_says_it_compiles_the_kernels():
+    """The note is said once, before the first kernel of the CPU backend compiles; another
+    module's compile says nothing."""
+    from numba import njit
+
+    from ncae_cuda.ops import cpu
+
+    def elsewhere(x):
+        return x + 1
+
+    def backend_kernel(x):
+        return x + 2
+    backend_kernel.__module__ = cpu.__name__          # a kernel of the backend, not yet compiled
+    said = []
+    with cpu.compile_note(said.append):
+        njit(elsewhere)(1)
+        assert said == []
+        njit(backend_kernel)(1)
+        njit(backend_kernel)(2.0)
+    assert said == [cpu.COMPILING]
+
+
 def test_users_with_fewer_candidates_get_fewer_lines(saved, capsys):
     model, path = saved
     user = model.user_ids[0]

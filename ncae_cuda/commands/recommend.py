@@ -27,6 +27,7 @@ from ..data.interactions import DataError, lookup_ids
 from ..errors import NcaeError
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
+from ..ops import cpu
 from ..runs import runflags
 
 USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held before writing
@@ -53,11 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_ids(path: Path) -> np.ndarray:
-    """One id per line; blank lines skipped."""
+    """One id per line (UTF-8, a byte-order mark skipped); blank lines skipped."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except OSError as e:
         raise DataError(f"{path}: {e.strerror}", errno=e.errno) from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
     return np.array([line.strip() for line in lines if line.strip()])
 
 
@@ -122,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         if items is not None:
             items = model.item_ids[lookup_ids(model.item_ids, items, "item")]
         start = time.perf_counter()
-        rows = written(args.out, lambda out: write_recommendations(
-            out, model, users, args.n, not args.keep_seen, items))
+        with cpu.compile_note():
+            rows = written(args.out, lambda out: write_recommendations(
+                out, model, users, args.n, not args.keep_seen, items))
     except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

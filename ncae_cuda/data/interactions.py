@@ -16,6 +16,7 @@ a pair the other file has no time for gets NO_TIME, earlier than any time.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -186,10 +187,13 @@ def lookup_ids(ids: np.ndarray, wanted, what: str) -> np.ndarray:
     """(n,) int32 index in `ids` (source ids, as Interactions.user_ids) of each wanted id.
 
     Text such as "196" finds the integer id 196 (ids read from a command line or a CSV) where it
-    writes it as a file does (the module's docstring: "0196" and "196.0" do not). Ids that are
-    not there raise UnknownIds naming them, never drop silently."""
+    writes it as a file does (the module's docstring: "0196" and "196.0" do not). Ids are
+    matched exactly as written: text holding a control character is refused (numpy's text
+    would drop a trailing NUL, and "u0\\x00" find "u0"). Ids that are not there raise
+    UnknownIds naming them (each cut to ID_SHOWN characters), never drop silently."""
     if ids.dtype == object:                  # text ids held as Python objects
         ids = ids.astype(str)
+    _refuse_control_characters(wanted, what)
     wanted = np.atleast_1d(np.asarray(wanted))
     if wanted.ndim != 1:
         raise ValueError(f"{what} ids: expected a 1-d sequence, got shape {wanted.shape}")
@@ -208,9 +212,30 @@ def lookup_ids(ids: np.ndarray, wanted, what: str) -> np.ndarray:
         found = comparable & (ids[index] == key)
     if not found.all():
         unknown = wanted[~found]
-        shown = ", ".join(map(str, unknown[:10])) + (", ..." if len(unknown) > 10 else "")
+        shown = ", ".join(map(shown_id, unknown[:10])) + (", ..." if len(unknown) > 10 else "")
         raise UnknownIds(f"{len(unknown)} {what} id(s) unknown to the model: {shown}")
     return index.astype(np.int32)
+
+
+ID_SHOWN = 60                      # characters of an id a message shows
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")     # Unicode's control characters (Cc)
+
+
+def shown_id(x) -> str:
+    """An id as a message shows it: its text, cut to ID_SHOWN characters; quoted where it is
+    empty or cut, so that a message never ends in nothing or in a megabyte."""
+    text = str(x)
+    if len(text) > ID_SHOWN:
+        return f"{text[:ID_SHOWN]!r}... ({len(text)} characters)"
+    return text or "'' (empty)"
+
+
+def _refuse_control_characters(wanted, what: str) -> None:
+    """DataError naming the first wanted text id that holds a control character."""
+    for x in (wanted if isinstance(wanted, (list, tuple, np.ndarray)) else [wanted]):
+        if isinstance(x, str) and CONTROL.search(x):
+            raise DataError(f"{what} id {shown_id(repr(x))} holds a control character: ids "
+                            "are matched exactly as written")
 
 
 def integer_id_problem(text: str) -> str | None:
@@ -238,9 +263,10 @@ def _integer(x) -> int | None:
         return None
 
 
-def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
+def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                 entry=lambda row, col: f"({row}, {col})") -> None:
     """Refuse NaN, infinite and negative values, and values float32 cannot hold, with a
-    DataError naming the first one's entry."""
+    DataError naming the first one's entry as entry(row, column) writes it."""
     values = np.asarray(values, np.float64)
     for bad, what in ((~np.isfinite(values), "NaN or infinite values"),
                       (np.abs(values) > FLOAT32_MAX, f"values {BEYOND_FLOAT32}"),
@@ -248,12 +274,12 @@ def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarr
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             raise DataError(f"{name}: {int(bad.sum())} {what}, e.g. {values[k]} at "
-                            f"({rows[k]}, {cols[k]}): ratings and interaction counts are >= 0, "
-                            "held as float32")
+                            f"{entry(rows[k], cols[k])}: ratings and interaction "
+                            "counts are >= 0, held as float32")
 
 
-def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None
-                ) -> Interactions:
+def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None,
+                item_ids: np.ndarray | None = None) -> Interactions:
     """A scipy.sparse users x items matrix as Interactions.
 
     Parameters
@@ -265,25 +291,36 @@ def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = N
         What the errors call the matrix.
     rating_scale : (float, float), optional
         The lowest and highest rating (default: the values' range).
+    item_ids : numpy.ndarray, optional
+        The columns' ids (column j is item_ids[j]; default: the column numbers), which the
+        Interactions carry and the errors name.
 
     Returns
     -------
     Interactions
-        Whose ids are the matrix's row and column numbers.
+        Whose user ids are the matrix's row numbers.
 
     Raises
     ------
     DataError
-        X is not a scipy.sparse matrix, or holds duplicate entries or negative, NaN or infinite
-        values (naming one of them).
+        X is not a scipy.sparse matrix, has another number of columns than item_ids, or holds
+        duplicate entries or negative, NaN or infinite values (naming one of them).
     """
     if not sp.issparse(X):
         raise DataError(f"{name}: expected a scipy.sparse matrix (users x items), "
                         f"got {type(X).__name__}")
+    named = item_ids is not None
+    if named and len(item_ids) != X.shape[1]:
+        raise DataError(f"{name} has {X.shape[1]} columns; the model has {len(item_ids)} items "
+                        "(column j is item_ids[j])")
     coo = X.tocoo()                     # keeps duplicates: csr_matrix may hold them unsummed
     rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
     values = np.asarray(coo.data, np.float64)
-    check_values(name, values, rows, cols)
+    if named:
+        check_values(name, values, rows, cols,
+                     lambda row, col: f"row {row}, item {shown_id(item_ids[col])}")
+    else:
+        check_values(name, values, rows, cols)
     key = np.sort(rows * X.shape[1] + cols)
     repeated = key[1:] == key[:-1]
     if repeated.any():
@@ -293,5 +330,5 @@ def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = N
                         "(X.sum_duplicates() adds them up)")
     return Interactions(users=rows.astype(np.int32), items=cols.astype(np.int32),
                         ratings=values.astype(np.float32), timestamps=None,
-                        user_ids=np.arange(X.shape[0]), item_ids=np.arange(X.shape[1]),
+                        user_ids=np.arange(X.shape[0]), item_ids=item_ids if named else np.arange(X.shape[1]),
                         rating_scale=rating_scale, name=name)

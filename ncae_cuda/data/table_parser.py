@@ -5,6 +5,7 @@ holds and whether line 1 is a header. pyarrow's CSV reader parses the file (quot
 every core). A file it refuses, or whose values fail a check, is read again line by line with
 Python's csv module, which names the first bad line. That reading is the definition of what a
 file holds: a file it reads whole is read, in the few forms pyarrow refuses ("+5").
+Timestamps are Unix seconds (integers) or ISO 8601 dates and times (read line by line).
 """
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import bz2
 import codecs
 import contextlib
 import csv
+import datetime
 import gc
 import gzip
 import itertools
 import lzma
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -223,8 +226,23 @@ def _converted(records: list[tuple[int, list[str]]], layout: Layout
     return values, failure
 
 
-_KINDS = {"user": str, "item": str, "timestamp": int, "rating": float, "weight": float}
-_DTYPES = {int: np.int64, float: np.float64, str: str}
+def unix_seconds(text: str) -> int:
+    """A timestamp as whole seconds since 1970-01-01 UTC: an integer as it is, or an ISO 8601
+    date and time (2024-03-01T12:30:00+01:00; UTC where it names no zone) rounded down;
+    ValueError where it is neither."""
+    try:
+        return int(text)
+    except ValueError:
+        moment = datetime.datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return math.floor(moment.timestamp())
+
+
+TIMESTAMP_FORMS = "Unix seconds (an integer) or an ISO 8601 date and time"
+_KINDS = {"user": str, "item": str, "timestamp": unix_seconds, "rating": float, "weight": float}
+_DTYPES = {unix_seconds: np.int64, float: np.float64, str: str}
+_WHAT = {unix_seconds: TIMESTAMP_FORMS, float: "a number"}      # what a field of a kind must be
 
 
 def _column_values(texts: list[str], label: str, kind: type
@@ -251,14 +269,14 @@ def _field_problem(text: str, label: str, kind: type) -> str | None:
         return f"empty {label}"
     if kind is str:
         return None
-    what = "an integer" if kind is int else "a number"
+    what = _WHAT[kind]
     try:
         value = kind(text)
     except ValueError:
         return f"{label} {text!r} is not {what}"
     if "_" in text:
         return f"{label} {text!r} is not {what}"
-    if kind is int and not -2**63 <= value < 2**63:
+    if kind is unix_seconds and not -2**63 <= value < 2**63:
         return f"{label} {text!r} is out of the int64 range"
     return None
 

@@ -24,7 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import recency
-from ..data.interactions import DataError, Interactions, check_values, from_matrix, lookup_ids
+from ..data.interactions import (DataError, Interactions, check_values, from_matrix, lookup_ids,
+                                 shown_id)
 from ..ops.common import CSR
 from ..ops.shard import Columns, column_part, split_columns
 from . import metrics
@@ -71,11 +72,8 @@ class FitData:
                 raise DataError(f"{data.name}: every rating is {scale[0]:g}: give the rating "
                                 "scale (--rating-scale LOW,HIGH; rating_scale=(low, high) in "
                                 "the API)")
-            outside = (data.ratings < scale[0]) | (data.ratings > scale[1])
-            if outside.any():
-                raise DataError(f"{data.name}: {int(outside.sum())} ratings outside the rating "
-                                f"scale {scale}")
             rating_scale = tuple(float(r) for r in scale)
+            check_scale(data, rating_scale, data.name)
         return cls(config, ops, _storable(data.user_ids), _storable(data.item_ids),
                    scored_rows(data, config, data.name), rating_scale)
 
@@ -263,6 +261,12 @@ class FitData:
         return Interactions(data.users, data.items, data.ratings, None, self.user_ids,
                             self.item_ids, name=name)
 
+    def check_ratings(self, data: Interactions, name: str) -> None:
+        """Refuse `data` (users x items of the model's items) where an explicit model reads
+        ratings off its rating scale: check_scale's DataError naming the first one's item."""
+        if not self.config.implicit:
+            check_scale(data, self.rating_scale, name)
+
     def candidates(self, n: int, items) -> tuple[int, object]:
         """(n capped at the number of candidate items, device (n_items,) bool mask of the
         candidates `items` (ids), or None for every item)."""
@@ -290,6 +294,19 @@ def scored_rows(data: Interactions, config: Config, name: str) -> sp.csr_matrix:
         w = recency.weights(data, config.recency_boost, config.recency_halflife, name)
         return replace(data, ratings=w).to_csr("user")
     return data.to_csr("user", implicit=config.implicit)
+
+
+def check_scale(data: Interactions, scale: tuple[float, float], name: str) -> None:
+    """DataError where a rating of `data` is off `scale`, naming the first one's value and item
+    id. A stored 0 off the scale is a sparse matrix's zero, taken for a rating of 0."""
+    outside = (data.ratings < scale[0]) | (data.ratings > scale[1])                # (nnz,)
+    if outside.any():
+        k = int(np.flatnonzero(outside)[0])
+        zero = (" (a stored 0 is read as a rating of 0: remove stored zeros with "
+                "X.eliminate_zeros())") if data.ratings[k] == 0 else ""
+        raise DataError(f"{name}: {int(outside.sum())} ratings outside the rating scale "
+                        f"{scale[0]:g} to {scale[1]:g}, e.g. {data.ratings[k]:g} of item "
+                        f"{shown_id(data.item_ids[data.items[k]])}{zero}")
 
 
 def as_interactions(X, name: str, empty_ok: bool = False) -> Interactions:

@@ -120,7 +120,11 @@ class Recommender:
         Parameters
         ----------
         X_new : scipy.sparse matrix
-            New users x items, whose column j is item_ids[j].
+            New users x items, whose column j is item_ids[j], read as fit reads X: every
+            stored entry is an interaction, its value the rating (explicit: on the model's
+            rating scale, so a stored 0 is refused unless the scale starts at 0; implicit: the
+            value is not read, a stored 0 is an interaction too). A row with no entry is a
+            user with no history yet, scored from the empty row.
         n, filter_seen, items
             As recommend's; filter_seen leaves out the items of X_new's rows.
         times : scipy.sparse matrix, optional
@@ -138,18 +142,17 @@ class Recommender:
         ValueError
             An item-based model, or a model with recency_boost given no times.
         DataError
-            X_new with another number of columns than the model has items, or times that do
-            not match it.
+            X_new with another number of columns than the model has items, a rating off the
+            model's rating scale (naming its item id and value), or times that do not match
+            it.
         """
         self._check_fitted()
         if self.config.based != "user":
             raise ValueError("recommend_new folds new users in as new rows of the autoencoder: "
                              "it needs a user-based model (based='user'); an item-based model "
                              "must be refit to learn a new user's embedding")
-        new = from_matrix(X_new, "X_new")
-        if new.n_items != len(self.item_ids):
-            raise DataError(f"X_new has {new.n_items} columns; the model has "
-                            f"{len(self.item_ids)} items (column j is item_ids[j])")
+        new = from_matrix(X_new, "X_new", item_ids=self.item_ids)
+        self.data.check_ratings(new, "X_new")
         if self.config.recency_boost and times is None:
             raise ValueError("the model scores from rows weighted by recency (recency_boost): "
                              "give times=, each interaction's time at its place in X_new")
@@ -247,8 +250,10 @@ class Recommender:
         if popularity and not self.config.implicit:
             raise ValueError("the POP baseline ranks items: it is for implicit feedback")
         held = self.data.held_out(held, "held-out data")
-        if not self.config.implicit and held.ratings is None:
-            raise DataError("held-out data for an explicit model needs ratings")
+        if not self.config.implicit:
+            if held.ratings is None:
+                raise DataError("held-out data for an explicit model needs ratings")
+            self.data.check_ratings(held, "held-out data")
         cold = cold_at(self.data.seen, held.users, held.items)               # (nnz,) bool
         warm_score = self._part_scorer(held.subset(~cold), exclude, popularity)
         if not cold.any():
@@ -328,7 +333,8 @@ def _times_at(times, new: Interactions) -> np.ndarray:
     if m.shape != (new.n_users, new.n_items):
         raise DataError(f"times is {m.shape[0]} x {m.shape[1]}; X_new is {new.n_users} x "
                         f"{new.n_items}")
-    at = np.asarray(m[new.users, new.items], np.float64).ravel()          # (nnz,)
+    picked = m[new.users, new.items]     # (1, nnz) np.matrix; a sparse (1, 0) where nnz is 0
+    at = np.asarray(picked.todense() if sp.issparse(picked) else picked, np.float64).ravel()
     if not np.isfinite(at).all():
         raise DataError(f"times: {int((~np.isfinite(at)).sum())} entries of X_new have no finite "
                         "time")

@@ -10,10 +10,13 @@ runs, each summing its entries in the fixed order of Batch.col_order.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 
 import numpy as np
 from numba import njit, prange
+from numba.core import event as numba_event
 from threadpoolctl import ThreadpoolController
 
 from .common import Batch, dropout_stream, dropout_threshold, GOLDEN, KEEP_BITS, MIX1, MIX2
@@ -31,6 +34,29 @@ _KEEP_SHIFT = np.uint64(64 - KEEP_BITS)
 
 _jit = njit(cache=True, nogil=True)
 _pjit = njit(cache=True, nogil=True, parallel=True)
+
+
+@contextlib.contextmanager
+def compile_note(say=lambda line: print(line, file=sys.stderr, flush=True)):
+    """Within the block, say(COMPILING) once before the first kernel of this module compiles
+    (seconds each, once an install: docs/performance.md), so that a command's user knows why it
+    waits; nothing where Numba's cache has them. Numba's compile event fires only for a
+    compile, not for a load from its cache."""
+    said = []
+
+    class Note(numba_event.Listener):
+        def on_start(self, event) -> None:
+            if not said and event.data["dispatcher"].py_func.__module__ == __name__:
+                said.append(True)
+                say(COMPILING)
+
+        def on_end(self, event) -> None:
+            pass
+    with numba_event.install_listener("numba:compile", Note()):
+        yield
+
+
+COMPILING = "note: compiling the CPU kernels, once for this install (they are cached after)"
 
 
 def to_device(a):
@@ -344,45 +370,80 @@ def rank_heldout(ranks, scores, heldout, excl_indptr, excl_cols):
 
 @_pjit
 def _topk(top_idx, top_vals, scores, excl_indptr, excl_cols):
-    B, N = scores.shape
-    M = top_idx.shape[1]
-    for b in prange(B):
-        excluded = np.zeros(N, np.bool_)
-        for p in range(excl_indptr[b], excl_indptr[b + 1]):
-            excluded[excl_cols[p]] = True
-        candidates = np.empty(N, np.int64)                      # ascending column index
-        n = 0
-        for j in range(N):
-            if not excluded[j] and not np.isnan(scores[b, j]):
-                candidates[n] = j
-                n += 1
-        negated = np.empty(n, scores.dtype)
+    for b in prange(scores.shape[0]):
+        excluded = excl_cols[excl_indptr[b]:excl_indptr[b + 1]]
+        _top_of_row(top_idx[b], top_vals[b], scores[b], excluded)
+
+
+# A row's selection is a plain function the parallel loop calls, and the M-th value is found by
+# _kth_smallest rather than np.partition: a first recommend waits for the compile, which took
+# 30 s of CPU with the same code inside the prange body and np.partition (12 s of it alone).
+@_jit
+def _top_of_row(top_idx, top_vals, scores, excluded_cols):
+    """topk's one row: its M best candidates (not excluded, not NaN), ties by column index."""
+    N, M = len(scores), len(top_idx)
+    excluded = np.zeros(N, np.bool_)
+    for j in excluded_cols:
+        excluded[j] = True
+    candidates = np.empty(N, np.int64)                          # ascending column index
+    n = 0
+    for j in range(N):
+        if not excluded[j] and not np.isnan(scores[j]):
+            candidates[n] = j
+            n += 1
+    negated = np.empty(n, scores.dtype)
+    for i in range(n):
+        negated[i] = -scores[candidates[i]]
+    chosen = np.arange(n)                                       # ascending column index
+    if n > M:
+        # the M-th best value in O(n), then the better ones and enough of the equal ones,
+        # each group in column order: the kernel's selection rule
+        cut = _kth_smallest(negated.copy(), M - 1)
+        chosen = np.empty(M, np.int64)
+        k = 0
         for i in range(n):
-            negated[i] = -scores[b, candidates[i]]
-        chosen = np.arange(n)                                   # ascending column index
-        if n > M:
-            # the M-th best value in O(n), then the better ones and enough of the equal ones,
-            # each group in column order: the kernel's selection rule
-            cut = np.partition(negated, M - 1)[M - 1]
-            chosen = np.empty(M, np.int64)
-            k = 0
-            for i in range(n):
-                if negated[i] < cut:
-                    chosen[k] = i
-                    k += 1
-            for i in range(n):
-                if negated[i] == cut and k < M:
-                    chosen[k] = i
-                    k += 1
-        order = chosen[np.argsort(negated[chosen], kind="mergesort")]   # stable: ties by index
-        for r in range(M):
-            if r < len(order):
-                j = candidates[order[r]]
-                top_idx[b, r] = j
-                top_vals[b, r] = scores[b, j]
-            else:
-                top_idx[b, r] = -1
-                top_vals[b, r] = -np.inf
+            if negated[i] < cut:
+                chosen[k] = i
+                k += 1
+        for i in range(n):
+            if negated[i] == cut and k < M:
+                chosen[k] = i
+                k += 1
+    order = chosen[np.argsort(negated[chosen], kind="mergesort")]       # stable: ties by index
+    for r in range(M):
+        if r < len(order):
+            j = candidates[order[r]]
+            top_idx[r] = j
+            top_vals[r] = scores[j]
+        else:
+            top_idx[r] = -1
+            top_vals[r] = -np.inf
+
+
+@_jit
+def _kth_smallest(values, k):
+    """The k-th smallest of `values` (0-based), which it reorders: Hoare's selection, O(n) on
+    average."""
+    lo, hi = 0, len(values) - 1
+    while lo < hi:
+        pivot = values[(lo + hi) // 2]
+        i, j = lo, hi
+        while i <= j:                 # [lo, j] <= pivot <= [i, hi]
+            while values[i] < pivot:
+                i += 1
+            while values[j] > pivot:
+                j -= 1
+            if i <= j:
+                values[i], values[j] = values[j], values[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:                         # between the two parts: equal to the pivot
+            return values[k]
+    return values[k]
 
 
 def topk(top_idx, top_vals, scores, excl_indptr, excl_cols):

@@ -8,11 +8,13 @@
     GET  /similar?item=ID&n=N                              NCAE.similar_items
 
 /recommend goes through the batcher; /recommend/new and /similar are scored one request at a
-time on the model's thread. FastAPI's /docs page lists them all.
+time on the model's thread. FastAPI's /docs page lists them all, with the limits on n and users
+and every error answer; a method a path does not have is a 405 naming those it has (Allow).
 """
 import asyncio
 import functools
 import inspect
+import json
 import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ..data.interactions import DataError, UnknownIds, lookup_ids
+from ..data.interactions import DataError, UnknownIds, from_matrix, lookup_ids
+from ..data.table_parser import TIMESTAMP_FORMS, unix_seconds
 from ..errors import NcaeError
 from ..model.estimator import NCAE
 from ..model.recommender import Recommender
@@ -34,7 +37,12 @@ from .limits import Limits, RequestError, read_body
 log = logging.getLogger("ncae_cuda.serve")
 N = inspect.signature(NCAE.recommend).parameters["n"].default       # recommend's own default
 Id = int | str                                 # as the model's ids are: integers or text
-ID_TYPES = ("int", "str")                      # how pydantic names Id's members in an error
+Time = float | str                             # Unix seconds, or ISO 8601 text
+# a member of a union, as pydantic names it in an error, and the union said whole, by field
+UNION_MEMBERS = ("int", "float", "str")
+UNIONS = {"times": f"a time is {TIMESTAMP_FORMS}"}
+ANY_ID = "an id is an integer or a string"
+SHOWN_INPUT = 80                               # characters of a wrong value an error shows
 # the request bodies: pydantic validates them strictly (no "3" for 3) and refuses a field they
 # do not have (a misspelt one is not silently left out)
 STRICT = {"strict": True, "extra": "forbid"}
@@ -45,6 +53,17 @@ class OneUserAsk:             # GET /recommend's query: text, as a URL's, read i
     user: str
     n: int = N
     keep_seen: bool = False
+
+
+@dataclass
+class SimilarAsk:             # GET /similar's query
+    item: str
+    n: int = N
+
+
+@dataclass
+class ErrorAnswer:            # every answer but a 200: {"error": one line}
+    error: str
 
 
 @dataclass
@@ -62,8 +81,16 @@ class NewUserAsk:
     items: list[Id]
     n: int = N
     ratings: list[float] | None = None           # explicit models: each item's rating
-    times: list[float] | None = None             # models with recency_boost: each item's time
+    times: list[Time] | None = None              # models with recency_boost: each item's time
     keep_seen: bool = False
+
+
+# the error answers each endpoint may give, for /docs (the status and when)
+CLIENT_ERRORS = {400: "a value out of range, or a request the model cannot answer",
+                 404: "a user or item the model does not know", 422: "a malformed field"}
+TOO_LARGE = {413: "a body over --max-body-bytes"}
+UNAVAILABLE = {503: "the device cannot answer (its memory)"}
+
 
 
 def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
@@ -82,6 +109,10 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
     app = FastAPI(title="ncae_cuda", lifespan=lifespan)
     add_error_answers(app)
 
+    def answers(*groups: dict) -> dict:
+        return {status: {"model": ErrorAnswer, "description": why}
+                for group in (CLIENT_ERRORS, *groups, UNAVAILABLE) for status, why in group.items()}
+
     @app.get("/healthz")
     async def healthz() -> dict:
         return {"status": "ok", **holder.current.facts(), "batches": batcher.batches,
@@ -92,34 +123,39 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
     # which cost a served request more than its share of the scoring.
     # ... and its query is read by pydantic directly: FastAPI's parameters machinery cost a
     # request a sixth of the server's time under load
-    @app.get("/recommend", openapi_extra=query_schema(OneUserAsk))
+    @app.get("/recommend", openapi_extra=query_schema(OneUserAsk, limits), responses=answers())
     async def recommend_one(request: Request) -> dict:
         ask = validated(OneUserAsk, dict(request.query_params))
         rows = await batcher.recommend([ask.user], limits.check_n(ask.n), not ask.keep_seen, [])
         return JSONResponse(rows[0])
 
-    @app.post("/recommend", openapi_extra=body_schema(UsersAsk))
+    @app.post("/recommend", openapi_extra=body_schema(UsersAsk, limits),
+              responses=answers(TOO_LARGE))
     async def recommend_many(request: Request) -> dict:
         ask = await parsed(request, UsersAsk, limits)
         limits.check_users(len(ask.users))
         return JSONResponse({"results": await batcher.recommend(
             ask.users, limits.check_n(ask.n), not ask.keep_seen, ask.exclude)})
 
-    @app.post("/recommend/new", openapi_extra=body_schema(NewUserAsk))
+    @app.post("/recommend/new", openapi_extra=body_schema(NewUserAsk, limits),
+              responses=answers(TOO_LARGE))
     async def recommend_new(request: Request) -> dict:
         ask = await parsed(request, NewUserAsk, limits)
         limits.check_n(ask.n)
         return await holder.run(fold_in, ask)
 
-    @app.get("/similar")
-    async def similar(item: str, n: int = N) -> dict:
-        return await holder.run(similar_to, item, limits.check_n(n))
+    @app.get("/similar", openapi_extra=query_schema(SimilarAsk, limits), responses=answers())
+    async def similar(request: Request) -> dict:
+        ask = validated(SimilarAsk, dict(request.query_params))
+        return await holder.run(similar_to, ask.item, limits.check_n(ask.n))
 
     return app
 
 
 def fold_in(model: Recommender, ask: NewUserAsk) -> dict:
-    """recommend_new for the one user of `ask` (on the model's thread)."""
+    """recommend_new for the one user of `ask` (on the model's thread): an explicit model's
+    ratings on its rating scale, an implicit model's items each an interaction (as fit reads
+    them), no ratings or times the model would not read; no items, a user with no history."""
     config = model.config
     if config.based != "user":
         what = "item-based" if config.based == "item" else "a blend with an item-based member"
@@ -129,10 +165,16 @@ def fold_in(model: Recommender, ask: NewUserAsk) -> dict:
     for name, given in (("ratings", ask.ratings), ("times", ask.times)):
         if given is not None and len(given) != len(ask.items):
             raise RequestError(f"{name} has {len(given)} values for {len(ask.items)} items")
-    if not config.implicit and ask.ratings is None:
+    if config.implicit and ask.ratings is not None:
+        raise RequestError("an implicit model reads each item given as an interaction, whatever "
+                           "its value: leave out \"ratings\"")
+    if not config.implicit and ask.ratings is None and ask.items:
         raise RequestError("an explicit model folds a new user in from ratings: give "
                            "\"ratings\", one per item")
-    if config.recency_boost and ask.times is None:
+    if not config.recency_boost and ask.times is not None:
+        raise RequestError("the model does not weigh a user's items by recency: leave out "
+                           "\"times\"")
+    if config.recency_boost and ask.times is None and ask.items:
         raise RequestError("the model weighs a user's items by recency: give \"times\", one "
                            "per item")
     columns = lookup_ids(model.item_ids, ask.items, "item")                      # (k,)
@@ -141,12 +183,26 @@ def fold_in(model: Recommender, ask: NewUserAsk) -> dict:
     shape, at = (1, len(model.item_ids)), (np.zeros(len(columns), np.int32), columns)
 
     def row(values) -> sp.csr_matrix:                                            # (1, items)
-        return sp.csr_matrix((np.asarray(values, np.float64), at), shape=shape)
+        return sp.csr_matrix((np.asarray(values, np.float64).reshape(-1), at), shape=shape)
     X_new = row(np.ones(len(columns)) if ask.ratings is None else ask.ratings)
-    times = None if ask.times is None else row(ask.times)
+    # the ratings checked here too, so that the error names them as the request does
+    model.data.check_ratings(from_matrix(X_new, "ratings", item_ids=model.item_ids), "ratings")
+    times = row(seconds(ask.times or [])) if config.recency_boost else None
     items, scores = model.recommend_new(X_new, n=ask.n, filter_seen=not ask.keep_seen,
                                         times=times)
     return ranked(items[0], scores[0], ask.n)
+
+
+def seconds(times: list) -> list[float]:
+    """Each time as a number of seconds: a number as it is, ISO 8601 text as Unix seconds."""
+    read = []
+    for k, time in enumerate(times):
+        try:
+            read.append(unix_seconds(time) if isinstance(time, str) else time)
+        except ValueError:
+            raise RequestError(f"times.{k}: {shown(time)} is not {TIMESTAMP_FORMS}",
+                               422) from None
+    return read
 
 
 def similar_to(model: Recommender, item: str, n: int) -> dict:
@@ -174,9 +230,9 @@ def validated(shape: type, value: bytes | dict):
         raise validation_error(e.errors()) from None
 
 
-def query_schema(shape: type) -> dict:
+def query_schema(shape: type, limits: Limits) -> dict:
     """The OpenAPI entries of a query read by `validated` rather than by FastAPI, for /docs."""
-    schema = adapter(shape).json_schema()
+    schema = limits.bounded(adapter(shape).json_schema())
     return {"parameters": [{"name": name, "in": "query", "schema": field,
                             "required": name in schema.get("required", ())}
                            for name, field in schema["properties"].items()]}
@@ -189,16 +245,22 @@ def validation_error(errors: list) -> RequestError:
         return RequestError(f"malformed JSON: {first['msg']}")
     where = [str(part) for part in first["loc"] if part != "body"]
     message = first["msg"]
-    if where and where[-1] in ID_TYPES:              # a member of Id's union: say it whole
-        where, message = where[:-1], "an id is an integer or a string"
+    if where and where[-1] in UNION_MEMBERS:         # a member of a union: say it whole
+        where, message = where[:-1], UNIONS.get(where[0], ANY_ID)
     return RequestError(f"{'.'.join(where) or 'body'}: {message} (got "
-                        f"{str(first.get('input'))[:80]})", 422)
+                        f"{shown(first.get('input'))})", 422)
 
 
-def body_schema(shape: type) -> dict:
+def shown(value) -> str:
+    """A value of a request as JSON writes it ("3" a text, 3 a number), cut to SHOWN_INPUT."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= SHOWN_INPUT else f"{text[:SHOWN_INPUT]}... ({len(text)} characters)"
+
+
+def body_schema(shape: type, limits: Limits) -> dict:
     """The OpenAPI entry of a body read by `parsed` rather than by FastAPI, for /docs."""
     return {"requestBody": {"required": True, "content": {
-        "application/json": {"schema": adapter(shape).json_schema()}}}}
+        "application/json": {"schema": limits.bounded(adapter(shape).json_schema())}}}}
 
 
 @functools.cache
@@ -233,9 +295,19 @@ def add_error_answers(app) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request, e: HTTPException):
-        return answer(e.status_code, e.detail)
+        reply = answer(e.status_code, e.detail)
+        if e.status_code == 405:      # starlette's Allow names the methods of one route only
+            reply.headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
+        return reply
 
     @app.exception_handler(Exception)
     async def bug(request, e: Exception):
         log.exception("a request failed: %s %s", request.method, request.url.path)
         return answer(500, f"internal error: {type(e).__name__}: {e}")
+
+
+def allowed_methods(app, scope: dict) -> list[str]:
+    """The methods of every route at the request's path (a 405's Allow)."""
+    from starlette.routing import Match
+    return sorted({method for route in app.routes if route.matches(scope)[0] != Match.NONE
+                   for method in getattr(route, "methods", None) or ()})

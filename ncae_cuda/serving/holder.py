@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import NcaeError
 from ..model.estimator import NCAE
+from ..ops import cpu
 
 log = logging.getLogger("ncae_cuda.serve")
 READ_BYTES = 1 << 20              # of the model file at a time, for its checksum
@@ -41,13 +43,25 @@ def file_sha256(path: Path) -> str:
 
 
 def load(path: Path, device) -> Served:
-    """The model at `path` on `device`; an NcaeError (DataError for a damaged file) if it
-    cannot be."""
+    """The model at `path` on `device`, warmed up; an NcaeError (DataError for a damaged file)
+    if it cannot be."""
     try:
         sha256 = file_sha256(path)
     except OSError as e:
         raise NcaeError(f"{path}: {e.strerror}", errno=e.errno) from None
-    return Served(NCAE.load(path, device=device), path, sha256)
+    return Served(warmed(NCAE.load(path, device=device)), path, sha256)
+
+
+def warmed(model: NCAE) -> NCAE:
+    """The model after one recommend, so that no request pays for what a first one costs: the
+    kernels compiled (the CPU's once an install, the log saying so; a GPU's once a process)
+    or read from their cache, the device arrays made. Before the server listens, so that
+    /healthz answers once it is done."""
+    start = time.perf_counter()
+    with cpu.compile_note(log.info):
+        model.recommend(model.user_ids[:1], n=1)
+    log.info("warmed up: one user scored in %.1f s", time.perf_counter() - start)
+    return model
 
 
 class ModelHolder:

@@ -31,6 +31,16 @@ class Limits:
         if count < 1 or count > self.max_users:
             raise RequestError(f"a request asks for 1 to {self.max_users} users; got {count}")
 
+    def bounded(self, schema: dict) -> dict:
+        """A request's JSON schema with these limits on its fields n and users (those of
+        check_n and check_users), as the OpenAPI document states them."""
+        bounds = {"n": {"minimum": 1, "maximum": self.max_n},
+                  "users": {"minItems": 1, "maxItems": self.max_users}}
+        for name, bound in bounds.items():
+            if name in schema["properties"]:
+                schema["properties"][name].update(bound)
+        return schema
+
 
 async def read_body(request, limit: int) -> bytes:
     """The request's body, refused with 413 once it is longer than `limit` bytes: by its
