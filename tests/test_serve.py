@@ -511,9 +511,20 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0(models):
     server = Server(path, "--max-wait-ms", "1500")
     users = model.user_ids[:12]
     answers = [None] * len(users)
+    # every request sent before any is read, on connections opened beforehand: the server is
+    # warmed up and scores a request in about a millisecond, so requests sent one by one would
+    # each find none other waiting and be scored at once
+    address = urllib.parse.urlsplit(server.url)
+    connections = [http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+                   for _ in users]
+    for connection in connections:
+        connection.connect()
+    for connection, user in zip(connections, users):
+        connection.request("GET", "/recommend" + query(user=user, n=5))
 
     def client(k: int) -> None:
-        answers[k] = server.call("/recommend" + query(user=users[k], n=5))
+        with connections[k].getresponse() as response:
+            answers[k] = response.status, json.loads(response.read())
     threads = [threading.Thread(target=client, args=(k,)) for k in range(len(users))]
     for thread in threads:
         thread.start()
