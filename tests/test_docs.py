@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ncae_cuda.data import datasets
@@ -88,9 +89,11 @@ def write_inputs(folder: Path) -> None:
     users, items = data.user_ids[data.users], data.item_ids[data.items]
     ratings = [f"{u},{i},{r:g}\n" for u, i, r in zip(users, items, data.ratings)]
     clicks = [f"{u},{i},{t}\n" for u, i, t in zip(users, items, data.timestamps)]
+    # the split in a random order: in the data's, the last 100 are new users alone (cold)
+    mixed = [ratings[k] for k in np.random.default_rng(0).permutation(len(ratings))]
     for name, header, lines in (("ratings.csv", "user,item,rating", ratings),
-                                ("train.csv", "user,item,rating", ratings[:500]),
-                                ("test.csv", "user,item,rating", ratings[500:]),
+                                ("train.csv", "user,item,rating", mixed[:500]),
+                                ("test.csv", "user,item,rating", mixed[500:]),
                                 ("clicks.csv", "user,item,timestamp", clicks)):
         (folder / name).write_text(header + "\n" + "".join(lines))
 
