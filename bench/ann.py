@@ -32,7 +32,6 @@ import datetime
 import json
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -142,12 +141,12 @@ def measure_shape(name: str, n_items: int, hidden: int, args) -> dict:
               "lists": index.settings.lists(n_items), "exact": exact, "index": []}
     print(f"{name}: index built in {index.built_seconds:.1f} s, "
           f"{result['size_bytes'] / 2**20:.0f} MiB", flush=True)
-    default = index.settings
-    for probes in sorted({*args.probes, default.probes}):
-        index.settings = replace(default, probes=probes)
+    default = index.settings.probes_of(result["lists"])
+    for probes in sorted({*args.probes, default}):
+        index.settings = IndexSettings(probes=probes, probe_share=0)
         index.prepare_search()
         row = index_path(index, queries, users, truth, args.calls)
-        row["default"] = probes == default.probes
+        row["default"] = probes == default
         result["index"].append(row)
         print(f"{name}: probes {probes}: recall@{K} {row['recall']:.3f}, "
               f"{row['users_per_s']:.0f} users/s, p50 {row['p50_ms']:.2f} ms", flush=True)

@@ -60,6 +60,14 @@ def test_the_index_finds_the_float64_top_k_where_it_scans_every_list(kind, model
     np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_candidate_items_are_ranked_exactly(models):
+    model = models["implicit-user"]
+    users, items = model.user_ids[:30], model.item_ids[::3]
+    np.testing.assert_array_equal(
+        model.recommend(users, n=5, items=items, index="approximate")[0],
+        model.recommend(users, n=5, items=items)[0])
+
+
 def test_a_user_the_index_finds_too_few_for_gets_the_exact_top_k(models):
     """One list scanned, ~40 items: n=100 is more than it finds, so every user is short and
     the exact top-k answers; the index alone would have padded the rows with -1."""

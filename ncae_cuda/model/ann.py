@@ -6,8 +6,9 @@ user's last hidden layer. Item-based: item i's vector is (code_i, 1), the last h
 its row, and user u's query (V[u], c[u]). The index is faiss's inverted file (the items
 clustered into `lists` by k-means; a query scans the `probes` lists nearest to it) of each
 coordinate quantized to 4 bits, scanned in registers (faiss's "fast scan"), whose best
-`refine` x k are scored again exactly on the stored float32 vectors: the scores it returns are the model's logits. bench/ann.py
-chose the settings (docs/serving.md, "An approximate index").
+`refine` x k are scored again exactly on the stored float32 vectors: the scores it returns
+are the model's logits. bench/ann.py chose the settings (docs/serving.md, "An approximate
+index").
 
 A blend (based='both') scores a weighted sum of two models' ratings, not one inner product; a
 sharded model's items live in several processes; the GPU's batched exact top-k is the GPU's
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +39,8 @@ log = logging.getLogger("ncae_cuda.ann")
 INDEXES = ("exact", "approximate")           # recommend(index=...), --index
 MISSING_EXTRA = "the approximate index needs the [ann] extra: pip install -e '.[ann]'"
 SUFFIX = ".ann"                              # model.npz -> model.ann
+PARALLEL_QUERIES = 16                        # a search of as many queries runs on every core
+CORES = len(os.sched_getaffinity(0))
 
 
 class IndexUnavailable(NcaeError, ValueError):
@@ -50,7 +54,9 @@ class IndexSettings:
     lists_per_sqrt : float
         Inverted lists per square root of the number of items (rounded to a power of two).
     probes : int
-        Lists a query scans.
+        Lists a query scans, at least.
+    probe_share : float
+        Share of the lists a query scans, where that is more than `probes`.
     refine : int
         Candidates scored exactly, as a multiple of the k asked for.
     train_per_list : int
@@ -58,6 +64,7 @@ class IndexSettings:
     """
     lists_per_sqrt: float = 2.0
     probes: int = 32
+    probe_share: float = 1 / 32
     refine: int = 16
     train_per_list: int = 40
 
@@ -65,6 +72,10 @@ class IndexSettings:
         """Inverted lists for n_items, at least train_per_list items each."""
         wanted = 2 ** round(math.log2(max(self.lists_per_sqrt * math.sqrt(n_items), 1)))
         return int(max(1, min(wanted, n_items // self.train_per_list)))
+
+    def probes_of(self, lists: int) -> int:
+        """Lists a query scans, of `lists`."""
+        return max(self.probes, round(self.probe_share * lists))
 
 
 def faiss_module():
@@ -176,13 +187,19 @@ class ItemIndex:
         return True
 
     def prepare_search(self) -> None:
-        """Set the index's search to the settings' probes and refine."""
+        """Set the index's search to the settings' probes."""
         faiss = faiss_module()
-        faiss.extract_index_ivf(self.index).nprobe = self.settings.probes
-        self.index.k_factor = self.settings.refine
+        ivf = faiss.extract_index_ivf(self.index)
+        ivf.nprobe = self.settings.probes_of(ivf.nlist)
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(idx, logits), each (B, k), of the queries (B, d): best first, -1 where none."""
+    def search(self, queries: np.ndarray, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(idx, logits), each (B, k), of the queries (B, d): best first, -1 where none; k - n
+        of them are to be left out (seen items), so k + (refine - 1) n are scored exactly."""
+        faiss = faiss_module()
+        # a few queries on one thread: OpenMP's idle workers would spin on the cores that the
+        # encoder's Numba threads need next
+        faiss.omp_set_num_threads(1 if len(queries) < PARALLEL_QUERIES else CORES)
+        self.index.k_factor = -(-(k + (self.settings.refine - 1) * n) // k)
         logits, idx = self.index.search(np.ascontiguousarray(queries, np.float32), k)
         return idx.astype(np.int32), logits
 
@@ -206,7 +223,7 @@ class ItemIndex:
                              n_items)
         for k in np.unique(rounded):
             rows = np.flatnonzero(rounded == k)
-            found, scores = self.search(queries[rows], int(k))             # (R, k)
+            found, scores = self.search(queries[rows], int(k), n)          # (R, k)
             drop = found < 0
             if seen is not None:
                 drop |= _seen_mask(seen, users[rows], found)

@@ -100,23 +100,25 @@ class Recommender:
         self._check_fitted()
         if index not in INDEXES:
             raise ValueError(f"index must be one of {', '.join(INDEXES)}; got {index!r}")
-        searched = self.item_index() if index == "approximate" else None
         u = lookup_ids(self.user_ids, users, "user")
         n, candidates = self.data.candidates(n, items)
-        rows = u                                   # the users the exact top-k answers
-        if searched is not None and candidates is None:
-            idx, vals, short = searched.top(user_queries(self, u), u, n,
-                                            self.data.seen if filter_seen else None)
-            rows = u[short]
+        searched = self.item_index() if index == "approximate" else None
+        if searched is None or candidates is not None:
+            return self._item_results(*self._exact_top(u, n, filter_seen, candidates),
+                                      ratings=not self.config.implicit)
+        idx, vals, short = searched.top(user_queries(self, u), u, n,
+                                        self.data.seen if filter_seen else None)
+        if short.any():
+            idx[short], vals[short] = self._exact_top(u[short], n, filter_seen, None)
+        return self._item_results(idx, vals, ratings=not self.config.implicit)
+
+    def _exact_top(self, u: np.ndarray, n: int, filter_seen: bool, candidates
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """(idx, logits) each (len(u), n): the n best columns of users u, every item scored."""
         excluded = excluded_entries(self.ops, self.data.seen_items()) if filter_seen else None
         with self.ops.session():
-            exact = top_m(self.ops, self._user_scorer(), rows, n, excluded, candidates,
-                          self.data.item_columns, self.comm)
-        if rows is u:
-            idx, vals = exact
-        else:
-            idx[short], vals[short] = exact
-        return self._item_results(idx, vals, ratings=not self.config.implicit)
+            return top_m(self.ops, self._user_scorer(), u, n, excluded, candidates,
+                         self.data.item_columns, self.comm)
 
     def item_index(self) -> ItemIndex:
         """The approximate index of this model's items (model/ann.py), built once: read from
