@@ -38,7 +38,7 @@ import numpy as np
 
 from bench.cli import out_folder
 from bench.epoch_time import commit
-from ncae_cuda.model.ann import IndexSettings, ItemIndex
+from ncae_cuda.model.ann import CORES, IndexSettings, ItemIndex
 from ncae_cuda.model.evaluate import top_m
 from ncae_cuda.ops import get_backend
 from ncae_cuda.runs.environment import describe, device_facts, versions
@@ -160,6 +160,7 @@ def other_indexes(items: np.ndarray, queries: np.ndarray, truth: np.ndarray) -> 
     and recall@K and users/s (all queries in one call) at a few search widths."""
     import faiss
     from usearch.index import Index
+    faiss.omp_set_num_threads(CORES)           # as usearch: every core (one-user calls set 1)
     rows = []
 
     def searched(library: str, build_s: float, set_width, search) -> None:
