@@ -139,8 +139,10 @@ def serve_load_tables() -> list[str]:
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for shape in r["shapes"]:
             floor = {lv["clients"]: lv for lv in shape["levels"] if lv["endpoint"] == "healthz"}
-            parts += [f"| {shape['shape']} | {lv['clients']} | {lv['requests_per_s']:.0f} | "
-                      f"{lv['p50_ms']:.2f} | {lv['p99_ms']:.2f} | {lv['mean_batch']:.1f} | "
+            index = f", index {shape['index']}" if "index" in shape else ""
+            parts += [f"| {shape['shape']}{index} | {lv['clients']} | "
+                      f"{lv['requests_per_s']:.0f} | {lv['p50_ms']:.2f} | {lv['p99_ms']:.2f} | "
+                      f"{lv['mean_batch']:.1f} | "
                       f"{floor[lv['clients']]['requests_per_s']:.0f} | "
                       f"{shape['offline_users_per_s']:.0f} |"
                       for lv in shape["levels"] if lv["endpoint"] == "recommend"]

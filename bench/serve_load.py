@@ -6,7 +6,8 @@
 For each shape (ML-100K's implicit model, hidden 128: ML-100K where --data-dir or
 $NCAE_CUDA_DATA holds it, else the synthetic data set of its density; and the synthetic
 Delicious shape, 69,226 items, hidden 500) it trains a model for an epoch (the rates do not
-depend on how well), saves it and starts the server on it on a free loopback port. Then, for
+depend on how well), saves it and starts the server on it on a free loopback port (with
+--index, a second one beside it, answering through the approximate index). Then, for
 1, 8 and 64 concurrent clients (each a keep-alive connection; the clients shared among
 --client-processes processes), GET /recommend?user=U&n=N for users in a seeded order, and
 GET /healthz, the trivial endpoint (the HTTP floor: what the server answers when scoring costs
@@ -152,14 +153,14 @@ class Served:
         self.process.stdout.close()
 
 
-def offline_rate(model: NCAE, users: np.ndarray, n: int) -> float:
+def offline_rate(model: NCAE, users: np.ndarray, n: int, index: str = "exact") -> float:
     """Users a second of one recommend call for `users`, median of OFFLINE_REPEATS, after a
-    warm-up call (JIT or kernel compilation)."""
-    model.recommend(users, n=n)
+    warm-up call (JIT or kernel compilation, the index's build)."""
+    model.recommend(users, n=n, index=index)
     seconds = []
     for _ in range(OFFLINE_REPEATS):
         start = time.perf_counter()
-        model.recommend(users, n=n)                    # returns host arrays: synchronized
+        model.recommend(users, n=n, index=index)       # returns host arrays: synchronized
         seconds.append(time.perf_counter() - start)
     return len(users) / statistics.median(seconds)
 
@@ -171,22 +172,31 @@ def shape_data(dataset: str, fallback: str | None, data_dir: Path | None):
     return dataset, datasets.load(dataset, data_dir=data_dir)
 
 
-def measure_shape(name: str, shape: tuple, args, folder: Path) -> dict:
+def measure_shape(name: str, shape: tuple, args, folder: Path) -> list[dict]:
+    """A model of the shape, trained and saved, served through each of args.indexes: one
+    result each."""
     dataset, fallback, hidden = shape
     used, data = shape_data(dataset, fallback, args.data_dir)
     model = NCAE(device=args.device, feedback="implicit", hidden=hidden).fit(
         data, epochs=1, verbose=False)
     path = folder / f"{used}.npz"
     model.save(path)
-    rng = np.random.default_rng(0)
-    users = rng.permutation(model.user_ids)
-    offline = offline_rate(model, users[:OFFLINE_USERS], args.n)
+    users = np.random.default_rng(0).permutation(model.user_ids)
+    base = {"shape": name, "dataset": used, "users": data.n_users, "items": data.n_items,
+            "hidden": list(hidden)}
+    return [measure_server({**base, "index": index}, model, path, users, args)
+            for index in args.indexes]
+
+
+def measure_server(result: dict, model: NCAE, path: Path, users: np.ndarray, args) -> dict:
+    """The levels of the server on `path` answering through result['index']."""
+    index = result["index"]
+    result["offline_users_per_s"] = offline_rate(model, users[:OFFLINE_USERS], args.n, index)
     order = np.resize(users, args.requests)                      # (requests,) cycled
     paths = {"recommend": [f"/recommend?user={u}&n={args.n}" for u in order],
              "healthz": ["/healthz"] * args.requests}
-    result = {"shape": name, "dataset": used, "users": data.n_users, "items": data.n_items,
-              "hidden": list(hidden), "offline_users_per_s": offline, "levels": []}
-    server = Served(path, args.device, args.server_flags)
+    result["levels"] = []
+    server = Served(path, args.device, [*args.server_flags, "--index", index])
     try:
         for clients in args.clients:
             for endpoint, wanted in paths.items():
@@ -198,7 +208,7 @@ def measure_shape(name: str, shape: tuple, args, folder: Path) -> dict:
                     (after["users_scored"] - before["users_scored"]) / batches
                     if batches else None))
                 result["levels"].append(level)
-                print(f"{name} | {endpoint} | {clients} clients: "
+                print(f"{result['shape']} | index {index} | {endpoint} | {clients} clients: "
                       f"{level['requests_per_s']:.0f} req/s, p50 {level['p50_ms']:.2f} ms, "
                       f"p99 {level['p99_ms']:.2f} ms", flush=True)
     finally:
@@ -224,7 +234,7 @@ def targets(result: dict) -> dict:
 
 def table(result: dict) -> list[str]:
     lines = [(f"## {result['shape']} ({result['dataset']}: {result['users']} users x "
-              f"{result['items']} items)"), "",
+              f"{result['items']} items), index {result['index']}"), "",
              ("Offline `recommend`, same users, same device: "
               f"{result['offline_users_per_s']:.0f} users/s."), "",
              "| endpoint | clients | requests/s | p50 ms | p99 ms | mean batch | errors |",
@@ -258,12 +268,16 @@ def main(argv=None) -> int:
                    help="processes the clients are shared among (default: %(default)s)")
     p.add_argument("--server-flags", default="",
                    help="more flags of python -m ncae_cuda.serve, e.g. '--max-wait-ms 2'")
+    p.add_argument("--index", action="store_true",
+                   help="also a server answering through the approximate index (--index "
+                        "approximate, the [ann] extra), beside the exact one")
     p.add_argument("--quick", action="store_true",
                    help="a tiny model, 1 and 4 clients, 40 requests a level")
     args = p.parse_args(argv)
     out_folder(p, args.out)
     args.clients = [int(c) for c in args.clients.split(",")]
     args.server_flags = args.server_flags.split()
+    args.indexes = ["exact", "approximate"] if args.index else ["exact"]
     shapes = SHAPES
     if args.quick:
         shapes, args.clients = {"tiny (quick)": QUICK_SHAPE}, [1, 4]
@@ -275,7 +289,7 @@ def main(argv=None) -> int:
               "client_processes": args.client_processes, "shapes": []}
     with tempfile.TemporaryDirectory(prefix="serve-load-") as folder:
         for name, shape in shapes.items():
-            result["shapes"].append(measure_shape(name, shape, args, Path(folder)))
+            result["shapes"] += measure_shape(name, shape, args, Path(folder))
     (args.out / "serve_load.json").write_text(json.dumps(result, indent=2))
     lines = ["# python -m ncae_cuda.serve under load", "",
              (f"- {result['machine']}; commit {result['commit']}, {result['date']}; "

@@ -4,7 +4,8 @@ Each error the package raises for a user's mistake or a machine's fault derives 
 bad data (data.DataError), a setting (config.SettingError), a run folder
 (rundir.RunFolderError), a backend (ops.BackendUnavailable), the device's memory
 (estimator.OutOfMemory), a fit that diverged (loop.Diverged), a sharded job's lost process
-(distributed.ShardLost), a study (study_storage.TuneError), a pool of runs (pool.PoolError).
+(distributed.ShardLost), a study (study_storage.TuneError), a pool of runs (pool.PoolError),
+an approximate index that does not apply (ann.IndexUnavailable).
 Each keeps the built-in base it had (ValueError, RuntimeError, ...), so `except ValueError`
 still catches a DataError.
 """

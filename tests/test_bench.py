@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from bench import (
+    ann,
     epoch_time,
     kernel_peers,
     launches,
@@ -225,6 +226,29 @@ def test_serve_load_quick(tmp_path):
     assert levels["recommend", 1]["mean_batch"] == 1.0
     assert shape["offline_users_per_s"] > 0 and shape["targets"]["clients"] == 4
     assert "| recommend | 4 |" in (tmp_path / "serve_load.md").read_text()
+
+
+@pytest.mark.extra("serve")
+@pytest.mark.extra("ann")
+def test_serve_load_quick_serves_the_index_beside_the_exact_path(tmp_path):
+    assert serve_load.main(["--quick", "--index", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "serve_load.json").read_text())
+    assert [shape["index"] for shape in result["shapes"]] == ["exact", "approximate"]
+    for shape in result["shapes"]:
+        assert all(level["errors"] == 0 and level["requests"] > 0 for level in shape["levels"])
+    assert "index approximate" in (tmp_path / "serve_load.md").read_text()
+
+
+@pytest.mark.extra("ann")
+def test_ann_quick_measures_recall_against_the_exact_path(tmp_path):
+    assert ann.main(["--quick", "--out", str(tmp_path)]) == 0
+    (shape,) = json.loads((tmp_path / "ann.json").read_text())["shapes"]
+    assert shape["exact"]["users_per_s"] > 0 and shape["build_s"] > 0
+    assert shape["size_bytes"] > shape["items"] * (shape["hidden"] + 1) * 4   # vectors kept
+    assert sum(row["default"] for row in shape["index"]) == 1
+    # at the widest probes swept, a quarter of the lists, it finds nearly all of the top 10
+    assert max(row["recall"] for row in shape["index"]) >= 0.99
+    assert "(default)" in (tmp_path / "ann.md").read_text()
 
 
 def test_recommend_time_quick(tmp_path):

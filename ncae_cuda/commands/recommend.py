@@ -25,6 +25,7 @@ import numpy as np
 from ..cli import Parser
 from ..data.interactions import DataError, lookup_ids
 from ..errors import NcaeError
+from ..model import ann
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
 from ..ops import cpu
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also offer items the user interacted with in the training data")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
                    help="auto: the GPU when there is one (default: %(default)s)")
+    runflags.add_index(p)
     p.add_argument("--out", type=Path, help="CSV file to write (default: stdout)")
     return p
 
@@ -77,7 +79,7 @@ def wanted_users(args, model: NCAE) -> np.ndarray:
 
 
 def write_recommendations(out, model: NCAE, users: np.ndarray, n: int, filter_seen: bool,
-                          items) -> int:
+                          items, index: str = "exact") -> int:
     """CSV rows for every user (ids as the model has them), USERS_PER_CALL at a time; returns
     the number of rows."""
     writer = csv.writer(out, lineterminator="\n")
@@ -85,7 +87,8 @@ def write_recommendations(out, model: NCAE, users: np.ndarray, n: int, filter_se
     rows = 0
     for start in range(0, len(users), USERS_PER_CALL):
         chunk = users[start:start + USERS_PER_CALL]
-        ids, scores = model.recommend(chunk, n=n, filter_seen=filter_seen, items=items)
+        ids, scores = model.recommend(chunk, n=n, filter_seen=filter_seen, items=items,
+                                      index=index)
         for user, user_items, user_scores in zip(chunk, ids, scores):
             real = np.isfinite(user_scores)
             for rank, (item, score) in enumerate(zip(user_items[real], user_scores[real]), 1):
@@ -118,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None and args.out.is_dir():
         parser.error(f"--out {args.out}: a folder; name the CSV file to write")
     try:
+        ann.require(args.index)
         model = NCAE.load(args.model, device=args.device)
+        if args.index == "approximate":
+            model.item_index()
         # unknown ids stop here, before any output is written; known ones as the model has them
         users = model.user_ids[lookup_ids(model.user_ids, wanted_users(args, model), "user")]
         items = None if args.items_file is None else read_ids(args.items_file)
@@ -127,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         with cpu.compile_note():
             rows = written(args.out, lambda out: write_recommendations(
-                out, model, users, args.n, not args.keep_seen, items))
+                out, model, users, args.n, not args.keep_seen, items, args.index))
     except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

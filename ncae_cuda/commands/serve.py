@@ -5,7 +5,9 @@
 
 Endpoints (JSON; /docs lists them): GET /healthz, GET /recommend?user=ID&n=N, POST /recommend
 {"users": [...], "n": N, "exclude": [...]}, POST /recommend/new {"items": [...], "n": N},
-GET /similar?item=ID&n=N. The /recommend requests that arrive within --max-wait-ms of each
+GET /similar?item=ID&n=N. --index approximate answers /recommend through an inner-product
+index of the items (read from beside the model file, or built and saved there, at start and at
+each reload). The /recommend requests that arrive within --max-wait-ms of each
 other (up to --max-batch users) are scored in one NCAE.recommend call; one that finds none other
 waiting, at once. SIGHUP reloads the model
 file (one that fails to load leaves the model answering as it was, and the log says why);
@@ -22,6 +24,7 @@ from dataclasses import fields
 
 from ..cli import Parser
 from ..errors import NcaeError
+from ..model import ann
 from ..runs import runflags
 from ..serving import app, holder, server
 from ..serving.limits import Limits
@@ -47,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-wait-ms", type=float, default=1.0,
                    help="how long the first request of a batch waits for others, where "
                         "others are waiting (default: %(default)s)")
+    runflags.add_index(p)
     for limit in fields(Limits):
         p.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default,
                        help=f"{LIMIT_HELP[limit.name]} (default: %(default)s)")
@@ -78,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--max-wait-ms must be >= 0")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     try:
-        served = holder.ModelHolder(args.model, args.device)
+        ann.require(args.index)
+        served = holder.ModelHolder(args.model, args.device, args.index)
         sock = server.listening_socket(args.host, args.port)
     except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)

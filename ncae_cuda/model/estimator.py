@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 
@@ -443,6 +444,7 @@ class NCAE(Recommender):
             model.restore(meta, a)
         except (KeyError, ValueError, TypeError) as e:
             raise modelfile.inconsistent(path, "model", e) from None
+        model.source = Path(path)
         return model
 
     def restore(self, meta: dict, a: dict) -> None:

@@ -10,11 +10,13 @@ None).
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..data.interactions import DataError, Interactions, from_matrix, lookup_ids
+from .ann import INDEXES, ItemIndex, user_queries
 from .cold_means import cold_at, cold_ratings
 from .evaluate import (constant_scorer, excluded_entries, model_scorer, predict_ratings,
                        rating_report, row_codes, top_m)
@@ -24,6 +26,9 @@ from .fitdata import scored_rows
 class Recommender:
     """The queries of a fitted model (NCAE's): predict, evaluate, recommend, recommend_new,
     similar_items, and the fit data's ids."""
+
+    source: Path | None = None         # the file load() read: the index is kept beside it
+    _index: ItemIndex | None = None    # built on recommend(index='approximate')'s first call
 
     def predict(self, users, items) -> np.ndarray:
         """The model's output at each (users[i], items[i]).
@@ -71,8 +76,8 @@ class Recommender:
         yhat[cold] = cold_ratings(self.data.seen, users[cold], items[cold])
         return yhat
 
-    def recommend(self, users, n: int = 10, filter_seen: bool = True, items=None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+    def recommend(self, users, n: int = 10, filter_seen: bool = True, items=None,
+                  index: str = "exact") -> tuple[np.ndarray, np.ndarray]:
         """The n best items of each user, best first.
 
         Parameters
@@ -85,6 +90,11 @@ class Recommender:
             Leave out the items a user interacted with in the fit data.
         items : array-like, optional
             Item ids: the candidates (default: every item).
+        index : {'exact', 'approximate'}
+            'exact': every item scored. 'approximate': an inner-product index of the items
+            (item_index(); the [ann] extra, CPU only), searched n + (the user's seen items)
+            deep; a user for whom it finds fewer than n, and every user where `items` is given,
+            gets the exact top-k.
 
         Returns
         -------
@@ -98,16 +108,48 @@ class Recommender:
         ------
         UnknownIds
             Ids the model was not fit on, named.
-
+        IndexUnavailable
+            index='approximate' for a model or device it does not apply to, or without the
+            [ann] extra.
         """
         self._check_fitted()
+        if index not in INDEXES:
+            raise ValueError(f"index must be one of {', '.join(INDEXES)}; got {index!r}")
         u = lookup_ids(self.user_ids, users, "user")
         n, candidates = self.data.candidates(n, items)
+        searched = self.item_index() if index == "approximate" else None
+        if searched is None or candidates is not None:
+            return self._item_results(*self._exact_top(u, n, filter_seen, candidates),
+                                      ratings=not self.config.implicit)
+        idx, vals, short = searched.top(user_queries(self, u), u, n,
+                                        self.data.seen if filter_seen else None)
+        if short.any():
+            idx[short], vals[short] = self._exact_top(u[short], n, filter_seen, None)
+        return self._item_results(idx, vals, ratings=not self.config.implicit)
+
+    def _exact_top(self, u: np.ndarray, n: int, filter_seen: bool, candidates
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """(idx, logits) each (len(u), n): the n best columns of users u, every item scored."""
         excluded = excluded_entries(self.ops, self.data.seen_items()) if filter_seen else None
         with self.ops.session():
-            idx, vals = top_m(self.ops, self._user_scorer(), u, n, excluded, candidates,
-                              self.data.item_columns, self.comm)
-        return self._item_results(idx, vals, ratings=not self.config.implicit)
+            return top_m(self.ops, self._user_scorer(), u, n, excluded, candidates,
+                         self.data.item_columns, self.comm)
+
+    def item_index(self) -> ItemIndex:
+        """The approximate index of this model's items (model/ann.py), built once: read from
+        beside the file load() read where it was built from this model, else built and saved
+        there.
+
+        Raises
+        ------
+        IndexUnavailable
+            A model it does not apply to (a blend, a sharded one, one on the GPU), or no
+            [ann] extra.
+        """
+        self._check_fitted()
+        if self._index is None or not self._index.fresh_for(self):
+            self._index = ItemIndex.for_model(self, self.source)
+        return self._index
 
     def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
                       times=None) -> tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..cli import Parser
 from ..data import datasets
+from ..model.ann import INDEXES
 from ..model.config import DEFAULTS, Config, SettingError, read_recipe
 from . import rundir
 from .spec import DataSpec, RunSpec, SpecError, identity
@@ -30,6 +31,15 @@ def add_model_file(parser) -> None:
     parser.add_argument("model", type=lambda text: rundir.model_file(Path(text)),
                         help=f"{rundir.MODEL} written by ncae_cuda.train or NCAE.save, or the "
                              "run folder that holds it")
+
+
+def add_index(parser) -> None:
+    """How a command finds a user's best items: --index exact or approximate."""
+    parser.add_argument("--index", choices=INDEXES, default=INDEXES[0],
+                        help="exact: every item scored (default); approximate: a faiss "
+                             "inner-product index of the items ([ann] extra, CPU only), "
+                             "saved beside the model file (MODEL.ann) and rebuilt when the "
+                             "model changes")
 
 
 def int_list(text: str) -> tuple[int, ...]:

@@ -75,7 +75,7 @@ class Batcher:
     async def _score(self, batch: list[Ask]) -> None:
         """Score one batch on the model's thread and answer each of its asks."""
         try:
-            answers = await self.holder.run(score_batch, batch)
+            answers = await self.holder.run(score_batch, batch, self.holder.index)
         except Exception as e:      # noqa: BLE001 (a bug: these requests answer 500, no others)
             answers = [e] * len(batch)
         self.batches += 1
@@ -109,10 +109,10 @@ class Batcher:
         return None
 
 
-def score_batch(model: NCAE, batch: list[Ask]) -> list:
+def score_batch(model: NCAE, batch: list[Ask], index: str = "exact") -> list:
     """Each ask's rows, or the error it is answered with (unknown ids), from one recommend
-    call for all the users of the asks that filter seen items and one for those that keep
-    them."""
+    call (through `index`) for all the users of the asks that filter seen items and one for
+    those that keep them."""
     answers: list = [None] * len(batch)
     calls: dict[bool, list] = {True: [], False: []}
     looked_up = _batch_users(model, batch)
@@ -132,7 +132,7 @@ def score_batch(model: NCAE, batch: list[Ask]) -> list:
         rows = np.concatenate([users for _, users, _ in asks])                   # (B,)
         n = max(batch[k].n + len(excluded) for k, _, excluded in asks)
         items, scores = model.recommend(model.user_ids[rows], n=n,
-                                        filter_seen=filter_seen)                # (B, n) each
+                                        filter_seen=filter_seen, index=index)   # (B, n) each
         start = 0
         for k, users, excluded in asks:
             answers[k] = [{"user": user, **ranked(items[start + j], scores[start + j],

@@ -22,16 +22,17 @@ READ_BYTES = 1 << 20              # of the model file at a time, for its checksu
 
 @dataclass(frozen=True)
 class Served:
-    """A loaded model and the file it came from, as /healthz shows it."""
+    """A loaded model, the file it came from and how it is searched, as /healthz shows it."""
     model: NCAE
     path: Path
     sha256: str
+    index: str = "exact"
 
     def facts(self) -> dict:
         model = self.model
         return {"model": str(self.path), "sha256": self.sha256, "users": len(model.user_ids),
                 "items": len(model.item_ids), "feedback": model.config.feedback,
-                "based": model.config.based, "device": model.ops.name}
+                "based": model.config.based, "device": model.ops.name, "index": self.index}
 
 
 def file_sha256(path: Path) -> str:
@@ -42,24 +43,27 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load(path: Path, device) -> Served:
-    """The model at `path` on `device`, warmed up; an NcaeError (DataError for a damaged file)
-    if it cannot be."""
+def load(path: Path, device, index: str = "exact") -> Served:
+    """The model at `path` on `device`, its approximate index read or built where `index`
+    asks for it, warmed up; an NcaeError (DataError for a damaged file) if it cannot be."""
     try:
         sha256 = file_sha256(path)
     except OSError as e:
         raise NcaeError(f"{path}: {e.strerror}", errno=e.errno) from None
-    return Served(warmed(NCAE.load(path, device=device)), path, sha256)
+    model = NCAE.load(path, device=device)
+    if index == "approximate":
+        model.item_index()
+    return Served(warmed(model, index), path, sha256, index)
 
 
-def warmed(model: NCAE) -> NCAE:
-    """The model after one recommend, so that no request pays for what a first one costs: the
-    kernels compiled (the CPU's once an install, the log saying so; a GPU's once a process)
-    or read from their cache, the device arrays made. Before the server listens, so that
-    /healthz answers once it is done."""
+def warmed(model: NCAE, index: str) -> NCAE:
+    """The model after one recommend through `index`, so that no request pays for what a
+    first one costs: the kernels compiled (the CPU's once an install, the log saying so; a
+    GPU's once a process) or read from their cache, the device arrays made. Before the server
+    listens, so that /healthz answers once it is done."""
     start = time.perf_counter()
     with cpu.compile_note(log.info):
-        model.recommend(model.user_ids[:1], n=1)
+        model.recommend(model.user_ids[:1], n=1, index=index)
     log.info("warmed up: one user scored in %.1f s", time.perf_counter() - start)
     return model
 
@@ -68,9 +72,9 @@ class ModelHolder:
     """The served model (loaded at once: a model that cannot be loaded stops the command before
     it listens), and its thread."""
 
-    def __init__(self, path: Path, device):
-        self.path, self.device = path, device
-        self.current = load(path, device)
+    def __init__(self, path: Path, device, index: str = "exact"):
+        self.path, self.device, self.index = path, device, index
+        self.current = load(path, device, index)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="model")
 
     async def run(self, work, *args):
@@ -84,7 +88,7 @@ class ModelHolder:
         thread (reload_soon)."""
         old = self.current
         try:
-            self.current = load(self.path, self.device)
+            self.current = load(self.path, self.device, self.index)
         except NcaeError as e:
             log.error("reload failed, still serving %s (sha256 %s): %s", old.path, old.sha256, e)
             return False

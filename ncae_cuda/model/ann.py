@@ -1,0 +1,281 @@
+"""An approximate top-k: a faiss inner-product index over the items' vectors ([ann] extra).
+
+A user's logit of item i is an inner product, so a user's best items are a maximum-inner-
+product search. User-based: item i's vector is (V[i], c[i]) and the user's query (h, 1), h the
+user's last hidden layer. Item-based: item i's vector is (code_i, 1), the last hidden layer of
+its row, and user u's query (V[u], c[u]). The index is faiss's inverted file (the items
+clustered into `lists` by k-means; a query scans the `probes` lists nearest to it) of each
+coordinate quantized to 4 bits, scanned in registers (faiss's "fast scan"), whose best
+`refine` x k are scored again exactly on the stored float32 vectors: the scores it returns
+are the model's logits. bench/ann.py chose the settings (docs/serving.md, "An approximate
+index").
+
+A blend (based='both') scores a weighted sum of two models' ratings, not one inner product; a
+sharded model's items live in several processes; the GPU's batched exact top-k is the GPU's
+path: those refuse an index. similar_items stays exact: it ranks by cosine, not by this inner
+product.
+
+The index is saved beside the model's file (model.npz -> model.ann), keyed by the SHA-256 of
+the item vectors and the settings, so that a changed model never searches a stale index: one
+that does not match is rebuilt and saved again.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NcaeError
+from .evaluate import EVAL_BATCH, row_codes
+from .modelfile import atomic_write
+
+log = logging.getLogger("ncae_cuda.ann")
+INDEXES = ("exact", "approximate")           # recommend(index=...), --index
+MISSING_EXTRA = "the approximate index needs the [ann] extra: pip install -e '.[ann]'"
+SUFFIX = ".ann"                              # model.npz -> model.ann
+PARALLEL_QUERIES = 16                        # a search of as many queries runs on every core
+CORES = len(os.sched_getaffinity(0))
+
+
+class IndexUnavailable(NcaeError, ValueError):
+    """index='approximate' asked of a model or a machine it does not apply to."""
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """How the index is built and searched (defaults chosen by bench/ann.py).
+
+    lists_per_sqrt : float
+        Inverted lists per square root of the number of items (rounded to a power of two).
+    probes : int
+        Lists a query scans, at least.
+    probe_share : float
+        Share of the lists a query scans, where that is more than `probes`.
+    refine : int
+        Candidates scored exactly, as a multiple of the k asked for.
+    train_per_list : int
+        Items a list's k-means centroid is trained on, at most.
+    """
+    lists_per_sqrt: float = 2.0
+    probes: int = 32
+    probe_share: float = 1 / 32
+    refine: int = 16
+    train_per_list: int = 40
+
+    def lists(self, n_items: int) -> int:
+        """Inverted lists for n_items, at least train_per_list items each."""
+        wanted = 2 ** round(math.log2(max(self.lists_per_sqrt * math.sqrt(n_items), 1)))
+        return int(max(1, min(wanted, n_items // self.train_per_list)))
+
+    def probes_of(self, lists: int) -> int:
+        """Lists a query scans, of `lists`."""
+        return max(self.probes, round(self.probe_share * lists))
+
+
+def faiss_module():
+    """faiss, or IndexUnavailable naming the extra."""
+    try:
+        import faiss
+    except ImportError:
+        raise IndexUnavailable(MISSING_EXTRA) from None
+    return faiss
+
+
+def require(index: str) -> None:
+    """IndexUnavailable naming the extra where `index` needs faiss and it is not installed: a
+    command's check before it loads anything."""
+    if index == "approximate":
+        faiss_module()
+
+
+def check_applies(model) -> None:
+    """IndexUnavailable in a line where `model` cannot be searched through an index."""
+    config = model.config
+    if config.based == "both":
+        raise IndexUnavailable("a blend (based='both') scores a weighted sum of two models' "
+                               "ratings, not one inner product: use the exact top-k "
+                               "(index='exact')")
+    if model.comm is not None:
+        raise IndexUnavailable("a sharded model's items live in several processes: use the "
+                               "exact top-k (index='exact')")
+    if model.ops.name != "cpu":
+        raise IndexUnavailable(f"the index searches on the CPU; on {model.ops.name} the exact "
+                               "batched top-k is the path (index='exact', or device='cpu')")
+    faiss_module()
+
+
+def index_path(model_file: Path) -> Path:
+    """Where the index of the model saved at `model_file` is kept."""
+    return Path(model_file).with_suffix(SUFFIX)
+
+
+class ItemIndex:
+    """An index of item vectors (N, d), searched with query vectors (B, d)."""
+
+    def __init__(self, items: np.ndarray, settings: IndexSettings = IndexSettings()):
+        self.items, self.settings = items, settings
+        self.digest = _digest(items, settings)
+        self.index = None
+        self.built_seconds = None
+        self.network, self.steps = None, None        # of the model it indexes, at its step
+
+    @classmethod
+    def for_model(cls, model, model_file: Path | None = None,
+                  settings: IndexSettings = IndexSettings()) -> ItemIndex:
+        """The model's index: read from beside `model_file` where it was built from these item
+        vectors with these settings, else built (and saved there, when it can be)."""
+        check_applies(model)
+        found = cls(_item_vectors(model), settings)
+        found.network, found.steps = model._net, int(model._net.counter[0])
+        path = None if model_file is None else index_path(model_file)
+        if path is not None and found._read(path):
+            log.info("index %s read (%s)", path, found.digest[:12])
+            return found
+        found.build()
+        log.info("index of %d items built in %.1f s (%s)", len(found.items),
+                 found.built_seconds, found.digest[:12])
+        if path is not None:
+            try:
+                found.save(path)
+            except NcaeError as e:             # a folder not writable: the index still serves
+                log.warning("index not saved: %s", e)
+        return found
+
+    def fresh_for(self, model) -> bool:
+        """Whether this is still the index of `model`'s items (a fit since replaces the
+        network, or steps it)."""
+        return model._net is self.network and int(model._net.counter[0]) == self.steps
+
+    def build(self) -> None:
+        faiss, s = faiss_module(), self.settings
+        start = time.perf_counter()
+        n, d = self.items.shape
+        lists = s.lists(n)
+        self.index = faiss.index_factory(
+            d, f"IVF{lists},PQ{d}x4fs,RFlat", faiss.METRIC_INNER_PRODUCT)
+        sample = np.random.default_rng(0).permutation(n)[:lists * s.train_per_list]
+        self.index.train(self.items[np.sort(sample)])
+        self.index.add(self.items)
+        self.built_seconds = time.perf_counter() - start
+        self.prepare_search()
+
+    def save(self, path: Path) -> None:
+        faiss = faiss_module()
+        blob = faiss.serialize_index(self.index)                          # (bytes,) uint8
+        atomic_write(path, lambda f: np.savez(f, digest=np.array(self.digest), index=blob))
+
+    def _read(self, path: Path) -> bool:
+        """Take the index saved at `path` if it is this one's; False where it is missing,
+        unreadable or another model's."""
+        try:
+            with np.load(path) as saved:
+                if str(saved["digest"]) != self.digest:
+                    log.info("index %s is of another model: rebuilding it", path)
+                    return False
+                self.index = faiss_module().deserialize_index(saved["index"])
+        except (OSError, ValueError, KeyError, RuntimeError) as e:
+            if path.exists():
+                log.warning("index %s unreadable (%s): rebuilding it", path, e)
+            return False
+        self.prepare_search()
+        return True
+
+    def prepare_search(self) -> None:
+        """Set the index's search to the settings' probes."""
+        faiss = faiss_module()
+        ivf = faiss.extract_index_ivf(self.index)
+        ivf.nprobe = self.settings.probes_of(ivf.nlist)
+
+    def search(self, queries: np.ndarray, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(idx, logits), each (B, k), of the queries (B, d): best first, -1 where none; k - n
+        of them are to be left out (seen items), so k + (refine - 1) n are scored exactly."""
+        faiss = faiss_module()
+        # a few queries on one thread: OpenMP's idle workers would spin on the cores that the
+        # encoder's Numba threads need next
+        faiss.omp_set_num_threads(1 if len(queries) < PARALLEL_QUERIES else CORES)
+        self.index.k_factor = -(-(k + (self.settings.refine - 1) * n) // k)
+        logits, idx = self.index.search(np.ascontiguousarray(queries, np.float32), k)
+        return idx.astype(np.int32), logits
+
+    def top(self, queries: np.ndarray, users: np.ndarray, n: int, seen
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(idx, logits, short): the n best items of each user, queries (B, d), not in `seen`
+        (users x items CSR, or None), searched n + |seen| deep; `short` (B,) bool marks the
+        users for whom the index found too few (the exact top-k answers those)."""
+        users = np.asarray(users, np.int32)
+        n_items = len(self.items)
+        seen_count = (np.zeros(len(users), np.int64) if seen is None
+                      else np.diff(seen.indptr)[users])                    # (B,)
+        wanted = np.minimum(n, n_items - seen_count)                       # what exact offers
+        depth = np.minimum(n + seen_count, n_items)
+        idx = np.full((len(users), n), -1, np.int32)
+        logits = np.full((len(users), n), -np.inf, np.float32)
+        short = np.zeros(len(users), bool)
+        # one search a depth, rounded up to a power of two: a user who has seen many items
+        # does not make the whole batch search deep
+        rounded = np.minimum(2 ** np.ceil(np.log2(np.maximum(depth, 1))).astype(np.int64),
+                             n_items)
+        for k in np.unique(rounded):
+            rows = np.flatnonzero(rounded == k)
+            found, scores = self.search(queries[rows], int(k), n)          # (R, k)
+            drop = found < 0
+            if seen is not None:
+                drop |= _seen_mask(seen, users[rows], found)
+            scores = np.where(drop, -np.inf, scores)
+            order = np.lexsort((np.where(drop, n_items, found), -scores), axis=-1)[:, :n]
+            found, scores = (np.take_along_axis(a, order, -1) for a in (found, scores))
+            kept = np.isfinite(scores)
+            found[~kept] = -1
+            width = found.shape[1]
+            idx[rows, :width], logits[rows, :width] = found, scores
+            short[rows] = kept.sum(axis=1) < wanted[rows]
+        return idx, logits, short
+
+
+def user_queries(model, users: np.ndarray) -> np.ndarray:
+    """(B, d) the users' query vectors of the model's index."""
+    net, inputs = model._net, model.data.inputs()
+    if model.config.based == "user":
+        codes = np.concatenate([net.codes(model.ops.cut_rows(inputs, users[i:i + EVAL_BATCH]))
+                                for i in range(0, len(users), EVAL_BATCH)])    # (B, K)
+        return _with_column(codes, 1.0)
+    return _with_column(net.p["V"][users], net.p["c"][users])
+
+
+def _with_column(vectors: np.ndarray, value) -> np.ndarray:
+    """(n, d + 1) float32 the vectors with one more coordinate, `value` (a scalar or (n,))."""
+    out = np.empty((len(vectors), vectors.shape[1] + 1), np.float32)
+    out[:, :-1] = vectors
+    out[:, -1] = value
+    return out
+
+
+def _item_vectors(model) -> np.ndarray:
+    """(N, d) every item's vector."""
+    net = model._net
+    if model.config.based == "user":
+        return _with_column(net.p["V"], net.p["c"])
+    return _with_column(row_codes(net, model.data.inputs()), 1.0)
+
+
+def _digest(items: np.ndarray, settings: IndexSettings) -> str:
+    h = hashlib.sha256(repr(sorted(asdict(settings).items())).encode())
+    h.update(f"{items.shape}".encode())
+    h.update(np.ascontiguousarray(items).data)
+    return h.hexdigest()
+
+
+def _seen_mask(seen, users: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """(R, k) bool: found[r, j] is an item users[r] has in `seen`."""
+    rows = seen[users]                                                     # (R, N) CSR
+    n_items = seen.shape[1]
+    keys = np.repeat(np.arange(len(users), dtype=np.int64), np.diff(rows.indptr)) * n_items
+    seen_keys = keys + rows.indices
+    found_keys = np.arange(len(users), dtype=np.int64)[:, None] * n_items + found
+    return np.isin(found_keys, seen_keys)

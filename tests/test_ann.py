@@ -1,0 +1,162 @@
+"""recommend(index='approximate'): the faiss index's top-k against a float64 numpy top-k of the
+same model, the exact top-k for users the index finds too few for, the index file beside the
+model (reused while it matches, rebuilt when the model changes, also on a server's SIGHUP),
+and the one-line refusals."""
+import logging
+import signal
+import sys
+
+import numpy as np
+import pytest
+from test_serve import Server, query, wait_for
+
+from ncae_cuda import NCAE, BlendedNCAE
+from ncae_cuda.commands import recommend
+from ncae_cuda.data import datasets
+from ncae_cuda.model import ann
+
+pytestmark = pytest.mark.extra("ann")
+KINDS = {"implicit-user": {"feedback": "implicit", "based": "user"},
+         "explicit-item": {"feedback": "explicit", "based": "item"}}
+
+
+def fit(kind: str, seed: int = 0) -> NCAE:
+    return NCAE(device="cpu", hidden=(16,), seed=seed, **KINDS[kind]).fit(
+        datasets.load("synthetic"), epochs=1, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def models() -> dict:
+    return {kind: fit(kind) for kind in KINDS}
+
+
+def reference_top(model: NCAE, users: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(items, logits) each user's n best unseen items, in float64 numpy from the network's
+    parameters: the items' logits are the user's code against V and c (user-based), or the
+    items' codes against the user's V row and c (item-based)."""
+    net, inputs = model._net, model.data.inputs()
+    V, c = net.p["V"].astype(np.float64), net.p["c"].astype(np.float64)
+    if model.config.based == "user":
+        codes = net.codes(model.ops.cut_rows(inputs, users)).astype(np.float64)
+        logits = codes @ V.T + c
+    else:
+        every = np.arange(inputs.shape[0], dtype=np.int32)
+        codes = net.codes(model.ops.cut_rows(inputs, every)).astype(np.float64)
+        logits = V[users] @ codes.T + c[users][:, None]
+    logits[model.data.seen[users].toarray() > 0] = -np.inf
+    best = np.argsort(-logits, axis=1, kind="stable")[:, :n]
+    return best, np.take_along_axis(logits, best, 1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_index_finds_the_float64_top_k_where_it_scans_every_list(kind, models):
+    model = models[kind]
+    users = np.arange(0, len(model.user_ids), 7)
+    items, scores = model.recommend(model.user_ids[users], n=10, index="approximate")
+    best, logits = reference_top(model, users, 10)
+    assert model.item_index().settings.probes >= model.item_index().settings.lists(800)
+    np.testing.assert_array_equal(items, model.item_ids[best])
+    expected = logits if model.config.implicit else model._net.objective.rating(logits)
+    np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_candidate_items_are_ranked_exactly(models):
+    model = models["implicit-user"]
+    users, items = model.user_ids[:30], model.item_ids[::3]
+    np.testing.assert_array_equal(
+        model.recommend(users, n=5, items=items, index="approximate")[0],
+        model.recommend(users, n=5, items=items)[0])
+
+
+def test_a_user_the_index_finds_too_few_for_gets_the_exact_top_k(models):
+    """One list scanned, ~40 items: n=100 is more than it finds, so every user is short and
+    the exact top-k answers; the index alone would have padded the rows with -1."""
+    model = models["implicit-user"]
+    model._index = ann.ItemIndex.for_model(model, None, ann.IndexSettings(probes=1, refine=1))
+    users = np.arange(0, len(model.user_ids), 11)
+    _, _, short = model._index.top(ann.user_queries(model, users), users, 100, model.data.seen)
+    assert short.all()
+    items, _ = model.recommend(model.user_ids[users], n=100, index="approximate")
+    np.testing.assert_array_equal(items, model.item_ids[reference_top(model, users, 100)[0]])
+    model._index = None
+
+
+def test_the_index_file_is_reused_while_it_matches_and_rebuilt_when_the_model_changes(
+        models, tmp_path, caplog):
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    caplog.set_level(logging.INFO, "ncae_cuda.ann")
+    first = NCAE.load(path, device="cpu").item_index()
+    assert ann.index_path(path).exists() and "built" in caplog.text
+    caplog.clear()
+    again = NCAE.load(path, device="cpu").item_index()
+    assert "read" in caplog.text and "built" not in caplog.text
+    assert again.digest == first.digest
+    fit("implicit-user", seed=1).save(path)
+    caplog.clear()
+    changed = NCAE.load(path, device="cpu")
+    assert changed.item_index().digest != first.digest
+    assert "another model: rebuilding" in caplog.text and "built" in caplog.text
+    with np.load(ann.index_path(path)) as saved:
+        assert str(saved["digest"]) == changed.item_index().digest
+
+
+def test_a_refit_model_searches_a_new_index(models):
+    model = fit("implicit-user")
+    before = model.item_index()
+    model.partial_fit(datasets.load("synthetic"), epochs=1, verbose=False)
+    assert model.item_index() is not before and model.item_index().digest != before.digest
+
+
+def test_the_cli_writes_the_same_rows_through_the_index(models, tmp_path, capsys):
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    users = ",".join(map(str, models["implicit-user"].user_ids[:20]))
+    outputs = []
+    for index in ann.INDEXES:
+        assert recommend.main([str(path), "--users", users, "-n", "5", "--device", "cpu",
+                               "--index", index]) == 0
+        outputs.append(np.array([line.split(",") for line in
+                                 capsys.readouterr().out.splitlines()[1:]]))    # (rows, 4)
+    exact, approximate = outputs
+    assert exact.shape == (100, 4)
+    np.testing.assert_array_equal(exact[:, :3], approximate[:, :3])        # user, rank, item
+    np.testing.assert_allclose(exact[:, 3].astype(float), approximate[:, 3].astype(float),
+                               rtol=1e-5)
+
+
+def test_a_blend_and_a_missing_extra_are_refused_in_a_line(models, tmp_path, monkeypatch,
+                                                            capsys):
+    blend = BlendedNCAE(device="cpu", hidden=(8,), feedback="explicit").fit(
+        datasets.load("synthetic-tiny"), epochs=1, verbose=False)
+    with pytest.raises(ann.IndexUnavailable, match="blend"):
+        blend.recommend(blend.user_ids[:2], index="approximate")
+    with pytest.raises(ValueError, match="index must be one of exact, approximate"):
+        blend.recommend(blend.user_ids[:2], index="fast")
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    monkeypatch.setitem(sys.modules, "faiss", None)            # import faiss fails
+    assert recommend.main([str(path), "--all", "--index", "approximate"]) == 2
+    assert capsys.readouterr().err == f"error: {ann.MISSING_EXTRA}\n"
+
+
+@pytest.mark.extra("serve")
+def test_serve_index_rebuilds_on_sighup_and_answers_as_the_offline_index(models, tmp_path):
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    server = Server(path, "--index", "approximate")
+    try:
+        assert server.call("/healthz")[1]["index"] == "approximate"
+        assert "built" in server.logged() and ann.index_path(path).exists()
+        second = fit("implicit-user", seed=1)
+        second.save(path)
+        server.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: "reloaded" in server.logged())
+        assert "another model: rebuilding" in server.logged()
+        user = second.user_ids[3]
+        _, got = server.call("/recommend" + query(user=user, n=10))
+        items, scores = second.recommend([user], n=10, index="approximate")
+        assert got["items"] == items[0].tolist()
+        np.testing.assert_allclose(got["scores"], scores[0], rtol=1e-5)
+    finally:
+        assert server.stop() == 0, server.logged()
