@@ -125,5 +125,13 @@ def test_train_on_given_files_scores_cold_entries_apart(tmp_path, capsys, feedba
         assert "predicted by the training data's means, shrunk by 5 ratings" in said
         assert result["cold_test"]["entries"] == result["data"]["cold_test"]["entries"]
         assert result["test"]["entries"] == result["data"]["test"]
+        # every test entry together, against a float64 RMSE of the saved model's predictions
+        held = split.test.concat(split.cold_test)
+        predicted = NCAE.load(out / "model.npz").predict(held.user_ids[held.users],
+                                                         held.item_ids[held.items])
+        rmse = np.sqrt(np.mean((predicted.astype(np.float64) - held.ratings) ** 2))
+        assert result["all_test"] == {"rmse": pytest.approx(rmse, rel=1e-5),
+                                      "entries": held.nnz}
+        assert "\nall test entries, warm and cold together" in said
     else:
         assert "POP beside" in said and "cold_pop" in result

@@ -15,6 +15,7 @@ from ncae_cuda.model.metrics import (
     hit_rate,
     ndcg,
     per_user_figures,
+    pooled_rmse,
     popularity_scores,
     ranking_summary,
     recall,
@@ -305,3 +306,16 @@ def test_format_table():
         "| 1-9     |   12 | 0.9123 |\n"
         "| 10+     |    3 |    n/a |")
     assert format_table([]) == ""
+
+
+def test_pooled_rmse_is_the_rmse_over_every_report_s_entries():
+    """Reports of parts (one empty) pooled against a float64 RMSE over all their entries."""
+    rng = np.random.default_rng(3)
+    pred, target = rng.uniform(1, 5, 101), rng.uniform(1, 5, 101)
+    cuts = (0, 0, 37, 101)                                   # the first part is empty
+    reports = [{"rmse": rmse(pred[a:b], target[a:b]), "entries": b - a}
+               for a, b in zip(cuts, cuts[1:])]
+    whole = np.sqrt(np.mean((pred - target) ** 2))
+    assert pooled_rmse(*reports) == {"rmse": pytest.approx(whole, rel=1e-12),
+                                             "entries": 101}
+    assert np.isnan(pooled_rmse(reports[0])["rmse"])

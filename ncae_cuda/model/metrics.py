@@ -30,6 +30,15 @@ def rmse(pred: np.ndarray, target: np.ndarray) -> float:
     return float(np.sqrt(_mean(err * err)))
 
 
+def pooled_rmse(*reports: dict) -> dict:
+    """{'rmse', 'entries'} of the entries of rating reports ({'rmse', 'entries'} each) taken
+    together: the RMSE over all of them, from each report's mean squared error and count."""
+    entries = sum(r["entries"] for r in reports)
+    squares = sum(r["rmse"] ** 2 * r["entries"] for r in reports if r["entries"])
+    return {"rmse": float(np.sqrt(squares / entries)) if entries else float("nan"),
+            "entries": entries}
+
+
 def row_squared_errors(rows: np.ndarray, pred: np.ndarray, target: np.ndarray,
                        n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-row (sum of squared errors (n_rows,) float64, number of entries (n_rows,) int64).
