@@ -95,3 +95,11 @@ def test_help_lists_each_experiment_in_whole_sentences(capsys):
     for name, f in paper_tables.EXPERIMENTS.items():
         # before, only the docstring's first line: "... with (*) S+U+S pre-training,"
         assert f"{name}: {' '.join(f.__doc__.split(chr(10) * 2)[0].split())}" in out
+
+
+def test_a_table_reads_the_rmse_over_every_test_entry_where_cold_ones_were_apart():
+    """u1..u5 hold their cold test entries apart: the tables compare with published figures,
+    which score every entry (all_test), and read test's figures where there is no such part."""
+    pooled = {"test": {"rmse": 0.9, "entries": 3}, "all_test": {"rmse": 1.0, "entries": 4}}
+    assert paper_tables._test("rmse")(pooled) == 1.0
+    assert paper_tables._test("hr@10")({"test": {"hr@10": 0.5}}) == 0.5
