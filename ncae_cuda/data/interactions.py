@@ -330,5 +330,6 @@ def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = N
                         "(X.sum_duplicates() adds them up)")
     return Interactions(users=rows.astype(np.int32), items=cols.astype(np.int32),
                         ratings=values.astype(np.float32), timestamps=None,
-                        user_ids=np.arange(X.shape[0]), item_ids=item_ids if named else np.arange(X.shape[1]),
+                        user_ids=np.arange(X.shape[0]),
+                        item_ids=item_ids if named else np.arange(X.shape[1]),
                         rating_scale=rating_scale, name=name)

@@ -111,7 +111,8 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
 
     def answers(*groups: dict) -> dict:
         return {status: {"model": ErrorAnswer, "description": why}
-                for group in (CLIENT_ERRORS, *groups, UNAVAILABLE) for status, why in group.items()}
+                for group in (CLIENT_ERRORS, *groups, UNAVAILABLE)
+                for status, why in group.items()}
 
     @app.get("/healthz")
     async def healthz() -> dict:
@@ -254,7 +255,9 @@ def validation_error(errors: list) -> RequestError:
 def shown(value) -> str:
     """A value of a request as JSON writes it ("3" a text, 3 a number), cut to SHOWN_INPUT."""
     text = json.dumps(value, default=str)
-    return text if len(text) <= SHOWN_INPUT else f"{text[:SHOWN_INPUT]}... ({len(text)} characters)"
+    if len(text) <= SHOWN_INPUT:
+        return text
+    return f"{text[:SHOWN_INPUT]}... ({len(text)} characters)"
 
 
 def body_schema(shape: type, limits: Limits) -> dict:
