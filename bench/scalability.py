@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.cli import out_folder
 from bench.epoch_time import commit, device_name
-from ncae_cuda import ops
+from ncae_cuda import cli, ops
 from ncae_cuda.data import datasets
 from ncae_cuda.data.splits import subsample
 from ncae_cuda.errors import NcaeError
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=2, help="epochs per cell; the last is reported")
     p.add_argument("--quick", action="store_true", help="small data and widths, for tests")
     p.add_argument("--out", type=Path, required=True)
-    pool.add_flags(p)
+    cli.add_pool_flags(p)
     p.add_argument("--cell", help=argparse.SUPPRESS)        # a cell's process: time it alone
     p.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
             "0.5,1.0", 2
     if args.cell:
         return time_cell(args)
-    pool.check_flags(p, args)
+    cli.check_pool_flags(p, args)
     out_folder(p, args.out)
     listed = cells(args)
     runs = pool.Pool(args.out / "runs", "scalability", [

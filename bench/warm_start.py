@@ -38,6 +38,7 @@ from pathlib import Path
 
 from bench.cli import out_folder
 from bench.epoch_time import commit
+from ncae_cuda import cli
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.model.metrics import format_table
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="ml-100k", help="(default: %(default)s)")
     p.add_argument("--data-dir", type=Path, help="folder with an extracted copy of it")
-    p.add_argument("--seeds", type=runflags.int_list, default=(0, 1, 2),
+    p.add_argument("--seeds", type=cli.int_list, default=(0, 1, 2),
                    help="the model's seeds, a parent, cold and warm fit each (default: 0,1,2)")
     p.add_argument("--device", default="auto", choices=DEVICES, help="(default: %(default)s)")
     p.add_argument("--quick", action="store_true",

@@ -1,7 +1,16 @@
-"""The parser every command of the package reads its command line with."""
+"""The command line's argparse, for every command of the package: the parser they read it with,
+the flags generated from the fields of the records the library declares (a run's RunSpec and
+DataSpec, the model's Config: each field carries its flag's default, help and a plain parse
+function raising ValueError), the argparse types and flags several commands share (a pool's),
+and a library's error turned into the parser's one line. The library layers never import
+argparse: they declare, and this module wires.
+"""
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
+
+from .errors import NcaeError
 
 
 class Parser(argparse.ArgumentParser):
@@ -14,3 +23,183 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def flag(name: str) -> str:
+    """A field's flag: 'split_seed' -> '--split-seed'."""
+    return "--" + name.replace("_", "-")
+
+
+def refused(parser: argparse.ArgumentParser, call, *args):
+    """call(*args); a user's mistake it raises (an NcaeError: a flag's value out of range, two
+    flags that contradict each other) refused by parser.error, in its one line."""
+    try:
+        return call(*args)
+    except NcaeError as e:
+        parser.error(str(e))
+
+
+# ---------------------------------------------------------------------------------------------
+# argparse types
+
+def argument_type(parse):
+    """The argparse type of a library's plain parse function: its ValueError's message is the
+    line the parser prints. A class (int, float, Path) is argparse's own type, whose line
+    ('invalid int value') stays."""
+    if parse is None or isinstance(parse, type):
+        return parse
+
+    def parsed(text: str):
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parsed.__name__ = parse.__name__
+    return parsed
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated integers."""
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+
+
+def float_pair(text: str) -> tuple[float, float]:
+    """An argparse type: LOW,HIGH."""
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOW,HIGH, got {text!r}")
+    return low, high
+
+
+def count(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def gpu_ids(text: str) -> list[str]:
+    """An argparse type: comma-separated GPU numbers."""
+    ids = text.split(",")
+    if not all(i.strip().isdigit() for i in ids):
+        raise argparse.ArgumentTypeError(f"expected comma-separated GPU numbers, got {text!r}")
+    return [i.strip() for i in ids]
+
+
+# ---------------------------------------------------------------------------------------------
+# the flags generated from a record's fields
+
+def _shown(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def add_settings(p: argparse.ArgumentParser, settings: type, from_the_data: dict) -> None:
+    """A flag for every model setting (a field of `settings`, Config), its help and default
+    taken from the field; from_the_data: {setting: help of its default} for the settings whose
+    default the data gives (the flag's default None)."""
+    groups = {name: p.add_argument_group(name) for name in ("model", "training", "evaluation")}
+    for f in fields(settings):
+        meta = f.metadata
+        kind = {"ints": int_list, "range": float_pair}.get(meta["kind"])
+        if kind is None and not meta["choices"]:
+            kind = float if "float" in str(f.type) else int
+        default = None if f.name in from_the_data else f.default
+        shown = from_the_data.get(f.name, None if default is None else _shown(default))
+        help_ = meta["help"] + ("" if shown is None else f" (default: {shown})")
+        groups[meta["group"]].add_argument(
+            flag(f.name), type=kind, choices=meta["choices"], default=default, help=help_,
+            metavar={"ints": "K1,K2,...", "range": "LOW,HIGH"}.get(meta["kind"]))
+
+
+def add_fields(group, record: type, names=None, helps: dict | None = None) -> None:
+    """A flag for each field of `record` (DataSpec, RunSpec) in `names` (default: every field
+    with a flag), in `group`, generated from the field: its default, help, parse function,
+    choices, metavar and action. helps: {name: help} where a command's flag says more than the
+    field's (its own device, its own folder)."""
+    for f in fields(record):
+        meta = f.metadata
+        if not meta or names is not None and f.name not in names:
+            continue
+        kwargs = {"default": f.default, "help": (helps or {}).get(f.name, meta["help"])}
+        if meta["action"]:
+            kwargs.update(action=meta["action"], dest=f.name)
+        else:
+            kwargs.update(type=argument_type(meta["parse"]), choices=meta["choices"],
+                          metavar=meta["metavar"])
+        group.add_argument(meta["flag"] or flag(f.name), **kwargs)
+
+
+def values(args: argparse.Namespace, record: type) -> dict:
+    """The parsed flags of `record`'s fields, by name (the fields without a flag, without
+    metadata, left out)."""
+    return {f.name: getattr(args, f.name) for f in fields(record) if f.metadata}
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None,
+          read_recipe) -> argparse.Namespace:
+    """The flags, over the recipe's settings (read_recipe(path): {setting: value}, ValueError
+    where it cannot) where --config names one."""
+    args = parser.parse_args(argv)
+    if args.config is not None:
+        try:
+            recipe = read_recipe(args.config)
+        except ValueError as e:
+            parser.error(f"--config {args.config}: {e}")
+        parser.set_defaults(**recipe)
+        args = parser.parse_args(argv)
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# a pool's flags (ncae_cuda.runs.pool)
+
+def add_slot_flags(g) -> None:
+    """--jobs and --gpus: how many processes at once, and the GPUs they share."""
+    g.add_argument("--jobs", type=count, metavar="N",
+                   help="processes at once, each in a slot of its own, the cores shared out "
+                        "among them (default: 1, or one per GPU of --gpus)")
+    g.add_argument("--gpus", type=gpu_ids, default=[], metavar="0,1,...",
+                   help="GPUs to share out: slot i sees the i-th (round robin) as "
+                        "CUDA_VISIBLE_DEVICES (default: none named)")
+
+
+def add_pool_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a command that runs a pool."""
+    g = p.add_argument_group("running the runs")
+    add_slot_flags(g)
+    g.add_argument("--task", type=int, default=0, metavar="I",
+                   help="with --tasks T: run the I-th share of the runs (0 <= I < T; on a SLURM "
+                        "array, $SLURM_ARRAY_TASK_ID with --array=0-(T-1)) (default: %(default)s)")
+    g.add_argument("--tasks", type=count, default=1, metavar="T",
+                   help="share the runs out among T tasks, each its own command, on one machine "
+                        "or many sharing --out; the task that finds every run finished writes "
+                        "the tables (default: %(default)s)")
+    g.add_argument("--collect", action="store_true",
+                   help="run nothing: write the tables from the runs' folders, once every task "
+                        "has ended")
+    g.add_argument("--overwrite", action="store_true",
+                   help="start over: remove the runs of this table under --out first")
+
+
+def check_slots(args: argparse.Namespace) -> None:
+    """Fill --jobs' default: one per GPU named, else one."""
+    if args.jobs is None:
+        args.jobs = len(args.gpus) or 1
+
+
+def check_pool_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse the pool flags that do not go together; fill --jobs' default."""
+    check_slots(args)
+    if not 0 <= args.task < args.tasks:
+        parser.error(f"--task {args.task}: must be in 0..{args.tasks - 1} (--tasks {args.tasks})")
+    if args.overwrite and (args.tasks > 1 or args.collect):
+        parser.error("--overwrite: start over with one command (no --tasks, no --collect), "
+                     "then share the runs out")

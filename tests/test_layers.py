@@ -78,3 +78,43 @@ def test_a_command_imports_no_other_command():
              for path in sorted((PACKAGE / "commands").glob("*.py"))
              for module in imported(path) if layer_of(module) == "commands"]
     assert not wrong, "\n".join(wrong)
+
+
+LIBRARY = [layer for layer in LAYERS if layer != "commands"]
+
+
+def argparse_imports(package: Path) -> list[str]:
+    """Each import of argparse in a library layer's module (any import statement, in a
+    function too), as 'FILE imports argparse': the flags belong to commands/ and cli.py."""
+    wrong = []
+    for layer in LIBRARY:
+        for path in sorted((package / layer).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module]
+                else:
+                    continue
+                if any(name.split(".")[0] == "argparse" for name in names):
+                    wrong.append(f"{path.relative_to(package)}:{node.lineno} imports argparse")
+    return wrong
+
+
+def test_no_library_layer_imports_argparse():
+    wrong = argparse_imports(PACKAGE)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_argparse_check_finds_each_kind_of_import(tmp_path):
+    """The check can fail: a module-level, a function-level and a from-import of argparse in
+    the library layers are reported; a command's, and a name that only starts alike, are not."""
+    for layer in ("runs", "baselines", "commands"):
+        (tmp_path / layer).mkdir()
+    (tmp_path / "runs" / "flags.py").write_text("import os, argparse as ap\n")
+    (tmp_path / "baselines" / "types.py").write_text(
+        "import argparse_extra\n\ndef count(text):\n    from argparse import ArgumentTypeError\n"
+        "    raise ArgumentTypeError(text)\n")
+    (tmp_path / "commands" / "train.py").write_text("import argparse\n")
+    assert argparse_imports(tmp_path) == ["baselines/types.py:4 imports argparse",
+                                          "runs/flags.py:1 imports argparse"]

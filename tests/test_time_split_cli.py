@@ -1,7 +1,6 @@
 """Data that grows, on the command line: --split time with its cold test part scored apart (the
 trainer, train --baselines, python -m ncae_cuda.baselines), Recall@M as the tuner's score, and
 --warm-start (run.json's record of the parent, a refused shape, --resume, sharded runs)."""
-import argparse
 import hashlib
 import json
 import shutil
@@ -17,7 +16,7 @@ from ncae_cuda.data.interactions import DataError
 from ncae_cuda.model import loop
 from ncae_cuda.model.config import Config
 from ncae_cuda.runs import protocol, tuning
-from ncae_cuda.runs.spec import DataSpec
+from ncae_cuda.runs.spec import DataSpec, SpecError
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8", "--batch-size", "16", "--device", "cpu"]
 TIME = ["--split", "time", "--test-ratio", "0.2", "--valid-ratio", "0.1"]
@@ -209,14 +208,11 @@ def test_train_baselines_on_a_time_split_show_their_cold_figures(tmp_path, capsy
 # the tuner's score
 
 def test_the_tuner_scores_implicit_trials_by_recall_at_the_last_cutoff_when_asked():
-    parser = argparse.ArgumentParser()
     implicit = Config(feedback="implicit", cutoffs=CUTOFFS).resolved()
-    assert tuning.selection(parser, argparse.Namespace(metric=None), implicit) == ("ndcg@20",
-                                                                                    True)
-    assert tuning.selection(parser, argparse.Namespace(metric="recall"), implicit) == (
-        "recall@20", True)
-    with pytest.raises(SystemExit):
-        tuning.selection(parser, argparse.Namespace(metric="recall"), Config().resolved())
+    assert tuning.selection(None, implicit) == ("ndcg@20", True)
+    assert tuning.selection("recall", implicit) == ("recall@20", True)
+    with pytest.raises(SpecError, match="explicit feedback is scored by RMSE"):
+        tuning.selection("recall", Config().resolved())
 
 
 @pytest.mark.extra("tune")

@@ -592,12 +592,12 @@ def test_a_recipe_that_always_fails_is_enqueued_once_a_command(tmp_path):
     found = tuning.Setup({}, [space.Dimension("dropout", low=0.0, high=0.6)], "rmse", False, {},
                        (0,), "j", "s")
     study.enqueue_trial({"dropout": 0.5})
-    assert tune.retry_recipe(study, found) is None            # waiting: not again
+    assert tuning.retry_recipe(study, found) is None            # waiting: not again
     for failed in range(2):                                  # fails each time it runs
         trial = study.ask()
         study.tell(trial, state=TrialState.FAIL)
-        assert tune.retry_recipe(study, found) == trial.number
-        assert tune.retry_recipe(study, found) is None
+        assert tuning.retry_recipe(study, found) == trial.number
+        assert tuning.retry_recipe(study, found) is None
     assert [t.state for t in study.get_trials()] == [TrialState.FAIL] * 2 + [TrialState.WAITING]
 
 

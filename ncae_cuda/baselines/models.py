@@ -27,7 +27,6 @@ and not B; item-kNN's and RP3beta's k, each the first k of the largest k's neigh
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -309,12 +308,13 @@ def installed(models: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
 
 
 def model_list(text: str) -> tuple[str, ...]:
-    """'ease,ials' -> ('ease', 'ials'), each a key of BASELINES."""
+    """'ease,ials' -> ('ease', 'ials'), each a key of BASELINES; ValueError names one that is
+    not."""
     names = tuple(dict.fromkeys(name.strip().lower() for name in text.split(",")))
     unknown = [name for name in names if name not in BASELINES]
     if unknown:
-        raise argparse.ArgumentTypeError(f"{unknown[0]!r} is not a baseline (baselines: "
-                                         f"{', '.join(BASELINES)})")
+        raise ValueError(f"{unknown[0]!r} is not a baseline (baselines: "
+                         f"{', '.join(BASELINES)})")
     return names
 
 
@@ -322,5 +322,5 @@ def beside_ncae(text: str) -> tuple[str, ...]:
     """model_list's, for a table that has POP already: the trainer's, the experiments'."""
     models = model_list(text)
     if "pop" in models:
-        raise argparse.ArgumentTypeError("POP is in every implicit run's table already")
+        raise ValueError("POP is in every implicit run's table already")
     return models

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..baselines.models import BASELINES, installed, model_list
-from ..cli import Parser
+from .. import cli
 from ..errors import NcaeError
 from ..model.config import DEFAULTS
 from ..model.metrics import format_table
@@ -64,7 +64,7 @@ def grid_override(text: str) -> tuple[str, str, tuple]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(
+    p = cli.Parser(
         prog="python -m ncae_cuda.baselines", description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 2)[2] + "\n\nGrids: " + "; ".join(
             f"{m.name}: " + ", ".join(f"{s} {'/'.join(f'{v:g}' for v in vs)}"
@@ -73,20 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     runflags.add_data_flags(p)
     g = p.add_argument_group("baselines")
-    g.add_argument("--models", type=model_list, metavar="M1,M2,...",
+    g.add_argument("--models", type=cli.argument_type(model_list), metavar="M1,M2,...",
                    help=f"which, of {', '.join(BASELINES)} (default: those of "
                         f"{','.join(DEFAULT_MODELS)} installed)")
     g.add_argument("--grid", type=grid_override, action="append", default=[],
                    metavar="MODEL.SETTING=V1,V2",
                    help="these values of one setting instead of its grid's (repeatable), e.g. "
                         "ials.factors=64,128 or bpr.iterations=50,100")
-    g.add_argument("--cutoffs", type=runflags.int_list, default=DEFAULTS.cutoffs,
+    g.add_argument("--cutoffs", type=cli.int_list, default=DEFAULTS.cutoffs,
                    metavar="M1,M2,...", help="the M of HR@M and NDCG@M; validation chooses by "
                    f"NDCG at the last (default: {','.join(map(str, DEFAULTS.cutoffs))})")
     g.add_argument("--seed", type=int, default=0,
                    help="seed of iALS's and BPR's initialisation and of BPR's samples "
                         "(default: %(default)s)")
-    runflags.add_fields(g, RunSpec, ("device", "out", "resume", "overwrite"), helps={
+    cli.add_fields(g, RunSpec, ("device", "out", "resume", "overwrite"), helps={
         "device": "where the figures are ranked, and iALS and BPR fit where the implicit "
                   "library has a CUDA build; auto: the GPU when there is one (default: "
                   "%(default)s)",
@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    data, feedback = runflags.resolved_data(parser, runflags.data_spec(args), "implicit")
+    data, feedback = cli.refused(parser, runflags.data_spec(args).resolved, "implicit")
     config = replace(DEFAULTS, feedback=feedback, based="user")    # the rows the split samples
     if min(args.cutoffs) < 1:
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")

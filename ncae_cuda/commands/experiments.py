@@ -33,7 +33,7 @@ import textwrap
 from pathlib import Path
 
 from ..baselines.models import beside_ncae, installed
-from ..cli import Parser
+from .. import cli
 from ..data.datasets import DATA_ENV
 from ..model.config import VARIANT_SETTINGS, read_recipe
 from ..model.metrics import format_table
@@ -91,7 +91,7 @@ def _baseline_list(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(
+    p = cli.Parser(
         prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
         epilog="\n".join(textwrap.fill(" ".join(f.__doc__.split("\n\n")[0].split()), width=96,
                                        initial_indent=f"{name}: ", subsequent_indent="  ",
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant-flags", action="append", default=[], metavar="NAME=FLAGS",
                    help='trainer flags for one implicit variant\'s runs, e.g. '
                         '"NCAE-=--weight-decay 1e-2" (repeatable)')
-    p.add_argument("--baselines", type=_baseline_list, metavar="M1,M2,...|none",
+    p.add_argument("--baselines", type=cli.argument_type(_baseline_list), metavar="M1,M2,...|none",
                    help="factors, topm: these of ease, ials, bpr beside NCAE (python -m "
                         "ncae_cuda.baselines; iALS's and BPR's factors are the row's K in "
                         f"factors) (default: those of {','.join(BESIDE)} installed)")
@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="robustness: training ratios D (default: %(default)s)")
     p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE",
                    help="recipes: the recipe files to run (recipes/*.toml)")
-    pool.add_flags(p)
+    cli.add_pool_flags(p)
     return p
 
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{', '.join(VARIANT_SETTINGS)}")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: a file, not a folder")
-    pool.check_flags(parser, args)
+    cli.check_pool_flags(parser, args)
     left_out = ""
     if args.baselines is None:
         args.baselines, left_out = installed(BESIDE)

@@ -19,7 +19,6 @@ folder of its own whose runs.json names each run and its command:
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import difflib
@@ -338,69 +337,7 @@ def _last_line(path: Path) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# command line
-
-def count(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def _gpu_ids(text: str) -> list[str]:
-    ids = text.split(",")
-    if not all(i.strip().isdigit() for i in ids):
-        raise argparse.ArgumentTypeError(f"expected comma-separated GPU numbers, got {text!r}")
-    return [i.strip() for i in ids]
-
-
-def add_slot_flags(g) -> None:
-    """--jobs and --gpus: how many processes at once, and the GPUs they share."""
-    g.add_argument("--jobs", type=count, metavar="N",
-                   help="processes at once, each in a slot of its own, the cores shared out "
-                        "among them (default: 1, or one per GPU of --gpus)")
-    g.add_argument("--gpus", type=_gpu_ids, default=[], metavar="0,1,...",
-                   help="GPUs to share out: slot i sees the i-th (round robin) as "
-                        "CUDA_VISIBLE_DEVICES (default: none named)")
-
-
-def add_flags(p: argparse.ArgumentParser) -> None:
-    """The flags of a command that runs a pool."""
-    g = p.add_argument_group("running the runs")
-    add_slot_flags(g)
-    g.add_argument("--task", type=int, default=0, metavar="I",
-                   help="with --tasks T: run the I-th share of the runs (0 <= I < T; on a SLURM "
-                        "array, $SLURM_ARRAY_TASK_ID with --array=0-(T-1)) (default: %(default)s)")
-    g.add_argument("--tasks", type=count, default=1, metavar="T",
-                   help="share the runs out among T tasks, each its own command, on one machine "
-                        "or many sharing --out; the task that finds every run finished writes "
-                        "the tables (default: %(default)s)")
-    g.add_argument("--collect", action="store_true",
-                   help="run nothing: write the tables from the runs' folders, once every task "
-                        "has ended")
-    g.add_argument("--overwrite", action="store_true",
-                   help="start over: remove the runs of this table under --out first")
-
-
-def check_slots(args) -> None:
-    """Fill --jobs' default: one per GPU named, else one."""
-    if args.jobs is None:
-        args.jobs = len(args.gpus) or 1
-
-
-def check_flags(parser: argparse.ArgumentParser, args) -> None:
-    """Refuse the pool flags that do not go together; fill --jobs' default."""
-    check_slots(args)
-    if not 0 <= args.task < args.tasks:
-        parser.error(f"--task {args.task}: must be in 0..{args.tasks - 1} (--tasks {args.tasks})")
-    if args.overwrite and (args.tasks > 1 or args.collect):
-        parser.error("--overwrite: start over with one command (no --tasks, no --collect), "
-                     "then share the runs out")
-
+# what the pool's flags (cli.add_pool_flags) ask
 
 def run_share(pool: Pool, args) -> bool:
     """What the pool's flags ask of `pool`: the task's share of the runs run (nothing with

@@ -1,12 +1,11 @@
 """What a run is, declared once: the data it trains and scores on with its split (DataSpec), and
 how it runs (RunSpec: the device, the folder, refit or not, the baselines beside it), each a
 frozen record whose fields carry their flag's help, as the model's settings (Config) carry
-theirs. The commands' flags are generated from these fields (runflags.py), and the protocol
+theirs. The commands' flags are generated from these fields (ncae_cuda.cli), and the protocol
 (protocol.py) takes a RunSpec and a Config.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import math
 from dataclasses import dataclass, field, fields, replace
@@ -31,33 +30,28 @@ class SpecError(NcaeError, ValueError):
     the flags."""
 
 
-def flag(default, help: str, type=None, choices=None, metavar=None, action=None,
+def flag(default, help: str, parse=None, choices=None, metavar=None, action=None,
          name: str | None = None, identity: bool = True):
-    """A spec's field: its default, its flag's help, the argparse type, choices, metavar and
-    action of the flag, the flag's name where it is not the field's (--no-refit), and whether
-    it bears on the run's result (identity: recorded in run.json and metrics.json; where the
-    data is kept, or how often a checkpoint is saved, is not what a run is)."""
+    """A spec's field: its default, its flag's help, the function that parses the flag's text
+    (a ValueError's message says what was wrong; ncae_cuda.cli wires it as argparse's type),
+    choices, metavar and action of the flag, the flag's name where it is not the field's
+    (--no-refit), and whether it bears on the run's result (identity: recorded in run.json and
+    metrics.json; where the data is kept, or how often a checkpoint is saved, is not what a run
+    is)."""
     return field(default=default, metadata={
-        "help": help, "type": type, "choices": choices, "metavar": metavar, "action": action,
+        "help": help, "parse": parse, "choices": choices, "metavar": metavar, "action": action,
         "flag": name, "identity": identity})
 
 
 # ---------------------------------------------------------------------------------------------
-# the flags' types
+# the flags' parse functions: ValueError where the text is not one
 
 def separator(text: str) -> str:
     """--sep: the field separator as written, or a name for one that is hard to type."""
     sep = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";"}.get(text, text)
     if not sep:
-        raise argparse.ArgumentTypeError("expected a separator (e.g. , ; tab ::), got ''")
+        raise ValueError("expected a separator (e.g. , ; tab ::), got ''")
     return sep
-
-
-def encoding(text: str) -> str:
-    try:
-        return codecs_name(text)
-    except DataError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def seconds(text: str) -> float:
@@ -66,7 +60,7 @@ def seconds(text: str) -> float:
     except ValueError:
         value = math.nan
     if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+        raise ValueError(f"expected a number of seconds >= 0, got {text!r}")
     return value
 
 
@@ -91,7 +85,7 @@ class DataSpec:
                                  "(default: the first of tab, comma and semicolon on its first "
                                  "line)", separator)
     encoding: str = flag(ENCODING, "a data file's text encoding, e.g. latin-1 (default: "
-                                   "%(default)s)", encoding)
+                                   "%(default)s)", codecs_name)
     data_dir: Path | None = flag(
         None, "folder with an extracted copy of a published data set (default: "
         f"${datasets.DATA_ENV}; else the download cache)", Path, identity=False)

@@ -36,44 +36,45 @@ def import_optuna():
     return optuna
 
 
-def _shown(args) -> str:
-    """The storage as messages and files name it: without its password."""
-    if args.storage is None:
-        return str(args.out / JOURNAL)
+def _shown(spec) -> str:
+    """The storage of a study (tune_spec.TuneSpec) as messages and files name it: without its
+    password."""
+    if spec.storage is None:
+        return str(spec.out / JOURNAL)
     import_optuna()
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
     try:
-        return make_url(args.storage).render_as_string(hide_password=True)
+        return make_url(spec.storage).render_as_string(hide_password=True)
     except ArgumentError:
-        raise TuneError(f"--storage {args.storage}: not a database URL (sqlite:///FILE, "
+        raise TuneError(f"--storage {spec.storage}: not a database URL (sqlite:///FILE, "
                         "postgresql://USER@HOST/DB)") from None
 
 
-def open_storage(args):
+def open_storage(spec):
     """The study's storage, opened: the journal file in --out (made, and checked: TuneError
     names a damaged line), or the database; TuneError says why it cannot be opened."""
     optuna = import_optuna()
-    if args.storage is None:
+    if spec.storage is None:
         from optuna.storages.journal import (
             JournalFileBackend,
             JournalFileSymlinkLock,
             JournalStorage,
         )
-        make_out(args)
-        path = str(args.out / JOURNAL)
+        make_out(spec)
+        path = str(spec.out / JOURNAL)
         lock = JournalFileSymlinkLock(path)           # Optuna's own, that its writers hold
         _check_journal(Path(path), lock)
         return JournalStorage(JournalFileBackend(path, lock_obj=lock))
     import sqlalchemy.exc
-    url, engine = args.storage, {}
+    url, engine = spec.storage, {}
     if url.startswith("postgresql://"):          # the driver the [tune] extra installs, whatever
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")   # SQLAlchemy's own
     if url.startswith("postgresql"):
         # a server that takes the connection and never answers: refused after this, not hung
         engine = {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}}
-        if args.worker is None:
-            print(f"connecting to {_shown(args)} (waiting up to {CONNECT_TIMEOUT} s for its "
+        if spec.worker is None:
+            print(f"connecting to {_shown(spec)} (waiting up to {CONNECT_TIMEOUT} s for its "
                   "answer) ...", flush=True)
     try:
         for attempt in range(OPEN_TRIES):
@@ -91,14 +92,14 @@ def open_storage(args):
                 time.sleep(POLL / 4)
     except (ImportError, sqlalchemy.exc.SQLAlchemyError, ValueError) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TuneError(f"--storage {_shown(args)}: cannot open it ({reason})") from None
+        raise TuneError(f"--storage {_shown(spec)}: cannot open it ({reason})") from None
 
 
-def make_out(args) -> None:
+def make_out(spec) -> None:
     try:
-        args.out.mkdir(parents=True, exist_ok=True)
+        spec.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise TuneError(f"--out {args.out}: cannot write there ({e.strerror or e})",
+        raise TuneError(f"--out {spec.out}: cannot write there ({e.strerror or e})",
                         errno=e.errno) from None
 
 

@@ -1,7 +1,7 @@
-"""A tuning study's machinery, below python -m ncae_cuda.tune: what a command tunes (the recipe,
-the space, the data, the score), the study (in its storage: study_storage.py), and its trials:
-a worker's loop, each trial a trainer run scored on validation, the trials of dead workers
-marked failed, a full disk stopping the study.
+"""A tuning study's machinery, below python -m ncae_cuda.tune: what a study tunes (its
+TuneSpec's recipe, space, data and score, checked), the study (in its storage:
+study_storage.py), and its trials: a worker's loop, each trial a trainer run scored on
+validation, the trials of dead workers marked failed, a full disk stopping the study.
 """
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
 from ..ops import BackendUnavailable
 from . import pool, protocol, rundir, runflags, space
-from .spec import RunSpec
+from .spec import RunSpec, SpecError
 from .study_storage import POLL, TuneError, _shown, import_optuna
+from .tune_spec import TuneSpec
 
 PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
 PRUNE_AFTER_EPOCHS = 10          # ones, and never before this epoch
@@ -67,64 +68,68 @@ class Setup:
         return " ".join(runflags.data_argv(self.data))
 
 
-def setup(parser, args) -> Setup:
-    """What this command tunes, each part checked; parser.error names what is wrong."""
+def setup(spec: TuneSpec) -> Setup:
+    """What the study tunes, each part checked; SpecError names the flag that is wrong."""
     try:
-        recipe = read_recipe(args.config) if args.config else {}
+        recipe = read_recipe(spec.recipe) if spec.recipe else {}
     except ValueError as e:
-        parser.error(f"--config {args.config}: {e}")
-    probe, config = trainer_spec(parser, args, recipe, {}, args.out / TRIALS)
+        raise SpecError(f"--config {spec.recipe}: {e}") from None
+    probe, config = trainer_spec(spec, recipe, {}, spec.out / TRIALS)
     with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
-        data, split = protocol.prepare(probe, config, args.device)
+        data, split = protocol.prepare(probe, config, spec.device)
     # a trial is scored on validation: without it every trial would fail (before, ten did, and
     # the command asked whether the space's range was too wide)
     protocol.refuse_without_validation(probe.data, data, split, "score the trials on")
-    named = (f"--space {args.space}" if args.space else
+    named = (f"--space {spec.space}" if spec.space else
              f"the default space (ncae_cuda/runs/spaces/{config.feedback}.toml)")
     try:
-        tables = space.read_tables(args.space or space.default(config.feedback))
-        timed = [name for name in space.TIMED if name in tables]
-        unweighted = (_unweighted(parser, args, config, split) if timed or config.recency_boost
-                      else None)
-        if timed and unweighted:
-            tables = {k: v for k, v in tables.items() if k not in timed}
-            if args.worker is None:
-                fixed = ", ".join(f"{name} {getattr(config, name):g}" for name in timed)
-                print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
-                      f"recipe's {fixed}", flush=True)
+        tables = space.read_tables(spec.space or space.default(config.feedback))
+    except ValueError as e:
+        raise SpecError(f"{named}: {e}") from None
+    timed = [name for name in space.TIMED if name in tables]
+    unweighted = (_unweighted(spec, config, split) if timed or config.recency_boost
+                  else None)
+    if timed and unweighted:
+        tables = {k: v for k, v in tables.items() if k not in timed}
+        if spec.worker is None:
+            fixed = ", ".join(f"{name} {getattr(config, name):g}" for name in timed)
+            print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
+                  f"recipe's {fixed}", flush=True)
+    try:
         dimensions = space.dimensions(tables, {**recipe, "feedback": config.feedback})
     except ValueError as e:
-        parser.error(f"{named}: {e}")
-    metric, higher = selection(parser, args, config.resolved())
-    if args.split_seeds and min(args.split_seeds) < 0:
-        parser.error(f"--split-seeds must be >= 0; got {','.join(map(str, args.split_seeds))}")
-    if args.split_seeds and len(set(args.split_seeds)) < len(args.split_seeds):
-        parser.error("--split-seeds: each split once")
-    data = runflags.given_data(runflags.data_spec(args))
-    if args.split_seeds and "split_seed" in data:
-        parser.error("--split-seed and --split-seeds: give one")
-    return Setup(recipe, dimensions, metric, higher, data,
-                 args.split_seeds or (probe.data.split_seed,), _shown(args), args.study,
-                 config.feedback)
+        raise SpecError(f"{named}: {e}") from None
+    metric, higher = selection(spec.metric, config.resolved())
+    seeds = ",".join(map(str, spec.split_seeds))
+    if spec.split_seeds and min(spec.split_seeds) < 0:
+        raise SpecError(f"--split-seeds must be >= 0; got {seeds}")
+    if len(set(spec.split_seeds)) < len(spec.split_seeds):
+        raise SpecError("--split-seeds: each split once")
+    given = runflags.given_data(spec.data)
+    if spec.split_seeds and "split_seed" in given:
+        raise SpecError("--split-seed and --split-seeds: give one")
+    return Setup(recipe, dimensions, metric, higher, given,
+                 spec.split_seeds or (probe.data.split_seed,), _shown(spec),
+                 spec.study, config.feedback)
 
 
-def selection(parser, args, config: Config) -> tuple[str, bool]:
+def selection(metric: str | None, config: Config) -> tuple[str, bool]:
     """(the validation figure a trial is scored by, whether more is better): the model's own
-    (Config.selection_metric), or for implicit feedback --metric's at the last cutoff;
-    parser.error where --metric is given for explicit feedback."""
-    if args.metric is None:
+    (Config.selection_metric), or for implicit feedback `metric`'s (--metric) at the last
+    cutoff; SpecError where `metric` is given for explicit feedback."""
+    if metric is None:
         return config.selection_metric
     if not config.implicit:
-        parser.error(f"--metric {args.metric}: explicit feedback is scored by RMSE; --metric "
-                     "chooses among the ranking figures of implicit feedback")
-    return f"{args.metric}@{config.cutoffs[-1]}", True
+        raise SpecError(f"--metric {metric}: explicit feedback is scored by RMSE; --metric "
+                        "chooses among the ranking figures of implicit feedback")
+    return f"{metric}@{config.cutoffs[-1]}", True
 
 
-def _unweighted(parser, args, config: Config, split) -> str | None:
+def _unweighted(spec: TuneSpec, config: Config, split) -> str | None:
     """Why the trials' model cannot weigh a user's interactions by their time (recency_boost):
     its settings, or data without timestamps (`split`: as a trial reads them); None where it
     can.
-    parser.error where the recipe weighs by time and the data has no timestamps: every trial
+    SpecError where the recipe weighs by time and the data has no timestamps: every trial
     would fail."""
     try:
         replace(config, recency_boost=1.0).resolved()
@@ -133,33 +138,31 @@ def _unweighted(parser, args, config: Config, split) -> str | None:
     if split.train.timestamps is not None:
         return None
     if config.recency_boost:
-        parser.error(f"--config {args.config}: recency_boost {config.recency_boost:g} weighs a "
-                     "user's interactions by their time, and the data has no timestamps: set "
-                     "recency_boost = 0 (e.g. recipes/ml-100k-implicit-no-time.toml)")
+        raise SpecError(f"--config {spec.recipe}: recency_boost {config.recency_boost:g} weighs "
+                        "a user's interactions by their time, and the data has no timestamps: "
+                        "set recency_boost = 0 (e.g. recipes/ml-100k-implicit-no-time.toml)")
     return "the data has no timestamps"
 
 
-def trainer_spec(parser, args, recipe: dict, settings: dict, out: Path,
+def trainer_spec(spec: TuneSpec, recipe: dict, settings: dict, out: Path,
                  split_seed: int | None = None) -> tuple[RunSpec, Config]:
-    """A trial's run, resolved as the trainer resolves its flags: the data flags given here
-    (split_seed, where given, for --split-seed's), --device, its folder, validation only; the
-    model's settings: the recipe, the trial's settings over it, --seed. parser.error names a
+    """A trial's run, resolved as the trainer resolves its flags: the study's data (split_seed,
+    where given, for its split seed), device, the trial's folder, validation only; the model's
+    settings: the recipe, the trial's settings over it, the study's seed. SpecError names a
     data flag that is wrong."""
-    data = runflags.data_spec(args)
-    if split_seed is not None:
-        data = replace(data, split_seed=split_seed)
-    spec = RunSpec(data=data, device=args.device, out=out, validation_only=True)
-    config = runflags.given_settings(**{**recipe, **settings, "seed": args.seed})
-    return runflags.resolved(parser, spec, config)
+    data = spec.data if split_seed is None else replace(spec.data, split_seed=split_seed)
+    run = RunSpec(data=data, device=spec.device, out=out, validation_only=True)
+    config = runflags.given_settings(**{**recipe, **settings, "seed": spec.seed})
+    return runflags.resolved(run, config)
 
 
-def open_study(args, found: Setup, storage):
+def open_study(spec: TuneSpec, found: Setup, storage):
     """The study, made where it is not; TuneError where it holds another command's trials."""
     optuna = import_optuna()
     study = optuna.create_study(storage=storage, study_name=found.study, load_if_exists=True,
                                 direction="maximize" if found.higher else "minimize",
-                                pruner=_pruner(optuna, args.pruner))
-    identity = found.identity(args.seed)
+                                pruner=_pruner(optuna, spec.pruner))
+    identity = found.identity(spec.seed)
     made = study.user_attrs.get("ncae_cuda")
     if made is None:
         study.set_user_attr("ncae_cuda", identity)
@@ -180,6 +183,20 @@ def _pruner(optuna, name: str):
     if name == "halving":
         return optuna.pruners.SuccessiveHalvingPruner(min_resource=PRUNE_AFTER_EPOCHS)
     return optuna.pruners.NopPruner()
+
+
+def retry_recipe(study, found: Setup) -> int | None:
+    """Where every trial of the recipe's own values (the one enqueued trial of a study, its
+    first) has failed, e.g. its worker died or its disk was full: they are enqueued again, so
+    the best is never behind the recipe. Once a command, and only where no trial of them is
+    waiting, running or finished: a recipe that always fails costs a trial a rerun, never a
+    loop. The failed trial's number, where enqueued."""
+    from optuna.trial import TrialState
+    recipe = [t for t in study.get_trials(deepcopy=False) if "fixed_params" in t.system_attrs]
+    if not recipe or any(t.state != TrialState.FAIL for t in recipe):
+        return None
+    study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe))
+    return recipe[-1].number
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,41 +264,41 @@ class AskLock:
         self.release()
 
 
-def work(parser, args, found: Setup, study) -> None:
-    """A worker: trials until the study has --trials finished ones, or --budget has passed
-    (after its first)."""
+def work(spec: TuneSpec, found: Setup, study) -> None:
+    """A worker: trials until the study has spec.trials finished ones, or its budget has
+    passed (after its first)."""
     optuna = import_optuna()
-    (args.out / WORKERS).mkdir(parents=True, exist_ok=True)
-    held = rundir.lock(args.out / WORKERS / f"{HOST}-{os.getpid()}.lock")
+    (spec.out / WORKERS).mkdir(parents=True, exist_ok=True)
+    held = rundir.lock(spec.out / WORKERS / f"{HOST}-{os.getpid()}.lock")
     me = {"host": HOST, "pid": os.getpid(), "lock": str(Path(held.name).resolve())}
-    asking, fails, started = AskLock(args.out), 0, 0
+    asking, fails, started = AskLock(spec.out), 0, 0
     while True:
         with asking:
             now = census(study)
-            if now.finished >= args.trials or started and budget_left(args) <= 0:
+            if now.finished >= spec.trials or started and budget_left(spec) <= 0:
                 return
-            if now.finished + now.running < args.trials:
+            if now.finished + now.running < spec.trials:
                 started += 1
                 # seeded by the trials so far: one worker draws the same each time, and two
                 # never from one state
-                study.sampler = optuna.samplers.TPESampler(seed=args.seed + now.total,
+                study.sampler = optuna.samplers.TPESampler(seed=spec.seed + now.total,
                                                            constant_liar=True)
                 outcome = []
-                study.optimize(lambda trial: objective(parser, args, found, study, trial, me,
-                                                       asking, outcome),
+                study.optimize(lambda trial: objective(spec, found, study, trial, me, asking,
+                                                       outcome),
                                n_trials=1, catch=())
                 fails = fails + 1 if outcome else 0
                 if fails >= FAILS_IN_A_ROW:
                     raise TuneError(f"{fails} trials in a row failed, the last: {outcome[0]} "
-                                    f"(see their log.txt under {args.out / TRIALS}): is the "
+                                    f"(see their log.txt under {spec.out / TRIALS}): is the "
                                     "space's range too wide?")
                 continue
-        if budget_left(args) <= 0:   # the trials left run in other workers: none to start
+        if budget_left(spec) <= 0:   # the trials left run in other workers: none to start
             return
         time.sleep(POLL)              # ... or wait for them, in case they fail
 
 
-def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLock,
+def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskLock,
               outcome: list) -> float:
     """A trial's validation score: its trainer run (one a split, their mean), pruned where it
     falls behind; a trial that fails appends its error to `outcome`."""
@@ -289,7 +306,7 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
     trial.set_user_attr("worker", me)
     settings = {d.name: d.suggest(trial) for d in found.dimensions}
     asking.release()
-    folder = args.out / TRIALS / f"{trial.number:04d}"
+    folder = spec.out / TRIALS / f"{trial.number:04d}"
     folder.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
 
@@ -304,14 +321,14 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
         Config(**{**found.recipe, "feedback": found.feedback, **settings}).resolved()
         summaries = []
         for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
-            spec, config = trainer_spec(parser, args, found.recipe, settings,
-                                        folder / f"split{split_seed}" if several else folder,
-                                        split_seed)
+            run, config = trainer_spec(spec, found.recipe, settings,
+                                       folder / f"split{split_seed}" if several else folder,
+                                       split_seed)
             with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
-                summaries.append(protocol.run(spec, config,
+                summaries.append(protocol.run(run, config,
                                               on_epoch=None if summaries else heard))
     except optuna.TrialPruned as e:
-        _said(args, trial, f"pruned at {e}", start, study, found, True)
+        _said(spec, trial, f"pruned at {e}", start, study, found, True)
         raise
     except OSError as e:
         if e.errno not in DISK_FULL:
@@ -322,14 +339,14 @@ def objective(parser, args, found: Setup, study, trial, me: dict, asking: AskLoc
             _stop_full(trial, str(e))
         trial.set_user_attr("error", str(e))
         outcome.append(str(e))
-        _said(args, trial, f"failed: {e}", start, study, found, False)
+        _said(spec, trial, f"failed: {e}", start, study, found, False)
         return math.nan                # Optuna marks the trial failed
     epochs = "/".join(protocol.epochs_text(summary["best_epoch"]) for summary in summaries)
     trial.set_user_attr("best_epoch", epochs)
     values = [summary["valid"][found.metric] for summary in summaries]
     trial.set_user_attr("valid_by_split", values)
     value = sum(values) / len(values)
-    _said(args, trial, f"{found.metric} {value:.4f} (epoch {epochs})", start, study, found,
+    _said(spec, trial, f"{found.metric} {value:.4f} (epoch {epochs})", start, study, found,
           True, value)
     return value
 
@@ -348,19 +365,19 @@ def _stop_full(trial, what: str) -> None:
     raise full from None
 
 
-def _said(args, trial, what: str, start: float, study, found: Setup, finished: bool,
+def _said(spec: TuneSpec, trial, what: str, start: float, study, found: Setup, finished: bool,
           value: float | None = None) -> None:
     """A worker's line at the end of a trial (`finished`: complete or pruned, not failed;
     `value`: its score, where complete): its settings, what it scored, the best so far, the
     study's progress, the time since the command started, and the time left: at the mean
-    trial's pace over the workers running, for the trials left, or --budget's where less."""
+    trial's pace over the workers running, for the trials left, or the budget's where less."""
     now = census(study)                      # this trial still runs: Optuna files it after
     done, others = now.finished + finished, now.running - 1
     best = [(t.value, t.number) for t in study.get_trials(deepcopy=False)
             if t.state.name == "COMPLETE"] + ([(value, trial.number)] if value is not None else [])
     best = (max if found.higher else min)(best, default=None)
-    left = max(args.trials - done - others, 0)
-    budget, eta = budget_left(args), ""
+    left = max(spec.trials - done - others, 0)
+    budget, eta = budget_left(spec), ""
     if left and budget <= 0:
         eta = ", --budget passed: no trial starts"
     elif left:
@@ -370,16 +387,16 @@ def _said(args, trial, what: str, start: float, study, found: Setup, finished: b
             eta = f", about {pool.duration(seconds)} left"
         elif budget < math.inf:
             eta = f", about {pool.duration(budget)} left (--budget)"
-    print(f"worker {args.worker}: trial {trial.number} "
+    print(f"worker {spec.worker}: trial {trial.number} "
           f"[{space.shown(space.settings(found.dimensions, trial.params))}] {what} "
           f"in {time.monotonic() - start:.1f} s"
           + (f" | best {found.metric} {best[0]:.4f} (trial {best[1]})" if best else "")
-          + f" | {done} of {args.trials} finished, {others} running | "
-          f"{pool.duration(time.monotonic() - args.started)} elapsed{eta}", flush=True)
+          + f" | {done} of {spec.trials} finished, {others} running | "
+          f"{pool.duration(time.monotonic() - spec.started)} elapsed{eta}", flush=True)
 
 
-def budget_left(args) -> float:
-    """Seconds of --budget left to this command (< 0: passed; inf: no budget)."""
-    if args.budget is None:
+def budget_left(spec: TuneSpec) -> float:
+    """Seconds of the study's budget left to this command (< 0: passed; inf: no budget)."""
+    if spec.budget is None:
         return math.inf
-    return args.started + 60 * args.budget - time.monotonic()
+    return spec.started + 60 * spec.budget - time.monotonic()
