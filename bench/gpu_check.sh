@@ -3,6 +3,14 @@
 # minutes) and come back whole: the tool returns at most 8 files from $OUT, so each phase packs
 # its logs and results into $OUT/<phase>.tar.gz and prints its summary last.
 #
+# A lent session has 15 minutes of device time in all, its start included: `first`, then `more`
+# at once where 4 minutes remain. The other phases wait for a later session.
+#
+#     bench/gpu_check.sh first   "$OUT"  # the device's facts, ncae_cuda.check, the GPU's test
+#                                        # cases, epochs at the ML-10M and ML-20M shapes beside
+#                                        # floors and the torch peer, recommend at ML-20M (7 min)
+#     bench/gpu_check.sh more    "$OUT"  # launch ledger, kernel versions, kernels beside the
+#                                        # libraries', the server under load (4 min)
 #     bench/gpu_check.sh tests   "$OUT"  # ncae_cuda.check; the GPU test cases, then the suite
 #     bench/gpu_check.sh epochs  "$OUT"  # seconds per epoch beside floors, CPU and torch peer
 #     bench/gpu_check.sh kernels "$OUT"  # launch ledger, kernel versions, kernels beside the
@@ -10,37 +18,105 @@
 #     bench/gpu_check.sh profile "$OUT"  # ncu over two steps at the ML-10M and Last.fm shapes
 #     bench/gpu_check.sh scale   "$OUT"  # the K x D table (the paper's Table 7) on the GPU
 #
-# The time limits of a phase's steps add up to at most 9 minutes.
+# A phase's steps' time limits add up to its minutes above, or to at most 9.
+# --dry (after OUT; `first` and `more`): every step with the same flags on tiny data (--quick),
+# the GPU's steps on the emulated backend where they have one and on the CPU where not, writing
+# the same files and printing the same summary, so that a renamed flag or a missing file fails
+# CI (tests/test_device_phases.py) rather than the device's window.
 # COMMIT names the commit measured (the device gets the working tree, not .git). Runs from the
 # repository as it is (PYTHONPATH), installing nothing: the machine's image has CuPy, Numba,
 # torch, SciPy, pytest (with xdist) and ncu. Each step has a time limit of its own, so one that
 # hangs leaves the others their time.
 set -uo pipefail
-usage="usage: bench/gpu_check.sh tests|epochs|kernels|profile|scale OUTPUT_FOLDER"
+usage="usage: bench/gpu_check.sh first|more|tests|epochs|kernels|profile|scale OUTPUT_FOLDER \
+[--dry]"
 phase=${1:?$usage}
 out=${2:?$usage}
+dry=${3:-}
+case $dry/$phase in     # --dry: first and more only
+/first|/more|/tests|/epochs|/kernels|/profile|/scale|--dry/first|--dry/more) ;;
+*) echo "$usage (--dry: first and more only)" >&2; exit 2 ;;
+esac
+mkdir -p "$out" && out=$(cd "$out" && pwd)     # as the caller named it, before the cd below
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COMMIT=${COMMIT:-unknown}
 python=${PYTHON:-python3}
 work=$(mktemp -d)/$phase
-mkdir -p "$work" "$out"
+mkdir -p "$work"
 failed=()
+# the device each step names: the GPU's; on a dry run the emulated backend where the command has
+# one (emulated), else the CPU (gpu); tiny data where the command has it
+if [ -z "$dry" ]; then
+    gpu=gpu emulated=gpu epoch_devices=gpu,gpu-graphs quick=
+else
+    gpu=cpu emulated=emulated epoch_devices=cpu quick=--quick
+fi
 
 step() {      # step NAME SECONDS COMMAND...: logged to NAME.log; a failure is named at the end
-    local name=$1 seconds=$2
+    local name=$1 seconds=$2 start=$SECONDS code=0
     shift 2
-    timeout "$seconds" "$@" > "$work/$name.log" 2>&1 || failed+=("$name (exit $?)")
+    timeout "$seconds" "$@" > "$work/$name.log" 2>&1 || code=$?
+    [ $code = 0 ] || failed+=("$name (exit $code)")
+    # each step's wall time beside its limit: how much room the next window's plan has
+    echo "$name: $((SECONDS - start)) s of $seconds, exit $code" >> "$work/steps.txt"
 }
 
 {
-    echo "commit $COMMIT, $(date -u +%F), phase $phase"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    $python -c "import sys, cupy, numba, numpy, torch; print('python', sys.version.split()[0], \
-'cupy', cupy.__version__, 'cuda runtime', cupy.cuda.runtime.runtimeGetVersion(), \
-'numba', numba.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__)"
+    echo "commit $COMMIT, $(date -u +%F), phase $phase${dry:+ (dry run: no GPU)}"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
+        || echo "nvidia-smi: none here"
+    $python - <<'FACTS'
+import importlib, sys
+found = [f"python {sys.version.split()[0]}"]
+for name in ("cupy", "numba", "numpy", "torch"):
+    try:
+        found.append(f"{name} {importlib.import_module(name).__version__}")
+    except ImportError:
+        found.append(f"{name} absent")
+try:
+    import cupy
+    found.append(f"cuda runtime {cupy.cuda.runtime.runtimeGetVersion()}")
+except Exception as e:                  # no CuPy, or no driver: a dry run's machine
+    found.append(f"cuda runtime: none ({type(e).__name__})")
+print(", ".join(found))
+FACTS
 } > "$work/device.txt" 2>&1
 
 case $phase in
+first)
+    # what matters most, in order; the limits add up to 7 minutes
+    step check 50 $python -m ncae_cuda.check --device $emulated --json "$work/check.json"
+    # (nvcc's compile of every kernel is CI's: the device's own compiler is NVRTC)
+    step gpu-tests 75 $python -m pytest -q -rs -p no:cacheprovider \
+        --junitxml="$work/gpu-tests.xml" -k "(gpu and not emulated) or cublas or nvrtc"
+    # ML-10M (item-based, hidden 500,500) and VAE-CF's ML-20M shape (user-based implicit, hidden
+    # 600: training users/s and the output layer's TFLOP/s) beside their floors
+    step epoch-time 140 $python -m bench.epoch_time --devices $epoch_devices --epochs 4 \
+        --cases ml10m,ml20m $quick --out "$work/epoch-time"
+    step peer-ml10m 50 $python -m bench.peer_torch --device $gpu --dataset synthetic-ml10m \
+        --feedback explicit --based item --hidden 500,500 --epochs 3 $quick \
+        --out "$work/peer-ml10m"
+    step peer-ml20m 50 $python -m bench.peer_torch --device $gpu --dataset synthetic-ml20m \
+        --feedback implicit --based user --hidden 600 --epochs 3 $quick --out "$work/peer-ml20m"
+    step recommend 55 $python -m bench.recommend_time --dataset synthetic-ml20m \
+        --devices $gpu --epochs 1 --repeats 3 $quick --out "$work/recommend"
+    summary=$(tail -n 4 "$work/check.log"; tail -n 1 "$work/gpu-tests.log"
+              cat "$work"/epoch-time/*.md "$work"/recommend/*.md
+              cd "$work" && grep "torch / ncae_cuda" peer-*/*.md) ;;
+more)
+    # for the still-warm machine, at most 4 minutes: what a step asks of the device, the
+    # kernels' versions and peers, the server
+    step launches 35 $python -m bench.launches --device $emulated --shapes ml10m $quick \
+        --out "$work/launches"
+    for op in gather_forward scatter_backward; do
+        step "versions-$op" 30 $python -m dev.cuda.run $op --shape ml10m --device $emulated
+    done
+    step kernel-peers 70 $python -m bench.kernel_peers --device $gpu --shapes ml10m $quick \
+        --repeats 5 --out "$work/kernel-peers"
+    step serve-load 70 $python -m bench.serve_load --device $gpu --clients 1,64 --seconds 3 \
+        $quick --out "$work/serve-load"
+    summary=$(cat "$work"/launches/*.md "$work"/kernel-peers/*.md "$work"/serve-load/*.md
+              tail -q -n 3 "$work"/versions-*.log) ;;
 tests)
     # the package's own check of the device first (what a user runs), then the real GPU's test
     # cases (the emulated ones run in CI), then the whole suite beside them
@@ -103,13 +179,10 @@ profile)
         $python -m bench.ncu_summary "$work/ncu-$shape.csv" > "$work/ncu-$shape.md"
     done
     summary=$(cat "$work"/ncu-*.md) ;;
-*)
-    echo "$usage" >&2
-    exit 2 ;;
 esac
 
 tar -czf "$out/$phase.tar.gz" -C "$(dirname "$work")" "$phase"
-cat "$work/device.txt"
+cat "$work/device.txt" "$work/steps.txt"
 echo "$summary"
 echo "phase $phase: ${#failed[@]} failed${failed:+: ${failed[*]}}; everything is in $out/$phase.tar.gz"
 exit $(( ${#failed[@]} > 0 ))

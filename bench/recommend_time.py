@@ -2,7 +2,7 @@
 
     python -m bench.recommend_time --dataset ml-100k --data-dir ../shared/data \\
         --devices cpu --out bench/results/run
-    python -m bench.recommend_time --dataset synthetic-tiny --quick --out /tmp/r  # smoke test
+    python -m bench.recommend_time --quick --out /tmp/r                  # a smoke test
 
 For each device and model kind (implicit user-based: the users' rows through the network;
 explicit item-based: every item's code against each user's output embedding) it trains a
@@ -24,6 +24,7 @@ from bench.epoch_time import commit, device_name
 from ncae_cuda import NCAE
 from ncae_cuda.data import datasets
 
+QUICK = ("synthetic-tiny", (8,))       # data set and hidden widths of --quick
 KINDS = [dict(feedback="implicit", based="user", hidden=(128,)),
          dict(feedback="explicit", based="item", hidden=(500, 500))]
 
@@ -51,10 +52,14 @@ def main(argv=None) -> int:
     p.add_argument("-n", type=int, default=100, help="M: items recommended per user")
     p.add_argument("--epochs", type=int, default=2, help="training epochs before timing")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--quick", action="store_true", help="tiny models, one repeat")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test: synthetic-tiny in place of --dataset, tiny models, one "
+                        "repeat")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     out_folder(p, args.out)
+    if args.quick:
+        args.dataset = QUICK[0]
     data = datasets.load(args.dataset, data_dir=args.data_dir)
     result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
               "interactions": data.nnz, "n": args.n, "commit": commit(),
@@ -62,7 +67,7 @@ def main(argv=None) -> int:
     for device in args.devices.split(","):
         for settings in KINDS:
             if args.quick:
-                settings = {**settings, "hidden": (8,)}
+                settings = {**settings, "hidden": QUICK[1]}
             kind = label(settings)
             model = NCAE(device=device, **settings).fit(data, epochs=args.epochs, verbose=False)
             seconds = measure(model, data.user_ids, args.n, 1 if args.quick else args.repeats)

@@ -27,7 +27,9 @@ END = "<!-- performance: end -->"
 
 
 def _load(name: str) -> list[tuple[Path, dict]]:
-    return [(path, json.loads(path.read_text())) for path in sorted(RESULTS.glob(f"*/{name}"))]
+    """Every results file called `name`, at any depth: a gpu_check.sh phase unpacked keeps each
+    step's files in a folder of its own."""
+    return [(path, json.loads(path.read_text())) for path in sorted(RESULTS.glob(f"**/{name}"))]
 
 
 def _link(path: Path) -> str:

@@ -1,0 +1,66 @@
+"""bench/gpu_check.sh's dry run: each phase a lent GPU's short window has (`first`, `more`) runs
+every step with the device's flags on tiny data, the GPU's steps emulated or on the CPU, so that
+a renamed flag, a missing file or a broken summary fails here and not on the device."""
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "gpu_check.sh"
+# what each phase must bring back: a missing one is a step that wrote nothing
+PACKED = {
+    "first": ["device.txt", "check.log", "check.json", "gpu-tests.log", "gpu-tests.xml",
+              "epoch-time/epoch_time.json", "epoch-time/epoch_time.md",
+              "peer-ml10m/peer_torch.json", "peer-ml20m/peer_torch.json",
+              "recommend/recommend_time.json", "recommend/recommend_time.md"],
+    "more": ["device.txt", "launches/launches.json", "versions-gather_forward.log",
+             "versions-scatter_backward.log", "kernel-peers/kernel_peers.json",
+             "serve-load/serve_load.json", "serve-load/serve_load.md"],
+}
+
+
+def dry_run(phase: str, out: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "COMMIT": "dry"}
+    return subprocess.run(["bash", str(SCRIPT), phase, str(out), "--dry"], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.extra("bench")          # bench.peer_torch: torch
+@pytest.mark.extra("serve")          # bench.serve_load: the server
+@pytest.mark.parametrize("phase", PACKED)
+def test_a_dry_run_runs_every_step_and_packs_what_the_device_would(phase, tmp_path):
+    done = dry_run(phase, tmp_path)
+    last = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert last == (f"phase {phase}: 0 failed; everything is in "
+                    f"{tmp_path}/{phase}.tar.gz"), last
+    with tarfile.open(tmp_path / f"{phase}.tar.gz") as packed:
+        names = {name.removeprefix(f"{phase}/") for name in packed.getnames()}
+        facts = packed.extractfile(f"{phase}/device.txt").read().decode()
+    assert not [name for name in PACKED[phase] if name not in names]
+    assert "commit dry" in facts and "(dry run: no GPU)" in facts
+    assert "cuda runtime" in facts
+
+
+def test_a_failing_step_is_named_and_fails_the_phase(tmp_path):
+    """The script can fail: a step whose command exits non-zero is named in the last line."""
+    env = {**os.environ, "PYTHON": str(tmp_path / "no-such-python"), "COMMIT": "dry"}
+    done = subprocess.run(["bash", str(SCRIPT), "more", str(tmp_path), "--dry"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    last = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 1
+    assert last.startswith("phase more: 5 failed: launches (exit 127)"), last
+
+
+@pytest.mark.parametrize("args", [["tests", "OUT", "--dry"], ["first"], ["first", "OUT", "--wet"],
+                                  ["firts", "OUT"]])
+def test_a_wrong_call_says_how_to_call_it_before_any_work(args, tmp_path):
+    done = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode != 0
+    assert not (tmp_path / "OUT").exists()
+    assert "usage: bench/gpu_check.sh first|more|" in done.stderr
