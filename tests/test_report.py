@@ -1,0 +1,57 @@
+"""bench.report's README speed lines: generated from the results files alone, a GPU's figures
+where a results file holds them, and a line saying there are none where none does."""
+import json
+
+from bench import report
+
+HEADLINE = {**report.HEADLINE, "device": "gpu"}
+
+
+def write(folder, name: str, result: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(result))
+
+
+def peer(device: str, date: str, ours: float, theirs: float) -> dict:
+    return {"device": f"{device} machine", "date": date, "commit": "abc",
+            "config": {**HEADLINE, "device": device},
+            "models": {"ncae_cuda": {"median_seconds": ours, "floor_multiple": 1.25},
+                       "torch": {"median_seconds": theirs}},
+            "ratio_torch_over_ncae": theirs / ours}
+
+
+def test_the_speed_lines_say_what_the_latest_results_hold(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report, "ROOT", tmp_path)           # links relative to it
+    assert " ".join(report.speed_lines()) == ("No GPU figure is measured yet: "
+                                              "`bench/gpu_check.sh first` measures them on the "
+                                              "first machine lent one.")
+    write(tmp_path / "old-cpu", "peer_torch.json", peer("cpu", "2026-01-01", 10.0, 30.0))
+    write(tmp_path / "new-cpu", "peer_torch.json", peer("cpu", "2026-02-01", 8.0, 40.0))
+    write(tmp_path / "h100-first" / "peer-ml10m", "peer_torch.json",
+          peer("gpu", "2026-03-01", 0.05, 0.8))
+    write(tmp_path / "h100-first" / "epoch-time", "epoch_time.json", {
+        "date": "2026-03-01", "devices": {"gpu": "H100", "gpu-graphs": "H100"},
+        "cases": {"ml20m": {"gpu": {"rows_per_s": 500_000.0, "dense_output_tflop_s": 20.0},
+                            "gpu-graphs": {"rows_per_s": 812_345.0,
+                                           "dense_output_tflop_s": 31.25}}}})
+    text = " ".join(report.speed_lines())
+    assert "On cpu machine, an epoch at MovieLens 10M's shape" in text
+    assert "takes 8 s, 1.2 times the floor" in text and "5.0 times as long (40 s against 8 s" in text
+    assert "10 s" not in text                                   # the older CPU run is not shown
+    assert "On gpu machine, an epoch" in text and "16.0 times as long (0.8 s against 0.05 s" in text
+    assert "trains 812k users/s on H100 (gpu-graphs, 31.2 TFLOP/s" in text
+    assert "No GPU figure" not in text
+
+
+def test_check_fails_where_the_readme_speed_lines_are_stale(tmp_path, monkeypatch, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(report.README.read_text())
+    monkeypatch.setattr(report, "README", readme)
+    assert report.main(["--check"]) == 0
+    readme.write_text(readme.read_text().replace(report.SPEED_BEGIN,
+                                                 report.SPEED_BEGIN + "\nstale"))
+    assert report.main(["--check"]) == 1
+    assert "speed lines are not what bench/results give" in capsys.readouterr().err
+    assert report.main([]) == 0
+    assert readme.read_text() == report.README.read_text()
