@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from test_serve import Server, query, wait_for
 
 from ncae_cuda import NCAE, BlendedNCAE
@@ -58,6 +59,43 @@ def test_the_index_finds_the_float64_top_k_where_it_scans_every_list(kind, model
     np.testing.assert_array_equal(items, model.item_ids[best])
     expected = logits if model.config.implicit else model._net.objective.rating(logits)
     np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-5)
+
+
+def logits_of(model: NCAE, users: np.ndarray) -> np.ndarray:
+    """(U, items) float64 the users' logits of every item (user-based)."""
+    net = model._net
+    codes = net.codes(model.ops.cut_rows(model.data.inputs(), users)).astype(np.float64)
+    return codes @ net.p["V"].astype(np.float64).T + net.p["c"].astype(np.float64)
+
+
+@pytest.mark.parametrize("users", [np.array([5]), np.arange(0, 600, 3)],
+                             ids=["one user", "a batch on every core"])
+def test_seen_items_are_left_out_by_the_search_and_never_returned(models, users):
+    """Each user has seen its 40 best items: the search leaves them out itself, so the
+    refine x n candidates are all eligible and, every list scanned, the n it returns are the
+    float64 top n of the rest; the old search (n + seen deep, then filtered) is not asked."""
+    model = models["implicit-user"]
+    index = model.item_index()
+    logits = logits_of(model, users)                                        # (U, items)
+    best = np.argsort(-logits, axis=1, kind="stable")[:, :40]
+    seen = sp.csr_matrix((np.ones(best.size), (np.repeat(users, 40), best.ravel())),
+                         shape=(len(model.user_ids), len(model.item_ids)))
+    idx, found, short = index.top(ann.user_queries(model, users), users, 10, seen)
+    assert not short.any() and not (idx[:, :, None] == best[:, None, :]).any()    # own seen
+    rest = np.argsort(-logits, axis=1, kind="stable")[:, 40:50]
+    np.testing.assert_array_equal(idx, rest)
+    np.testing.assert_allclose(found, np.take_along_axis(logits, rest, 1), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_an_excluded_item_is_never_found_even_where_it_scores_best(models):
+    model = models["implicit-user"]
+    index = model.item_index()
+    query = ann.user_queries(model, np.array([0]))                          # (1, d)
+    first, _ = index.search(query, 5)
+    again, _ = index.search(query, 5, first[0, :3])
+    assert not np.isin(again, first[0, :3]).any()
+    np.testing.assert_array_equal(again[0, :2], first[0, 3:])
 
 
 def test_candidate_items_are_ranked_exactly(models):

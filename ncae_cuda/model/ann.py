@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -121,7 +122,7 @@ class ItemIndex:
     def __init__(self, items: np.ndarray, settings: IndexSettings = IndexSettings()):
         self.items, self.settings = items, settings
         self.digest = _digest(items, settings)
-        self.index = None
+        self.index, self.probes = None, None
         self.built_seconds = None
         self.network, self.steps = None, None        # of the model it indexes, at its step
 
@@ -188,53 +189,61 @@ class ItemIndex:
 
     def prepare_search(self) -> None:
         """Set the index's search to the settings' probes."""
-        faiss = faiss_module()
-        ivf = faiss.extract_index_ivf(self.index)
-        ivf.nprobe = self.settings.probes_of(ivf.nlist)
+        ivf = faiss_module().extract_index_ivf(self.index)
+        self.probes = ivf.nprobe = self.settings.probes_of(ivf.nlist)
 
-    def search(self, queries: np.ndarray, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(idx, logits), each (B, k), of the queries (B, d): best first, -1 where none; k - n
-        of them are to be left out (seen items), so k + (refine - 1) n are scored exactly."""
+    def search(self, queries: np.ndarray, k: int, excluded: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(idx, logits), each (B, k), of the queries (B, d): best first, -1 and -inf where
+        none; the items `excluded` (indices) are left out by the scan itself (faiss's ID
+        selector), so that the refine x k candidates scored exactly are all eligible."""
         faiss = faiss_module()
         # a few queries on one thread: OpenMP's idle workers would spin on the cores that the
         # encoder's Numba threads need next
         faiss.omp_set_num_threads(1 if len(queries) < PARALLEL_QUERIES else CORES)
-        self.index.k_factor = -(-(k + (self.settings.refine - 1) * n) // k)
-        logits, idx = self.index.search(np.ascontiguousarray(queries, np.float32), k)
+        # the selectors are held here: faiss's parameters point at them without owning them
+        eligible = excluded_ids = None
+        if excluded is not None and len(excluded):
+            excluded_ids = faiss.IDSelectorBatch(excluded.astype(np.int64))
+            eligible = faiss.IDSelectorNot(excluded_ids)
+        scan = faiss.SearchParametersIVF(nprobe=self.probes, sel=eligible)
+        params = faiss.IndexRefineSearchParameters(k_factor=self.settings.refine,
+                                                   base_index_params=scan)
+        logits, idx = self.index.search(np.ascontiguousarray(queries, np.float32), k,
+                                        params=params)                      # (B, k) each
+        logits[idx < 0] = -np.inf
         return idx.astype(np.int32), logits
 
     def top(self, queries: np.ndarray, users: np.ndarray, n: int, seen
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(idx, logits, short): the n best items of each user, queries (B, d), not in `seen`
-        (users x items CSR, or None), searched n + |seen| deep; `short` (B,) bool marks the
-        users for whom the index found too few (the exact top-k answers those)."""
+        (users x items CSR, or None: one search of them all), each user's seen items left out
+        of its own search; ties go to the earlier item, as the exact top-k's; `short` (B,)
+        bool marks the users for whom the index found too few (the exact top-k answers
+        those)."""
         users = np.asarray(users, np.int32)
         n_items = len(self.items)
-        seen_count = (np.zeros(len(users), np.int64) if seen is None
-                      else np.diff(seen.indptr)[users])                    # (B,)
-        wanted = np.minimum(n, n_items - seen_count)                       # what exact offers
-        depth = np.minimum(n + seen_count, n_items)
         idx = np.full((len(users), n), -1, np.int32)
         logits = np.full((len(users), n), -np.inf, np.float32)
-        short = np.zeros(len(users), bool)
-        # one search a depth, rounded up to a power of two: a user who has seen many items
-        # does not make the whole batch search deep
-        rounded = np.minimum(2 ** np.ceil(np.log2(np.maximum(depth, 1))).astype(np.int64),
-                             n_items)
-        for k in np.unique(rounded):
-            rows = np.flatnonzero(rounded == k)
-            found, scores = self.search(queries[rows], int(k), n)          # (R, k)
-            drop = found < 0
-            if seen is not None:
-                drop |= _seen_mask(seen, users[rows], found)
-            scores = np.where(drop, -np.inf, scores)
-            order = np.lexsort((np.where(drop, n_items, found), -scores), axis=-1)[:, :n]
-            found, scores = (np.take_along_axis(a, order, -1) for a in (found, scores))
-            kept = np.isfinite(scores)
-            found[~kept] = -1
-            width = found.shape[1]
-            idx[rows, :width], logits[rows, :width] = found, scores
-            short[rows] = kept.sum(axis=1) < wanted[rows]
+        if seen is None:
+            wanted = np.full(len(users), min(n, n_items))                      # (B,)
+            idx[:], logits[:] = self.search(queries, n)
+        else:
+            wanted = np.minimum(n, n_items - np.diff(seen.indptr)[users])      # what exact offers
+
+            def search_one(r: int) -> None:         # faiss lets go of the GIL while it searches
+                u = users[r]
+                idx[r], logits[r] = self.search(
+                    queries[r:r + 1], n, seen.indices[seen.indptr[u]:seen.indptr[u + 1]])
+            if len(users) < PARALLEL_QUERIES:
+                for r in range(len(users)):
+                    search_one(r)
+            else:
+                with ThreadPoolExecutor(CORES) as pool:
+                    list(pool.map(search_one, range(len(users))))
+        order = np.lexsort((np.where(idx < 0, n_items, idx), -logits), axis=-1)
+        idx, logits = (np.take_along_axis(a, order, -1) for a in (idx, logits))
+        short = (idx >= 0).sum(axis=1) < wanted
         return idx, logits, short
 
 
@@ -269,13 +278,3 @@ def _digest(items: np.ndarray, settings: IndexSettings) -> str:
     h.update(f"{items.shape}".encode())
     h.update(np.ascontiguousarray(items).data)
     return h.hexdigest()
-
-
-def _seen_mask(seen, users: np.ndarray, found: np.ndarray) -> np.ndarray:
-    """(R, k) bool: found[r, j] is an item users[r] has in `seen`."""
-    rows = seen[users]                                                     # (R, N) CSR
-    n_items = seen.shape[1]
-    keys = np.repeat(np.arange(len(users), dtype=np.int64), np.diff(rows.indptr)) * n_items
-    seen_keys = keys + rows.indices
-    found_keys = np.arange(len(users), dtype=np.int64)[:, None] * n_items + found
-    return np.isin(found_keys, seen_keys)

@@ -92,9 +92,9 @@ class Recommender:
             Item ids: the candidates (default: every item).
         index : {'exact', 'approximate'}
             'exact': every item scored. 'approximate': an inner-product index of the items
-            (item_index(); the [ann] extra, CPU only), searched n + (the user's seen items)
-            deep; a user for whom it finds fewer than n, and every user where `items` is given,
-            gets the exact top-k.
+            (item_index(); the [ann] extra, CPU only), searched n deep, the user's seen items
+            left out by the search itself; a user for whom it finds fewer than n, and every
+            user where `items` is given, gets the exact top-k.
 
         Returns
         -------
