@@ -36,7 +36,7 @@ from . import modelfile, stopping
 from .config import Config, SettingError
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
-from .base import restored
+from .base import Model, restored
 from .recommender import NAME, RatingModel, Recommender
 from .trainer import CHECKPOINT_EVERY, Checkpoint, ShardCheckpoint, Trainer, fingerprint
 from .warmstart import WarmStart
@@ -285,6 +285,9 @@ class NCAE(Recommender):
         if isinstance(model, RatingModel) and model.config.based == "both":
             raise SettingError("based", f"must be the warm start's model's (both there, "
                                f"{self.config.based} here): a blend starts only a blend")
+        if isinstance(model, Model) and not isinstance(model, NCAE):
+            raise SettingError("warm_start", f"must be an NCAE, whose parameters a fit starts "
+                                             f"from; got a {model.title}")
         if not isinstance(model, NCAE):
             raise TypeError(f"warm_start must be a fitted NCAE; got {type(model).__name__}")
         model._check_fitted()

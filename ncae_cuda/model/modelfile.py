@@ -30,7 +30,8 @@ import numpy as np
 from ..data.interactions import DataError
 
 FORMAT = "ncae_cuda"
-VERSION = 5          # 5: explicit models' parameters learn ratings mapped onto the network's
+VERSION = 6          # 6: a model file's header names the model and its settings, for any
+                     # model (runs/factory.py load_model); 5: explicit models' parameters learn ratings mapped onto the network's
                      # scale (model/network.py NETWORK_SCALE); 4: with the checksum of header and
                      # arrays; 3: models and checkpoints as model/estimator.py and trainer.py
                      # write them

@@ -150,9 +150,9 @@ class Recommender(RatingModel):
         as fit reads X (explicit ratings on the model's scale; with recency_boost, weighted by
         `times`, a matrix of X_new's shape holding each interaction's time at its place)."""
         if self.config.based != "user":
-            raise Unsupported("recommend_new folds new users in as new rows of the autoencoder: "
-                              "it needs a user-based model (based='user'); an item-based model "
-                              "must be refit to learn a new user's embedding")
+            raise Unsupported("NCAE folds new users in as new rows of the autoencoder: "
+                              "recommend_new needs a user-based model (based='user'); an "
+                              "item-based model must be refit to learn a new user's embedding")
         self.data.check_ratings(new, "X_new")
         csr = self.data.part(self.data.network_values(new_rows(new, self.config, times)))
         return lambda: model_scorer(self._net, csr, "user")
