@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 

@@ -29,7 +29,7 @@ import os
 import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
