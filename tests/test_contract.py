@@ -240,12 +240,33 @@ def test_refit_makes_a_model_of_the_same_settings(fitted):
     name, case, model = fitted
     refit = model.refit(TRAIN + VALID)
     assert type(refit) is type(model)
+    if hasattr(model, "best_iteration"):            # iALS, BPR: the count chosen on VALID
+        assert 1 <= model.best_iteration <= model.settings["iterations"]
+        assert refit.settings["iterations"] == model.best_iteration
     chosen = {k: v for k, v in refit.settings.items() if k not in ("iterations", "epochs")}
     assert chosen == {k: v for k, v in model.settings.items() if k not in ("iterations",
                                                                            "epochs")}
 
 
-def test_a_baseline_file_recommends_through_the_command(fitted, tmp_path):
+def test_ease_keeps_its_solution_in_the_smaller_space(tmp_path):
+    """Fewer users than items: the file holds K⁻¹X and diag A, no items x items B; the scores
+    are still X B's, and load back bit for bit."""
+    few = TRAIN[:20]                                                         # (20, 30)
+    model = make_model({"model": "ease", "l2": 3.0}, device="cpu").fit(few)
+    _, arrays = model.contents()
+    assert {"Q", "a"} <= set(arrays) and "B" not in arrays
+    X = (few.toarray() > 0).astype(np.float64)
+    P = np.linalg.inv(X.T @ X + 3.0 * np.eye(ITEMS))
+    users = np.arange(20)
+    np.testing.assert_allclose(model._scores(users), X @ (np.eye(ITEMS) - P / np.diag(P)),
+                               rtol=1e-6, atol=1e-9)
+    model.save(tmp_path / "ease.npz")
+    for got, want in zip(load_model(tmp_path / "ease.npz").recommend(users, n=N),
+                         model.recommend(users, n=N)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_every_model_file_recommends_through_the_command(fitted, tmp_path):
     name, case, model = fitted
     path = tmp_path / "model.npz"
     model.save(path)
