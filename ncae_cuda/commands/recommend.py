@@ -7,9 +7,10 @@
 Writes CSV lines `user,rank,item,score` (rank 1 is the best; scores as the model's recommend
 gives them: predicted ratings, logits for NCAE's implicit feedback, a baseline's own scores)
 to stdout or --out, a file written whole or not at all (an earlier file there stays as it was
-until the new one is complete). A user with fewer candidate items than -n gets fewer lines. Ids the model does not know stop it
-with a message naming them, before anything is written. The model is a model.npz of any model
-(NCAE, a blend, a baseline: ncae_cuda.load_model reads it) or the run folder that holds one.
+until the new one is complete). A user with fewer candidate items than -n gets fewer lines.
+Ids the model does not know stop it with a message naming them, before anything is written.
+The model is a model.npz of any model (NCAE, a blend, a baseline: ncae_cuda.load_model reads
+it) or the run folder that holds one.
 """
 from __future__ import annotations
 
