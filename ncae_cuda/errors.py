@@ -5,7 +5,8 @@ bad data (data.DataError), a setting (config.SettingError), a run folder
 (rundir.RunFolderError), a backend (ops.BackendUnavailable), the device's memory
 (estimator.OutOfMemory), a fit that diverged (loop.Diverged), a sharded job's lost process
 (distributed.ShardLost), a study (study_storage.TuneError), a pool of runs (pool.PoolError),
-an approximate index that does not apply (ann.IndexUnavailable).
+an approximate index that does not apply (ann.IndexUnavailable), a query a model does not
+answer (base.Unsupported).
 Each keeps the built-in base it had (ValueError, RuntimeError, ...), so `except ValueError`
 still catches a DataError.
 """

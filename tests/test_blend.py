@@ -8,7 +8,7 @@ import pytest
 from test_train import TINY
 from test_user_errors import refused
 
-from ncae_cuda import NCAE, BlendedNCAE
+from ncae_cuda import NCAE, BlendedNCAE, Unsupported, load_model, make_model
 from ncae_cuda.commands import train
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError
@@ -140,17 +140,18 @@ def test_save_and_load_give_the_same_model(tmp_path):
     model, split = fitted()
     path = tmp_path / "model.npz"
     model.save(path)
-    loaded = NCAE.load(path, device="cpu")
+    loaded = load_model(path, device="cpu")
     assert isinstance(loaded, BlendedNCAE) and loaded.config == model.config
+    assert loaded.settings == model.settings
     np.testing.assert_array_equal(loaded.weights, model.weights)
     assert loaded.best_epoch == model.best_epoch
     users, items = split.test.user_ids[split.test.users], split.test.item_ids[split.test.items]
     np.testing.assert_array_equal(loaded.predict(users, items), model.predict(users, items))
-    assert BlendedNCAE.load(path, device="cpu").best_epoch == model.best_epoch
+    with pytest.raises(DataError, match="BlendedNCAE model.*load_model"):
+        NCAE.load(path, device="cpu")
     single = tmp_path / "item.npz"
     model.members["item"].save(single)
-    with pytest.raises(DataError, match="not a blend"):
-        BlendedNCAE.load(single, device="cpu")
+    assert type(load_model(single, device="cpu")) is NCAE
 
 
 def test_refit_keeps_the_weights_and_trains_each_member_its_best_epochs():
@@ -165,10 +166,12 @@ def test_what_a_blend_refuses():
     with pytest.raises(SettingError, match="for explicit feedback"):
         BlendedNCAE(feedback="implicit")
     with pytest.raises(SettingError, match="one process"):
-        NCAE(based="both", shard="columns")
-    assert isinstance(NCAE(based="both", device="cpu"), BlendedNCAE)      # as a recipe makes it
+        make_model({"based": "both"}, shard="columns")
+    with pytest.raises(SettingError, match="BlendedNCAE"):
+        NCAE(based="both")
+    assert isinstance(make_model({"based": "both"}, device="cpu"), BlendedNCAE)   # a recipe's
     model, split = fitted(epochs=1)
-    with pytest.raises(ValueError, match="item-based member"):
+    with pytest.raises(Unsupported, match="BlendedNCAE does not fold new users in"):
         model.recommend_new(split.train.to_csr("user")[:1])
     with pytest.raises(SettingError, match="a blend starts from a blend"):
         BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, warm_start=model.members["item"])
@@ -213,7 +216,7 @@ def test_train_based_both_end_to_end(tmp_path, capsys):
     assert {p.name for p in out.glob("checkpoint-*")} == {
         f"checkpoint-{fit}.{member}.npz" for fit in ("select", "refit")
         for member in blend.MEMBERS}
-    model = NCAE.load(out / "model.npz", device="cpu")
+    model = load_model(out / "model.npz", device="cpu")
     assert isinstance(model, BlendedNCAE)
     users, items = np.meshgrid(model.user_ids[:10], model.item_ids[:10])
     before = model.predict(users.ravel(), items.ravel())
@@ -221,7 +224,7 @@ def test_train_based_both_end_to_end(tmp_path, capsys):
     assert train.main([*TINY, "--based", "both", "--epochs", "3", "--out", str(out),
                        "--resume"]) == 0
     assert "(resumed)" in capsys.readouterr().out
-    after = NCAE.load(out / "model.npz", device="cpu").predict(users.ravel(), items.ravel())
+    after = load_model(out / "model.npz", device="cpu").predict(users.ravel(), items.ravel())
     np.testing.assert_array_equal(after, before)
 
 

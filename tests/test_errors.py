@@ -99,7 +99,7 @@ COMMANDS = {
                   (baselines, "get_backend")),
     "tune": (tune.main, lambda d: ["--out", str(d / "study")], (tune, "setup")),
     "recommend": (recommend.main, lambda d: [str(d / "model.npz"), "--users", "1"],
-                  (recommend.NCAE, "load")),
+                  (recommend, "load_model")),
     "experiments": (experiments.main, lambda d: ["configurations", "--dataset", "synthetic-tiny",
                                                  "--quick", "--out", str(d / "runs")],
                     (pool, "run_share")),

@@ -1,7 +1,8 @@
 """The subpackages are layers: each imports only the ones below it (and the base modules
 errors.py and cli.py), so the folder tree shows which room a change belongs in and no
 circle can form between rooms. The entry modules (ncae_cuda/train.py, ...) and the package's
-face (ncae_cuda/__init__.py) stand above them all."""
+face (ncae_cuda/__init__.py) stand above them all. Within a room no circle forms either: no
+module imports, at its top or inside a function, one that imports it back."""
 import ast
 from pathlib import Path
 
@@ -118,3 +119,64 @@ def test_the_argparse_check_finds_each_kind_of_import(tmp_path):
     (tmp_path / "commands" / "train.py").write_text("import argparse\n")
     assert argparse_imports(tmp_path) == ["baselines/types.py:4 imports argparse",
                                           "runs/flags.py:1 imports argparse"]
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """{module: the package's modules it imports}, every import of it (inside functions too),
+    as dotted names under the package ('' the package's face). A name imported from a module
+    (from .config import Config) is an import of that module; __version__ is the face's, set
+    before it imports anything, so importing it is no circle."""
+    modules = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        graph[name] = set()
+        for module in imported(path, package) - BASE:
+            while module not in modules:                     # a name in a module: the module
+                module = module.rpartition(".")[0]
+            if module != name:
+                graph[name].add(module)
+    return graph
+
+
+def import_cycle(package: Path) -> list[str]:
+    """A circle of imports among the package's modules, as [a, b, ..., a]; [] where none."""
+    graph, state, path = import_graph(package), {}, []
+
+    def visit(module: str) -> list[str]:
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                return path[path.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[module] = "done"
+        return []
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return []
+
+
+def test_no_module_imports_itself_back():
+    cycle = import_cycle(PACKAGE)
+    assert not cycle, "import circle: " + " -> ".join(name or "ncae_cuda" for name in cycle)
+
+
+def test_the_check_finds_a_circle_through_a_function_level_import(tmp_path):
+    """The check can fail: model/a.py imports model/b.py, whose function imports a back (as
+    estimator.py and blend.py did); the package's __version__ taken from its face is none."""
+    (tmp_path / "__init__.py").write_text("__version__ = '0'\nfrom .model.a import f\n")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "__init__.py").write_text("")
+    (tmp_path / "model" / "a.py").write_text("from .. import __version__\n"
+                                             "from .b import g\n")
+    (tmp_path / "model" / "b.py").write_text("def g():\n    from .a import f\n")
+    assert import_cycle(tmp_path) == ["model.a", "model.b", "model.a"]
+    (tmp_path / "model" / "b.py").write_text("def g():\n    from . import c\n")
+    (tmp_path / "model" / "c.py").write_text("")
+    assert import_cycle(tmp_path) == []

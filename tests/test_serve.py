@@ -1,8 +1,8 @@
 """python -m ncae_cuda.serve as a client meets it: a real server process on a free loopback
-port, spoken to over HTTP, every answer checked against the offline NCAE on the same model
-file (recommend, recommend_new, similar_items); every client mistake a 4xx with a one-line
-error; many clients at once, each with its own answer; SIGHUP with a good and a damaged file;
-SIGTERM with requests in flight."""
+port, spoken to over HTTP, every answer checked against the offline model (NCAE, a blend, a
+baseline) on the same file (recommend, recommend_new, similar_items); every client mistake a
+4xx with a one-line error; many clients at once, each with its own answer; SIGHUP with a good
+and a damaged file; SIGTERM with requests in flight."""
 import hashlib
 import http.client
 import json
@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import BlendedNCAE, NCAE
+from ncae_cuda import load_model, make_model
+from ncae_cuda.model.base import Model
 from ncae_cuda.commands import serve
 from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import UnknownIds
@@ -41,7 +42,8 @@ LIMITS = ["--max-n", "40", "--max-users", "20", "--max-body-bytes", "2000"]
 KINDS = {"implicit-user": {"feedback": "implicit", "based": "user", "recency_boost": 10.0},
          "explicit-item": {"feedback": "explicit", "based": "item"},
          "explicit-user": {"feedback": "explicit", "based": "user"},
-         "explicit-both": {"feedback": "explicit", "based": "both"}}
+         "explicit-both": {"feedback": "explicit", "based": "both"},
+         "ease": {"model": "ease", "l2": 10.0}}                 # a baseline's file
 
 
 class Server:
@@ -87,10 +89,11 @@ def query(**params) -> str:
     return "?" + urllib.parse.urlencode(params)
 
 
-def fit(kind: str, seed: int = 0) -> NCAE | BlendedNCAE:
+def fit(kind: str, seed: int = 0) -> Model:
     data = datasets.load("synthetic-tiny")
-    model = BlendedNCAE if KINDS[kind]["based"] == "both" else NCAE
-    return model(device="cpu", hidden=(8,), seed=seed, **KINDS[kind]).fit(
+    if "model" in KINDS[kind]:                              # a baseline: no network to train
+        return make_model(KINDS[kind], device="cpu").fit(data)
+    return make_model({"hidden": (8,), "seed": seed, **KINDS[kind]}, device="cpu").fit(
         data, epochs=2, verbose=False)
 
 
@@ -102,7 +105,7 @@ def models(tmp_path_factory) -> dict:
     for kind in KINDS:
         paths[kind] = folder / f"{kind}.npz"
         fit(kind).save(paths[kind])
-    return {kind: (path, NCAE.load(path, device="cpu")) for kind, path in paths.items()}
+    return {kind: (path, load_model(path, device="cpu")) for kind, path in paths.items()}
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +134,8 @@ def assert_same_ranking(got: dict, items: np.ndarray, scores: np.ndarray, n: int
             assert item == items[place].item(), place
 
 
-def offline(model: NCAE, user, n: int, keep_seen=False, exclude=()) -> tuple:
-    """The row NCAE.recommend gives, its candidates every item but the excluded ones."""
+def offline(model: Model, user, n: int, keep_seen=False, exclude=()) -> tuple:
+    """The row the model's recommend gives, its candidates every item but the excluded ones."""
     items = None if not len(exclude) else np.setdiff1d(model.item_ids, exclude)
     found, scores = model.recommend([user], n=n + 1, filter_seen=not keep_seen, items=items)
     return found[0], scores[0]
@@ -255,6 +258,22 @@ def test_similar_is_similar_items(kind, models, servers):
         status, got = servers[kind].call("/similar" + query(item=item, n=6))
         assert status == 200 and got["item"] == item.item() and item.item() not in got["items"]
         assert_same_ranking(got, items[0], scores[0], 6)
+
+
+def test_a_baseline_is_served_as_ncae_is(models, servers):
+    """EASE's file: /recommend/new is its recommend_new; /similar, which EASE does not answer,
+    is a 400 saying so."""
+    _, model = models["ease"]
+    picked = np.array([0, 3, 5])
+    X_new = sp.csr_matrix((np.ones(len(picked)), (np.zeros(len(picked), int), picked)),
+                          shape=(1, len(model.item_ids)))
+    items, scores = model.recommend_new(X_new, n=9)
+    status, got = servers["ease"].call("/recommend/new", {
+        "items": model.item_ids[picked].tolist(), "n": 8})
+    assert status == 200 and not set(got["items"]) & set(model.item_ids[picked].tolist())
+    assert_same_ranking(got, items[0], scores[0], 8)
+    status, got = servers["ease"].call("/similar" + query(item=model.item_ids[0], n=3))
+    assert status == 400 and got["error"] == "EASE has no similarity of items"
 
 
 ERRORS = [  # (method, path, body, status, what the error says)

@@ -317,7 +317,7 @@ def _edited(**settings):
     # before, these loaded and scored otherwise (4.62 became 4.13 or 9.05)
     ("kept", dict(header=_edited(rating_scale=[1, 9])), "a damaged ncae_cuda model file: its "
      "header or arrays are not what was written (their checksum differs)"),
-    ("kept", dict(header=_edited(**{"config.output": "identity"})), "checksum differs"),
+    ("kept", dict(header=_edited(**{"settings.output": "identity"})), "checksum differs"),
     ("kept", dict(params=_poke(np.float32(0.5))), "checksum differs"),
     ("made", dict(params=_poke(np.nan)), "a damaged ncae_cuda model file: params holds NaN or "
                                          "infinite values"),

@@ -86,35 +86,53 @@ def fit_ease(part: Interactions, settings: dict, points: list[dict], check: Chec
         check(point, lambda users, rows=rows: times_b(rows[users]).astype(np.float32))
 
 
-def ease(X: sp.csr_matrix, l2: float, space: str | None = None
-         ) -> Callable[[sp.csr_matrix], np.ndarray]:
-    """rows (B, items) -> rows @ B (B, items) float64, B EASE's weights for X, solved in float64
-    in the smaller of the user and item spaces (or `space`, "users" or "items"): with fewer
-    users than items, by the push-through identity P = (I - Xᵀ K⁻¹ X) / λ, K = XXᵀ + λI
-    (users x users), so that B = offdiag(A) diag(1 / (1 - diag A)) with A = Xᵀ (K⁻¹ X), and no
-    items x items matrix is formed. OutOfMemory, naming the sizes, where the chosen space's
-    matrices would not fit in the memory there is."""
+def ease(X: sp.csr_matrix, l2: float, space: str | None = None) -> EaseSolution:
+    """EASE's weights B for X, solved in float64 in the smaller of the user and item spaces
+    (or `space`, "users" or "items"): with fewer users than items, by the push-through identity
+    P = (I - Xᵀ K⁻¹ X) / λ, K = XXᵀ + λI (users x users), so that B = offdiag(A) diag(1 / (1 -
+    diag A)) with A = Xᵀ (K⁻¹ X), and no items x items matrix is formed. OutOfMemory, naming
+    the sizes, where the chosen space's matrices would not fit in the memory there is."""
     users, items = X.shape
     if (space or ("users" if users < items else "items")) == "items":
-        B = ease_weights(X, l2)                                           # (items, items)
-        return lambda rows: np.asarray(rows @ B)
+        return EaseSolution(X, {"B": ease_weights(X, l2)})
     _fits(f"1 users x users and {EASE_ROWS} users x items matrices: {users:,} x ({users:,} + "
           f"{EASE_ROWS} x {items:,}) float64", 8 * users * (users + EASE_ROWS * items))
-    X = X.astype(np.float64)
-    K = (X @ X.T).toarray()                                               # (users, users)
+    X64 = X.astype(np.float64)
+    K = (X64 @ X64.T).toarray()                                           # (users, users)
     K[np.diag_indices(users)] += l2
-    Q = scipy.linalg.cho_solve(scipy.linalg.cho_factor(K, overwrite_a=True), X.toarray(),
+    Q = scipy.linalg.cho_solve(scipy.linalg.cho_factor(K, overwrite_a=True), X64.toarray(),
                                overwrite_b=True)                          # (users, items) K⁻¹X
-    a = np.asarray(X.multiply(Q).sum(axis=0)).ravel()                     # (items,) diag A < 1
-    scale = 1 / (1 - a)                                                   # (items,)
+    a = np.asarray(X64.multiply(Q).sum(axis=0)).ravel()                   # (items,) diag A < 1
+    return EaseSolution(X, {"Q": Q, "a": a})
 
-    def times_b(rows: sp.csr_matrix) -> np.ndarray:
+
+class EaseSolution:
+    """rows (B, items) -> rows @ B (B, items) float64, B EASE's weights for the fit matrix X,
+    from what `ease` solved: B itself (items x items) in the item space; in the user space
+    K⁻¹X (users x items) and diag A (items,), B applied as rows Xᵀ K⁻¹X less the diagonal,
+    scaled by 1 / (1 - diag A). arrays() is what a model file keeps of it (X is the fit
+    interactions, kept beside it)."""
+
+    SPACES = ({"B"}, {"Q", "a"})           # the arrays of the item space's, the user space's
+
+    def __init__(self, X: sp.csr_matrix, arrays: dict):
+        if set(arrays) not in self.SPACES:
+            raise ValueError(f"EASE's solution holds {sorted(arrays)}; one of "
+                             f"{[sorted(s) for s in self.SPACES]} was expected")
+        self.X, self._arrays = sp.csr_matrix(X, dtype=np.float64), arrays
+
+    def arrays(self) -> dict:
+        return self._arrays
+
+    def __call__(self, rows: sp.csr_matrix) -> np.ndarray:
+        if "B" in self._arrays:
+            return np.asarray(rows @ self._arrays["B"])
+        Q, a = self._arrays["Q"], self._arrays["a"]
         rows = sp.csr_matrix(rows, dtype=np.float64)
-        scores = (rows @ X.T).toarray() @ Q                               # (B, items) rows A
+        scores = (rows @ self.X.T).toarray() @ Q                          # (B, items) rows A
         own = rows.multiply(a).tocoo()                    # the diagonal of A, which B holds 0
         scores[own.row, own.col] -= own.data
-        return scores * scale
-    return times_b
+        return scores * (1 / (1 - a))
 
 
 def ease_weights(X: sp.csr_matrix, l2: float) -> np.ndarray:
@@ -190,26 +208,34 @@ def _times(X: sp.csr_matrix, W: sp.spmatrix) -> Scores:
 
 def fit_ials(part: Interactions, settings: dict, points: list[dict], check: Check,
              seed: int = 0, gpu: bool = False) -> None:
-    implicit = _implicit()
     with threadpool_limits(1, "blas"):    # implicit's advice: its own threads, not BLAS's
-        model = implicit.als.AlternatingLeastSquares(
-            factors=settings["factors"], regularization=settings["regularization"],
-            alpha=settings["alpha"], iterations=_most(points, "iterations"),
-            use_gpu=gpu, random_state=seed)
-        _fit_factors(model, ones(part), points, check)
+        model = ials_model(settings, _most(points, "iterations"), seed, gpu)
+        fit_factors(model, ones(part), points, check)
 
 
 def fit_bpr(part: Interactions, settings: dict, points: list[dict], check: Check,
             seed: int = 0, gpu: bool = False) -> None:
-    implicit = _implicit()
     with threadpool_limits(1, "blas"):
-        # one thread: implicit's BPR updates factors from several threads at once (Hogwild), so
-        # two threads give another model every run
-        model = implicit.bpr.BayesianPersonalizedRanking(
-            factors=settings["factors"], learning_rate=settings["learning_rate"],
-            regularization=settings["regularization"], iterations=_most(points, "iterations"),
-            use_gpu=gpu, num_threads=1, random_state=seed)
-        _fit_factors(model, ones(part), points, check)
+        model = bpr_model(settings, _most(points, "iterations"), seed, gpu)
+        fit_factors(model, ones(part), points, check)
+
+
+def ials_model(settings: dict, iterations: int, seed: int, gpu: bool = False):
+    """The `implicit` library's iALS of `settings` (factors, regularization, alpha), unfit; to
+    be fit and used under threadpool_limits(1, "blas"), as implicit advises."""
+    return _implicit().als.AlternatingLeastSquares(
+        factors=settings["factors"], regularization=settings["regularization"],
+        alpha=settings["alpha"], iterations=iterations, use_gpu=gpu, random_state=seed)
+
+
+def bpr_model(settings: dict, iterations: int, seed: int, gpu: bool = False):
+    """The `implicit` library's BPR of `settings` (factors, learning_rate, regularization),
+    unfit, on one thread: implicit's BPR updates factors from several threads at once
+    (Hogwild), so two threads give another model every run."""
+    return _implicit().bpr.BayesianPersonalizedRanking(
+        factors=settings["factors"], learning_rate=settings["learning_rate"],
+        regularization=settings["regularization"], iterations=iterations, use_gpu=gpu,
+        num_threads=1, random_state=seed)
 
 
 def _most(points: list[dict], setting: str) -> int:
@@ -217,7 +243,7 @@ def _most(points: list[dict], setting: str) -> int:
     return max(point[setting] for point in points)
 
 
-def _fit_factors(model, X: sp.csr_matrix, points: list[dict], check: Check) -> None:
+def fit_factors(model, X: sp.csr_matrix, points: list[dict], check: Check) -> None:
     """Fit an `implicit` factor model, handing check the Scores at each point's iteration
     count as the fit passes it."""
     at = {point["iterations"]: point for point in points}
@@ -230,9 +256,15 @@ def _fit_factors(model, X: sp.csr_matrix, points: list[dict], check: Check) -> N
 
 def _factor_scores(model) -> Scores:
     """u·v of a snapshot of the model's factors (a fit goes on updating them in place)."""
-    model = model.to_cpu() if hasattr(model, "to_cpu") else model
-    users, items = np.array(model.user_factors), np.array(model.item_factors)
+    users, items = factors(model)
     return lambda rows: users[rows] @ items.T
+
+
+def factors(model) -> tuple[np.ndarray, np.ndarray]:
+    """(users, factors), (items, factors): a copy of an `implicit` model's factors, on the
+    host."""
+    model = model.to_cpu() if hasattr(model, "to_cpu") else model
+    return np.array(model.user_factors), np.array(model.item_factors)
 
 
 INSTALL = 'pip install -e ".[baselines]"'   # what brings each Baseline's library

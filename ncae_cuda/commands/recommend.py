@@ -4,12 +4,13 @@
     python -m ncae_cuda.recommend runs/ncae/model.npz --all -n 100 --out top100.csv
     python -m ncae_cuda.recommend runs/ncae/model.npz --users-file ids.txt --keep-seen
 
-Writes CSV lines `user,rank,item,score` (rank 1 is the best; scores as NCAE.recommend gives
-them: predicted ratings, or logits for implicit feedback) to stdout or --out, a file written
-whole or not at all (an earlier file there stays as it was until the new one is complete). A
-user with fewer candidate items than -n gets fewer lines. Ids the model does not know stop it
-with a message naming them, before anything is written. The model is a model.npz or the run
-folder that holds one.
+Writes CSV lines `user,rank,item,score` (rank 1 is the best; scores as the model's recommend
+gives them: predicted ratings, logits for NCAE's implicit feedback, a baseline's own scores)
+to stdout or --out, a file written whole or not at all (an earlier file there stays as it was
+until the new one is complete). A user with fewer candidate items than -n gets fewer lines.
+Ids the model does not know stop it with a message naming them, before anything is written.
+The model is a model.npz of any model (NCAE, a blend, a baseline: ncae_cuda.load_model reads
+it) or the run folder that holds one.
 """
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ from ..cli import Parser
 from ..data.interactions import DataError, lookup_ids
 from ..errors import NcaeError
 from ..model import ann
-from ..model.estimator import NCAE
+from ..model.base import Model
 from ..model.modelfile import atomic_write
 from ..ops import cpu
 from ..runs import runflags
+from ..runs.factory import load_model
 
 USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held before writing
 
@@ -66,7 +68,7 @@ def read_ids(path: Path) -> np.ndarray:
     return np.array([line.strip() for line in lines if line.strip()])
 
 
-def wanted_users(args, model: NCAE) -> np.ndarray:
+def wanted_users(args, model: Model) -> np.ndarray:
     if args.all:
         return model.user_ids
     if args.users_file:
@@ -78,7 +80,7 @@ def wanted_users(args, model: NCAE) -> np.ndarray:
     return users
 
 
-def write_recommendations(out, model: NCAE, users: np.ndarray, n: int, filter_seen: bool,
+def write_recommendations(out, model: Model, users: np.ndarray, n: int, filter_seen: bool,
                           items, index: str = "exact") -> int:
     """CSV rows for every user (ids as the model has them), USERS_PER_CALL at a time; returns
     the number of rows."""
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--out {args.out}: a folder; name the CSV file to write")
     try:
         ann.require(args.index)
-        model = NCAE.load(args.model, device=args.device)
+        model = load_model(args.model, device=args.device)
         if args.index == "approximate":
             model.item_index()
         # unknown ids stop here, before any output is written; known ones as the model has them

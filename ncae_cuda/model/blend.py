@@ -3,7 +3,7 @@ blended by weights chosen on validation (explicit feedback).
 
     from ncae_cuda import BlendedNCAE
     model = BlendedNCAE(hidden=(300, 300)).fit(split.train, validation=split.valid)
-    model.recommend(users, n=10)           # as NCAE's; NCAE.load reads its file back
+    model.recommend(users, n=10)           # as NCAE's; ncae_cuda.load_model reads its file
 
 The two see a rating from two sides: the item-based one encodes the item's ratings and predicts
 well where an item has many, the user-based one encodes the user's. The blend is feature-
@@ -28,15 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
 from ..data.interactions import DataError
-from . import modelfile
 from .cold_means import cold_at
 from .config import Config, SettingError
 from .estimator import NCAE
 from .evaluate import rating_report
 from .fitdata import as_interactions
-from .recommender import Recommender
+from .recommender import RatingModel
 from .trainer import CHECKPOINT_EVERY
 
 MEMBERS = ("item", "user")                   # the members' `based`, in the weights' order
@@ -45,7 +43,7 @@ MEAN = np.array([[0.5, 0.0, 0.0],            # (members + offset, [1, li, lu]): 
                  [0.0, 0.0, 0.0]])
 
 
-class BlendedNCAE(Recommender):
+class BlendedNCAE(RatingModel):
     """An item-based and a user-based NCAE, blended (see the module's docstring).
 
     Parameters
@@ -71,7 +69,7 @@ class BlendedNCAE(Recommender):
         self.members = {MEMBERS[0]: first}
         for name in MEMBERS[1:]:                                    # one backend for both
             self.members[name] = NCAE(device=first.ops, **asdict(self._member_config(name)))
-        self.ops, self.comm, self.leader = first.ops, None, True
+        self.ops = first.ops
         self.weights = MEAN.copy()
         self.data = None                 # the user-based member's FitData: users x items
         self.history, self.best_epoch, self.still_improving = [], {}, False
@@ -193,13 +191,6 @@ class BlendedNCAE(Recommender):
     # -----------------------------------------------------------------------------------------
     # scoring
 
-    def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
-                      times=None):
-        """Not for a blend: its item-based member has no encoder of a new user's row."""
-        raise ValueError("recommend_new folds new users in as new rows of the autoencoder: it "
-                         "needs a user-based model (based='user'); a blend (based='both') has "
-                         "an item-based member, which must be refit to learn a new user")
-
     def similar_items(self, items, n: int = 10):
         """NCAE.similar_items of the user-based member: items by their output embeddings."""
         return self.members["user"].similar_items(items, n)
@@ -221,10 +212,10 @@ class BlendedNCAE(Recommender):
         return tuple(np.log1p(counts.astype(np.float64)).astype(np.float32)
                      for counts in (self.data.popularity(), self.data.user_counts))
 
-    def _user_scorer(self):
+    def _scorer(self):
         """Scores of every item for a batch of users (recommend's): the blend on the device."""
         xp, ops = self.ops.xp, self.ops
-        scorers = [(m._user_scorer(), m._net.objective) for m in self.members.values()]
+        scorers = [(m._scorer(), m._net.objective) for m in self.members.values()]
         item_log, user_log = self._log_counts()
         li = ops.to_device(item_log)[None, :]                           # (1, n_items)
 
@@ -234,22 +225,13 @@ class BlendedNCAE(Recommender):
             return blend(self.weights, ratings, li, lu, self.rating_scale, xp)  # (B, items)
         return score
 
-    def _item_results(self, idx: np.ndarray, vals: np.ndarray, ratings: bool):
-        return self.data.item_ids_of(idx), vals           # the blend's scores are ratings
-
-    def _check_fitted(self) -> None:
-        for member in self.members.values():
-            member._check_fitted()
-
     # -----------------------------------------------------------------------------------------
     # saving and loading
 
-    def save(self, path) -> None:
-        """NCAE.save's one file: the settings, the weights, each member's parameters and, once,
-        the fit interactions."""
-        self._check_fitted()
-        meta = {"ncae_cuda": __version__, "config": self.config.as_dict(),
-                "rating_scale": list(self.rating_scale), "weights": self.weights.tolist(),
+    def contents(self) -> tuple[dict, dict]:
+        """(meta, arrays): what save() writes beside the settings: the weights, each member's
+        parameters and, once, the fit interactions."""
+        meta = {"rating_scale": list(self.rating_scale), "weights": self.weights.tolist(),
                 "history": self.history, "best_epoch": self.best_epoch, "members": {}}
         arrays = dict(self.data.arrays())
         for name, member in self.members.items():
@@ -257,31 +239,20 @@ class BlendedNCAE(Recommender):
             meta["members"][name] = {k: member_meta[k] for k in ("history", "best_epoch",
                                                                  "steps")}
             arrays[f"{name}.params"] = member_arrays["params"]
-        modelfile.write(path, "model", meta, arrays)
+        return meta, arrays
 
-    @classmethod
-    def from_contents(cls, meta: dict, arrays: dict, device="auto") -> BlendedNCAE:
-        """The blend a model file holds (NCAE.load reads the file, and calls this for a
-        blend's); KeyError, ValueError or TypeError where its parts do not fit together."""
-        model = cls(device=device, **asdict(Config.from_dict(meta["config"])))
+    def restore(self, meta: dict, arrays: dict) -> None:
+        """Take the fitted state of contents()' (meta, arrays); KeyError, ValueError or
+        TypeError where its parts do not fit together."""
         data = {k: v for k, v in arrays.items() if "." not in k}
-        for name, member in model.members.items():
+        for name, member in self.members.items():
             member.restore({**meta["members"][name], "rating_scale": meta["rating_scale"]},
                            {**data, "params": arrays[f"{name}.params"]})
         weights = np.asarray(meta["weights"], np.float64)
         if weights.shape != MEAN.shape:
             raise ValueError(f"weights of shape {weights.shape}; a blend has {MEAN.shape}")
-        model.weights, model.data = weights, model.members["user"].data
-        model.history, model.best_epoch = meta["history"], meta["best_epoch"]
-        return model
-
-    @classmethod
-    def load(cls, path, device: str = "auto") -> BlendedNCAE:
-        """A blend saved by save(); DataError where the file is not one (NCAE.load's)."""
-        model = NCAE.load(path, device)
-        if not isinstance(model, cls):
-            raise DataError(f"{path}: a model of based={model.config.based!r}, not a blend")
-        return model
+        self.weights, self.data = weights, self.members["user"].data
+        self.history, self.best_epoch = meta["history"], meta["best_epoch"]
 
 
 def member_checkpoint(path, name: str) -> Path | None:

@@ -188,7 +188,8 @@ def read_recipe(path: Path) -> dict:
     Returns
     -------
     dict
-        {setting: value}, lists as tuples: `NCAE(**read_recipe(path))`.
+        {setting: value}, lists as tuples: `make_model(read_recipe(path))`
+        (ncae_cuda.make_model: a BlendedNCAE where based is both).
 
     Raises
     ------

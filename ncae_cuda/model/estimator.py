@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
-from ..data.interactions import Interactions
+from ..data.interactions import DataError, Interactions
 from ..errors import NcaeError
 from ..ops import get_backend
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout
@@ -37,7 +35,8 @@ from . import modelfile, stopping
 from .config import Config, SettingError
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
-from .recommender import Recommender
+from .base import Model, restored
+from .recommender import NAME, RatingModel, Recommender
 from .trainer import CHECKPOINT_EVERY, Checkpoint, ShardCheckpoint, Trainer, fingerprint
 from .warmstart import WarmStart
 
@@ -76,20 +75,10 @@ class NCAE(Recommender):
     NCAE(feedback='implicit', hidden=(64,), device='cpu')
     """
 
-    def __new__(cls, device="auto", shard: str | None = None, **settings):
-        """NCAE(based='both', ...) is a BlendedNCAE: an item- and a user-based NCAE, blended
-        (model/blend.py), so that every Config, a recipe's too, makes a model."""
-        if settings.get("based") != "both":
-            return super().__new__(cls)
-        from .blend import BlendedNCAE  # (blend.py builds on this module)
-        if shard is not None:
-            raise SettingError("based", "'both' trains its two NCAEs in one process: shard is "
-                               "for an item- or user-based one")
-        model = object.__new__(BlendedNCAE)         # not an NCAE: Python calls no __init__
-        model.__init__(device, **settings)
-        return model
-
     def __init__(self, device="auto", shard: str | None = None, **settings):
+        if settings.get("based") == "both":
+            raise SettingError("based", "'both' is a blend of an item- and a user-based NCAE: "
+                               "make it with BlendedNCAE(...) or ncae_cuda.make_model(settings)")
         self.config = Config(**settings).resolved()
         if shard not in SHARDS:
             raise ValueError(f"shard must be None or 'columns'; got {shard!r}")
@@ -105,11 +94,6 @@ class NCAE(Recommender):
         if shard == "columns":
             from .distributed import Collectives
             self.comm = Collectives(self.ops)
-
-    @property
-    def leader(self) -> bool:
-        """Whether this process speaks and writes for the model: rank 0 of a sharded one."""
-        return self.comm is None or self.comm.rank == 0
 
     def __repr__(self) -> str:
         defaults = asdict(Config(feedback=self.config.feedback).resolved())
@@ -297,9 +281,12 @@ class NCAE(Recommender):
     def _warm_start(self, model: NCAE) -> WarmStart:
         """What a fit warm-started from `model` starts from, taken before the fit replaces any
         of it (model may be self); SettingError where the network's shape would change."""
-        if isinstance(model, Recommender) and model.config.based == "both":
+        if isinstance(model, RatingModel) and model.config.based == "both":
             raise SettingError("based", f"must be the warm start's model's (both there, "
                                f"{self.config.based} here): a blend starts only a blend")
+        if isinstance(model, Model) and not isinstance(model, NCAE):
+            raise SettingError("warm_start", f"must be an NCAE, whose parameters a fit starts "
+                                             f"from; got a {model.title}")
         if not isinstance(model, NCAE):
             raise TypeError(f"warm_start must be a fitted NCAE; got {type(model).__name__}")
         model._check_fitted()
@@ -350,36 +337,15 @@ class NCAE(Recommender):
         return "\n".join(lines)
 
     # -----------------------------------------------------------------------------------------
-    # using the model
-
-    # -----------------------------------------------------------------------------------------
     # saving and loading
 
-    def save(self, path) -> None:
-        """Save the model in one file, no pickle: settings, id maps, parameters and the fit
-        interactions (users are encoded from them, and seen items filtered by them), so it
-        recommends without the training data at hand.
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-            The .npz to write, atomically: a crash leaves the old file or the new one.
-
-        Raises
-        ------
-        DataError
-            The file cannot be written, naming why.
-        """
-        self._check_fitted()
-        meta, arrays = self.contents()
-        if self.leader:
-            modelfile.write(path, "model", meta, arrays)
-
     def contents(self) -> tuple[dict, dict]:
-        """(meta, arrays): what save() writes (a sharded model's parameters gathered)."""
+        """(meta, arrays): what save() writes beside the settings: the parameters (a sharded
+        model's gathered), id maps and the fit interactions (users are encoded from them, and
+        seen items filtered by them), so the model recommends without the training data at
+        hand."""
         net = self._net
-        meta = {"ncae_cuda": __version__, "config": self.config.as_dict(),
-                "rating_scale": self.rating_scale and list(self.rating_scale),
+        meta = {"rating_scale": self.rating_scale and list(self.rating_scale),
                 "history": self.history, "best_epoch": self.best_epoch, "steps": net.steps}
         arrays = {"params": self._whole_params(), **self.data.arrays()}
         if net.col_weights is not None:
@@ -413,39 +379,37 @@ class NCAE(Recommender):
 
     @classmethod
     def load(cls, path, device: str = "auto") -> NCAE:
-        """A model saved by save().
+        """An NCAE saved by save() (ncae_cuda.load_model reads any model's file).
 
         Parameters
         ----------
         path : str or os.PathLike
-            A file save() wrote.
+            A file NCAE.save() wrote.
         device : str
             Where the model runs: any, whatever it was saved from ('auto', 'cpu', 'gpu'); a GPU
             model loads on the CPU and back.
 
         Returns
         -------
-        NCAE or BlendedNCAE
-            The model, fitted, as it was saved: a BlendedNCAE where the file holds one
-            (based='both').
+        NCAE
+            The model, fitted, as it was saved.
 
         Raises
         ------
         DataError
-            A file that is missing, not a model file, of another format version, or damaged,
+            A file that is missing, not a model file, of another format version, damaged, or
+            of another model (a blend's, a baseline's: ncae_cuda.load_model reads those),
             named.
         """
-        meta, a = modelfile.read(path, "model")
-        try:
-            if "members" in meta:                   # a BlendedNCAE's file (based='both')
-                from .blend import BlendedNCAE  # (blend.py builds on this module)
-                return BlendedNCAE.from_contents(meta, a, device)
-            model = cls(device=device, **asdict(Config.from_dict(meta["config"])))
-            model.restore(meta, a)
-        except (KeyError, ValueError, TypeError) as e:
-            raise modelfile.inconsistent(path, "model", e) from None
-        model.source = Path(path)
-        return model
+        meta, arrays = modelfile.read(path, "model")
+        settings = dict(meta.get("settings") or {})
+        kind = settings.pop("model", None)
+        if kind != NAME or settings.get("based") == "both":
+            what = "BlendedNCAE" if kind == NAME else kind
+            raise DataError(f"{path}: the file of a {what} model, not of one NCAE: load it "
+                            "with ncae_cuda.load_model")
+        return restored(path, meta, arrays, lambda: cls(device=device, **asdict(
+            Config.from_dict(settings))))
 
     def restore(self, meta: dict, a: dict) -> None:
         """Take the fitted state of contents()' (meta, arrays); KeyError, ValueError or

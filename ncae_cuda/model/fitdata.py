@@ -162,7 +162,7 @@ class FitData:
         if self._training is None:
             c, m = self.config, self.matrix()
             if c.recency_boost:               # recency weighs the rows scored, not those learned
-                m = _binary(m)
+                m = binary(m)
             if c.implicit and c.augment_eps > 0:
                 m = sp.vstack([m, sparse_row_copies(m, c.augment_eps, c.augment_p)],
                               format="csr")
@@ -223,7 +223,7 @@ class FitData:
         if clash:
             raise DataError(f"{clash} held-out interactions are also in the fit "
                             "data or in exclude: a held-out item must be a candidate")
-        return self.part(_binary(seen), self.item_columns)
+        return self.part(binary(seen), self.item_columns)
 
     def ranker(self, held, exclude, cutoffs: tuple[int, ...], scorer: Callable[[], Scorer],
                comm=None) -> Callable[..., dict]:
@@ -296,6 +296,33 @@ def scored_rows(data: Interactions, config: Config, name: str) -> sp.csr_matrix:
     return data.to_csr("user", implicit=config.implicit)
 
 
+def new_rows(new: Interactions, config: Config, times) -> sp.csr_matrix:
+    """scored_rows() of new users (recommend_new's X_new): with recency_boost, weighted by
+    `times`, a matrix of X_new's shape holding each interaction's time at its place (any numbers
+    that grow with time, e.g. seconds); ValueError where such a model is given none."""
+    if config.recency_boost and times is None:
+        raise ValueError("the model scores from rows weighted by recency (recency_boost): "
+                         "give times=, each interaction's time at its place in X_new")
+    if times is not None:
+        new = replace(new, timestamps=_times_at(times, new))
+    return scored_rows(new, config, "X_new")
+
+
+def _times_at(times, new: Interactions) -> np.ndarray:
+    """(nnz,) float64 the time at each of new's entries, read from `times` (a matrix of X_new's
+    shape); DataError where it has another shape or a time is not a finite number."""
+    m = sp.csr_matrix(times)
+    if m.shape != (new.n_users, new.n_items):
+        raise DataError(f"times is {m.shape[0]} x {m.shape[1]}; X_new is {new.n_users} x "
+                        f"{new.n_items}")
+    picked = m[new.users, new.items]     # (1, nnz) np.matrix; a sparse (1, 0) where nnz is 0
+    at = np.asarray(picked.todense() if sp.issparse(picked) else picked, np.float64).ravel()
+    if not np.isfinite(at).all():
+        raise DataError(f"times: {int((~np.isfinite(at)).sum())} entries of X_new have no finite "
+                        "time")
+    return at
+
+
 def check_scale(data: Interactions, scale: tuple[float, float], name: str) -> None:
     """DataError where a rating of `data` is off `scale`, naming the first one's value and item
     id. A stored 0 off the scale is a sparse matrix's zero, taken for a rating of 0."""
@@ -323,14 +350,15 @@ def as_interactions(X, name: str, empty_ok: bool = False) -> Interactions:
     return data
 
 
-def _binary(m: sp.csr_matrix) -> sp.csr_matrix:
+def binary(m: sp.csr_matrix) -> sp.csr_matrix:
+    """A copy of m with 1 at each stored entry."""
     m = m.tocsr(copy=True)
     m.data[:] = 1
     return m
 
 
 def _union(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
-    return _binary(_binary(a) + _binary(b))
+    return binary(binary(a) + binary(b))
 
 
 def _storable(ids: np.ndarray) -> np.ndarray:

@@ -30,10 +30,11 @@ import numpy as np
 from ..data.interactions import DataError
 
 FORMAT = "ncae_cuda"
-VERSION = 5          # 5: explicit models' parameters learn ratings mapped onto the network's
-                     # scale (model/network.py NETWORK_SCALE); 4: with the checksum of header and
-                     # arrays; 3: models and checkpoints as model/estimator.py and trainer.py
-                     # write them
+VERSION = 6          # 6: a model file's header names the model and its settings, for any
+                     # model (runs/factory.py load_model); 5: explicit models' parameters learn
+                     # ratings mapped onto the network's scale (model/network.py
+                     # NETWORK_SCALE); 4: with the checksum of header and arrays; 3: models and
+                     # checkpoints as model/estimator.py and trainer.py write them
 ZIP = b"PK\x03\x04"  # how a .npz (a zip archive of .npy entries, np.savez's) begins
 READ_BYTES = 1 << 24                  # read at a time: the most of an array held twice
 TEMPORARY_DIGITS = 12                 # of a temporary file's name: <name>.<hex digits>.tmp

@@ -15,7 +15,7 @@ Each run has its own folder, --out (default runs/<data set>-<date>-<time>): run.
 run's settings; a run never writes into another run's folder), checkpoint-select.npz and
 checkpoint-refit.npz (what --resume continues from, saved at the end of an epoch once
 --checkpoint-every seconds have passed), model.npz
-(ncae_cuda.NCAE.load reads it; so does python -m ncae_cuda.recommend) and metrics.json at the
+(ncae_cuda.load_model reads it; so does python -m ncae_cuda.recommend) and metrics.json at the
 end. The CLI is a thin layer over ncae_cuda.NCAE: the flags of the model are its settings
 (ncae_cuda.model.config.Config), generated from them. --config reads them from a recipe (a TOML
 file of the same names, recipes/); a flag on the command line overrides the recipe.
@@ -29,7 +29,7 @@ import os
 import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,7 @@ from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
 from . import rundir
 from .comparison import compare
+from .factory import load_model, make_model
 from .runflags import build_parser, run_spec
 from .spec import DataSpec, RunSpec, recorded
 
@@ -184,8 +185,8 @@ def subsampled(spec: DataSpec, split: splits.Split, based: str) -> splits.Split:
 def new_model(spec: RunSpec, config: Config, ops=None) -> NCAE | BlendedNCAE:
     """The model of the run's settings, on its device (or backend) and shard (a BlendedNCAE
     for based='both')."""
-    return NCAE(device=ops or spec.device, shard=None if spec.shard == "none" else spec.shard,
-                **asdict(config))
+    return make_model(config.as_dict(), ops or spec.device,
+                      None if spec.shard == "none" else spec.shard)
 
 
 def epochs_text(best_epoch: int | dict) -> str:
@@ -217,7 +218,7 @@ class Parent:
         host); DataError where it is not a model file."""
         with open(path, "rb") as f:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
-        return cls(NCAE.load(path, device="cpu"), path, digest)
+        return cls(load_model(path, device="cpu"), path, digest)
 
     def record(self) -> dict:
         return {"path": str(self.path), "sha256": self.sha256}

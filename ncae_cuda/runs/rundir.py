@@ -33,7 +33,7 @@ from ..model.modelfile import atomic_write, differences, remove_temporaries
 
 MANIFEST = "run.json"
 STAGING = ".overwrite"                # an overwriting run's files, until it finishes
-MODEL = "model.npz"                   # a run's model: NCAE.load, recommend and serve read it
+MODEL = "model.npz"                   # a run's model: load_model, recommend and serve read it
 LOCK = ".lock"
 FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", MODEL, "metrics.json",
          "baselines.json", "baselines.md")          # the trainer's, python -m ncae_cuda.baselines's

@@ -2,10 +2,10 @@
 4xx with a one-line {"error": ...} (an unknown user or item 404, naming it).
 
     GET  /healthz                the model that answers (file, sha256, shape, device), batches
-    GET  /recommend?user=ID&n=N[&keep_seen=true]           NCAE.recommend, batched
+    GET  /recommend?user=ID&n=N[&keep_seen=true]           the model's recommend, batched
     POST /recommend      {"users": [...], "n": N, "exclude": [...], "keep_seen": false}
     POST /recommend/new  {"items": [...], "n": N, "ratings": [...], "times": [...]}
-    GET  /similar?item=ID&n=N                              NCAE.similar_items
+    GET  /similar?item=ID&n=N                              the model's similar_items
 
 /recommend goes through the batcher; /recommend/new and /similar are scored one request at a
 time on the model's thread. FastAPI's /docs page lists them all, with the limits on n and users
@@ -25,8 +25,7 @@ import scipy.sparse as sp
 from ..data.interactions import DataError, UnknownIds, from_matrix, lookup_ids
 from ..data.table_parser import TIMESTAMP_FORMS, unix_seconds
 from ..errors import NcaeError
-from ..model.estimator import NCAE
-from ..model.recommender import Recommender
+from ..model.base import Model, Unsupported
 from .batcher import Batcher, ranked
 from .limits import Limits, RequestError, read_body
 
@@ -35,7 +34,7 @@ from .limits import Limits, RequestError, read_body
 # endpoint's annotations, which name what create_app imported
 
 log = logging.getLogger("ncae_cuda.serve")
-N = inspect.signature(NCAE.recommend).parameters["n"].default       # recommend's own default
+N = inspect.signature(Model.recommend).parameters["n"].default       # recommend's own default
 Id = int | str                                 # as the model's ids are: integers or text
 Time = float | str                             # Unix seconds, or ISO 8601 text
 # a member of a union, as pydantic names it in an error, and the union said whole, by field
@@ -153,7 +152,7 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
     return app
 
 
-def fold_in(model: Recommender, ask: NewUserAsk) -> dict:
+def fold_in(model: Model, ask: NewUserAsk) -> dict:
     """recommend_new for the one user of `ask` (on the model's thread): an explicit model's
     ratings on its rating scale, an implicit model's items each an interaction (as fit reads
     them), no ratings or times the model would not read; no items, a user with no history."""
@@ -206,7 +205,7 @@ def seconds(times: list) -> list[float]:
     return read
 
 
-def similar_to(model: Recommender, item: str, n: int) -> dict:
+def similar_to(model: Model, item: str, n: int) -> dict:
     """similar_items for one item (on the model's thread)."""
     column = lookup_ids(model.item_ids, [item], "item")
     items, scores = model.similar_items(model.item_ids[column], n=n)
@@ -289,7 +288,7 @@ def add_error_answers(app) -> None:
             return answer(e.status, e)
         if isinstance(e, UnknownIds):
             return answer(404, e)
-        return answer(400 if isinstance(e, DataError) else 503, e)
+        return answer(400 if isinstance(e, (DataError, Unsupported)) else 503, e)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request, e: RequestValidationError):

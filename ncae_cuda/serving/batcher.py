@@ -1,5 +1,5 @@
 """Requests gathered onto one scoring call: the users of the requests that arrive within
-max_wait seconds of the first (or until max_batch users) are scored by one NCAE.recommend
+max_wait seconds of the first (or until max_batch users) are scored by one recommend
 call, one `topk` launch a chunk on a GPU, and each request is answered with its own rows. A
 request that finds no other waiting is scored at once: with nobody to batch with, waiting would
 only add max_wait to its latency (under load, requests queue while a batch is scored).
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..data.interactions import lookup_ids
 from ..errors import NcaeError
-from ..model.estimator import NCAE
+from ..model.base import Model
 
 IN_FLIGHT = 2          # batches handed to the model's thread at once: one scored, one queued
 
@@ -109,7 +109,7 @@ class Batcher:
         return None
 
 
-def score_batch(model: NCAE, batch: list[Ask], index: str = "exact") -> list:
+def score_batch(model: Model, batch: list[Ask], index: str = "exact") -> list:
     """Each ask's rows, or the error it is answered with (unknown ids), from one recommend
     call (through `index`) for all the users of the asks that filter seen items and one for
     those that keep them."""
@@ -142,7 +142,7 @@ def score_batch(model: NCAE, batch: list[Ask], index: str = "exact") -> list:
     return answers
 
 
-def _batch_users(model: NCAE, batch: list[Ask]) -> list[np.ndarray] | None:
+def _batch_users(model: Model, batch: list[Ask]) -> list[np.ndarray] | None:
     """Each ask's users' indices, the ids of the whole batch looked up at once (one sort of the
     model's ids); None where one of them is unknown, and each ask is looked up apart."""
     try:

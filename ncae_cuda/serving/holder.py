@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import NcaeError
-from ..model.estimator import NCAE
+from ..model.base import Model
 from ..ops import cpu
+from ..runs.factory import load_model
 
 log = logging.getLogger("ncae_cuda.serve")
 READ_BYTES = 1 << 20              # of the model file at a time, for its checksum
@@ -23,7 +24,7 @@ READ_BYTES = 1 << 20              # of the model file at a time, for its checksu
 @dataclass(frozen=True)
 class Served:
     """A loaded model, the file it came from and how it is searched, as /healthz shows it."""
-    model: NCAE
+    model: Model
     path: Path
     sha256: str
     index: str = "exact"
@@ -50,13 +51,13 @@ def load(path: Path, device, index: str = "exact") -> Served:
         sha256 = file_sha256(path)
     except OSError as e:
         raise NcaeError(f"{path}: {e.strerror}", errno=e.errno) from None
-    model = NCAE.load(path, device=device)
+    model = load_model(path, device=device)
     if index == "approximate":
         model.item_index()
     return Served(warmed(model, index), path, sha256, index)
 
 
-def warmed(model: NCAE, index: str) -> NCAE:
+def warmed(model: Model, index: str) -> Model:
     """The model after one recommend through `index`, so that no request pays for what a
     first one costs: the kernels compiled (the CPU's once an install, the log saying so; a
     GPU's once a process) or read from their cache, the device arrays made. Before the server

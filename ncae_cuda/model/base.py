@@ -1,0 +1,407 @@
+"""The contract every model of the package keeps (NCAE, BlendedNCAE and the baselines): fit,
+refit, evaluate, recommend, recommend_new and similar_items where the model has them, save, the
+fit data's ids and the record of its settings; ncae_cuda.runs.factory makes a model of
+settings, or of a file save() wrote.
+
+    model = make_model({"model": "ease", "l2": 200.0}).fit(split.train)
+    model.evaluate(split.test, exclude=split.valid)
+    items, scores = model.recommend(users, n=10)
+    model.save("ease.npz")
+    model = load_model("ease.npz")
+
+What every model does alike is here, once: the ids, the top-n of a user with the items of the
+fit data left out (evaluate.top_m), the figures of held-out data through the package's one
+evaluator (FitData.ranker for implicit feedback; rating_report for explicit). A model supplies
+its scorer: users -> (B, n_items) scores on the backend.
+"""
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..data.interactions import Interactions, from_matrix, lookup_ids
+from ..errors import NcaeError
+from . import modelfile
+from .ann import INDEXES, IndexUnavailable, ItemIndex, user_queries
+from .cold_means import cold_at
+from .config import Config
+from .evaluate import Scorer, constant_scorer, excluded_entries, top_m
+
+
+class Unsupported(NcaeError, ValueError):
+    """A query the model does not answer (recommend_new of a model that cannot fold a new user
+    in, similar_items of one without item vectors): the message names the model and why."""
+
+
+class Model(abc.ABC):
+    """A fitted recommender's contract (see the module's docstring).
+
+    Attributes
+    ----------
+    name : str
+        The model's key in the factory (settings' 'model', a file's record).
+    config : Config
+        What its fit data and evaluator follow: feedback, based (the network's rows for NCAE;
+        users for every baseline), cutoffs, recency weights of the rows scored.
+    data : FitData or None
+        The fit data: ids, the fit interactions (seen items), the evaluator's matrices; None
+        before a fit.
+    ops
+        The backend the scores, the top-n and the evaluator run on.
+    comm
+        A column shard's collectives, or None.
+    source : pathlib.Path or None
+        The file the model was loaded from.
+    """
+
+    name: str
+    config: Config
+    data = None
+    comm = None
+    source: Path | None = None
+
+    # -----------------------------------------------------------------------------------------
+    # what each model supplies
+
+    @abc.abstractmethod
+    def fit(self, X, validation=None, **fitting) -> Model:
+        """Fit on X (a users x items scipy.sparse matrix or Interactions); `validation`, where
+        the model chooses something on it (an epoch or iteration count); returns the model."""
+
+    @abc.abstractmethod
+    def refit(self, X, **fitting) -> Model:
+        """A new model of the same settings fit on X (training + validation) with what the
+        last fit chose on validation (its epoch or iteration count)."""
+
+    @property
+    @abc.abstractmethod
+    def settings(self) -> dict:
+        """The record of the model's settings, JSON-ready: what save() writes and the factory
+        (ncae_cuda.runs.factory.make_model) makes the same model of, 'model' naming it."""
+
+    @abc.abstractmethod
+    def _scorer(self) -> Scorer:
+        """(B,) user indices -> device (B, items held) scores of every item (higher first),
+        made inside the backend's session."""
+
+    @abc.abstractmethod
+    def contents(self) -> tuple[dict, dict]:
+        """(meta, arrays) of the fitted state save() writes, beside the settings."""
+
+    @abc.abstractmethod
+    def restore(self, meta: dict, arrays: dict) -> None:
+        """Take the fitted state of contents()' (meta, arrays); KeyError, ValueError or
+        TypeError where they do not fit together or the settings."""
+
+    # -----------------------------------------------------------------------------------------
+    # the queries, the same for every model
+
+    def recommend(self, users, n: int = 10, filter_seen: bool = True, items=None,
+                  index: str = "exact") -> tuple[np.ndarray, np.ndarray]:
+        """The n best items of each user, best first.
+
+        Parameters
+        ----------
+        users : array-like
+            User ids of the fit data.
+        n : int
+            Items a user, capped at the number of candidate items.
+        filter_seen : bool
+            Leave out the items a user interacted with in the fit data.
+        items : array-like, optional
+            Item ids: the candidates (default: every item).
+        index : {'exact', 'approximate'}
+            'exact': every item scored. 'approximate': an inner-product index of the items
+            (item_index(); NCAE's, the [ann] extra, CPU only), searched n deep, the user's seen
+            items left out by the search itself; a user for whom it finds fewer than n, and
+            every user where `items` is given, gets the exact top-k.
+
+        Returns
+        -------
+        item_ids, scores : numpy.ndarray
+            Each (len(users), n). Scores are the model's own: predicted ratings (explicit), the
+            output logits (implicit NCAE: the order of tanh(out) without float32 saturation
+            ties), a baseline's scores. Ties go to the item earlier in item_ids. A user with
+            fewer than n candidates ends in score -inf, id -1 (integer ids) or "" (text ids).
+
+        Raises
+        ------
+        UnknownIds
+            Ids the model was not fit on, named.
+        IndexUnavailable
+            index='approximate' for a model or device it does not apply to, or without the
+            [ann] extra.
+        """
+        self._check_fitted()
+        if index not in INDEXES:
+            raise ValueError(f"index must be one of {', '.join(INDEXES)}; got {index!r}")
+        u = lookup_ids(self.user_ids, users, "user")
+        n, candidates = self.data.candidates(n, items)
+        searched = self.item_index() if index == "approximate" else None
+        if searched is None or candidates is not None:
+            return self._results(*self._exact_top(u, n, filter_seen, candidates))
+        idx, vals, short = searched.top(user_queries(self, u), u, n,
+                                        self.data.seen if filter_seen else None)
+        if short.any():
+            idx[short], vals[short] = self._exact_top(u[short], n, filter_seen, None)
+        return self._results(idx, vals)
+
+    def _exact_top(self, u: np.ndarray, n: int, filter_seen: bool, candidates
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """(idx, scores) each (len(u), n): the n best columns of users u, every item scored."""
+        excluded = excluded_entries(self.ops, self.data.seen_items()) if filter_seen else None
+        with self.ops.session():
+            return top_m(self.ops, self._scorer(), u, n, excluded, candidates,
+                         self.data.item_columns, self.comm)
+
+    def _results(self, idx: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(item ids, scores) of recommend's column indices (padding -1 or "") and scores."""
+        return self.data.item_ids_of(idx), vals
+
+    def item_index(self) -> ItemIndex:
+        """The approximate index of the model's items: IndexUnavailable, as a model without
+        one inner product of a user's and an item's vectors has none."""
+        raise IndexUnavailable(f"{self.title} scores no inner product of item vectors: use the "
+                               "exact top-k (index='exact')")
+
+    def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
+                      times=None) -> tuple[np.ndarray, np.ndarray]:
+        """recommend() for users the model was not fit on, folded in from their interactions
+        without refitting, where the model has a way to (Unsupported where not).
+
+        Parameters
+        ----------
+        X_new : scipy.sparse matrix
+            New users x items, whose column j is item_ids[j]: every stored entry is an
+            interaction, its value the rating (an explicit model's, on its rating scale;
+            implicit models read it as an interaction whatever its value). A row with no entry
+            is a user with no history yet.
+        n, filter_seen, items
+            As recommend's; filter_seen leaves out the items of X_new's rows.
+        times : scipy.sparse matrix, optional
+            For a model that weighs a user's interactions by recency (recency_boost): each
+            interaction's time at its place in X_new.
+
+        Returns
+        -------
+        item_ids, scores : numpy.ndarray
+            Each (X_new.shape[0], n), as recommend's.
+
+        Raises
+        ------
+        Unsupported
+            A model that folds no new user in, naming it.
+        DataError
+            X_new with another number of columns than the model has items, or ratings off an
+            explicit model's scale.
+        """
+        self._check_fitted()
+        new = from_matrix(X_new, "X_new", item_ids=self.item_ids)
+        scorer = self._new_user_scorer(new, times)
+        n, candidates = self.data.candidates(n, items)
+        seen = self.data.part(new.to_csr("user", implicit=True), self.data.item_columns)
+        with self.ops.session():
+            idx, vals = top_m(self.ops, scorer(), np.arange(new.n_users), n,
+                              excluded_entries(self.ops, seen) if filter_seen else None,
+                              candidates, self.data.item_columns, self.comm)
+        return self._results(idx, vals)
+
+    def _new_user_scorer(self, new: Interactions, times):
+        """() -> Scorer of the rows of `new` (new users, of the model's items), made inside the
+        backend's session; Unsupported where the model folds no new user in."""
+        raise Unsupported(f"{self.title} does not fold new users in: refit it with them")
+
+    def similar_items(self, items, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """The n items most similar to each given item, the item itself left out, where the
+        model compares items (Unsupported where not).
+
+        Parameters
+        ----------
+        items : array-like
+            Item ids of the fit data.
+        n : int
+            Similar items an item.
+
+        Returns
+        -------
+        item_ids, similarities : numpy.ndarray
+            Each (len(items), n), the most similar first.
+        """
+        raise Unsupported(f"{self.title} has no similarity of items")
+
+    def _most_similar(self, items, n: int, similarity) -> tuple[np.ndarray, np.ndarray]:
+        """similar_items' (item ids, similarities): the n items of the largest similarity to
+        each item, itself left out, similarity() (made inside the backend's session) giving
+        (B,) item indices -> device (B, items held) similarities."""
+        self._check_fitted()
+        ops, held = self.ops, self.data.item_columns
+        idx = lookup_ids(self.item_ids, items, "item")
+
+        def itself(chunk: np.ndarray) -> tuple:
+            mine = held.owns(chunk)
+            indptr = np.concatenate([[0], np.cumsum(mine)]).astype(np.int32)
+            return ops.to_device(indptr), ops.to_device(chunk[mine] - held.lo)
+        with ops.session():
+            m = min(self.data.candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
+            found, sims = top_m(ops, similarity(), idx, m, itself, None, held, self.comm)
+        return self.data.item_ids_of(found), sims
+
+    def evaluate(self, held, exclude=None, per_user: bool = False,
+                 popularity: bool = False) -> dict:
+        """The figures of `held` once: evaluator(held, exclude, popularity)(per_user).
+
+        Returns
+        -------
+        dict
+            Explicit: 'rmse' and the number of entries scored ('entries'). Implicit: HR@M,
+            Recall@M and NDCG@M at each cutoff ('hr@10', 'recall@10', 'ndcg@10', ...) and the
+            number of users scored ('rows'); with per_user, the table of users grouped by their
+            number of fit interactions. Where `held` has cold entries (user or item with no fit
+            interaction), the figures are the warm entries', and 'cold' holds the cold ones'.
+        """
+        return self.evaluator(held, exclude, popularity)(per_user)
+
+    def evaluator(self, held, exclude=None, popularity: bool = False):
+        """A function that scores `held`, its device arrays built once, here.
+
+        Parameters
+        ----------
+        held : scipy.sparse matrix or Interactions
+            Interactions held out from the fit data, of the same users and items.
+        exclude : scipy.sparse matrix or Interactions, optional
+            Implicit: items left out of each user's candidates besides those of the fit data
+            (e.g. the validation part when scoring test).
+        popularity : bool
+            Rank by the POP baseline instead, every item scored by its number of interactions
+            in the fit data, on the same candidates (implicit only).
+
+        Returns
+        -------
+        callable
+            score(per_user=False) -> dict: RMSE of the predicted ratings (explicit), or HR@M of
+            each held-out item ranked among the items the user has no interaction with in the
+            fit data nor in `exclude`, and Recall@M and NDCG@M of each user's held-out items as
+            a set (implicit: ncae_cuda.model.metrics). per_user adds the table of users grouped
+            by their number of fit interactions. These are the figures of the warm entries;
+            cold ones (whose user or item has no fit interaction) are scored apart, their
+            figures under 'cold', where `held` has any.
+
+        Raises
+        ------
+        DataError
+            Held-out ratings missing for an explicit model, or ids the model does not know.
+        """
+        self._check_fitted()
+        if popularity and not self.config.implicit:
+            raise ValueError("the POP baseline ranks items: it is for implicit feedback")
+        held = self._held_out(held)
+        cold = cold_at(self.data.seen, held.users, held.items)               # (nnz,) bool
+        warm_score = self._part_scorer(held.subset(~cold), exclude, popularity)
+        if not cold.any():
+            return warm_score
+        cold_score = self._part_scorer(held.subset(cold), exclude, popularity)
+
+        def score(per_user: bool = False) -> dict:
+            return {**warm_score(per_user), "cold": cold_score()}
+        return score
+
+    def _held_out(self, held) -> Interactions:
+        """Held-out data as Interactions of the fit data's ids, checked."""
+        return self.data.held_out(held, "held-out data")
+
+    def _part_scorer(self, held: Interactions, exclude, popularity: bool):
+        """evaluator()'s score of the held-out entries `held`: the ranker of implicit
+        feedback, by the model's scores or by popularity."""
+        data = self.data
+        if popularity:
+            pop = data.popularity()
+            return data.ranker(held, exclude, self.config.cutoffs,
+                               lambda: constant_scorer(self.ops, pop), self.comm)
+        return data.ranker(held, exclude, self.config.cutoffs, self._scorer, self.comm)
+
+    # -----------------------------------------------------------------------------------------
+    # data
+
+    @property
+    def user_ids(self) -> np.ndarray | None:
+        """(n_users,) the fit data's user ids (None before a fit)."""
+        return None if self.data is None else self.data.user_ids
+
+    @property
+    def item_ids(self) -> np.ndarray | None:
+        """(n_items,) the fit data's item ids (None before a fit)."""
+        return None if self.data is None else self.data.item_ids
+
+    @property
+    def title(self) -> str:
+        """The model's name as a message or a table says it."""
+        return type(self).__name__
+
+    @property
+    def leader(self) -> bool:
+        """Whether this process speaks and writes for the model: rank 0 of a sharded one."""
+        return self.comm is None or self.comm.rank == 0
+
+    def _check_fitted(self) -> None:
+        if self.data is None:
+            raise RuntimeError(f"the {self.title} model is not fitted: call fit(), or load a "
+                               "saved one (ncae_cuda.load_model)")
+
+    # -----------------------------------------------------------------------------------------
+    # saving
+
+    def save(self, path) -> None:
+        """Save the model in one file, no pickle: its settings, its fitted state and the fit
+        interactions (seen items are filtered by them), so it recommends without the training
+        data at hand; ncae_cuda.load_model reads it back.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The .npz to write, atomically: a crash leaves the old file or the new one.
+
+        Raises
+        ------
+        DataError
+            The file cannot be written, naming why.
+        """
+        self._check_fitted()
+        meta, arrays = self.contents()
+        if self.leader:
+            modelfile.write(path, "model", {"ncae_cuda": __version__, "model": self.name,
+                                            "settings": self.settings, **meta}, arrays)
+
+
+
+def cosine_of(model: Model, vectors) -> Scorer:
+    """(B,) item indices -> device (B, items held) cosine similarities of the rows of
+    `vectors`, device (items held, K): each query item's row taken from the process that holds
+    it where a shard holds a part of the items."""
+    xp, ops, held = model.ops.xp, model.ops, model.data.item_columns
+    norms = xp.sqrt((vectors * vectors).sum(axis=1, keepdims=True))
+    unit = vectors / xp.maximum(norms, xp.float32(1e-30))     # (items held, K)
+
+    def similarity(chunk: np.ndarray):
+        if held.whole:
+            return unit[ops.to_device(chunk)] @ unit.T                       # (B, n_items)
+        query = xp.zeros((len(chunk), unit.shape[1]), unit.dtype)           # from its owner
+        mine = np.flatnonzero(held.owns(chunk))
+        query[ops.to_device(mine)] = unit[ops.to_device(chunk[mine] - held.lo)]
+        model.comm.sum(query, "query items")
+        return query @ unit.T                                                # (B, items held)
+    return similarity
+
+
+def restored(path, meta: dict, arrays: dict, make) -> Model:
+    """The model make() makes of a model file's settings, with the fitted state of its (meta,
+    arrays); a DataError naming the file where they do not fit together."""
+    try:
+        model = make()
+        model.restore(meta, arrays)
+    except (KeyError, ValueError, TypeError) as e:
+        raise modelfile.inconsistent(path, "model", e) from None
+    model.source = Path(path)
+    return model

@@ -1,0 +1,95 @@
+"""Every model of the package, made of its settings or read from its file: the one place that
+knows them all (NCAE and BlendedNCAE of model/, the baselines of baselines/estimators.py), so
+that a recipe, a run, a command and the server take any of them alike.
+
+    model = make_model({"model": "ials", "factors": 64})     # 'model' absent: NCAE
+    model = make_model({"based": "both", "hidden": (300,)})  # a BlendedNCAE
+    model = load_model("model.npz")                          # whatever the file holds
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+
+from ..baselines.estimators import MODELS as BASELINES
+from ..model import modelfile
+from ..model.base import Model, restored
+from ..model.blend import BlendedNCAE
+from ..model.config import Config, SettingError
+from ..model.estimator import NCAE
+from ..model.recommender import NAME
+
+MODELS = (NAME, *BASELINES)              # the names `model` takes
+
+
+def make_model(settings: dict | None = None, device="auto", shard: str | None = None
+               ) -> Model:
+    """The model of `settings`, unfit.
+
+    Parameters
+    ----------
+    settings : dict, optional
+        'model' names the model (MODELS: 'ncae', the default, 'ease', 'ials', 'bpr', 'pop',
+        'item-knn', 'rp3beta'); the others are its settings: NCAE's Config fields (a recipe's,
+        ncae_cuda.model.config.read_recipe; based='both' makes a BlendedNCAE), or a baseline's
+        (its class's `defaults`). A model's `settings` record is such a dict.
+    device : str or ops backend
+        'auto', 'cpu', 'gpu', or an ops backend.
+    shard : {None, 'columns'}
+        An item- or user-based NCAE's columns shared among processes (NCAE's shard).
+
+    Returns
+    -------
+    Model
+        NCAE, BlendedNCAE, or a baseline (ncae_cuda.baselines.estimators).
+
+    Raises
+    ------
+    SettingError
+        An unknown model or setting, a value out of range, or a shard of a model that has
+        none, named.
+    """
+    settings = dict(settings or {})
+    name = settings.pop("model", NAME)
+    if name not in MODELS:
+        raise SettingError("model", f"must be one of {', '.join(MODELS)}; got {name!r}")
+    if name == NAME:
+        known = {f.name for f in fields(Config)}
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise SettingError(unknown[0], "is not a setting of NCAE (the settings page lists "
+                                           "them)")
+        settings = asdict(Config.from_dict(settings))          # a file's lists as tuples
+        if settings["based"] != "both":
+            return NCAE(device=device, shard=shard, **settings)
+        model_class = BlendedNCAE
+    else:
+        model_class = BASELINES[name]
+    if shard is not None:
+        raise SettingError("shard", f"is for an item- or user-based NCAE, not "
+                                    f"{model_class.__name__}: it trains in one process")
+    return model_class(device=device, **settings)
+
+
+def load_model(path, device="auto") -> Model:
+    """The model a model file holds, whichever it is (save() of any model wrote it).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A model file.
+    device : str or ops backend
+        Where the model runs, whatever it was saved from ('auto', 'cpu', 'gpu').
+
+    Returns
+    -------
+    Model
+        The model, fitted, as it was saved: it scores bit for bit as it did.
+
+    Raises
+    ------
+    DataError
+        A file that is missing, not a model file, of another format version, or damaged,
+        named.
+    """
+    meta, arrays = modelfile.read(path, "model")
+    return restored(path, meta, arrays, lambda: make_model(meta["settings"], device))

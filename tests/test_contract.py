@@ -1,0 +1,293 @@
+"""Every model keeps one contract (ncae_cuda/model/base.py), one set of tests run over them all,
+as implicit's test mixin runs over its models: fit on small random data with an empty user row
+and an empty item column, evaluate's figures, recommend against the model's own scores (a
+float64 numpy reference of a baseline's, computed here from the fit matrix), save and load
+through the factory bit for bit, unknown ids, recommend_new and similar_items working or
+Unsupported, and the model file through python -m ncae_cuda.recommend."""
+import csv
+import io
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ncae_cuda import NCAE, BlendedNCAE, Unsupported, load_model, make_model
+from ncae_cuda.commands import recommend as recommend_command
+from ncae_cuda.data.interactions import DataError, UnknownIds
+from ncae_cuda.model.config import Config, SettingError
+
+USERS, ITEMS = 40, 30
+EMPTY_USER, EMPTY_ITEM = 3, 7
+N = 5
+NCAE_SETTINGS = {"hidden": (8,), "epochs": 2, "batch_size": 16}
+
+
+@dataclass(frozen=True)
+class Case:
+    settings: dict
+    implicit: bool = True
+    new_users: str = "same"          # recommend_new: "same" as recommend's, "folded", "no"
+    similar: bool = True             # similar_items
+    marks: tuple = field(default_factory=tuple)
+
+
+CASES = {
+    "ncae-implicit": Case({"feedback": "implicit", **NCAE_SETTINGS}),
+    "ncae-explicit": Case({"feedback": "explicit", **NCAE_SETTINGS}, implicit=False,
+                          new_users="no"),             # item-based: no encoder of a new user
+    "blend": Case({"based": "both", **NCAE_SETTINGS}, implicit=False, new_users="no"),
+    "ease": Case({"model": "ease", "l2": 3.0}, similar=False),
+    "ials": Case({"model": "ials", "factors": 4, "iterations": 3}, new_users="folded",
+                 marks=(pytest.mark.extra("baselines"),)),
+    "bpr": Case({"model": "bpr", "factors": 4, "iterations": 3}, new_users="no",
+                marks=(pytest.mark.extra("baselines"),)),
+    "pop": Case({"model": "pop"}, similar=False),
+    "item-knn": Case({"model": "item-knn", "k": 6, "shrink": 2.0}),
+    "rp3beta": Case({"model": "rp3beta", "alpha": 0.8, "beta": 0.3, "k": 6}, similar=False),
+}
+PARAMS = [pytest.param(name, marks=case.marks, id=name) for name, case in CASES.items()]
+
+
+def parts() -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+    """(train, valid, test) users x items ratings 1..5: one entry of each user with three or
+    more held out for test and one for validation; user EMPTY_USER and item EMPTY_ITEM have
+    none anywhere."""
+    rng = np.random.default_rng(7)
+    R = (rng.random((USERS, ITEMS)) < 0.3) * rng.integers(1, 6, (USERS, ITEMS))
+    R[EMPTY_USER], R[:, EMPTY_ITEM] = 0, 0
+    held = {"valid": np.zeros_like(R), "test": np.zeros_like(R)}
+    for u in range(USERS):
+        entries = np.flatnonzero(R[u])
+        if len(entries) >= 3:
+            for part, item in zip(held.values(), rng.choice(entries, 2, replace=False)):
+                part[u, item], R[u, item] = R[u, item], 0
+    return tuple(sp.csr_matrix(m.astype(np.float32)) for m in (R, held["valid"], held["test"]))
+
+
+TRAIN, VALID, TEST = parts()
+SEEN = TRAIN.toarray() > 0                                                  # (users, items)
+
+
+@pytest.fixture(scope="module", params=PARAMS)
+def fitted(request):
+    """(name, Case, the model fit on TRAIN with VALID)."""
+    case = CASES[request.param]
+    model = make_model(case.settings, device="cpu")
+    return request.param, case, model.fit(TRAIN, validation=VALID)
+
+
+# ---------------------------------------------------------------------------------------------
+# float64 references of the baselines' scores, from the fit matrix
+
+def ones() -> np.ndarray:
+    return SEEN.astype(np.float64)                                          # (users, items)
+
+
+def kept_largest(W: np.ndarray, k: int) -> np.ndarray:
+    """Each row of W with its k largest positive entries off the diagonal, the lower column
+    first among equals; the rest 0."""
+    W = W.copy()
+    np.fill_diagonal(W, 0)
+    out = np.zeros_like(W)
+    for i, row in enumerate(W):
+        order = np.lexsort((np.arange(len(row)), -row))
+        keep = [j for j in order[:k] if row[j] > 0]
+        out[i, keep] = row[keep]
+    return out
+
+
+def reference_scores(name: str, model) -> np.ndarray:
+    """(users, items) float64: the model's scores of every user and item, computed here."""
+    X, s = ones(), CASES[name].settings
+    if name == "ease":
+        P = np.linalg.inv(X.T @ X + s["l2"] * np.eye(ITEMS))
+        B = np.eye(ITEMS) - P / np.diag(P)
+        return X @ B
+    if name == "pop":
+        return np.tile(X.sum(axis=0), (USERS, 1))
+    if name == "item-knn":
+        norms = np.sqrt(X.sum(axis=0))
+        S = (X.T @ X) / (np.outer(norms, norms) + s["shrink"])
+        return X @ kept_largest(S, s["k"]).T
+    if name == "rp3beta":
+        def normalised(A):
+            sums = A.sum(axis=1, keepdims=True)
+            return np.divide(A, sums, out=np.zeros_like(A), where=sums > 0)
+        popularity = X.sum(axis=0)
+        penalty = np.divide(1, popularity ** s["beta"], out=np.zeros_like(popularity),
+                            where=popularity > 0)
+        W = (normalised(X.T) ** s["alpha"]) @ (normalised(X) ** s["alpha"]) * penalty
+        return X @ kept_largest(W, s["k"])
+    if name in ("ials", "bpr"):                           # the library's fit: its factors
+        users, items = model._users.astype(np.float64), model._items.astype(np.float64)
+        return users @ items.T
+    every = np.repeat(np.arange(USERS), ITEMS), np.tile(np.arange(ITEMS), USERS)
+    return model.predict(*every).astype(np.float64).reshape(USERS, ITEMS)
+
+
+def shown(name: str, model, scores: np.ndarray) -> np.ndarray:
+    """recommend's scores on the reference's scale: NCAE's implicit logits as predict's
+    tanh."""
+    return np.tanh(scores) if name == "ncae-implicit" else scores
+
+
+# ---------------------------------------------------------------------------------------------
+# the contract
+
+def test_evaluate_gives_the_same_figures_for_every_model_of_a_feedback(fitted):
+    name, case, model = fitted
+    figures = model.evaluate(TEST, exclude=VALID)
+    cutoffs = Config().cutoffs
+    if case.implicit:
+        want = {f"{metric}@{m}" for metric in ("hr", "recall", "ndcg") for m in cutoffs}
+        assert set(figures) - {"cold"} == want | {"rows"}
+        assert all(0 <= figures[key] <= 1 for key in want)
+    else:
+        assert set(figures) - {"cold"} == {"rmse", "entries"} and figures["rmse"] > 0
+
+
+def test_recommend_leaves_out_seen_items_and_ranks_by_the_models_own_scores(fitted):
+    name, case, model = fitted
+    # explicit: predict gives a cold user or item (no fit rating) the fit data's means, not the
+    # network's output: the candidates and users compared are the warm ones
+    candidates = SEEN.any(axis=0) | case.implicit                           # (items,)
+    warm = SEEN.any(axis=1) | case.implicit                                 # (users,)
+    items, scores = model.recommend(np.arange(USERS), n=N,
+                                    items=None if case.implicit else np.flatnonzero(candidates))
+    reference = reference_scores(name, model)
+    for u in np.flatnonzero(warm):
+        assert not SEEN[u, items[u]].any()
+        assert np.all(np.diff(scores[u]) <= 0)
+        unseen = reference[u, ~SEEN[u] & candidates]
+        np.testing.assert_allclose(reference[u, items[u]], np.sort(unseen)[::-1][:N],
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(shown(name, model, scores[u]), reference[u, items[u]],
+                                   rtol=1e-4, atol=1e-5)
+    kept, _ = model.recommend(np.arange(USERS), n=N, filter_seen=False)
+    assert SEEN[np.arange(USERS)[:, None], kept].any()     # the seen items come back
+
+
+def test_save_and_load_give_the_same_recommendations_and_settings(fitted, tmp_path):
+    name, case, model = fitted
+    path = tmp_path / "model.npz"
+    model.save(path)
+    loaded = load_model(path, device="cpu")
+    assert type(loaded) is type(model) and loaded.settings == model.settings
+    for got, want in zip(loaded.recommend(np.arange(USERS), n=N),
+                         model.recommend(np.arange(USERS), n=N)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(loaded.user_ids, model.user_ids)
+    np.testing.assert_array_equal(loaded.item_ids, model.item_ids)
+    again = make_model(model.settings, device="cpu")
+    assert type(again) is type(model) and again.settings == model.settings
+    if type(model) is not NCAE:
+        with pytest.raises(DataError, match="load_model"):
+            NCAE.load(path, device="cpu")
+
+
+def test_unknown_ids_are_refused_naming_them(fitted):
+    _, _, model = fitted
+    with pytest.raises(UnknownIds, match=str(USERS + 5)):
+        model.recommend([0, USERS + 5], n=N)
+    with pytest.raises(UnknownIds, match=str(ITEMS + 2)):
+        model.recommend([0], n=N, items=[1, ITEMS + 2])
+
+
+def answered(model, supported: bool, query):
+    """query()'s answer where the model has the query; else None, once query() raised
+    Unsupported naming the model."""
+    if supported:
+        return query()
+    with pytest.raises(Unsupported, match=type(model).__name__):
+        query()
+    return None
+
+
+def test_recommend_new_works_or_is_unsupported(fitted):
+    name, case, model = fitted
+    users = np.array([0, 1, EMPTY_USER, 5])
+    answer = answered(model, case.new_users != "no", lambda: model.recommend_new(TRAIN[users],
+                                                                                 n=N))
+    if answer is None:
+        return
+    items, scores = answer
+    assert items.shape == scores.shape == (len(users), N)
+    for row, u in enumerate(users):
+        assert not SEEN[u, items[row]].any() and np.all(np.diff(scores[row]) <= 0)
+    if case.new_users == "same":         # the row of a fit user is that user
+        want_items, want_scores = model.recommend(users, n=N)
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(items[:, 0], want_items[:, 0])
+
+
+def test_similar_items_work_or_are_unsupported(fitted):
+    name, case, model = fitted
+    asked = np.array([0, 2, EMPTY_ITEM])
+    answer = answered(model, case.similar, lambda: model.similar_items(asked, n=N))
+    if answer is None:
+        return
+    items, similarities = answer
+    assert items.shape == similarities.shape == (len(asked), N)
+    for row, item in enumerate(asked):
+        assert item not in items[row] and np.all(np.diff(similarities[row]) <= 0)
+    with pytest.raises(UnknownIds):
+        model.similar_items([ITEMS + 1], n=N)
+
+
+def test_refit_makes_a_model_of_the_same_settings(fitted):
+    name, case, model = fitted
+    refit = model.refit(TRAIN + VALID)
+    assert type(refit) is type(model)
+    if hasattr(model, "best_iteration"):            # iALS, BPR: the count chosen on VALID
+        assert 1 <= model.best_iteration <= model.settings["iterations"]
+        assert refit.settings["iterations"] == model.best_iteration
+    chosen = {k: v for k, v in refit.settings.items() if k not in ("iterations", "epochs")}
+    assert chosen == {k: v for k, v in model.settings.items() if k not in ("iterations",
+                                                                           "epochs")}
+
+
+def test_ease_keeps_its_solution_in_the_smaller_space(tmp_path):
+    """Fewer users than items: the file holds K⁻¹X and diag A, no items x items B; the scores
+    are still X B's, and load back bit for bit."""
+    few = TRAIN[:20]                                                         # (20, 30)
+    model = make_model({"model": "ease", "l2": 3.0}, device="cpu").fit(few)
+    _, arrays = model.contents()
+    assert {"Q", "a"} <= set(arrays) and "B" not in arrays
+    X = (few.toarray() > 0).astype(np.float64)
+    P = np.linalg.inv(X.T @ X + 3.0 * np.eye(ITEMS))
+    users = np.arange(20)
+    np.testing.assert_allclose(model._scores(users), X @ (np.eye(ITEMS) - P / np.diag(P)),
+                               rtol=1e-6, atol=1e-9)
+    model.save(tmp_path / "ease.npz")
+    for got, want in zip(load_model(tmp_path / "ease.npz").recommend(users, n=N),
+                         model.recommend(users, n=N)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_every_model_file_recommends_through_the_command(fitted, tmp_path):
+    name, case, model = fitted
+    path = tmp_path / "model.npz"
+    model.save(path)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert recommend_command.main([str(path), "--users", "0,1", "-n", "3",
+                                       "--device", "cpu"]) == 0
+    rows = list(csv.reader(io.StringIO(out.getvalue())))
+    items, _ = model.recommend([0, 1], n=3)
+    assert [row[2] for row in rows[1:]] == [str(i) for i in items.ravel()]
+
+
+def test_the_factory_refuses_what_it_cannot_make():
+    with pytest.raises(SettingError, match="model must be one of ncae, ease"):
+        make_model({"model": "svd"})
+    with pytest.raises(SettingError, match="factors is not a setting of EASE"):
+        make_model({"model": "ease", "factors": 3})
+    with pytest.raises(SettingError, match="k must be an integer >= 1"):
+        make_model({"model": "item-knn", "k": 2.5})
+    with pytest.raises(SettingError, match="shard is for an item- or user-based NCAE"):
+        make_model({"model": "pop"}, shard="columns")
+    with pytest.raises(SettingError, match="BlendedNCAE"):
+        NCAE(based="both")
+    assert isinstance(make_model({"based": "both"}, device="cpu"), BlendedNCAE)
