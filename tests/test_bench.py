@@ -58,7 +58,7 @@ def test_implicit_epochs_count_the_dense_output():
 
 
 def test_scalability_quick(tmp_path):
-    assert scalability.main(["--quick", "--out", str(tmp_path)]) == 0
+    assert scalability.main(["--quick", "--jobs", "2", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "scalability.json").read_text())
     assert {(r["K"], r["D"]) for r in result["table7"]} == {(8, 0.5), (8, 1.0), (16, 0.5),
                                                             (16, 1.0)}

@@ -1,6 +1,7 @@
 """based='both' (ncae_cuda.model.blend): the stack's weights against float64 least squares, the
 blend's predictions and rankings against a recomputation from its members, on every backend;
 save and load, the protocol's refit, the CLI run, and what it refuses."""
+import functools
 import json
 
 import numpy as np
@@ -25,6 +26,13 @@ def fitted(device="cpu", epochs=3, **settings) -> tuple:
     model = BlendedNCAE(device=device, **{**SETTINGS, **settings}).fit(
         split.train, validation=split.valid, epochs=epochs, verbose=False)
     return model, split
+
+
+@functools.cache
+def fitted_once(device="cpu") -> tuple:
+    """fitted() with its defaults, fit once a backend: for the tests that only read the model
+    (predict, recommend, evaluate, save)."""
+    return fitted(device)
 
 
 def log_counts(part) -> tuple:
@@ -69,7 +77,7 @@ def test_a_hand_computed_blend():
 
 
 def test_the_blend_is_its_members_weighted_by_the_fit_counts(backend):
-    model, split = fitted(backend)
+    model, split = fitted_once(backend)
     assert set(model.best_epoch) == {"item", "user"}
     assert {r["member"] for r in model.history} == {"item", "user"}
     held = split.test
@@ -89,8 +97,8 @@ def test_the_blend_is_its_members_weighted_by_the_fit_counts(backend):
         assert got["entries"] == part.sum()
 
 
-def test_the_weights_are_chosen_on_validation_and_scored_cross_fitted():
-    model, split = fitted()
+def test_the_weights_are_chosen_on_validation_and_scored_cross_fitted_once():
+    model, split = fitted_once()
     cold, _ = shrunk_means_by_hand(split.train, split.valid)
     valid = split.valid.subset(~cold)                 # the weights are fit on the warm entries
     users, items = valid.user_ids[valid.users], valid.item_ids[valid.items]
@@ -120,7 +128,7 @@ def test_the_weights_are_chosen_on_validation_and_scored_cross_fitted():
 
 
 def test_recommend_ranks_every_unseen_item_by_the_blend(backend):
-    model, split = fitted(backend)
+    model, split = fitted_once(backend)
     train = split.train
     rng = np.random.default_rng(3)
     users = rng.choice(train.user_ids, 6, replace=False)
@@ -137,7 +145,7 @@ def test_recommend_ranks_every_unseen_item_by_the_blend(backend):
 
 
 def test_save_and_load_give_the_same_model(tmp_path):
-    model, split = fitted()
+    model, split = fitted_once()
     path = tmp_path / "model.npz"
     model.save(path)
     loaded = load_model(path, device="cpu")

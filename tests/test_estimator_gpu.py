@@ -69,7 +69,7 @@ def test_a_step_replayed_from_a_captured_graph_trains_bit_identically(gpu, setti
     for graphs in (False, True):
         ops_ = type(gpu)(gpu.device)                   # its own settings, the same device
         ops_.graphs = graphs
-        models.append(NCAE(device=ops_, batch_size=16, **settings).fit(X, epochs=4,
+        models.append(NCAE(device=ops_, batch_size=16, **settings).fit(X, epochs=3,
                                                                        verbose=False))
     eager, replayed = models
     assert replayed._net.memory.graph is not None and eager._net.memory.graph is None

@@ -2,8 +2,8 @@
 
 Each backend cuts its own batch from the same epoch plan (the GPU's into its step memory, with
 its windows), and the reference computes from a host copy of it. Shapes include empty rows,
-padding rows, K = 1, K not a multiple of 4, K over two slabs, N < 32, one row of 20,000
-entries among short ones (its sums shared by some 140 windows on the GPU), and 128 rows over
+padding rows, K = 1, K not a multiple of 4, K over two slabs, N < 32, one row of 1,500
+entries among short ones (its sums shared by some 40 windows on the GPU), and 128 rows over
 the same 6 columns (each column's run shared by some 10 windows); the training steps' ops are
 run twice and must agree bit for bit (on the emulator, the second time with the blocks in the
 other order). The reference itself is checked against hand-computed cases here and against
@@ -26,16 +26,19 @@ from helpers import (
 )
 
 from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import CSR, adam_state, dropout_threshold
+from ncae_cuda.ops.common import CSR, DEFAULT_SMS, adam_state, dropout_threshold
 from ncae_cuda.ops.layout import NCAELayout
 from ncae_cuda.ops.memory import StepMemory
-from ncae_cuda.ops.plan import EpochPlan, Geometry
+from ncae_cuda.ops.plan import MIN_WINDOW, EpochPlan, Geometry, pieces_bound, window_sizes
 
 # (rows in the CSR, N columns, K width, rows in the batch, batch size)
 SHAPES = [(40, 50, 16, 32, 32), (9, 7, 5, 1, 4), (300, 31, 13, 100, 128), (64, 200, 33, 64, 64),
           (30, 20, 1, 20, 32), (60, 40, 260, 40, 48)]
 IDS = ["16", "N7-K5", "N31-K13-padded", "K33", "K1", "K260"]
-LONG_ROW = "20k-row"          # one 20,000-entry row among 60 short ones and 3 empty, K = 6
+LONG_ROW = "long-row"         # one LONG-entry row among 60 short ones and 3 empty, K = 6
+LONG, LONG_COLUMNS = 1_500, 1_800    # long enough that its pieces of sums (pieces_bound), not
+                                     # MIN_WINDOW, size the windows over rows: as many windows
+                                     # share it as a row can have (test_the_long_row_...)
 LONG_RUNS = "long-runs"       # 128 rows over the same 6 columns, some entries and a row empty,
                               # K = 7: runs of some 115 entries in windows of 12 over columns
 STEPS = SHAPES + [LONG_ROW, LONG_RUNS]   # the training steps' ops run on these
@@ -54,7 +57,8 @@ def case(shape, seed, backend, feedback="explicit"):
     """(rng, m, batch on the backend, the same batch on the host, K, B) of a random step."""
     rng = np.random.default_rng(seed)
     if shape in (LONG_ROW, LONG_RUNS):
-        m = long_row_matrix(rng, 24_000, 20_000, 60) if shape == LONG_ROW else long_runs_matrix(rng)
+        m = long_row_matrix(rng, LONG_COLUMNS, LONG, 60) if shape == LONG_ROW \
+            else long_runs_matrix(rng)
         rows, K = np.arange(m.shape[0], dtype=np.int32), 6 if shape == LONG_ROW else 7
         B = m.shape[0] + 3 if shape == LONG_ROW else m.shape[0]
     else:
@@ -79,6 +83,13 @@ def runs(backend):
 
 # ---------------------------------------------------------------------------------------------
 # batching and dropout
+
+def test_the_long_row_sizes_the_windows_and_is_cut_into_as_many_pieces_as_they_hold():
+    hb = case(LONG_ROW, 1, ref)[3]
+    C = window_sizes(LONG, len(hb.cols), len(hb.row_weight), DEFAULT_SMS)[0, 0]
+    assert C == pieces_bound(LONG) > MIN_WINDOW
+    assert -(-LONG // C) + 1 >= C - 1       # some C windows share its sums: the most there can be
+
 
 @pytest.mark.parametrize("shape", STEPS, ids=STEP_IDS)
 def test_cut_batch_matches_reference(backend, shape):

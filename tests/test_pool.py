@@ -2,6 +2,8 @@
 jobs, tasks and the order the runs end in; a rerun that skips what is finished and resumes what
 was killed; another experiment's runs refused, never overwritten; each slot its GPU and its
 share of the cores."""
+import contextlib
+import io
 import json
 import signal
 import subprocess
@@ -24,9 +26,19 @@ def outputs(out: Path) -> dict:
     return {name: (out / name).read_bytes() for name in OUTPUTS}
 
 
-def test_the_tables_do_not_depend_on_jobs_or_tasks(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def two_at_once(tmp_path_factory) -> tuple[Path, str]:
+    """(its --out, what it printed) of QUICK run 2 at once: one pool's run for the tests that
+    read it, and for a rerun that must change nothing in it."""
+    out = tmp_path_factory.mktemp("pool") / "exp"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert experiments.main([*QUICK, "--jobs", "2", "--out", str(out)]) == 0
+    return out, printed.getvalue()
+
+
+def test_the_tables_do_not_depend_on_jobs_or_tasks(tmp_path, capsys, two_at_once):
     assert experiments.main([*QUICK, "--out", str(tmp_path / "one")]) == 0
-    assert experiments.main([*QUICK, "--jobs", "3", "--out", str(tmp_path / "three")]) == 0
     shared = [*QUICK, "--tasks", "2", "--out", str(tmp_path / "tasks")]
     assert experiments.main([*shared, "--task", "1"]) == 0
     assert "--collect writes the tables once they are" in capsys.readouterr().out
@@ -34,17 +46,15 @@ def test_the_tables_do_not_depend_on_jobs_or_tasks(tmp_path, capsys):
     code = experiments.main([*shared, "--collect"])
     assert code == 2 and "4 of the 8 runs are not finished" in capsys.readouterr().err
     assert experiments.main([*shared, "--task", "0"]) == 0        # the last task writes them
-    assert outputs(tmp_path / "one") == outputs(tmp_path / "three") == outputs(tmp_path / "tasks")
+    assert outputs(tmp_path / "one") == outputs(two_at_once[0]) == outputs(tmp_path / "tasks")
     assert experiments.main([*shared, "--collect"]) == 0
     assert outputs(tmp_path / "tasks") == outputs(tmp_path / "one")
     table = (tmp_path / "one" / "configurations.md").read_text()
     assert "±" in table and "| 16 |" in table.replace("|  16 |", "| 16 |")
 
 
-def test_a_rerun_skips_the_finished_runs(tmp_path, capsys):
-    out = tmp_path / "exp"
-    assert experiments.main([*QUICK, "--jobs", "2", "--out", str(out)]) == 0
-    first = capsys.readouterr().out
+def test_a_rerun_skips_the_finished_runs(capsys, two_at_once):
+    out, first = two_at_once
     assert "0 finished before (skipped), 0 to resume, 8 to start; 2 at once" in first
     assert "8 done, 0 running, 0 left, nothing left" in first and "about" in first
     logs = {p: p.stat().st_mtime_ns for p in out.glob("runs/configurations/*/log.txt")}
@@ -87,7 +97,7 @@ def test_two_experiments_never_share_runs(tmp_path, capsys):
 def test_a_killed_pool_resumes_its_run_and_ends_as_an_uninterrupted_one(tmp_path):
     # robustness --quick: two runs, D 0.4 and 0.6, each long enough to be killed in
     flags = ["robustness", "--dataset", "synthetic", "--quick", "--", "--hidden", "16",
-             "--epochs", "150", "--patience", "0", "--no-refit", "--checkpoint-every", "0"]
+             "--epochs", "75", "--patience", "0", "--no-refit", "--checkpoint-every", "0"]
     assert experiments.main([*flags[:4], "--out", str(tmp_path / "whole"), *flags[4:]]) == 0
     out = tmp_path / "killed"
     command = [sys.executable, "-m", "ncae_cuda.experiments", *flags[:4], "--out", str(out),

@@ -234,7 +234,7 @@ def test_ratings_all_equal_ask_for_the_scale_by_the_flags_name(tmp_path, capsys)
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 def test_gpu_training_agrees_with_cpu(tmp_path, gpu_cli, device, feedback):
     gpu_cli(device)
-    flags = ["--feedback", feedback, "--epochs", "5", "--patience", "0"]
+    flags = ["--feedback", feedback, "--epochs", "2", "--patience", "0"]
     results = []
     for name in ("cpu", "gpu"):
         assert run(tmp_path, *flags, "--device", name, name=name)[0] == 0
