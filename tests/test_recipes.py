@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from test_user_errors import TINY, refused
 
-from ncae_cuda import NCAE
+from ncae_cuda import NCAE, make_model
 from ncae_cuda.commands import train
 from ncae_cuda.model.config import Config, read_recipe
 
@@ -63,7 +63,7 @@ def test_each_recipe_is_settings_only_and_valid(path):
     settings = read_recipe(path)
     assert settings and "seed" not in settings
     Config(**settings).resolved()
-    assert NCAE(device="cpu", **settings).config.hidden == settings["hidden"]
+    assert make_model(settings, device="cpu").config.hidden == settings["hidden"]
 
 
 def test_each_recipe_is_behind_a_result_of_the_manual():
