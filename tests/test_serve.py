@@ -548,9 +548,10 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0(models):
     for thread in threads:
         thread.start()
     time.sleep(0.5)
-    # still in the batch window, but for the first to come (or the first few, where each found
-    # none other waiting), which are scored at once
-    assert answers.count(None) >= len(users) // 2
+    # some still in the batch window: a request that found none other open was scored at once,
+    # and on a busy machine the requests may reach the server far enough apart that many do;
+    # one waiting is all that SIGTERM needs to find
+    assert answers.count(None) >= 1
     assert server.stop() == 0, server.logged()
     for thread in threads:
         thread.join()
