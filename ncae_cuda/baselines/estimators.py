@@ -93,14 +93,16 @@ class BaselineModel(Model):
     def settings(self) -> dict:
         return {"model": self.name, **self.values}
 
-    def fit(self, X, validation=None) -> BaselineModel:
+    def fit(self, X, validation=None, callback=None) -> BaselineModel:
         """Fit on X, a users x items scipy.sparse matrix or Interactions (every stored entry an
         interaction); with `validation` (of the same ids), its figures (best_validation) and,
-        for iALS and BPR, the iteration count chosen on them. Returns the model."""
+        for iALS and BPR, the iteration count chosen on them, each iteration's figures heard
+        by callback(model, {"epoch": iteration, "valid": figures}) as NCAE's callback hears
+        an epoch's (tune's pruner: what it raises ends the fit). Returns the model."""
         data = FitData.of(as_interactions(X, "X"), self.config, self.ops)
         valid = None if validation is None else data.held_out(validation, "validation")
         self.data = data
-        self._take(self._solve(binary(data.seen), valid))
+        self._take(self._solve(binary(data.seen), valid, callback))
         self.best_validation = None if valid is None else self.evaluate(valid)
         return self
 
@@ -113,8 +115,9 @@ class BaselineModel(Model):
         return self.values
 
     @abc.abstractmethod
-    def _solve(self, X: sp.csr_matrix, valid: Interactions | None) -> dict:
-        """The arrays of the fit of X (users x items, float32 ones), which _take uses."""
+    def _solve(self, X: sp.csr_matrix, valid: Interactions | None, callback) -> dict:
+        """The arrays of the fit of X (users x items, float32 ones), which _take uses; a model
+        that iterates tells callback each iteration's validation figures (fit's)."""
 
     def _take(self, arrays: dict) -> None:
         """Score with `arrays` (of _solve, or of a model file)."""
@@ -180,7 +183,7 @@ class EASE(RowModel):
     def _scoring(self) -> dict:
         return {k: self.values[k] for k in ("recency_boost", "recency_halflife")}
 
-    def _solve(self, X, valid) -> dict:
+    def _solve(self, X, valid, callback) -> dict:
         return ease(X, self.values["l2"]).arrays()
 
     def _take(self, arrays: dict) -> None:
@@ -196,7 +199,7 @@ class POP(RowModel):
 
     name = "pop"
 
-    def _solve(self, X, valid) -> dict:
+    def _solve(self, X, valid, callback) -> dict:
         return {}
 
     def _take(self, arrays: dict) -> None:
@@ -234,7 +237,7 @@ class ItemKNN(NeighbourModel):
     name = "item-knn"
     defaults = {"k": 100, "shrink": 10.0}
 
-    def _solve(self, X, valid) -> dict:
+    def _solve(self, X, valid, callback) -> dict:
         S = neighbours.cosine(X, self.values["shrink"], self.values["k"])   # (items, items)
         return self._stored(S.T)
 
@@ -252,7 +255,7 @@ class RP3beta(NeighbourModel):
     name = "rp3beta"
     defaults = {"alpha": 1.0, "beta": 0.6, "k": 100}
 
-    def _solve(self, X, valid) -> dict:
+    def _solve(self, X, valid, callback) -> dict:
         v = self.values
         return self._stored(neighbours.rp3beta(X, v["alpha"], v["beta"], v["k"]))
 
@@ -268,7 +271,7 @@ class FactorModel(BaselineModel):
     def _unfit(self, iterations: int, gpu: bool):
         """The `implicit` model of these settings, unfit."""
 
-    def _solve(self, X, valid) -> dict:
+    def _solve(self, X, valid, callback) -> dict:
         iterations = self.values["iterations"]
         best = {}
         metric, _ = self.config.selection_metric
@@ -281,10 +284,12 @@ class FactorModel(BaselineModel):
                             iteration=point["iterations"])
                 return
             self._take({"user_factors": users, "item_factors": items})
-            figure = score()[metric]
-            if not best or figure > best["figure"]:
-                best.update(figure=figure, iteration=point["iterations"],
+            figures = score()
+            if not best or figures[metric] > best["figure"]:
+                best.update(figure=figures[metric], iteration=point["iterations"],
                             arrays=self._arrays)
+            if callback is not None:
+                callback(self, {"epoch": point["iterations"], "valid": figures})
         points = ([{"iterations": i + 1} for i in range(iterations)] if valid is not None
                   else [{"iterations": iterations}])
         with threadpool_limits(1, "blas"):      # implicit's advice: its own threads

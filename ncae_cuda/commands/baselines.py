@@ -4,6 +4,7 @@ validation, scored once on test.
     python -m ncae_cuda.baselines --dataset ml-100k --out runs/baselines
     python -m ncae_cuda.baselines --dataset ml-100k --models ease,ials --split-seed 1
     python -m ncae_cuda.baselines --dataset ml-100k --models ials --grid ials.factors=64,128
+    python -m ncae_cuda.baselines --dataset ml-100k --config runs/tune-ials/best.toml
     python -m ncae_cuda.baselines --dataset ml-100k --models ease --valid-item latest \
         --grid ease.recency_boost=0,5,10,20,50 --grid ease.recency_halflife=1,2,3,5,8
     python -m ncae_cuda.train --dataset ml-100k --feedback implicit --baselines ease,ials
@@ -30,7 +31,7 @@ from ..model.config import DEFAULTS
 from ..model.metrics import format_table
 from ..model.modelfile import atomic_write
 from ..ops import get_backend
-from ..runs import comparison, protocol, rundir, runflags
+from ..runs import comparison, factory, protocol, rundir, runflags
 from ..runs.spec import RunSpec, SpecError, as_recorded, identity
 
 DEFAULT_MODELS = ("ease", "item-knn", "rp3beta", "ials", "bpr", "pop")
@@ -76,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--models", type=cli.argument_type(model_list), metavar="M1,M2,...",
                    help=f"which, of {', '.join(BASELINES)} (default: those of "
                         f"{','.join(DEFAULT_MODELS)} installed)")
+    g.add_argument("--config", type=Path, metavar="RECIPE",
+                   help="a baseline's recipe (model = \"ials\" and its settings, e.g. "
+                        "python -m ncae_cuda.tune --model's best.toml): that model at those "
+                        "settings, its iteration count (iALS, BPR) chosen on validation up to "
+                        "the recipe's, as tune's trials chose it")
     g.add_argument("--grid", type=grid_override, action="append", default=[],
                    metavar="MODEL.SETTING=V1,V2",
                    help="these values of one setting instead of its grid's (repeatable), e.g. "
@@ -105,14 +111,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0; got {args.seed}")
+    grids = {}
+    if args.config is not None:
+        model, grids[model] = cli.refused(parser, recipe_grid, args.config)
+        if args.models is None:
+            args.models = (model,)
+        elif model not in args.models:
+            parser.error(f"--config {args.config}: a recipe of {model}, which is not in "
+                         "--models")
     if args.models is None:
         args.models, left_out = installed(DEFAULT_MODELS)
         if left_out:
             comparison.say(left_out)
-    grids = {}
     for key, name, values in args.grid:
         if key not in args.models:
             parser.error(f"--grid {key}.{name}: {key} is not in --models")
+        if args.config is not None and key == model:
+            parser.error(f"--grid {key}.{name}: --config gives {key}'s settings")
         grids.setdefault(key, {})[name] = values
     try:
         spec = RunSpec(data=data, device=args.device, out=args.out, resume=args.resume,
@@ -151,6 +166,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{tables(split, results, args.cutoffs)}\n\nwrote {spec.out / 'baselines.json'} "
           f"and {spec.out / 'baselines.md'}")
     return 0
+
+
+def recipe_grid(path: Path) -> tuple[str, dict]:
+    """(the model, its grid of one point) of a baseline's recipe: its settings (the model's
+    defaults where it gives none), and along one fit each iteration count up to the recipe's
+    (iALS's, BPR's), so that validation chooses the count as a tune trial did; SpecError where
+    the file is not a baseline's recipe."""
+    try:
+        recipe = factory.read_recipe(path)
+    except ValueError as e:
+        raise SpecError(f"--config {path}: {e}") from None
+    model = recipe.pop("model", None)
+    if model is None:
+        raise SpecError(f"--config {path}: an NCAE recipe: python -m ncae_cuda.train --config "
+                        "trains it")
+    settings = {**factory.BASELINES[model].defaults, **recipe}     # (the grid's, where absent)
+    grid = {name: (settings[name],) for name in BASELINES[model].grid}
+    if "iterations" in BASELINES[model].along:
+        grid["iterations"] = tuple(range(1, settings["iterations"] + 1))
+    return model, grid
 
 
 def tables(split, results: dict, cutoffs: tuple[int, ...]) -> str:

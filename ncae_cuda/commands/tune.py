@@ -3,8 +3,13 @@
     python -m ncae_cuda.tune --dataset ml-100k --split u1 --config recipes/ml-100k-explicit.toml \\
         --trials 30 --budget 60 --jobs 2 --out runs/tune-u1
     python -m ncae_cuda.tune ... --storage postgresql://USER@HOST/DB --study u1   # on each machine
+    python -m ncae_cuda.tune --model ials --dataset lastfm-2k --trials 40 --out runs/tune-ials
 
-Each trial is a trainer run (python -m ncae_cuda.train --validation-only: the epoch chosen on
+--model tunes a baseline (EASE, iALS, BPR, item-kNN, RP3beta) by the same sampler, pruner,
+budget and split seeds: a trial fits it on the training part and scores the validation part by
+NCAE's evaluator (iALS and BPR after each iteration, keeping the best, the pruner hearing each
+as it hears NCAE's epochs); its best.toml is a recipe for python -m ncae_cuda.baselines
+--config. For NCAE, each trial is a trainer run (python -m ncae_cuda.train --validation-only: the epoch chosen on
 validation, the test part never scored) in --out/trials/NNNN/, with the recipe's settings
 (--config) and the trial's values of the space's (--space, ncae_cuda/runs/space.py; by default the
 package's space of the run's feedback, ncae_cuda/runs/spaces/) over them, the data flags given here
@@ -52,7 +57,7 @@ from pathlib import Path
 from .. import cli
 from ..data import datasets
 from ..errors import NcaeError
-from ..runs import runflags, tune_study
+from ..runs import runflags, space, tune_study
 from ..runs.spec import RunSpec, SpecError
 from ..runs.study_storage import JOURNAL
 from ..runs.tune_spec import TuneSpec
@@ -72,14 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Data sets: " + ", ".join(datasets.names()) + ". The study, "
         "its storage, workers and outputs: see the module's docstring (pydoc ncae_cuda.tune).")
     g = p.add_argument_group("the search")
+    g.add_argument("--model", choices=space.TUNED,
+                   help="the model the trials fit: NCAE, or a baseline scored by the same "
+                        "evaluator on the same validation part, its iteration count (iALS, "
+                        "BPR) chosen as NCAE's epoch is (default: the recipe's, or else ncae)")
     g.add_argument("--config", type=Path, metavar="RECIPE",
-                   help="the settings the space does not search (a recipe, recipes/) "
-                        "(default: the trainer's defaults)")
+                   help="the settings the space does not search (a recipe, recipes/; a "
+                        "baseline's names it: model = \"ials\") (default: the model's "
+                        "defaults)")
     g.add_argument("--space", type=Path, metavar="SPACE.toml",
                    help="the settings to search, their ranges and choices (default: the "
-                        "package's space of the run's feedback, "
-                        "ncae_cuda/runs/spaces/explicit.toml or implicit.toml; the settings "
-                        "that weigh by time are searched only where the data has timestamps)")
+                        "package's space of the model (NCAE's of the run's feedback), "
+                        "ncae_cuda/runs/spaces/explicit.toml, implicit.toml, ials.toml, ...; "
+                        "the settings that weigh by time are searched only where the data has "
+                        "timestamps)")
     g.add_argument("--trials", type=cli.count, default=30,
                    help="finished trials (complete or pruned) the study ends with, over every "
                         "worker and rerun (default: %(default)s)")
@@ -145,7 +156,7 @@ def tune_spec(args: argparse.Namespace) -> TuneSpec:
         trials=args.trials, budget=args.budget, pruner=args.pruner, storage=args.storage,
         study=args.study or args.out.resolve().name, jobs=args.jobs, gpus=tuple(args.gpus),
         device=args.device, overwrite=args.overwrite,
-        started=args.started or time.monotonic(), worker=args.worker)
+        started=args.started or time.monotonic(), worker=args.worker, model=args.model)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -197,12 +197,23 @@ def read_recipe(path: Path) -> dict:
         Naming an unknown or misplaced key, a value of the wrong kind, or a file that cannot
         be read or is not TOML.
     """
-    values = read_toml(path)
-    names = {f.name for f in fields(Config)}
+    return recipe_of(read_toml(path))
+
+
+def refuse_run_settings(values: dict) -> None:
+    """ValueError naming a key of a recipe's `values` that is the run's (data, split, seed),
+    not the model's: one recipe runs on any data."""
     for key in values:
         if key in NOT_IN_A_RECIPE:
             raise ValueError(f"{key}: a recipe holds the model's settings, not the data, split "
                              "or seed; give them on the command line")
+
+
+def recipe_of(values: dict) -> dict:
+    """read_recipe's settings of a recipe's TOML values, checked; ValueError as it says."""
+    names = {f.name for f in fields(Config)}
+    refuse_run_settings(values)
+    for key in values:
         if key not in names:
             raise ValueError(f"{key}: no such setting (settings: "
                              f"{', '.join(sorted(names - set(NOT_IN_A_RECIPE)))})")
@@ -227,9 +238,9 @@ def read_toml(path: Path) -> dict:
         raise ValueError(f"not TOML: {e}") from None
 
 
-def recipe_text(settings: dict, comment: str) -> str:
-    """A recipe file of `settings` (Config's names and values) under `comment`'s lines, in
-    Config's order: what read_recipe reads back."""
+def recipe_text(settings: dict, comment: str, order: tuple[str, ...] | None = None) -> str:
+    """A recipe file of `settings` under `comment`'s lines: Config's names and values in
+    Config's order (or the names of `order`, in its order), what read_recipe reads back."""
     def toml(value) -> str:
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -237,8 +248,9 @@ def recipe_text(settings: dict, comment: str) -> str:
             return f"[{', '.join(toml(v) for v in value)}]"
         return json.dumps(value) if isinstance(value, str) else repr(value)
     lines = [f"# {line}".rstrip() for line in comment.splitlines()]
-    lines += [f"{f.name} = {toml(settings[f.name])}" for f in fields(Config)
-              if settings.get(f.name) is not None]
+    lines += [f"{name} = {toml(settings[name])}"
+              for name in order or [f.name for f in fields(Config)]
+              if settings.get(name) is not None]
     return "\n".join(lines) + "\n"
 
 

@@ -102,8 +102,9 @@ def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ..
 def rank_capped(model: Baseline, grid: dict, part: Interactions, log=say) -> dict:
     """`grid` with its factor counts at most min(users, items) of `part`, each once: past that
     a fit finds the same optimum (L2 on two factor matrices is the nuclear norm of their
-    product once they can hold any rank), so a tiny data set is not fit at 1,024 factors."""
-    if "factors" not in grid:
+    product once they can hold any rank), so a tiny data set is not fit at 1,024 factors. A
+    grid of one count (a recipe's) keeps it: its fit is the recipe's, from the same start."""
+    if len(grid.get("factors", ())) < 2:
         return grid
     cap = min(part.n_users, part.n_items)
     factors = tuple(dict.fromkeys(min(int(f), cap) for f in grid["factors"]))

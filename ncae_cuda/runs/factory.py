@@ -5,6 +5,7 @@ that a recipe, a run, a command and the server take any of them alike.
     model = make_model({"model": "ials", "factors": 64})     # 'model' absent: NCAE
     model = make_model({"based": "both", "hidden": (300,)})  # a BlendedNCAE
     model = load_model("model.npz")                          # whatever the file holds
+    model = make_model(read_recipe("recipes/lastfm-2k-implicit.toml"))   # any model's recipe
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..baselines.estimators import MODELS as BASELINES
 from ..model import modelfile
 from ..model.base import Model, restored
 from ..model.blend import BlendedNCAE
+from ..model import config
 from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..model.recommender import NAME
@@ -93,3 +95,44 @@ def load_model(path, device="auto") -> Model:
     """
     meta, arrays = modelfile.read(path, "model")
     return restored(path, meta, arrays, lambda: make_model(meta["settings"], device))
+
+
+def read_recipe(path) -> dict:
+    """The settings of a recipe file of any model, as make_model takes them.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A TOML file: `model = "ials"` and a baseline's settings, or NCAE's settings
+        (ncae_cuda.model.config.read_recipe), where `model` is absent or "ncae".
+
+    Returns
+    -------
+    dict
+        {setting: value}: a baseline's with 'model' naming it; NCAE's without it.
+
+    Raises
+    ------
+    ValueError
+        Naming an unknown model or setting, a value the model refuses, or a file that cannot be
+        read or is not TOML.
+    """
+    values = config.read_toml(path)
+    name = values.pop("model", NAME)
+    if name == NAME:
+        return config.recipe_of(values)
+    config.refuse_run_settings(values)
+    try:
+        make_model({"model": name, **values}, device="cpu")
+    except SettingError as e:
+        raise ValueError(f"{e.setting}: {e.reason}") from None
+    return {"model": name, **values}
+
+
+def recipe_text(settings: dict, comment: str) -> str:
+    """A recipe file of `settings` (make_model's, of any model) under `comment`'s lines: what
+    read_recipe reads back."""
+    name = settings.get("model", NAME)
+    if name == NAME:
+        return config.recipe_text({k: v for k, v in settings.items() if k != "model"}, comment)
+    return config.recipe_text(settings, comment, ("model", *BASELINES[name].defaults))

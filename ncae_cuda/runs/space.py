@@ -1,5 +1,6 @@
-"""A search space over the model's settings (ncae_cuda.model.config.Config): a TOML file with a
-table for each setting it searches, either a range of numbers or choices of values:
+"""A search space over a model's settings (NCAE's: ncae_cuda.model.config.Config; a
+baseline's: its class's `defaults`, ncae_cuda.baselines.estimators): a TOML file with a table
+for each setting it searches, either a range of numbers or choices of values:
 
     [weight_decay]              # a float setting over [low, high]; log: on a log scale
     low = 1e-3
@@ -14,27 +15,55 @@ table for each setting it searches, either a range of numbers or choices of valu
     [hidden]                    # any setting: one of the choices
     choices = [[300], [500], [300, 300]]
 
-The package holds one for explicit and one for implicit feedback (ncae_cuda/runs/spaces/, package
-data: tune's default for the feedback). Every value a space can give is checked against Config
-before a trial runs, on top of the recipe it searches from; a setting that changes what the
-score means (feedback, cutoffs) or that a recipe does not hold (seed) is refused. Optuna draws
+The package holds NCAE's for explicit and for implicit feedback and one for each baseline it
+tunes (ncae_cuda/runs/spaces/, package data: tune's default for the model and the feedback).
+Every value a space can give is checked as the model checks its settings before a trial runs,
+on top of the recipe it searches from; a setting that changes what the score means (feedback,
+cutoffs) or that a recipe does not hold (seed) is refused. Optuna draws
 the values (suggest); a choice that is a list, e.g. hidden [300, 300], is a string to Optuna
 ('300,300') and a tuple to the model.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
-from ..model.config import DEFAULTS, NOT_IN_A_RECIPE, Config, SettingError, read_toml
+from ..baselines.estimators import MODELS as BASELINES
+from ..model.config import DEFAULTS, NOT_IN_A_RECIPE, SettingError, read_toml
+from ..model.recommender import NAME as NCAE
 
 # Settings a search cannot move: the score must mean the same thing in every trial.
 FIXED = ("feedback", "cutoffs")
 RANGE_KEYS = {"low", "high", "log", "step"}
+# The models tune searches: NCAE and each baseline that has settings (POP has none)
+TUNED = (NCAE, *(name for name, kind in BASELINES.items() if kind.defaults))
 # Settings that weigh a user's interactions by their time: a space's are searched only where
 # the data has timestamps and the model can weigh its rows (tune leaves them out elsewhere)
 TIMED = ("recency_boost", "recency_halflife")
+
+
+@dataclass(frozen=True)
+class Searched:
+    """What a space searches: one model's settings, each one's default (whose kind, integer or
+    not, a range of it takes), and the check of a point of them, which raises SettingError
+    naming a value the model refuses."""
+    model: str
+    defaults: dict
+    check: Callable[[dict], object]
+
+
+def searched(model: str = NCAE) -> Searched:
+    """The settings of `model` (a name of ncae_cuda.runs.factory.MODELS) a space may search:
+    NCAE's Config fields less those a recipe does not hold, or a baseline's less its seed (the
+    study's --seed)."""
+    if model == NCAE:
+        defaults = {k: v for k, v in asdict(DEFAULTS).items() if k not in NOT_IN_A_RECIPE}
+        return Searched(model, defaults, lambda point: replace(DEFAULTS, **point).resolved())
+    kind = BASELINES[model]
+    return Searched(model, {k: v for k, v in kind.defaults.items() if k != "seed"},
+                    lambda point: kind(device="cpu", **point))
 
 
 @dataclass(frozen=True)
@@ -47,10 +76,7 @@ class Dimension:
     high: float | None = None
     log: bool = False
     step: float | None = None
-
-    @property
-    def integer(self) -> bool:
-        return isinstance(getattr(DEFAULTS, self.name), int)
+    integer: bool = False
 
     def suggest(self, trial):
         """The value of this setting in an Optuna trial, as the model takes it."""
@@ -67,15 +93,17 @@ class Dimension:
         return self.choices if self.choices is not None else (self.low, self.high)
 
 
-def default(feedback: str) -> resources.abc.Traversable:
-    """The space the package holds for `feedback` (explicit or implicit)."""
-    return resources.files(__package__) / "spaces" / f"{feedback}.toml"
+def default(feedback: str, model: str = NCAE) -> resources.abc.Traversable:
+    """The space the package holds for `model`: NCAE's for `feedback` (explicit or implicit),
+    a baseline's of its own (every baseline scores implicit feedback)."""
+    return resources.files(__package__) / "spaces" / f"{feedback if model == NCAE else model}.toml"
 
 
-def read_space(path: Path | resources.abc.Traversable, recipe: dict) -> list[Dimension]:
-    """The dimensions of the space in the TOML file at `path`, each value checked on top of
-    `recipe`; ValueError names the setting and what is wrong with it."""
-    return dimensions(read_tables(path), recipe)
+def read_space(path: Path | resources.abc.Traversable, recipe: dict,
+               model: str = NCAE) -> list[Dimension]:
+    """The dimensions of the space in the TOML file at `path` over `model`'s settings, each
+    value checked on top of `recipe`; ValueError names the setting and what is wrong with it."""
+    return dimensions(read_tables(path), recipe, model)
 
 
 def read_tables(path: Path | resources.abc.Traversable) -> dict:
@@ -85,32 +113,34 @@ def read_tables(path: Path | resources.abc.Traversable) -> dict:
         return read_toml(file)
 
 
-def dimensions(tables: dict, recipe: dict) -> list[Dimension]:
-    """The dimensions of a space's tables, each value checked on top of `recipe`; ValueError
-    names the setting and what is wrong with it."""
+def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]:
+    """The dimensions of a space's tables over `model`'s settings, each value checked on top
+    of `recipe`; ValueError names the setting and what is wrong with it."""
     if not tables:
         raise ValueError("no setting to search: a table for each, e.g. [dropout] low = 0.1 "
                          "high = 0.8")
-    names = {f.name for f in fields(Config)} - set(NOT_IN_A_RECIPE)
+    settings = searched(model)
     dimensions = []
     for name, table in tables.items():
-        if name in FIXED or name in NOT_IN_A_RECIPE:
+        if name in FIXED or name in NOT_IN_A_RECIPE or name == "seed":
             raise ValueError(f"{name}: not searched: every trial must be scored alike, on the "
                              "same data and seed")
-        if name not in names:
-            raise ValueError(f"{name}: no such setting (settings: {', '.join(sorted(names))})")
-        dimension = _dimension(name, table)
+        if name not in settings.defaults:
+            raise ValueError(f"{name}: no such setting of {model} (settings: "
+                             f"{', '.join(sorted(settings.defaults))})")
+        dimension = _dimension(name, table, settings.defaults[name])
         for value in dimension.values():
             try:
-                replace(DEFAULTS, **{**recipe, name: value}).resolved()
+                settings.check({**recipe, name: value})
             except SettingError as e:
                 raise ValueError(f"{name}: {value!r}: {e.setting} {e.reason}") from None
         dimensions.append(dimension)
     return dimensions
 
 
-def _dimension(name: str, table) -> Dimension:
-    """A dimension from its TOML table, its form checked (its values are checked by Config)."""
+def _dimension(name: str, table, default) -> Dimension:
+    """A dimension from its TOML table, its form checked against the setting's `default` (its
+    values are checked by the model)."""
     if not isinstance(table, dict):
         raise ValueError(f"{name}: a table, e.g. [{name}] with choices = [...] or low and high")
     if "choices" in table:
@@ -123,11 +153,11 @@ def _dimension(name: str, table) -> Dimension:
     if unknown or not {"low", "high"} <= set(table):
         raise ValueError(f"{name}: choices = [...], or low and high (with log = true or step "
                          f"= S){'; unknown: ' + ', '.join(sorted(unknown)) if unknown else ''}")
-    default = getattr(DEFAULTS, name)
     if not (isinstance(default, (int, float)) or name == "augment_eps"):   # its default: None
         raise ValueError(f"{name}: not a number: give choices = [...]")
     dimension = Dimension(name, low=table["low"], high=table["high"],
-                          log=table.get("log", False), step=table.get("step"))
+                          log=table.get("log", False), step=table.get("step"),
+                          integer=isinstance(default, int))
     numbers = [v for v in (dimension.low, dimension.high, dimension.step) if v is not None]
     kind = int if dimension.integer else (int, float)
     if not all(isinstance(v, kind) and not isinstance(v, bool) for v in numbers):
@@ -156,13 +186,13 @@ def _from_optuna(value):
     return value
 
 
-def recipe_point(dimensions: list[Dimension], recipe: dict) -> dict:
-    """The recipe's own values (its defaults' where it has none) of the settings the space
-    holds them in, as Optuna stores them: a study's first trial, so that a search starts where
-    the recipe stands and its best is never behind the recipe on validation."""
-    point = {}
+def recipe_point(dimensions: list[Dimension], recipe: dict, model: str = NCAE) -> dict:
+    """The recipe's own values (`model`'s defaults where it has none) of the settings the
+    space holds them in, as Optuna stores them: a study's first trial, so that a search starts
+    where the recipe stands and its best is never behind the recipe on validation."""
+    defaults, point = searched(model).defaults, {}
     for d in dimensions:
-        value = recipe.get(d.name, getattr(DEFAULTS, d.name))
+        value = recipe.get(d.name, defaults[d.name])
         value = tuple(value) if isinstance(value, list) else value
         if d.choices is not None and value in d.choices:
             point[d.name] = to_optuna(value)

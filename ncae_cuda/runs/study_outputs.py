@@ -10,11 +10,11 @@ import json
 import math
 from pathlib import Path
 
-from ..model.config import recipe_text
 from ..model.modelfile import atomic_write
 from . import space
+from .factory import recipe_text
 from .study_storage import TuneError
-from .tune_spec import TuneSpec
+from .tune_spec import NCAE, TuneSpec
 from .tuning import MARKER, Setup
 
 BEST, TABLE, FIGURE = "best.toml", "trials.csv", "tune.png"      # the study's outputs in --out
@@ -30,17 +30,20 @@ def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
         raise TuneError(f"no trial of study {found.study} completed: see the trials' log.txt "
                         f"under {spec.out / TRIALS}") from None
     finished = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
-    command = f"python -m ncae_cuda.train --config {spec.out / BEST} {found.data_text()}"
+    trains = "train" if found.model == NCAE else "baselines"
+    command = (f"python -m ncae_cuda.{trains} --config {spec.out / BEST} "
+               f"{found.data_text()}")
     over = (f" (the mean over split seeds {','.join(map(str, found.split_seeds))})"
             if len(found.split_seeds) > 1 else "")
+    step = f" at {found.step} {best.user_attrs['best_epoch']}" if found.step else ""
     comment = (f"Tuned by python -m ncae_cuda.tune: study {found.study} ({found.storage}), "
                f"trial {best.number}, the best of {finished} finished trials:\n"
-               f"validation {found.metric} {best.value:.4f} at epoch "
-               f"{best.user_attrs['best_epoch']}, seed {spec.seed}{over}"
+               f"validation {found.metric} {best.value:.4f}{step}, seed {spec.seed}{over}"
                f"{', on ' + found.data_text() if found.data else ''}.\n"
                f"  {command.rstrip()}")
-    settings = {**found.recipe, "feedback": found.feedback,      # the data's, where not given
-                **space.settings(found.dimensions, best.params)}
+    kept = ({"feedback": found.feedback} if found.model == NCAE    # the data's, where not given
+            else {"model": found.model})
+    settings = {**found.recipe, **kept, **space.settings(found.dimensions, best.params)}
     files = {BEST: recipe_text(settings, comment).encode(), TABLE: _table(found, trials),
              FIGURE: _figure(found, trials)}
     for name, content in files.items():

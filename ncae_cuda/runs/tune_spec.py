@@ -35,4 +35,5 @@ class TuneSpec:
     started: float                 # time.monotonic() when the command started (a worker's:
                                    # its command's)
     worker: int | None = None      # this process's number among the workers (None: the command)
-    model: str = NCAE              # what the trials train (NCAE is all that is tuned so far)
+    model: str | None = None       # what the trials fit (space.TUNED; None: the recipe's, or
+                                   # else NCAE)

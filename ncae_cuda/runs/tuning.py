@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import math
 import os
@@ -17,15 +18,15 @@ from pathlib import Path
 
 from ..data.interactions import DataError
 from ..model.blend import MEMBERS
-from ..model.config import DEFAULTS, Config, SettingError, read_recipe
+from ..model.config import DEFAULTS, Config, SettingError
 from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
-from ..ops import BackendUnavailable
-from . import pool, protocol, rundir, runflags, space
+from ..ops import BackendUnavailable, get_backend
+from . import factory, pool, protocol, rundir, runflags, space
 from .spec import RunSpec, SpecError
 from .study_storage import POLL, TuneError, _shown, import_optuna
-from .tune_spec import TuneSpec
+from .tune_spec import NCAE, TuneSpec
 
 PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
 PRUNE_AFTER_EPOCHS = 10          # ones, and never before this epoch
@@ -39,6 +40,9 @@ TRIAL_ERRORS = (SettingError, DataError, rundir.RunFolderError, BackendUnavailab
                 OutOfMemory)
 # ...but a full disk is no trial's fault: it stops the study (errno.EDQUOT: a quota's)
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+# how a baseline's trial reads its data: implicit feedback, a user's row each (as the
+# baselines command and the trainer's --baselines read it)
+BASELINE_DATA = {"feedback": "implicit", "based": "user"}
 HOST = socket.gethostname()
 
 
@@ -56,12 +60,24 @@ class Setup:
     storage: str                   # how the storage is shown (no password)
     study: str
     feedback: str = DEFAULTS.feedback   # the trials' (the recipe's, or else the data's)
+    model: str = NCAE                   # what the trials fit (ncae_cuda.runs.factory.MODELS)
 
     def identity(self, seed: int) -> dict:
-        """What makes two commands one study: their trials are comparable."""
+        """What makes two commands one study: their trials are comparable (NCAE's studies
+        as they were before other models were tuned; a dimension's kind follows its name)."""
         return json_ready({"metric": self.metric, "data": self.data, "recipe": self.recipe,
-                           "space": [asdict(d) for d in self.dimensions], "seed": seed,
-                           "split_seeds": self.split_seeds})
+                           "space": [{k: v for k, v in asdict(d).items() if k != "integer"}
+                                     for d in self.dimensions], "seed": seed,
+                           "split_seeds": self.split_seeds,
+                           **({} if self.model == NCAE else {"model": self.model})})
+
+    @property
+    def step(self) -> str | None:
+        """What a trial's fit counts and chooses on validation, as its lines name it: NCAE's
+        epochs, iALS's and BPR's iterations; None for a model solved at once."""
+        if self.model == NCAE:
+            return "epoch"
+        return "iteration" if "iterations" in factory.BASELINES[self.model].defaults else None
 
     def data_text(self) -> str:
         """The data flags given, as a command line has them."""
@@ -71,22 +87,33 @@ class Setup:
 def setup(spec: TuneSpec) -> Setup:
     """What the study tunes, each part checked; SpecError names the flag that is wrong."""
     try:
-        recipe = read_recipe(spec.recipe) if spec.recipe else {}
+        recipe = factory.read_recipe(spec.recipe) if spec.recipe else {}
     except ValueError as e:
         raise SpecError(f"--config {spec.recipe}: {e}") from None
-    probe, config = trainer_spec(spec, recipe, {}, spec.out / TRIALS)
+    model = recipe.pop("model", NCAE)
+    if spec.model is not None and spec.recipe and spec.model != model:
+        raise SpecError(f"--model {spec.model}: --config {spec.recipe} is a recipe of {model}")
+    model = spec.model or model
+    if model not in space.TUNED:
+        raise SpecError(f"--model {model}: it has no setting to tune (tuned: "
+                        f"{', '.join(space.TUNED)})")
+    probe, config = trainer_spec(spec, recipe if model == NCAE else BASELINE_DATA, {},
+                                 spec.out / TRIALS)
     with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
         data, split = protocol.prepare(probe, config, spec.device)
     # a trial is scored on validation: without it every trial would fail (before, ten did, and
     # the command asked whether the space's range was too wide)
     protocol.refuse_without_validation(probe.data, data, split, "score the trials on")
+    default = space.default(config.feedback, model)
     named = (f"--space {spec.space}" if spec.space else
-             f"the default space (ncae_cuda/runs/spaces/{config.feedback}.toml)")
+             f"the default space (ncae_cuda/runs/spaces/{default.name})")
     try:
-        tables = space.read_tables(spec.space or space.default(config.feedback))
+        tables = space.read_tables(spec.space or default)
     except ValueError as e:
         raise SpecError(f"{named}: {e}") from None
     timed = [name for name in space.TIMED if name in tables]
+    if model != NCAE:                   # the recency weights a baseline's recipe scores by
+        config = replace(config, **{k: v for k, v in recipe.items() if k in space.TIMED})
     unweighted = (_unweighted(spec, config, split) if timed or config.recency_boost
                   else None)
     if timed and unweighted:
@@ -96,7 +123,8 @@ def setup(spec: TuneSpec) -> Setup:
             print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
                   f"recipe's {fixed}", flush=True)
     try:
-        dimensions = space.dimensions(tables, {**recipe, "feedback": config.feedback})
+        dimensions = space.dimensions(tables, recipe if model != NCAE else
+                                      {**recipe, "feedback": config.feedback}, model)
     except ValueError as e:
         raise SpecError(f"{named}: {e}") from None
     metric, higher = selection(spec.metric, config.resolved())
@@ -110,7 +138,7 @@ def setup(spec: TuneSpec) -> Setup:
         raise SpecError("--split-seed and --split-seeds: give one")
     return Setup(recipe, dimensions, metric, higher, given,
                  spec.split_seeds or (probe.data.split_seed,), _shown(spec),
-                 spec.study, config.feedback)
+                 spec.study, config.feedback, model)
 
 
 def selection(metric: str | None, config: Config) -> tuple[str, bool]:
@@ -166,7 +194,7 @@ def open_study(spec: TuneSpec, found: Setup, storage):
     made = study.user_attrs.get("ncae_cuda")
     if made is None:
         study.set_user_attr("ncae_cuda", identity)
-        study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe),
+        study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe, found.model),
                             skip_if_exists=True)      # (two machines may both make the study)
     elif made != identity:
         changed = "; ".join(differences(made, identity)[:3])
@@ -195,7 +223,7 @@ def retry_recipe(study, found: Setup) -> int | None:
     recipe = [t for t in study.get_trials(deepcopy=False) if "fixed_params" in t.system_attrs]
     if not recipe or any(t.state != TrialState.FAIL for t in recipe):
         return None
-    study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe))
+    study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe, found.model))
     return recipe[-1].number
 
 
@@ -318,15 +346,21 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
             raise optuna.TrialPruned(f"epoch {record['epoch']}")
     several = len(found.split_seeds) > 1
     try:
-        Config(**{**found.recipe, "feedback": found.feedback, **settings}).resolved()
+        space.searched(found.model).check({**found.recipe, **settings} if found.model != NCAE
+                                          else {**found.recipe, "feedback": found.feedback,
+                                                **settings})
         summaries = []
         for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
-            run, config = trainer_spec(spec, found.recipe, settings,
-                                       folder / f"split{split_seed}" if several else folder,
-                                       split_seed)
+            on_epoch = None if summaries else heard
             with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
-                summaries.append(protocol.run(run, config,
-                                              on_epoch=None if summaries else heard))
+                if found.model == NCAE:
+                    run, config = trainer_spec(spec, found.recipe, settings,
+                                               folder / f"split{split_seed}" if several
+                                               else folder, split_seed)
+                    summaries.append(protocol.run(run, config, on_epoch=on_epoch))
+                else:
+                    summaries.append(baseline_trial(spec, found, settings, split_seed,
+                                                    on_epoch))
     except optuna.TrialPruned as e:
         _said(spec, trial, f"pruned at {e}", start, study, found, True)
         raise
@@ -346,9 +380,38 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
     values = [summary["valid"][found.metric] for summary in summaries]
     trial.set_user_attr("valid_by_split", values)
     value = sum(values) / len(values)
-    _said(spec, trial, f"{found.metric} {value:.4f} (epoch {epochs})", start, study, found,
-          True, value)
+    _said(spec, trial, f"{found.metric} {value:.4f}"
+          + (f" ({found.step} {epochs})" if found.step else ""), start, study, found, True, value)
     return value
+
+
+def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int,
+                   on_epoch) -> dict:
+    """A baseline's trial on one split: fit on the training part, its validation figures and
+    (iALS, BPR) the iteration chosen on them, each iteration heard by on_epoch, as a trainer
+    run's summary has them (protocol.run's, validation only). The split is made as a trainer
+    run's, once a worker."""
+    data, split = _split(spec, split_seed, found.model)
+    model = factory.make_model({"model": found.model, **found.recipe, **settings,
+                                **_seeded(found.model, spec.seed)}, spec.device)
+    print(f"{data.name}: {model!r} on split seed {split_seed}")
+    model.fit(split.train, validation=split.valid,
+              callback=None if on_epoch is None else lambda _, record: on_epoch(record))
+    print(f"validation {found.metric} {model.best_validation[found.metric]:.4f}")
+    return {"valid": model.best_validation, "best_epoch": getattr(model, "best_iteration", "")}
+
+
+@functools.lru_cache(maxsize=4)
+def _split(spec: TuneSpec, split_seed: int, model: str):
+    """The data and split of a baseline's trials on `split_seed`, read as a trainer run reads
+    them: one reading a worker, every trial of it fit on the same."""
+    run, config = trainer_spec(spec, BASELINE_DATA, {}, spec.out / TRIALS, split_seed)
+    return protocol.prepare(run, config, get_backend(spec.device).name, model)
+
+
+def _seeded(model: str, seed: int) -> dict:
+    """The study's seed where the model takes one (iALS's and BPR's initialisation)."""
+    return {"seed": seed} if "seed" in factory.BASELINES[model].defaults else {}
 
 
 def disk_full(what: str) -> TuneError:

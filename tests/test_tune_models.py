@@ -1,0 +1,95 @@
+"""python -m ncae_cuda.tune --model: a baseline tuned by the same study as NCAE (sampler,
+pruner, split, evaluator), and its best.toml scored again by python -m ncae_cuda.baselines
+--config through the run protocol's select-refit-test."""
+import json
+
+import pytest
+from helpers import missing_extra
+
+from ncae_cuda.baselines.estimators import MODELS
+from ncae_cuda.commands import baselines, tune
+from ncae_cuda.runs import factory, space, study_storage
+
+pytestmark = pytest.mark.extra("tune")
+optuna = pytest.importorskip("optuna", reason=missing_extra("tune"))
+from optuna.storages import JournalStorage  # noqa: E402
+from optuna.storages.journal import JournalFileBackend  # noqa: E402
+from optuna.trial import TrialState  # noqa: E402
+from test_user_errors import refused  # noqa: E402
+
+DATA = ["--dataset", "synthetic-tiny", "--device", "cpu"]
+TUNED_BASELINES = [name for name in space.TUNED if name in MODELS]
+
+
+def study(out):
+    return optuna.load_study(study_name=out.name, storage=JournalStorage(
+        JournalFileBackend(str(out / study_storage.JOURNAL))))
+
+
+@pytest.mark.parametrize("model", TUNED_BASELINES)
+def test_each_baseline_space_starts_at_the_models_defaults(model):
+    """Every shipped baseline space reads (its values checked by the model), and each setting
+    it searches over a range holds the model's default: the first trial is the model as it
+    ships. POP, which has no setting, has no space and is not tuned."""
+    dims = space.read_space(space.default("implicit", model), {}, model)
+    defaults = MODELS[model].defaults
+    ranged = [d for d in dims if d.choices is None]
+    assert ranged and all(d.low <= defaults[d.name] <= d.high for d in ranged)
+    assert space.recipe_point(dims, {}, model) == {d.name: defaults[d.name] for d in ranged}
+    assert all(d.integer == isinstance(defaults[d.name], int) for d in ranged)
+    assert "pop" not in space.TUNED
+
+
+@pytest.mark.parametrize("model", [
+    "item-knn", pytest.param("ials", marks=pytest.mark.extra("baselines"))])
+def test_a_baseline_study_scores_validation_as_its_recipe_scores_it_again(tmp_path, model):
+    """tune --model: each trial fits the baseline on the training part and is scored by the
+    validation figure; iALS's trial hears each iteration (the pruner's steps) and keeps the
+    best. best.toml names the model and the best trial's settings, and baselines --config
+    scores it on validation as the trial did, refits and tests it."""
+    out = tmp_path / "study"
+    assert tune.main(["--model", model, *DATA, "--trials", "3", "--out", str(out)]) == 0
+    trials = study(out).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+    best = max(trials, key=lambda t: t.value)
+    recipe = factory.read_recipe(out / "best.toml")
+    assert recipe == {"model": model, **best.params}
+    if model == "ials":             # a step an iteration, the best of them the trial's score
+        for t in trials:
+            steps = t.intermediate_values
+            assert sorted(steps) == list(range(1, t.params["iterations"] + 1))
+            assert max(steps.values()) == t.value
+            assert str(max(steps, key=steps.get)) == t.user_attrs["best_epoch"]
+    again = tmp_path / "again"
+    assert baselines.main(["--config", str(out / "best.toml"), *DATA, "--out", str(again)]) == 0
+    result = json.loads((again / "baselines.json").read_text())["models"][model]
+    assert result["valid"]["ndcg@100"] == pytest.approx(best.value, abs=1e-6)
+    assert {k: v for k, v in result["chosen"].items() if k != "iterations"} == {
+        k: v for k, v in best.params.items() if k != "iterations"}
+    if model == "ials":
+        assert result["chosen"]["iterations"] == int(best.user_attrs["best_epoch"])
+    assert set(result["test"]) >= {"hr@10", "ndcg@100"}
+
+
+def test_a_recipe_of_another_model_is_refused_in_a_line(tmp_path, capsys):
+    """--model and a --config of another model's; baselines --config of NCAE's recipe, or
+    beside a --grid of the same model: one line each, before any work."""
+    ials = tmp_path / "ials.toml"
+    ials.write_text('model = "ials"\nfactors = 8\n')
+    ncae = tmp_path / "ncae.toml"
+    ncae.write_text("epochs = 2\n")
+    refused(tune.main, ["--model", "ease", "--config", str(ials), *DATA, "--out",
+                        str(tmp_path / "o")], capsys,
+            f"--model ease: --config {ials} is a recipe of ials")
+    assert not (tmp_path / "o").exists()
+    refused(tune.main, ["--model", "pop", *DATA, "--out", str(tmp_path / "o")], capsys,
+            "argument --model: invalid choice: 'pop'")
+    (tmp_path / "bad.toml").write_text('model = "ials"\nfactor = 8\n')
+    refused(tune.main, ["--config", str(tmp_path / "bad.toml"), *DATA, "--out",
+                        str(tmp_path / "o")], capsys, "factor: is not a setting of iALS")
+    refused(baselines.main, ["--config", str(ncae), *DATA], capsys,
+            f"--config {ncae}: an NCAE recipe: python -m ncae_cuda.train --config trains it")
+    refused(baselines.main, ["--config", str(ials), "--grid", "ials.factors=4", *DATA], capsys,
+            "--grid ials.factors: --config gives ials's settings")
+    refused(baselines.main, ["--config", str(ials), "--models", "ease", *DATA], capsys,
+            f"--config {ials}: a recipe of ials, which is not in --models")
