@@ -449,3 +449,33 @@ def test_factors_past_the_fewer_of_users_and_items_are_scored_once_at_that_count
                         f"reach the same optimum as {cap}: scored once, at {cap}")
     assert comparison.rank_capped(ials, {"factors": (8, 16)}, split.train, lines.append) == {
         "factors": (8, 16)} and len(lines) == len(result["validation"]) + 2
+
+
+def test_the_comparison_sets_cold_entries_apart_as_ncaes_evaluator_does():
+    """A held-out item with no training entry is cold: the comparison's test figures are the
+    warm entries', the cold ones under cold_test, as Model.evaluate scores NCAE (before, a
+    baseline's cold entries were ranked among the rest, each a miss, while NCAE's were set
+    apart). The same EASE through the model contract gives the same figures."""
+    from ncae_cuda import make_model
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 40, density=0.2, format="lil", random_state=rng, dtype=np.float32)
+    X[:, 30:] = 0
+    X[:10] = 0
+    for k in range(10):             # ten items of one interaction each, of a user of two
+        X[k, 30 + k] = X[k, k] = 1
+    data = from_matrix(sp.csr_matrix(X))
+    split = splits.leave_one_out(data, seed=0)
+    fold = split.fold_validation().train
+    cold_items = np.bincount(fold.items, minlength=data.n_items)[split.test.items] == 0
+    assert cold_items.any() and not cold_items.all()
+    result = comparison.select_and_test(models.BASELINES["ease"], split, (5, 20), CPU, 0,
+                                        {"l2": (50.0,), **{k: (v,) for k, v in
+                                                           NO_RECENCY.items()}}, log=print)
+    model = make_model({"model": "ease", "l2": 50.0}, CPU).fit(fold)
+    model.config = replace(model.config, cutoffs=(5, 20))
+    expected = model.evaluate(split.test, exclude=split.valid)
+    cold = expected.pop("cold")
+    for key, value in expected.items():
+        assert result["test"][key] == pytest.approx(value, abs=1e-6), key
+    assert result["cold_test"]["rows"] == cold["rows"] == cold_items.sum()
+    assert result["test"]["rows"] == len(split.test.items) - cold_items.sum()

@@ -26,7 +26,6 @@ from ..data.interactions import Interactions, from_matrix, lookup_ids
 from ..errors import NcaeError
 from . import modelfile
 from .ann import INDEXES, IndexUnavailable, ItemIndex, user_queries
-from .cold_means import cold_at
 from .config import Config
 from .evaluate import Scorer, constant_scorer, excluded_entries, top_m
 
@@ -297,12 +296,11 @@ class Model(abc.ABC):
         self._check_fitted()
         if popularity and not self.config.implicit:
             raise ValueError("the POP baseline ranks items: it is for implicit feedback")
-        held = self._held_out(held)
-        cold = cold_at(self.data.seen, held.users, held.items)               # (nnz,) bool
-        warm_score = self._part_scorer(held.subset(~cold), exclude, popularity)
-        if not cold.any():
+        warm, cold = self.data.cold_apart(self._held_out(held))
+        warm_score = self._part_scorer(warm, exclude, popularity)
+        if cold is None:
             return warm_score
-        cold_score = self._part_scorer(held.subset(cold), exclude, popularity)
+        cold_score = self._part_scorer(cold, exclude, popularity)
 
         def score(per_user: bool = False) -> dict:
             return {**warm_score(per_user), "cold": cold_score()}

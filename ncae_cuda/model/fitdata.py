@@ -30,6 +30,7 @@ from ..ops.common import CSR
 from ..ops.shard import Columns, column_part, split_columns
 from . import metrics
 from .augment import column_weights, sparse_row_copies
+from .cold_means import cold_at
 from .config import Config
 from .evaluate import Scorer, ranking_report
 from .network import to_network_scale
@@ -243,6 +244,14 @@ class FitData:
                                       cutoffs, counts if per_user else None, self.item_columns,
                                       comm)
         return score
+
+    def cold_apart(self, held: Interactions) -> tuple[Interactions, Interactions | None]:
+        """(the warm entries of `held`, its cold ones or None where it has none): a cold entry's
+        user or item has no interaction here, so no model has scores it learnt for it. Every
+        model's figures are the warm entries', the cold ones scored apart: one rule for NCAE
+        (Model.evaluate) and the baselines' comparison."""
+        cold = cold_at(self.seen, held.users, held.items)                   # (nnz,) bool
+        return held.subset(~cold), held.subset(cold) if cold.any() else None
 
     def held_out(self, X, name: str) -> Interactions:
         """X (a users x items scipy matrix or an Interactions) as Interactions of the fit data's
