@@ -19,6 +19,7 @@ from bench import (
     report,
     scalability,
     serve_load,
+    tuned_alike,
     warm_start,
 )
 from ncae_cuda import ops
@@ -249,6 +250,36 @@ def test_ann_quick_measures_recall_against_the_exact_path(tmp_path):
     # at the widest probes swept, a quarter of the lists, it finds nearly all of the top 10
     assert max(row["recall"] for row in shape["index"]) >= 0.99
     assert "(default)" in (tmp_path / "ann.md").read_text()
+
+
+@pytest.mark.extra("tune")
+def test_tuned_alike_quick_tables_each_models_study_and_tests(tmp_path):
+    """Each model's study (2 trials) and its best recipe tested: the table holds the study's
+    trials and chosen settings and the test run's own figures; NCAE's margin is over the
+    best baseline's mean; the same command again reads the runs, running nothing."""
+    (tmp_path / "ncae.toml").write_text('feedback = "implicit"\nepochs = 3\nhidden = [8]\n')
+    argv = ["--dataset", "synthetic-tiny", "--quick", "--models", "ncae,item-knn",
+            "--ncae-config", str(tmp_path / "ncae.toml"), "--out", str(tmp_path / "out")]
+    assert tuned_alike.main(argv) == 0
+    result = json.loads((tmp_path / "out" / "tuned_alike.json").read_text())
+    rows = {row["model"]: row for row in result["models"]}
+    assert list(rows) == ["ncae", "item-knn"] and result["split_seeds"] == [0]
+    runs = tmp_path / "out" / "runs"
+    for model, row in rows.items():
+        assert row["trials"] == 2 and row["chosen"]
+        if model == "ncae":
+            test = json.loads((runs / "test-ncae-s0" / "metrics.json").read_text())["test"]
+        else:
+            test = json.loads((runs / f"test-{model}-s0" / "baselines.json").read_text()
+                              )["models"][model]["test"]
+        assert row["test"] == [test["ndcg@100"]] and row["mean_test"] == test["ndcg@100"]
+    margin = 100 * (rows["ncae"]["mean_test"] / rows["item-knn"]["mean_test"] - 1)
+    assert f"NCAE's mean test ndcg@100 is {margin:+.1f}%" in (
+        tmp_path / "out" / "tuned_alike.md").read_text()
+    logs = sorted(runs.glob("*.log"))
+    stamps = [log.stat().st_mtime_ns for log in logs]
+    assert tuned_alike.main(argv) == 0
+    assert [log.stat().st_mtime_ns for log in logs] == stamps
 
 
 def test_recommend_time_quick(tmp_path):

@@ -1,0 +1,147 @@
+"""NCAE beside the baselines, every model tuned alike: the same study (python -m ncae_cuda.tune
+--model, the same sampler, pruner and number of trials) on the first split seed's validation
+part, then each best recipe run through the protocol at every split seed (select the epoch or
+iteration count on that split's validation, refit on training + validation, score the test part
+once).
+
+    python -m bench.tuned_alike --dataset lastfm-2k --trials 40 --out bench/results/run
+    python -m bench.tuned_alike --dataset synthetic-tiny --quick --out /tmp/t     # a smoke test
+
+The runs go to --work (default: --out/runs): tune-MODEL/ (the study, trials.csv, best.toml)
+and test-MODEL-sS/ (python -m ncae_cuda.train's or ncae_cuda.baselines' folder). A step whose
+output is there is not run again, so the same command continues where it stopped (a study
+ended at --trials is read, not extended). Writes tuned_alike.json and tuned_alike.md under
+--out: for each model the trials finished, their minutes (the trials' own time, as trials.csv
+has it), the settings chosen, validation and test NDCG at the last cutoff per split seed and
+their mean, and NCAE's margin over the best baseline's mean test figure.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.cli import out_folder
+from bench.epoch_time import commit
+
+MODELS = ("ncae", "ease", "item-knn", "rp3beta", "ials", "bpr")
+METRIC = "ndcg@100"                    # what every study and table is scored by
+
+
+def run(command: list[str], log: Path) -> None:
+    """A package command, its output in `log`; SystemExit naming the log where it fails."""
+    with open(log, "w") as out:
+        done = subprocess.run([sys.executable, "-m", *command], stdout=out, stderr=out)
+    if done.returncode:
+        sys.exit(f"error: python -m {' '.join(command)} exited {done.returncode}: see {log}")
+
+
+def tuned(model: str, data: list[str], trials: int, work: Path, recipe: Path | None) -> Path:
+    """The study of `model` from `recipe` (None: the model's defaults) in work/tune-MODEL (run
+    where its best.toml is not there)."""
+    study = work / f"tune-{model}"
+    if not (study / "best.toml").exists():
+        run(["ncae_cuda.tune", "--model", model, *data, "--trials", str(trials), "--out",
+             str(study), *(["--config", str(recipe)] if recipe else [])],
+            work / f"tune-{model}.log")
+    return study
+
+
+def tested(model: str, recipe: Path, data: list[str], seed: int, work: Path) -> dict:
+    """{'valid', 'test'}: figures of `recipe` through the protocol at split seed `seed`."""
+    folder = work / f"test-{model}-s{seed}"
+    command = "train" if model == "ncae" else "baselines"
+    result = folder / ("metrics.json" if model == "ncae" else "baselines.json")
+    if not result.exists():
+        run([f"ncae_cuda.{command}", "--config", str(recipe), *data, "--split-seed", str(seed),
+             "--out", str(folder), "--overwrite"], work / f"test-{model}-s{seed}.log")
+    summary = json.loads(result.read_text())
+    if model == "ncae":
+        return {"valid": summary["best_validation"][METRIC], "test": summary["test"][METRIC]}
+    figures = summary["models"][model]
+    return {"valid": figures["valid"][METRIC], "test": figures["test"][METRIC]}
+
+
+def study_row(model: str, study: Path) -> dict:
+    """The study's trials finished, their minutes, and the chosen settings (best.toml's)."""
+    with open(study / "trials.csv", newline="") as f:
+        trials = [row for row in csv.DictReader(f) if row["state"] in ("COMPLETE", "PRUNED")]
+    chosen = [line for line in (study / "best.toml").read_text().splitlines()
+              if line and not line.startswith("#") and not line.startswith("model =")]
+    return {"model": model, "trials": len(trials),
+            "minutes": sum(float(row["seconds"]) for row in trials) / 60,
+            "chosen": ", ".join(line.replace(" = ", " ") for line in chosen)}
+
+
+def table(rows: list[dict], seeds: list[int]) -> str:
+    """The markdown table of the rows, and NCAE's margin over the best baseline."""
+    lines = [f"| model | trials | minutes | valid {METRIC} (seeds {' / '.join(map(str, seeds))})"
+             f" | test {METRIC} | mean test | chosen on seed {seeds[0]}'s validation |",
+             "|---|---:|---:|---|---|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['trials']} | {r['minutes']:.1f} | "
+                     + " / ".join(f"{v:.4f}" for v in r["valid"]) + " | "
+                     + " / ".join(f"{v:.4f}" for v in r["test"])
+                     + f" | {r['mean_test']:.4f} | {r['chosen']} |")
+    ncae = [r for r in rows if r["model"] == "ncae"]
+    others = [r for r in rows if r["model"] != "ncae"]
+    if ncae and others:
+        best = max(others, key=lambda r: r["mean_test"])
+        margin = ncae[0]["mean_test"] / best["mean_test"] - 1
+        lines.append(f"\nNCAE's mean test {METRIC} is {100 * margin:+.1f}% against the best "
+                     f"baseline's ({best['model']}, {best['mean_test']:.4f}).")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.tuned_alike",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", required=True, help="a data set's name or file, as train's")
+    p.add_argument("--data-dir", help="where the data set is kept, as train's --data-dir")
+    p.add_argument("--models", default=",".join(MODELS),
+                   help="which models, NCAE among them (default: %(default)s)")
+    p.add_argument("--trials", type=int, default=40, help="each study's (default: %(default)s)")
+    p.add_argument("--ncae-config", type=Path, metavar="RECIPE",
+                   help="the recipe NCAE's study starts from and leaves what its space does "
+                        "not search at, e.g. one saying feedback = \"implicit\" for data with "
+                        "ratings (default: the trainer's defaults)")
+    p.add_argument("--split-seeds", default="0,1,2",
+                   help="the studies tune on the first's validation; each is tested "
+                        "(default: %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test: 2 trials a model, one split seed")
+    p.add_argument("--work", type=Path, help="the runs' folders (default: --out/runs)")
+    p.add_argument("--out", type=Path, required=True, help="tuned_alike.json and .md")
+    args = p.parse_args(argv)
+    out = out_folder(p, args.out)
+    work = out_folder(p, args.work or out / "runs")
+    models = [m.strip() for m in args.models.split(",")]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        p.error(f"--models: {unknown[0]!r} is not one of {', '.join(MODELS)}")
+    seeds = [0] if args.quick else [int(s) for s in args.split_seeds.split(",")]
+    trials = 2 if args.quick else args.trials
+    data = ["--dataset", args.dataset, *(["--data-dir", args.data_dir] if args.data_dir else [])]
+    rows = []
+    for model in models:
+        study = tuned(model, data, trials, work, args.ncae_config if model == "ncae" else None)
+        figures = [tested(model, study / "best.toml", data, seed, work) for seed in seeds]
+        rows.append({**study_row(model, study), "valid": [f["valid"] for f in figures],
+                     "test": [f["test"] for f in figures],
+                     "mean_test": statistics.mean(f["test"] for f in figures)})
+        print(f"{model}: mean test {METRIC} {rows[-1]['mean_test']:.4f}", flush=True)
+    shown = table(rows, seeds)
+    (out / "tuned_alike.json").write_text(json.dumps(
+        {"dataset": args.dataset, "split_seeds": seeds, "trials": trials, "commit": commit(),
+         "metric": METRIC, "models": rows}, indent=2))
+    (out / "tuned_alike.md").write_text(f"# Every model tuned alike on {args.dataset}\n\n{shown}")
+    print(shown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
