@@ -324,14 +324,31 @@ def test_the_command_refuses_mistakes_in_a_line(flags, message, capsys):
 
 
 def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):
+    """--baselines ease,item-knn=RECIPE: EASE chosen by its grid, item-kNN at the recipe's
+    settings (a tuned one's), each row beside NCAE's on the same test users; a recipe of
+    another model, or none, is refused in a line."""
     out = tmp_path / "run"
+    recipe = tmp_path / "knn.toml"
+    recipe.write_text('model = "item-knn"\nk = 7\nshrink = 3.5\n')
     code = train.main(["--dataset", "synthetic-tiny", "--feedback", "implicit", "--hidden", "8",
-                       "--epochs", "2", "--baselines", "ease", "--out", str(out)])
+                       "--epochs", "2", "--baselines", f"ease,item-knn={recipe}",
+                       "--out", str(out)])
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["baselines"]["ease"]["test"]["rows"] == metrics["test"]["rows"]
+    assert len(metrics["baselines"]["ease"]["validation"]) > 1            # its grid
+    knn = metrics["baselines"]["item-knn"]
+    assert knn["chosen"] == {"shrink": 3.5, "k": 7} and len(knn["validation"]) == 1
+    assert knn["test"]["rows"] == metrics["test"]["rows"]
     assert metrics["seconds_fit"] > 0 and metrics["seconds_select"] > 0
     assert "| EASE " in capsys.readouterr().out
+    for baselines_flag, message in ((f"ease={recipe}", f"--baselines ease={recipe}: a recipe "
+                                     "of item-knn"),
+                                    (f"ease={tmp_path / 'none.toml'}", "cannot read it")):
+        with pytest.raises(SystemExit):
+            train.main(["--dataset", "synthetic-tiny", "--feedback", "implicit",
+                        "--baselines", baselines_flag])
+        assert message in capsys.readouterr().err
     for flags, message in ((["--feedback", "explicit"], "for implicit feedback"),
                            (["--feedback", "implicit", "--baselines", "pop"], "POP is in every")):
         with pytest.raises(SystemExit):

@@ -31,7 +31,7 @@ from ..model.config import DEFAULTS
 from ..model.metrics import format_table
 from ..model.modelfile import atomic_write
 from ..ops import get_backend
-from ..runs import comparison, factory, protocol, rundir, runflags
+from ..runs import comparison, protocol, rundir, runflags
 from ..runs.spec import RunSpec, SpecError, as_recorded, identity
 
 DEFAULT_MODELS = ("ease", "item-knn", "rp3beta", "ials", "bpr", "pop")
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seed must be >= 0; got {args.seed}")
     grids = {}
     if args.config is not None:
-        model, grids[model] = cli.refused(parser, recipe_grid, args.config)
+        model, grids[model] = cli.refused(parser, comparison.recipe_grid, args.config)
         if args.models is None:
             args.models = (model,)
         elif model not in args.models:
@@ -166,26 +166,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{tables(split, results, args.cutoffs)}\n\nwrote {spec.out / 'baselines.json'} "
           f"and {spec.out / 'baselines.md'}")
     return 0
-
-
-def recipe_grid(path: Path) -> tuple[str, dict]:
-    """(the model, its grid of one point) of a baseline's recipe: its settings (the model's
-    defaults where it gives none), and along one fit each iteration count up to the recipe's
-    (iALS's, BPR's), so that validation chooses the count as a tune trial did; SpecError where
-    the file is not a baseline's recipe."""
-    try:
-        recipe = factory.read_recipe(path)
-    except ValueError as e:
-        raise SpecError(f"--config {path}: {e}") from None
-    model = recipe.pop("model", None)
-    if model is None:
-        raise SpecError(f"--config {path}: an NCAE recipe: python -m ncae_cuda.train --config "
-                        "trains it")
-    settings = {**factory.BASELINES[model].defaults, **recipe}     # (the grid's, where absent)
-    grid = {name: (settings[name],) for name in BASELINES[model].grid}
-    if "iterations" in BASELINES[model].along:
-        grid["iterations"] = tuple(range(1, settings["iterations"] + 1))
-    return model, grid
 
 
 def tables(split, results: dict, cutoffs: tuple[int, ...]) -> str:

@@ -11,12 +11,15 @@ import time
 
 import numpy as np
 
+from ..baselines import models as baseline_models
 from ..baselines.models import BASELINES, Baseline, implicit_has_gpu
 from ..data import splits
 from ..data.cold import refuse_all_cold
 from ..data.interactions import DataError, Interactions
-from ..model.config import Config
+from ..model.config import Config, SettingError
 from ..model.fitdata import FitData
+from .factory import BASELINES as MODELS
+from .factory import read_recipe
 from .pool import duration
 
 IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
@@ -41,6 +44,54 @@ def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: in
     return {key: select_and_test(BASELINES[key], split, cutoffs, ops, seed,
                                  {**BASELINES[key].grid, **(grids or {}).get(key, {})}, gpu, log)
             for key in models}
+
+
+def recipe_grid(path, name: str | None = None, flag: str = "--config") -> tuple[str, dict]:
+    """(the model, its grid of one point) of a baseline's recipe at `path`: its settings (the
+    model's defaults where it gives none), and along one fit each iteration count up to the
+    recipe's (iALS's, BPR's), so that validation chooses the count as a tune trial did.
+    SettingError, naming `flag`, where the file is not a baseline's recipe (of model `name`,
+    where given)."""
+    try:
+        recipe = read_recipe(path)
+    except ValueError as e:
+        raise SettingError(flag, f"{path}: {e}") from None
+    model = recipe.pop("model", None)
+    if model is None:
+        raise SettingError(flag, f"{path}: an NCAE recipe: python -m ncae_cuda.train --config "
+                                 "trains it")
+    if name is not None and model != name:
+        raise SettingError(flag, f"{name}={path}: a recipe of {model}")
+    settings = {**MODELS[model].defaults, **recipe}         # (the grid's, where absent)
+    grid = {setting: (settings[setting],) for setting in BASELINES[model].grid}
+    if "iterations" in BASELINES[model].along:
+        grid["iterations"] = tuple(range(1, settings["iterations"] + 1))
+    return model, grid
+
+
+def beside_ncae(text: str) -> tuple[str, ...]:
+    """The trainer's --baselines: 'ease,ials=runs/tune-ials/best.toml' -> ('ease',
+    'ials=runs/tune-ials/best.toml'), each model chosen on validation by its grid, or at the
+    settings of its recipe (tune --model's best.toml, as baselines --config runs it);
+    ValueError names a model or a recipe that is wrong."""
+    entries = tuple(entry.strip() for entry in text.split(","))
+    baseline_models.beside_ncae(",".join(entry.partition("=")[0] for entry in entries))
+    for entry in entries:
+        name, _, path = entry.partition("=")
+        if path:
+            recipe_grid(path, name, "--baselines")
+    return entries
+
+
+def recipe_grids(entries: tuple[str, ...]) -> tuple[tuple[str, ...], dict]:
+    """(the models, {model: grid} of those given a recipe) of beside_ncae's entries."""
+    models, grids = [], {}
+    for entry in entries:
+        name, _, path = entry.partition("=")
+        models.append(name)
+        if path:
+            grids[name] = recipe_grid(path, name, "--baselines")[1]
+    return tuple(models), grids
 
 
 def needs_validation(split: splits.Split) -> None:

@@ -46,7 +46,7 @@ from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
 from . import rundir
-from .comparison import compare
+from .comparison import compare, recipe_grids
 from .factory import load_model, make_model
 from .runflags import build_parser, run_spec
 from .spec import DataSpec, RunSpec, recorded
@@ -360,8 +360,9 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
                     split.test if split.cold_test is None else split.cold_test,
                     exclude=seen, popularity=True)["cold"]
         if spec.baselines:
-            result["baselines"] = compare(split, spec.baselines, model.config.cutoffs,
-                                          model.ops, config.seed)
+            names, grids = recipe_grids(spec.baselines)
+            result["baselines"] = compare(split, names, model.config.cutoffs, model.ops,
+                                          config.seed, grids)
     cold = cold_parts(split)
     report(model, result, cold.get("cold_test"))
     model.save(spec.out / rundir.MODEL)

@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from ..baselines.models import beside_ncae
 from ..data import datasets, splits
 from ..data.interactions import DataError
 from ..data.table_parser import ENCODING, codecs_name
@@ -20,6 +19,7 @@ from ..model.config import Config
 from ..model.estimator import SHARDS
 from ..model.trainer import CHECKPOINT_EVERY
 from . import rundir
+from .comparison import beside_ncae
 
 DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
 IMPLICIT_SPLITS = ("loo", "time")     # the splits that hold out items a user to rank
@@ -202,9 +202,11 @@ class RunSpec:
         "launching its kernels one by one (default: off, until a GPU measurement shows it "
         "pays)", choices=("on", "off"), identity=False)
     baselines: tuple = flag(
-        (), "implicit feedback: also these of ease, ials, bpr on the same split, each chosen "
-        "on validation by its grid, refit and scored on test as python -m ncae_cuda.baselines "
-        "does (POP is always there; default: none)", beside_ncae, metavar="M1,M2,...")
+        (), "implicit feedback: also these of ease, ials, bpr, item-knn, rp3beta on the same "
+        "split, each chosen on validation by its grid, or at the settings of a recipe given as "
+        "ials=runs/tune-ials/best.toml (python -m ncae_cuda.tune --model's: the models tuned "
+        "alike), refit and scored on test as python -m ncae_cuda.baselines does (POP is always "
+        "there; default: none)", beside_ncae, metavar="M1,M2=RECIPE,...")
     warm_start: Path | None = flag(
         None, "start the fits from this model (its model.npz, or a run folder holding one) "
         "instead of a fresh draw: the columns whose ids it knows keep its parameters, new ones "
