@@ -7,6 +7,7 @@ shares the bytes its formula says."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,7 +80,8 @@ def flags_of(case: str) -> list:
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory):
     """sharded(case): (its --out, what it printed) of the 2-process run of `case`, made once: the
-    rerun test runs the NCAE+ case's again beside the one its agreement test reads."""
+    rerun test runs the NCAE+ case's again beside the one its agreement test reads, and the
+    refusals resume a copy of it with 3 processes."""
     made = {}
 
     def run(case: str) -> tuple[Path, str]:
@@ -247,7 +249,8 @@ def test_a_killed_rank_ends_the_job_and_resume_ends_where_an_uninterrupted_run_d
     np.testing.assert_array_equal(params(tmp_path / "cut"), params(uninterrupted))
 
 
-def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(tmp_path, capsys, monkeypatch):
+def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(sharded, tmp_path, capsys,
+                                                                monkeypatch):
     two_items = tmp_path / "two.csv"                  # 2 items: too few for 3 ranks
     two_items.write_text("user,item\n" + "".join(f"{u},{i}\n" for u in range(9)
                                                   for i in range(2) if (u + i) % 3))
@@ -257,8 +260,8 @@ def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(tmp_path, capsys
     for rank in range(3):                # (torchrun prints its own when a process fails)
         assert (f"error (rank {rank}): the network's columns (the items): 2 columns cannot be "
                 "shared among 3 processes") in done.stderr
-    flags = [*TINY, "--hidden", "8", "--epochs", "1"]
-    assert sharded_train(2, flags, tmp_path / "r").returncode == 0
+    flags = flags_of("NCAE+, augmented")
+    shutil.copytree(sharded("NCAE+, augmented")[0], tmp_path / "r")   # a finished 2-process run
     three = sharded_train(3, flags, tmp_path / "r", "--resume")          # other processes
     assert three.returncode != 0 and "processes: 2 -> 3" in three.stderr
     assert train.main([*flags, "--out", str(tmp_path / "r"), "--resume"]) == 2
