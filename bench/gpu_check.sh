@@ -20,9 +20,10 @@
 #
 # A phase's steps' time limits add up to its minutes above, or to at most 9.
 # --dry (after OUT; `first` and `more`): every step with the same flags on tiny data (--quick),
-# the GPU's steps on the emulated backend where they have one and on the CPU where not, writing
-# the same files and printing the same summary, so that a renamed flag or a missing file fails
-# CI (tests/test_device_phases.py) rather than the device's window.
+# the GPU's steps on the emulated backend where they have one and on the CPU where not, the GPU's
+# test cases collected but not run (CI's suite runs them), writing the same files and printing
+# the same summary, so that a renamed flag or a missing file fails CI
+# (tests/test_device_phases.py) rather than the device's window.
 # COMMIT names the commit measured (the device gets the working tree, not .git). Runs from the
 # repository as it is (PYTHONPATH), installing nothing: the machine's image has CuPy, Numba,
 # torch, SciPy, pytest (with xdist) and ncu. Each step has a time limit of its own, so one that
@@ -45,11 +46,14 @@ work=$(mktemp -d)/$phase
 mkdir -p "$work"
 failed=()
 # the device each step names: the GPU's; on a dry run the emulated backend where the command has
-# one (emulated), else the CPU (gpu); tiny data where the command has it
+# one (emulated), else the CPU (gpu); tiny data where the command has it; the GPU's test cases
+# only collected (--collect-only: the suite itself runs them, emulated or skipped, where there
+# is no GPU), so that a renamed file, a -k that selects none (pytest's exit 5) or a bad flag
+# still fails the step
 if [ -z "$dry" ]; then
-    gpu=gpu emulated=gpu epoch_devices=gpu,gpu-graphs quick=
+    gpu=gpu emulated=gpu epoch_devices=gpu,gpu-graphs quick= collect=
 else
-    gpu=cpu emulated=emulated epoch_devices=cpu quick=--quick
+    gpu=cpu emulated=emulated epoch_devices=cpu quick=--quick collect=--collect-only
 fi
 
 step() {      # step NAME SECONDS COMMAND...: logged to NAME.log; a failure is named at the end
@@ -87,7 +91,7 @@ first)
     # what matters most, in order; the limits add up to 7 minutes
     step check 50 $python -m ncae_cuda.check --device $emulated --json "$work/check.json"
     # (nvcc's compile of every kernel is CI's: the device's own compiler is NVRTC)
-    step gpu-tests 75 $python -m pytest -q -rs -p no:cacheprovider \
+    step gpu-tests 75 $python -m pytest -q -rs -p no:cacheprovider $collect \
         --junitxml="$work/gpu-tests.xml" -k "(gpu and not emulated) or cublas or nvrtc"
     # ML-10M (item-based, hidden 500,500) and VAE-CF's ML-20M shape (user-based implicit, hidden
     # 600: training users/s and the output layer's TFLOP/s) beside their floors

@@ -22,6 +22,8 @@ from ncae_cuda.runs import comparison
 
 CPU = get_backend("cpu")
 NO_RECENCY = {"recency_boost": 0.0, "recency_halflife": 2.0}
+# an experiment's runs two at once (CI's 2 cores): these tests read its tables, not its pool
+TWO_AT_ONCE = ["--jobs", "2"]
 
 
 def scored(fit, part, settings, point):
@@ -358,7 +360,8 @@ def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):
 
 def test_experiments_draw_the_baselines_beside_ncae(tmp_path):
     code = experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--baselines",
-                             "ease", "--out", str(tmp_path), "--", "--batch-size", "16"])
+                             "ease", *TWO_AT_ONCE, "--out", str(tmp_path), "--",
+                             "--batch-size", "16"])
     assert code == 0
     header = (tmp_path / "topm.csv").read_text().splitlines()[0]
     assert "EASE NDCG@M mean" in header and "POP NDCG@M mean" in header
@@ -382,8 +385,8 @@ def no_implicit_library(monkeypatch):
 def test_a_default_list_draws_only_the_installed_baselines_and_says_which_it_left_out(
         tmp_path, capsys, no_implicit_library):
     note = 'left out iALS, BPR: their library is not installed (pip install -e ".[baselines]")'
-    assert experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--out",
-                             str(tmp_path / "exp"), "--", "--batch-size", "16"]) == 0
+    assert experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", *TWO_AT_ONCE,
+                             "--out", str(tmp_path / "exp"), "--", "--batch-size", "16"]) == 0
     assert capsys.readouterr().out.count(note) == 1
     run = json.loads((tmp_path / "exp" / "runs" / "topm" / "baselines-seed0" / "baselines.json")
                      .read_text())

@@ -7,6 +7,7 @@ shares the bytes its formula says."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +35,7 @@ CASES = {   # a CLI run's flags: the paper's three ways to train, sharded
     "S+U+S pre-training": [*TINY, "--hidden", "10,6", "--epochs", "2", "--pretrain", "S+U+S",
                            "--pretrain-epochs", "2"],
 }
+B = 32                              # fewer than the rows of every case: a batch is at most them
 
 
 def torchrun(ranks: int, *args, wait: bool = True, **kwargs):
@@ -71,37 +73,56 @@ def assert_agree(sharded: dict, one: dict) -> None:
             np.testing.assert_allclose(sharded["test"][key], value, rtol=1e-4, err_msg=key)
 
 
+def flags_of(case: str) -> list:
+    return [*CASES[case], "--batch-size", str(B)]
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """sharded(case): (its --out, what it printed) of the 2-process run of `case`, made once: the
+    rerun test runs the NCAE+ case's again beside the one its agreement test reads, and the
+    refusals resume a copy of it with 3 processes."""
+    made = {}
+
+    def run(case: str) -> tuple[Path, str]:
+        if case not in made:
+            out = tmp_path_factory.mktemp("sharded") / "run"
+            done = sharded_train(2, flags_of(case), out)
+            assert done.returncode == 0, done.stderr[-3000:]
+            made[case] = out, done.stdout
+        return made[case]
+    return run
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_a_sharded_run_agrees_with_one_process(case, tmp_path):
-    B = 32                          # fewer than the rows of every case: a batch is at most them
-    flags = [*CASES[case], "--batch-size", str(B)]
-    done = sharded_train(2, flags, tmp_path / "sharded")
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_a_sharded_run_agrees_with_one_process(case, sharded, tmp_path):
+    flags = flags_of(case)
+    out, printed = sharded(case)
     assert train.main([*flags, "--out", str(tmp_path / "one")]) == 0
-    sharded, one = metrics(tmp_path / "sharded"), metrics(tmp_path / "one")
-    assert_agree(sharded, one)
-    np.testing.assert_allclose(params(tmp_path / "sharded"), params(tmp_path / "one"),
+    one = metrics(tmp_path / "one")
+    assert_agree(metrics(out), one)
+    np.testing.assert_allclose(params(out), params(tmp_path / "one"),
                                atol=1e-4)          # the gathered model: the one-process format
-    assert sharded["shard"]["processes"] == 2 and len(sharded["shard"]["columns"]) == 3
+    shard = metrics(out)["shard"]
+    assert shard["processes"] == 2 and len(shard["columns"]) == 3
     hidden = [int(k) for k in flags[flags.index("--hidden") + 1].split(",")]
     formula = 4 * B * (hidden[0] + hidden[-1] + 1)          # B (K1 + K_L + 1) floats a step
-    assert sharded["shard"]["collective_bytes_per_step"] == formula
+    assert shard["collective_bytes_per_step"] == formula
     # rank 0 speaks for the run: one log, not two
-    assert done.stdout.count("select: training on the training part") == 1
+    assert printed.count("select: training on the training part") == 1
 
 
-def test_a_sharded_rerun_is_bit_identical_and_its_model_serves_in_one_process(tmp_path):
-    flags = CASES["NCAE+, augmented"]
-    for run in ("a", "b"):
-        done = sharded_train(2, flags, tmp_path / run)
-        assert done.returncode == 0, done.stderr[-3000:]
-    np.testing.assert_array_equal(params(tmp_path / "a"), params(tmp_path / "b"))
-    model = NCAE.load(tmp_path / "a" / "model.npz", device="cpu")
+def test_a_sharded_rerun_is_bit_identical_and_its_model_serves_in_one_process(sharded, tmp_path):
+    first, _ = sharded("NCAE+, augmented")
+    done = sharded_train(2, flags_of("NCAE+, augmented"), tmp_path / "again")
+    assert done.returncode == 0, done.stderr[-3000:]
+    np.testing.assert_array_equal(params(first), params(tmp_path / "again"))
+    model = NCAE.load(first / "model.npz", device="cpu")
     data = datasets.load("synthetic-tiny")
     split = splits.leave_one_out(data)
     fold = split.fold_validation()
     figures = model.evaluate(split.test, exclude=split.valid)
-    assert figures["ndcg@100"] == pytest.approx(metrics(tmp_path / "a")["test"]["ndcg@100"])
+    assert figures["ndcg@100"] == pytest.approx(metrics(first)["test"]["ndcg@100"])
     items, _ = model.recommend(data.user_ids[:2], n=5)
     assert items.shape == (2, 5) and fold.train.nnz > 0
 
@@ -228,7 +249,8 @@ def test_a_killed_rank_ends_the_job_and_resume_ends_where_an_uninterrupted_run_d
     np.testing.assert_array_equal(params(tmp_path / "cut"), params(uninterrupted))
 
 
-def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(tmp_path):
+def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(sharded, tmp_path, capsys,
+                                                                monkeypatch):
     two_items = tmp_path / "two.csv"                  # 2 items: too few for 3 ranks
     two_items.write_text("user,item\n" + "".join(f"{u},{i}\n" for u in range(9)
                                                   for i in range(2) if (u + i) % 3))
@@ -238,12 +260,13 @@ def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(tmp_path):
     for rank in range(3):                # (torchrun prints its own when a process fails)
         assert (f"error (rank {rank}): the network's columns (the items): 2 columns cannot be "
                 "shared among 3 processes") in done.stderr
-    flags = [*TINY, "--hidden", "8", "--epochs", "1"]
-    assert sharded_train(2, flags, tmp_path / "r").returncode == 0
+    flags = flags_of("NCAE+, augmented")
+    shutil.copytree(sharded("NCAE+, augmented")[0], tmp_path / "r")   # a finished 2-process run
     three = sharded_train(3, flags, tmp_path / "r", "--resume")          # other processes
     assert three.returncode != 0 and "processes: 2 -> 3" in three.stderr
     assert train.main([*flags, "--out", str(tmp_path / "r"), "--resume"]) == 2
-    alone = subprocess.run([sys.executable, "-m", "ncae_cuda.train", "--shard", "columns",
-                            *flags, "--out", str(tmp_path / "x")], capture_output=True,
-                           text=True, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
-    assert alone.returncode == 2 and "launch it with torchrun" in alone.stderr
+    capsys.readouterr()
+    for launchers in ("RANK", "WORLD_SIZE"):        # a process no launcher started: this one
+        monkeypatch.delenv(launchers, raising=False)
+    assert train.main(["--shard", "columns", *flags, "--out", str(tmp_path / "x")]) == 2
+    assert "launch it with torchrun" in capsys.readouterr().err

@@ -2,6 +2,8 @@
 where they need no downloaded data and no GPU, and its Python blocks too; what a page installs
 is what CI installs; its performance tables are what bench/results give; and the site builds
 with --strict, every link, heading and API reference resolved."""
+import importlib
+import importlib.util
 import os
 import re
 import shlex
@@ -98,30 +100,40 @@ def write_inputs(folder: Path) -> None:
         (folder / name).write_text(header + "\n" + "".join(lines))
 
 
-def argv_of(command: str) -> list[str]:
-    """The command run by this test's Python (a page's .venv/bin/ is CI's)."""
+def run_command(command: str, capsys) -> tuple[int, str]:
+    """(exit status, stderr) of a page's command. `python -m M ...` runs M's main in this
+    process: the same parsing and work, less a fresh interpreter's start (every entry module
+    runs as a process elsewhere in the suite); a sharded job through torchrun."""
     words = shlex.split(command)
     if words[0] == TORCHRUN:
-        return [sys.executable, "-m", "torch.distributed.run", *words[1:]]
-    return [sys.executable, *words[1:]]
+        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", *words[1:]],
+                              capture_output=True, text=True)
+        return done.returncode, done.stderr
+    module, argv = words[2], words[3:]                  # .venv/bin/python -m M ARGS...
+    if importlib.util.find_spec(module).submodule_search_locations:     # a package's __main__
+        module += ".__main__"
+    try:
+        code = importlib.import_module(module).main(argv)
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("page, extras", page_runs())
-def test_every_page_runs_as_written(page, extras, tmp_path, monkeypatch):
+def test_every_page_runs_as_written(page, extras, tmp_path, monkeypatch, capsys):
     """Each page in a folder of its own, so a page shows all that its commands need."""
     write_inputs(tmp_path)
     monkeypatch.chdir(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(datasets.DATA_ENV, None)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))         # for the processes a command starts
+    monkeypatch.delenv(datasets.DATA_ENV, raising=False)
     for needs, language, code in steps(page):
         if needs != extras:
             continue
         if language == "python":
             exec(compile(code, str(page), "exec"), {})
             continue
-        done = subprocess.run(argv_of(code), cwd=tmp_path, env=env, capture_output=True,
-                              text=True)
-        assert done.returncode == 0, f"{code}\n{done.stderr[-2000:]}"
+        status, stderr = run_command(code, capsys)
+        assert status == 0, f"{code}\n{stderr[-2000:]}"
 
 
 def test_the_pages_run_the_commands_they_are_meant_to():

@@ -10,9 +10,11 @@ from ncae_cuda.runs import paper_tables
 
 FIGURES = {"pretraining", "augmentation", "factors", "topm"}
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
-# what an experiment needs beside the shared flags
+# what an experiment needs beside the shared flags; augmentation over one p: its table and grid
+# figure keep their two eps (rows, points), a second p column ran the same cells again
 OWN_FLAGS = {"recipes": ["--recipes", str(RECIPES / "ml-100k-implicit-ncae.toml"),
-                         str(RECIPES / "ml-100k-implicit-ncae-minus.toml")]}
+                         str(RECIPES / "ml-100k-implicit-ncae-minus.toml")],
+             "augmentation": ["--ps", "0.5"]}
 
 
 # factors draws iALS and BPR beside NCAE where the [baselines] extra is installed
@@ -39,7 +41,7 @@ def test_experiment_runs_and_writes_its_outputs(tmp_path, name):
 
 
 def test_variant_flags_reach_only_their_variant(tmp_path):
-    code = experiments.main(["clusters", "--dataset", "synthetic-tiny", "--quick",
+    code = experiments.main(["clusters", "--dataset", "synthetic-tiny", "--quick", "--jobs", "2",
                              "--out", str(tmp_path), "--variant-flags",
                              "NCAE+=--augment-eps 0.3 --augment-p 0.5"])
     assert code == 0

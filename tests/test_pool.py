@@ -19,6 +19,9 @@ from ncae_cuda.runs import pool
 REPO = Path(__file__).resolve().parents[1]
 QUICK = ["configurations", "--dataset", "synthetic-tiny", "--quick", "--repeats", "2"]
 ONE_SEED = QUICK[:-2]
+# two runs at once (CI's 2 cores) where the number of jobs is not what a test checks: that the
+# tables do not depend on it is test_the_tables_do_not_depend_on_jobs_or_tasks's, against --jobs 1
+TWO = ["--jobs", "2"]
 OUTPUTS = ("configurations.md", "configurations.csv")
 
 
@@ -33,13 +36,13 @@ def two_at_once(tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("pool") / "exp"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert experiments.main([*QUICK, "--jobs", "2", "--out", str(out)]) == 0
+        assert experiments.main([*QUICK, *TWO, "--out", str(out)]) == 0
     return out, printed.getvalue()
 
 
 def test_the_tables_do_not_depend_on_jobs_or_tasks(tmp_path, capsys, two_at_once):
     assert experiments.main([*QUICK, "--out", str(tmp_path / "one")]) == 0
-    shared = [*QUICK, "--tasks", "2", "--out", str(tmp_path / "tasks")]
+    shared = [*QUICK, *TWO, "--tasks", "2", "--out", str(tmp_path / "tasks")]
     assert experiments.main([*shared, "--task", "1"]) == 0
     assert "--collect writes the tables once they are" in capsys.readouterr().out
     assert not (tmp_path / "tasks" / "configurations.md").exists()
@@ -66,7 +69,7 @@ def test_a_rerun_skips_the_finished_runs(capsys, two_at_once):
 
 def test_another_listing_is_refused_and_overwrite_starts_over(tmp_path, capsys):
     out = tmp_path / "exp"
-    assert experiments.main([*ONE_SEED, "--out", str(out), "--", "--batch-size", "16"]) == 0
+    assert experiments.main([*ONE_SEED, *TWO, "--out", str(out), "--", "--batch-size", "16"]) == 0
     before = outputs(out)
     capsys.readouterr()
     code = experiments.main([*ONE_SEED, "--out", str(out), "--", "--batch-size", "32"])
@@ -76,7 +79,7 @@ def test_another_listing_is_refused_and_overwrite_starts_over(tmp_path, capsys):
             "settings (K16-SINGLE-BP-seed0: --batch-size 16 -> --batch-size 32; 3 runs more "
             "changed): rerun it with those, start over with --overwrite") in err
     assert outputs(out) == before                                      # nothing overwritten
-    assert experiments.main([*ONE_SEED, "--out", str(out), "--overwrite", "--",
+    assert experiments.main([*ONE_SEED, *TWO, "--out", str(out), "--overwrite", "--",
                              "--batch-size", "32"]) == 0
     assert outputs(out) != before
     run = json.loads((out / "runs" / "configurations" / "K16-SINGLE-BP-seed0" / "run.json")
@@ -87,7 +90,8 @@ def test_another_listing_is_refused_and_overwrite_starts_over(tmp_path, capsys):
 def test_two_experiments_never_share_runs(tmp_path, capsys):
     out = str(tmp_path)
     for name in ("topm", "clusters"):
-        assert experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--out", out]) == 0
+        assert experiments.main([name, "--dataset", "synthetic-tiny", "--quick", *TWO,
+                                 "--out", out]) == 0
     assert experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--out", out]) == 0
     assert "4 finished before (skipped)" in capsys.readouterr().out   # clusters replaced none
     assert {p.name for p in (tmp_path / "runs").iterdir()} == {"topm", "clusters"}
@@ -98,7 +102,7 @@ def test_a_killed_pool_resumes_its_run_and_ends_as_an_uninterrupted_one(tmp_path
     # robustness --quick: two runs, D 0.4 and 0.6, each long enough to be killed in
     flags = ["robustness", "--dataset", "synthetic", "--quick", "--", "--hidden", "16",
              "--epochs", "75", "--patience", "0", "--no-refit", "--checkpoint-every", "0"]
-    assert experiments.main([*flags[:4], "--out", str(tmp_path / "whole"), *flags[4:]]) == 0
+    assert experiments.main([*flags[:4], *TWO, "--out", str(tmp_path / "whole"), *flags[4:]]) == 0
     out = tmp_path / "killed"
     command = [sys.executable, "-m", "ncae_cuda.experiments", *flags[:4], "--out", str(out),
                *flags[4:]]
