@@ -123,8 +123,7 @@ def setup(spec: TuneSpec) -> Setup:
             print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
                   f"recipe's {fixed}", flush=True)
     try:
-        dimensions = space.dimensions(tables, recipe if model != NCAE else
-                                      {**recipe, "feedback": config.feedback}, model)
+        dimensions = space.dimensions(tables, under(model, recipe, config.feedback), model)
     except ValueError as e:
         raise SpecError(f"{named}: {e}") from None
     metric, higher = selection(spec.metric, config.resolved())
@@ -139,6 +138,12 @@ def setup(spec: TuneSpec) -> Setup:
     return Setup(recipe, dimensions, metric, higher, given,
                  spec.split_seeds or (probe.data.split_seed,), _shown(spec),
                  spec.study, config.feedback, model)
+
+
+def under(model: str, recipe: dict, feedback: str) -> dict:
+    """The settings a space's values are checked on top of: the recipe, and for NCAE the
+    trials' feedback (a baseline's is always implicit, and no setting of it)."""
+    return recipe if model != NCAE else {**recipe, "feedback": feedback}
 
 
 def selection(metric: str | None, config: Config) -> tuple[str, bool]:
@@ -346,9 +351,8 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
             raise optuna.TrialPruned(f"epoch {record['epoch']}")
     several = len(found.split_seeds) > 1
     try:
-        space.searched(found.model).check({**found.recipe, **settings} if found.model != NCAE
-                                          else {**found.recipe, "feedback": found.feedback,
-                                                **settings})
+        space.searched(found.model).check({**under(found.model, found.recipe, found.feedback),
+                                           **settings})
         summaries = []
         for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
             on_epoch = None if summaries else heard
