@@ -40,7 +40,8 @@ case $dry/$phase in     # --dry: first and more only
 esac
 mkdir -p "$out" && out=$(cd "$out" && pwd)     # as the caller named it, before the cd below
 cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COMMIT=${COMMIT:-unknown}
+# (a caller's PYTHONPATH kept behind the repository's: where carried wheels were unpacked)
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COMMIT=${COMMIT:-unknown}
 python=${PYTHON:-python3}
 work=$(mktemp -d)/$phase
 mkdir -p "$work"
