@@ -132,15 +132,17 @@ class Served:
     """python -m ncae_cuda.serve on a free loopback port, until closed."""
 
     def __init__(self, model: Path, device: str, flags: list[str]):
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # the caller's PYTHONPATH kept behind the repository (carried wheels: the serve extra);
+        # the server's stderr is ours, so that why it did not start is in the log
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ncae_cuda.serve", str(model), "--port", "0", "--device",
-             device, *flags], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            env=env)
+             device, *flags], stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": path})
         line = self.process.stdout.readline()          # the ready line, or "" if it failed
         if not line.startswith("serving "):
             self.process.kill()
-            raise SystemExit(f"the server did not start on {model}")
+            raise SystemExit(f"the server did not start on {model} (its error is above)")
         self.url = line.split()[-1]
 
     def health(self) -> dict:
