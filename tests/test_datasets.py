@@ -23,6 +23,7 @@ from ncae_cuda.data.datasets import (
 from ncae_cuda.data.interactions import NO_TIME, DataError
 from ncae_cuda.data.reader import read_movielens_100k
 from ncae_cuda.data.splits import leave_one_out
+from ncae_cuda.data import synthetic as synthetic_module
 from ncae_cuda.data.synthetic import PRESETS, synthetic
 
 U_DATA = "1\t10\t4\t100\n2\t10\t3\t200\n2\t11\t5\t300\n"
@@ -246,6 +247,19 @@ def test_synthetic_is_deterministic_per_seed():
     for field in ("users", "items", "ratings", "timestamps"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert not np.array_equal(a.items, c.items) or not np.array_equal(a.ratings, c.ratings)
+
+
+def test_synthetic_is_the_same_whatever_the_threads(monkeypatch):
+    """The noise is drawn in block order whatever the pool's size: one thread and eight give
+    the same data, over many blocks (a block of 2 users here) finishing in any order."""
+    monkeypatch.setattr(synthetic_module, "_BLOCK_CELLS", 2 * PRESETS["small"].n_items)
+    drawn = []
+    for cpus in ({0}, set(range(8))):
+        monkeypatch.setattr(synthetic_module.os, "sched_getaffinity", lambda _, c=cpus: c,
+                            raising=False)
+        drawn.append(synthetic("small", 5))
+    for field in ("users", "items", "ratings", "timestamps"):
+        np.testing.assert_array_equal(getattr(drawn[0], field), getattr(drawn[1], field))
 
 
 @pytest.mark.parametrize("preset", ["tiny", "small"])

@@ -4,6 +4,9 @@ and the HetRec shapes. python -m ncae_cuda.datasets lists them as data sets (syn
 """
 from __future__ import annotations
 
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,17 +99,20 @@ def _draw_items(user_factors: np.ndarray, item_factors: np.ndarray, log_populari
 
     The top k of score + Gumbel noise is a draw of k items without replacement with
     probabilities proportional to exp(score). Users go in blocks of similar count (sorted), so
-    the block's largest count wastes little of the partial sort.
+    the block's largest count wastes little of the partial sort. The noise is drawn here, block
+    after block, so that a seed gives the same data however many threads there are; each
+    block's scores and partial sort (most of the time, and NumPy lets go of the GIL there) run
+    on a pool of threads, a few blocks ahead of the last one collected.
     """
     n_items = len(item_factors)
     block = max(1, _BLOCK_CELLS // n_items)
     by_count = np.argsort(-counts, kind="stable")
-    parts = []
-    for first in range(0, len(by_count), block):
-        rows = by_count[first:first + block]                               # (b,) users
+    workers = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else os.cpu_count() or 1)
+
+    def top_k(rows: np.ndarray, exponential: np.ndarray):              # rows (b,) users
         affinity = user_factors[rows] @ item_factors.T                     # (b, n_items)
         keys = log_popularity + _AFFINITY_WEIGHT * affinity
-        exponential = rng.standard_exponential(keys.shape, dtype=np.float32)
         keys -= np.log(np.maximum(exponential, np.finfo(np.float32).tiny))  # + Gumbel noise
         k = counts[rows]                                                    # (b,)
         k_max = int(k[0])
@@ -115,7 +121,17 @@ def _draw_items(user_factors: np.ndarray, item_factors: np.ndarray, log_populari
         top = np.take_along_axis(top, np.argsort(-np.take_along_axis(keys, top, 1), 1), 1)
         taken = np.arange(k_max) < k[:, None]                              # (b, k_max)
         row_index = np.broadcast_to(np.arange(len(rows))[:, None], top.shape)[taken]
-        parts.append((rows[row_index], top[taken], affinity[row_index, top[taken]]))
+        return rows[row_index], top[taken], affinity[row_index, top[taken]]
+
+    parts, pending = [], deque()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for first in range(0, len(by_count), block):
+            rows = by_count[first:first + block]
+            exponential = rng.standard_exponential((len(rows), n_items), dtype=np.float32)
+            pending.append(pool.submit(top_k, rows, exponential))
+            if len(pending) > 2 * workers:          # bounds the noise held: ~100 MB a block
+                parts.append(pending.popleft().result())
+        parts += [future.result() for future in pending]
     users, items, affinity = (np.concatenate(column) for column in zip(*parts))
     return users, items, affinity.astype(np.float64)
 
