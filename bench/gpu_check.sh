@@ -113,17 +113,17 @@ first)
 more)
     # for the still-warm machine, at most 4 minutes: what a step asks of the device, the
     # kernels' versions and peers, the server
-    step launches 35 $python -m bench.launches --device $emulated --shapes ml10m $quick \
+    step launches 30 $python -m bench.launches --device $emulated --shapes ml10m $quick \
         --out "$work/launches"
-    for op in gather_forward scatter_backward; do
-        step "versions-$op" 30 $python -m dev.cuda.run $op --shape ml10m --device $emulated
+    for op in gather_forward scatter_backward adam; do
+        step "versions-$op" 25 $python -m dev.cuda.run $op --shape ml10m --device $emulated
     done
-    step kernel-peers 70 $python -m bench.kernel_peers --device $gpu --shapes ml10m $quick \
+    step kernel-peers 60 $python -m bench.kernel_peers --device $gpu --shapes ml10m $quick \
         --repeats 5 --out "$work/kernel-peers"
     step serve-load 70 $python -m bench.serve_load --device $gpu --clients 1,64 --seconds 3 \
         $quick --out "$work/serve-load"
     summary=$(cat "$work"/launches/*.md "$work"/kernel-peers/*.md "$work"/serve-load/*.md
-              tail -q -n 3 "$work"/versions-*.log) ;;
+              tail -q -n 5 "$work"/versions-*.log) ;;
 tests)
     # the package's own check of the device first (what a user runs), then the real GPU's test
     # cases (the emulated ones run in CI), then the whole suite beside them

@@ -80,21 +80,29 @@ def versions(op: str, backend, launch1, first_windows: Batch | None):
     if op == "adam":
         a, f = ADAM, np.float32
 
-        def first(grid):
+        wave = backend.sms * THREADS_PER_SM // B           # blocks the GPU holds at once
+
+        def version(kernel, grid):
+            """Versions 1-2 take the counter (steps, blocks done), 4-5 the state (AdamState)."""
             def run(params, batch, host, m, v, grads, counter, state):
                 n = len(params)
-                launch1("adam_kernel1", grid(n), B, (
-                    params, m, v, grads, counter, np.float64(a["lr"]), np.float64(a["beta1"]),
-                    np.float64(a["beta2"]), np.float64(1.0), np.int32(0), np.int32(0),
-                    f(a["beta1"]), f(1 - a["beta1"]), f(a["beta2"]), f(1 - a["beta2"]),
-                    f(a["eps"]), f(a["weight_decay"]), np.int64(n)))
+                launch1(kernel, grid(n), B, (
+                    params, m, v, grads, counter if kernel == "adam_kernel1" else state,
+                    np.float64(a["lr"]), np.float64(a["beta1"]), np.float64(a["beta2"]),
+                    np.float64(1.0), np.int32(0), np.int32(0), f(a["beta1"]),
+                    f(1 - a["beta1"]), f(a["beta2"]), f(1 - a["beta2"]), f(a["eps"]),
+                    f(a["weight_decay"]), np.int64(n)))
             return run
-        return [("1: corrections in every block", first(lambda n: -(-n // B))),
-                ("2: 1 on one wave of blocks", first(
-                    lambda n: min(-(-n // B), backend.sms * THREADS_PER_SM // B))),
+        return [("1: corrections in every block", version("adam_kernel1", lambda n: -(-n // B))),
+                ("2: 1 on one wave of blocks", version(
+                    "adam_kernel1", lambda n: min(-(-n // B), wave))),
                 ("3: corrections a step ahead (in use)",
                  lambda params, batch, host, m, v, grads, counter, state:
-                 backend.adam(params, m, v, grads, state, *ADAM.values()))]
+                 backend.adam(params, m, v, grads, state, *ADAM.values())),
+                ("4: 3 a float4 a thread, one wave", version(
+                    "adam_kernel4", lambda n: min(-(-n // (4 * B)), wave))),
+                ("5: 4 on a block per BLOCK float4s", version(
+                    "adam_kernel4", lambda n: -(-n // (4 * B))))]
     if op == "gather_forward":
         def first(a1, batch, host, E, b1):
             launch1("gather_forward_kernel1", a1.shape[0], B, (
@@ -126,7 +134,7 @@ def inputs(op: str, backend, N: int, host: Batch, hidden: tuple, rng):
         P = NCAELayout(N, hidden).size
         start = [rng.normal(0, s, P).astype(np.float32) for s in (1.0, 0.1, 0.01, 1.0)]
         start[2] = np.abs(start[2])                                     # v >= 0
-        start += [np.int32([ADAM_STEPS, 0]), adam_state(ADAM_STEPS)]   # versions 1-2, 3
+        start += [np.int32([ADAM_STEPS, 0]), adam_state(ADAM_STEPS)]   # versions 1-2, 3-5
         expect = [x.astype(np.float64) for x in start[:3]]
         ref.adam(*expect, start[3].astype(np.float64), np.int32([ADAM_STEPS]), *ADAM.values())
         device = [backend.to_device(x) for x in start]
