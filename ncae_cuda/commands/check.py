@@ -132,10 +132,11 @@ def format_report(report: dict) -> str:
         lines.append(f"(every op twice: {report['ops_seconds']:.2f} s)")
     t = report.get("training")
     if t:
-        epochs = ", ".join(f"epoch {i} {s:.3f} s" for i, s in enumerate(t["seconds"], 1))
+        # milliseconds to three figures: a tiny case's epoch on a GPU is a few of them
+        epochs = ", ".join(f"epoch {i} {s * 1e3:.3g} ms" for i, s in enumerate(t["seconds"], 1))
         lines += ["", f"training: {t['case']}: {epochs} (the first warms up)"]
         if "floor" in t:
-            lines.append(f"floor of an epoch here: {t['floor']:.4f} s (epoch 2 is "
+            lines.append(f"floor of an epoch here: {t['floor'] * 1e3:.3g} ms (epoch 2 is "
                          f"{t['seconds'][-1] / t['floor']:.1f}x), from {t['bandwidth_gb_s']:.0f} "
                          f"GB/s and {t['gflop_s']:.0f} GFLOP/s measured here "
                          "(ncae_cuda/ops/floors.py)")
