@@ -1,8 +1,9 @@
-"""A process of a sharded fit through the API, for tests/test_distributed.py: run by torchrun, it
-fits NCAE(shard="columns") on the emulated GPU backend (the real kernels) and writes, from each
-rank, what the test compares with one process.
+"""A process of sharded fits through the API, for tests/test_distributed.py: run by torchrun, it
+fits NCAE(shard="columns") on the emulated GPU backend (the real kernels), for each CASE in turn
+in one process group (one start of the job for all), and writes, from each rank, what the test
+compares with one process into OUT_DIR/CASE/.
 
-    torchrun --standalone --nproc-per-node 3 tests/shard_worker.py CASE EMULATOR_DIR OUT_DIR
+    torchrun --standalone --nproc-per-node 3 tests/shard_worker.py EMULATOR_DIR OUT_DIR CASE...
 """
 import json
 import sys
@@ -39,11 +40,16 @@ CASES = {   # name: (data, split, settings)
 }
 
 
-def main(case: str, emulator: str, out: str) -> None:
+def main(emulator: str, out: str, *cases: str) -> None:
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    name, kind, settings = CASES[case]
     backend = emulated_backend(Path(emulator))
+    for case in cases:
+        fit_case(case, backend, Path(out) / case)
+    dist.destroy_process_group()
+
+
+def fit_case(case: str, backend, out: Path) -> None:
+    name, kind, settings = CASES[case]
     if name is None:
         train, valid, test = skewed(), None, None
     else:
@@ -65,9 +71,9 @@ def main(case: str, emulator: str, out: str) -> None:
         users, items = model.user_ids[USERS], model.item_ids[ITEMS]
         result["recommend"] = [x.tolist() for x in model.recommend(users, n=7)]
         result["similar"] = [x.tolist() for x in model.similar_items(items, n=4)]
-    model.save(Path(out) / "model.npz")
-    (Path(out) / f"rank{rank}.json").write_text(json.dumps(result))
-    dist.destroy_process_group()
+    out.mkdir(exist_ok=True)
+    model.save(out / "model.npz")
+    (out / f"rank{dist.get_rank()}.json").write_text(json.dumps(result))
 
 
 def least_entries(model) -> int:

@@ -2,6 +2,7 @@
 every step with the device's flags on tiny data, the GPU's steps emulated or on the CPU, so that
 a renamed flag, a missing file or a broken summary fails here and not on the device."""
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -23,22 +24,39 @@ PACKED = {
 }
 
 
-def dry_run(phase: str, out: Path) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory) -> dict:
+    """Each phase's dry run, both started at once (their steps are mostly one process on one
+    core, and CI's machine has two), each waited for by the test that reads it:
+    {phase: (its OUTPUT_FOLDER, its process, the folder of its stdout and stderr)}."""
     env = {**os.environ, "PYTHON": sys.executable, "COMMIT": "dry"}
-    return subprocess.run(["bash", str(SCRIPT), phase, str(out), "--dry"], env=env,
-                          capture_output=True, text=True, timeout=600)
+    started = {}
+    for phase in PACKED:
+        out, printed = tmp_path_factory.mktemp(phase), tmp_path_factory.mktemp(f"{phase}-printed")
+        # files, not pipes: the run waited for second never blocks on a full pipe
+        with open(printed / "stdout", "w") as stdout, open(printed / "stderr", "w") as stderr:
+            started[phase] = out, subprocess.Popen(
+                ["bash", str(SCRIPT), phase, str(out), "--dry"], env=env, stdout=stdout,
+                stderr=stderr, start_new_session=True), printed
+    yield started
+    for _, process, _ in started.values():  # where a test stopped before its run ended
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 @pytest.mark.extra("bench")          # bench.peer_torch: torch
 @pytest.mark.extra("serve")          # bench.serve_load: the server
 @pytest.mark.parametrize("phase", PACKED)
-def test_a_dry_run_runs_every_step_and_packs_what_the_device_would(phase, tmp_path):
-    done = dry_run(phase, tmp_path)
-    last = done.stdout.strip().splitlines()[-1]
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+def test_a_dry_run_runs_every_step_and_packs_what_the_device_would(phase, dry_runs):
+    out, process, printed = dry_runs[phase]
+    process.wait(timeout=600)
+    stdout, stderr = ((printed / name).read_text() for name in ("stdout", "stderr"))
+    last = stdout.strip().splitlines()[-1]
+    assert process.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert last == (f"phase {phase}: 0 failed; everything is in "
-                    f"{tmp_path}/{phase}.tar.gz"), last
-    with tarfile.open(tmp_path / f"{phase}.tar.gz") as packed:
+                    f"{out}/{phase}.tar.gz"), last
+    with tarfile.open(out / f"{phase}.tar.gz") as packed:
         names = {name.removeprefix(f"{phase}/") for name in packed.getnames()}
         facts = packed.extractfile(f"{phase}/device.txt").read().decode()
     assert not [name for name in PACKED[phase] if name not in names]

@@ -21,10 +21,12 @@ from helpers import missing_extra
 pytestmark = pytest.mark.extra("distributed")
 pytest.importorskip("torch.distributed", reason=missing_extra("distributed"))
 
+import shard_worker  # noqa: E402  (torch.distributed: after the skip without it)
+
 from ncae_cuda import NCAE, ops, train  # noqa: E402
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.model.modelfile import read  # noqa: E402
-from ncae_cuda.ops.emulator import CXX, build  # noqa: E402
+from ncae_cuda.ops.emulator import CXX, build, emulated_backend  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TINY = ["--dataset", "synthetic-tiny", "--device", "cpu", "--patience", "0"]
@@ -136,15 +138,20 @@ def emulator(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("case", ["explicit", "implicit", "skewed"])
-def test_three_ranks_on_the_emulated_gpu_agree_with_one_process(case, emulator, tmp_path):
-    done = torchrun(3, HERE / "shard_worker.py", case, emulator, tmp_path)
+@pytest.fixture(scope="module")
+def emulated_ranks(emulator, tmp_path_factory) -> Path:
+    """The folder of every shard_worker case's 3-rank fit (one torchrun job fits them in turn):
+    CASE/rank{r}.json and CASE/model.npz."""
+    out = tmp_path_factory.mktemp("emulated-ranks")
+    done = torchrun(3, HERE / "shard_worker.py", emulator, out, *shard_worker.CASES)
     assert done.returncode == 0, done.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3)]
-    sys.path.insert(0, str(HERE))
-    import shard_worker
+    return out
 
-    from ncae_cuda.ops.emulator import emulated_backend
+
+@pytest.mark.parametrize("case", shard_worker.CASES)
+def test_three_ranks_on_the_emulated_gpu_agree_with_one_process(case, emulator, emulated_ranks):
+    folder = emulated_ranks / case
+    ranks = [json.loads((folder / f"rank{r}.json").read_text()) for r in range(3)]
     name, kind, settings = shard_worker.CASES[case]
     if name is None:
         train_part, valid, test = shard_worker.skewed(), None, None
@@ -162,7 +169,7 @@ def test_three_ranks_on_the_emulated_gpu_agree_with_one_process(case, emulator, 
         expect = one.evaluate(test, exclude=valid)
         for key, value in expect.items():
             np.testing.assert_allclose(ranks[0]["test"][key], value, rtol=1e-4, err_msg=key)
-    np.testing.assert_allclose(params(tmp_path), one.ops.to_host(one._net.params), atol=1e-4)
+    np.testing.assert_allclose(params(folder), one.ops.to_host(one._net.params), atol=1e-4)
     columns = [tuple(r["columns"]) for r in ranks]        # contiguous, every column once
     assert columns[0][0] == 0 and all(a[1] == b[0] for a, b in zip(columns, columns[1:]))
     assert columns[-1][1] == one.data.n_cols

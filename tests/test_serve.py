@@ -48,18 +48,25 @@ KINDS = {"implicit-user": {"feedback": "implicit", "based": "user", "recency_boo
 
 class Server:
     """python -m ncae_cuda.serve MODEL --port 0 ... as a process, its URL from the ready line;
-    its log in a file (stderr)."""
+    its log in a file (stderr). wait=False: started, its URL once wait() has read that line
+    (servers started together start side by side)."""
 
-    def __init__(self, model: Path, *flags: str, prefix: tuple = ("-m", "ncae_cuda.serve")):
-        self.log = model.with_name(f"{model.stem}-{time.monotonic_ns()}.log")
+    def __init__(self, model: Path, *flags: str, prefix: tuple = ("-m", "ncae_cuda.serve"),
+                 wait: bool = True):
+        self.model, self.log = model, model.with_name(f"{model.stem}-{time.monotonic_ns()}.log")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, *prefix, str(model), "--port", "0", "--device", "cpu",
                  *flags], stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        if wait:
+            self.wait()
+
+    def wait(self) -> None:
         ready, _, _ = select.select([self.process.stdout], [], [], READY_SECONDS)
         line = self.process.stdout.readline() if ready else ""
-        assert line.startswith(f"serving {model} on http://127.0.0.1:"), (line, self.logged())
+        assert line.startswith(f"serving {self.model} on http://127.0.0.1:"), (
+            line, self.logged())
         self.url = line.split()[-1]
 
     def logged(self) -> str:
@@ -112,8 +119,10 @@ def models(tmp_path_factory) -> dict:
 def servers(models):
     """A server on each kind's model, with small limits and a batch window wide enough that
     concurrent requests share batches."""
-    running = {kind: Server(path, *LIMITS, "--max-wait-ms", "20")
+    running = {kind: Server(path, *LIMITS, "--max-wait-ms", "20", wait=False)
                for kind, (path, _) in models.items()}
+    for server in running.values():
+        server.wait()
     yield running
     for server in running.values():
         assert server.stop() == 0, server.logged()

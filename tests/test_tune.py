@@ -649,7 +649,8 @@ def silent_server():
 
 
 def test_a_postgresql_server_that_never_answers_is_given_up_on_after_a_while(
-        tmp_path, capsys, silent_server):
+        tmp_path, capsys, monkeypatch, silent_server):
+    monkeypatch.setattr(study_storage, "CONNECT_TIMEOUT", 2)     # libpq's least: not 10 s a run
     url = f"postgresql://ncae@127.0.0.1:{silent_server}/postgres"
     start = time.monotonic()
     code = tune.main([*files(tmp_path, 2), "--storage", url, "--out", str(tmp_path / "o")])

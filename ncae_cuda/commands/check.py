@@ -29,7 +29,7 @@ from ..ops.conformance import check_op, op_cases
 from ..runs.environment import describe, device_facts, versions
 
 # The data set and hidden widths of the two training epochs, on each device: the emulator runs
-# every CUDA thread as a CPU thread, too slowly for more than the tiny case.
+# the CUDA threads one after another on a CPU thread, too slowly for more than the tiny case.
 TRAIN_CASES = {"cpu": ("synthetic", (128,)), "gpu": ("synthetic", (128,)),
                "emulated": ("synthetic-tiny", (16,))}
 

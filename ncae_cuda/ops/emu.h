@@ -1,22 +1,28 @@
 // A CPU stand-in for the CUDA device runtime, so that kernels/*.cu run under g++ where
-// there is no GPU. Each CUDA thread of a block is an OS thread; __syncthreads is a barrier of
-// the block's threads; __shared__ is a static local, shared by those threads (blocks run one
-// after another); a warp shuffle or ballot is an exchange through a buffer between two warp
-// barriers. It checks what the kernels compute and what the launchers pass them, not speed or
-// the GPU's memory model: a race a real GPU would show may stay hidden here, and since blocks
-// run in order, the last block to arrive at a count is always the highest (or, with
-// emu_set_descending(1), the lowest: a kernel's result must not depend on which).
+// there is no GPU. Each CUDA thread of a block is a fiber (a ucontext of its own stack) on the
+// calling thread: it runs until it waits at a barrier (__syncthreads, or a warp's around a
+// shuffle or ballot), and the next one of the block runs; a barrier lets its threads on when the
+// last arrives. A switch between fibers costs no system call to the scheduler, where a barrier
+// of OS threads on a few cores costs a context switch a thread. __shared__ is a static local,
+// shared by the block's threads (blocks run one after another); a warp shuffle or ballot is an
+// exchange through a buffer between two warp barriers. It checks what the kernels compute and
+// what the launchers pass them, not speed or the GPU's memory model: a race a real GPU would
+// show may stay hidden here, and since blocks run in order, the last block to arrive at a count
+// is always the highest (or, with emu_set_descending(1), the lowest: a kernel's result must not
+// depend on which).
 #pragma once
+// (a fiber's _longjmp goes to another stack, which _FORTIFY_SOURCE's check takes for a bug)
+#undef _FORTIFY_SOURCE
 #include <math.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <ucontext.h>
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <memory>
-#include <thread>
 #include <vector>
 
 using std::isnan;
@@ -31,11 +37,43 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 struct emu_dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local emu_dim3 threadIdx, blockIdx;
-inline emu_dim3 blockDim, gridDim;
+inline emu_dim3 threadIdx, blockIdx, blockDim, gridDim;   // threadIdx: the running fiber's
 
-inline std::barrier<>* emu_block_barrier = nullptr;
-inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_barriers;
+// The fibers of a block, one a CUDA thread, and the context of the launch that runs them.
+// A fiber starts from its ucontext (makecontext: its own stack) and then switches by
+// _setjmp/_longjmp, which unlike swapcontext save no signal mask: no system call a switch.
+struct emu_fiber {
+    ucontext_t start;
+    jmp_buf resume;
+    char* stack = nullptr;
+    bool started = false, done = false;
+};
+inline std::vector<emu_fiber> emu_fibers;
+inline jmp_buf emu_scheduler;
+inline const std::function<void()>* emu_kernel = nullptr;
+constexpr size_t EMU_STACK = 256 * 1024;   // a CUDA thread's locals are small; pages untouched
+                                           // are never committed
+
+// Back to the scheduler, which runs the block's next fiber.
+inline void emu_yield() {
+    if (!_setjmp(emu_fibers[threadIdx.x].resume)) _longjmp(emu_scheduler, 1);
+}
+
+// A barrier of `expected` fibers: each waits (yields) until the last arrives.
+struct emu_barrier {
+    unsigned expected = 0, arrived = 0, generation = 0;
+    void arrive_and_wait() {
+        unsigned mine = generation;
+        if (++arrived == expected) {
+            arrived = 0;
+            generation++;
+            return;
+        }
+        while (generation == mine) emu_yield();
+    }
+};
+inline emu_barrier emu_block_barrier;
+inline emu_barrier emu_warp_barriers[1024 / 32];
 inline unsigned emu_warp_slots[1024];
 
 #define __global__
@@ -49,7 +87,7 @@ template <typename T>
 T __ldcg(const T* p) { return *p; }
 inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 
-inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
+inline void __syncthreads() { emu_block_barrier.arrive_and_wait(); }
 
 inline float __int_as_float(int i) {
     float f;
@@ -69,10 +107,10 @@ T emu_exchange(T v, unsigned src) {
     static_assert(sizeof(T) == 4);
     unsigned t = threadIdx.x, warp = t / 32;
     std::memcpy(&emu_warp_slots[t], &v, 4);
-    emu_warp_barriers[warp]->arrive_and_wait();
+    emu_warp_barriers[warp].arrive_and_wait();
     T other;
     std::memcpy(&other, &emu_warp_slots[warp * 32 + src], 4);
-    emu_warp_barriers[warp]->arrive_and_wait();
+    emu_warp_barriers[warp].arrive_and_wait();
     return other;
 }
 
@@ -93,9 +131,9 @@ T __shfl_up_sync(unsigned, T v, unsigned delta) {
 inline unsigned __ballot_sync(unsigned, int predicate) {
     unsigned t = threadIdx.x, warp = t / 32, mask = 0;
     emu_warp_slots[t] = predicate != 0;
-    emu_warp_barriers[warp]->arrive_and_wait();
+    emu_warp_barriers[warp].arrive_and_wait();
     for (unsigned lane = 0; lane < 32; lane++) mask |= emu_warp_slots[warp * 32 + lane] << lane;
-    emu_warp_barriers[warp]->arrive_and_wait();
+    emu_warp_barriers[warp].arrive_and_wait();
     return mask;
 }
 
@@ -108,25 +146,47 @@ T atomicAdd(T* address, T value) {
 inline bool emu_descending = false;
 extern "C" void emu_set_descending(int descending) { emu_descending = descending; }
 
-// Runs `kernel` for every block of the grid, with `block` threads per block.
+inline void emu_fiber_main() {
+    (*emu_kernel)();
+    emu_block_barrier.arrive_and_wait();      // the block ends for every thread together
+    emu_fibers[threadIdx.x].done = true;
+    _longjmp(emu_scheduler, 1);
+}
+
+// Runs `kernel` for every block of the grid, with `block` threads per block: the block's fibers
+// in turn, each until it waits or ends, until all have ended.
 inline void emu_launch(int grid, int block, const std::function<void()>& kernel) {
     gridDim.x = grid;
     blockDim.x = block;
-    std::barrier<> block_barrier(block);
-    emu_block_barrier = &block_barrier;
-    emu_warp_barriers.clear();
-    for (int w = 0; w < block / 32; w++)
-        emu_warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
-    std::vector<std::thread> threads;
-    for (int t = 0; t < block; t++) {
-        threads.emplace_back([&, t] {
-            threadIdx.x = t;
-            for (int b = 0; b < grid; b++) {
-                blockIdx.x = emu_descending ? grid - 1 - b : b;
-                kernel();
-                block_barrier.arrive_and_wait();   // the block ends for every thread together
+    emu_kernel = &kernel;
+    emu_block_barrier = {(unsigned)block};
+    for (int w = 0; w < block / 32; w++) emu_warp_barriers[w] = {32};
+    if (emu_fibers.size() < (size_t)block) emu_fibers.resize(block);
+    for (int b = 0; b < grid; b++) {
+        blockIdx.x = emu_descending ? grid - 1 - b : b;
+        for (int t = 0; t < block; t++) {
+            emu_fiber& f = emu_fibers[t];
+            if (!f.stack) f.stack = static_cast<char*>(malloc(EMU_STACK));
+            getcontext(&f.start);
+            f.start.uc_stack.ss_sp = f.stack;
+            f.start.uc_stack.ss_size = EMU_STACK;
+            f.start.uc_link = nullptr;          // emu_fiber_main never returns
+            f.started = f.done = false;
+            makecontext(&f.start, emu_fiber_main, 0);
+        }
+        for (int running = block; running > 0;) {
+            running = 0;
+            for (int t = 0; t < block; t++) {
+                if (emu_fibers[t].done) continue;
+                emu_fiber& f = emu_fibers[t];
+                threadIdx.x = t;
+                if (!_setjmp(emu_scheduler)) {
+                    if (f.started) _longjmp(f.resume, 1);
+                    f.started = true;
+                    setcontext(&f.start);
+                }
+                running += !f.done;
             }
-        });
+        }
     }
-    for (auto& thread : threads) thread.join();
 }
