@@ -5,6 +5,8 @@ iteration count on that split's validation, refit on training + validation, scor
 once).
 
     python -m bench.tuned_alike --dataset lastfm-2k --trials 40 --out bench/results/run
+    python -m bench.tuned_alike --dataset ml-100k --valid-item latest \
+        --ncae-config recipes/ml-100k-implicit.toml --out bench/results/run
     python -m bench.tuned_alike --dataset synthetic-tiny --quick --out /tmp/t     # a smoke test
 
 The runs go to --work (default: --out/runs): tune-MODEL/ (the study, trials.csv, best.toml)
@@ -102,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", required=True, help="a data set's name or file, as train's")
     p.add_argument("--data-dir", help="where the data set is kept, as train's --data-dir")
+    p.add_argument("--split", help="as train's --split (default: train's)")
+    p.add_argument("--valid-item", choices=("random", "latest"),
+                   help="as train's --valid-item (default: train's)")
     p.add_argument("--models", default=",".join(MODELS),
                    help="which models, NCAE among them (default: %(default)s)")
     p.add_argument("--trials", type=int, default=40, help="each study's (default: %(default)s)")
@@ -125,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--models: {unknown[0]!r} is not one of {', '.join(MODELS)}")
     seeds = [0] if args.quick else [int(s) for s in args.split_seeds.split(",")]
     trials = 2 if args.quick else args.trials
-    data = ["--dataset", args.dataset, *(["--data-dir", args.data_dir] if args.data_dir else [])]
+    data = ["--dataset", args.dataset]
+    for flag in ("data_dir", "split", "valid_item"):
+        if getattr(args, flag) is not None:
+            data += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
     rows = []
     for model in models:
         study = tuned(model, data, trials, work, args.ncae_config if model == "ncae" else None)

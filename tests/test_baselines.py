@@ -263,8 +263,9 @@ def test_the_command_runs_the_neighbourhood_baselines_choosing_k_along_one_fit(t
                            "--out", str(tmp_path)])
     assert code == 0
     summary = json.loads((tmp_path / "baselines.json").read_text())["models"]
-    for key, settings, n in (("item-knn", {"shrink", "k"}, 4),
-                             ("rp3beta", {"alpha", "beta", "k"}, 8)):
+    # (the recency boost their grid holds at 0, the halflife left out without one)
+    for key, settings, n in (("item-knn", {"shrink", "k", "recency_boost"}, 4),
+                             ("rp3beta", {"alpha", "beta", "k", "recency_boost"}, 8)):
         runs = summary[key]["validation"]
         assert len(runs) == n and all(set(run["settings"]) == settings for run in runs)
         best = max(runs, key=lambda run: run["valid"]["ndcg@100"])
@@ -340,7 +341,7 @@ def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):
     assert metrics["baselines"]["ease"]["test"]["rows"] == metrics["test"]["rows"]
     assert len(metrics["baselines"]["ease"]["validation"]) > 1            # its grid
     knn = metrics["baselines"]["item-knn"]
-    assert knn["chosen"] == {"shrink": 3.5, "k": 7} and len(knn["validation"]) == 1
+    assert knn["chosen"] == {"shrink": 3.5, "k": 7, "recency_boost": 0.0} and len(knn["validation"]) == 1
     assert knn["test"]["rows"] == metrics["test"]["rows"]
     assert metrics["seconds_fit"] > 0 and metrics["seconds_select"] > 0
     assert "| EASE " in capsys.readouterr().out

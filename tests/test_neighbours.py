@@ -172,3 +172,39 @@ def test_a_large_catalogue_never_holds_an_items_x_items_matrix(monkeypatch):
         tracemalloc.stop()
         assert W.shape == (items, items) and 0 < W.nnz <= 100 * items
         assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MiB"
+
+
+@pytest.mark.parametrize("name, fit, settings, reference", [
+    ("item-knn", models.fit_item_knn, {"shrink": 3.0, "k": 50},
+     lambda D: dense_cosine(D, 3.0).T),
+    ("rp3beta", models.fit_rp3beta, {"alpha": 0.7, "beta": 0.4, "k": 50},
+     lambda D: dense_rp3beta(D, 0.7, 0.4)),
+])
+def test_recency_scores_weighted_rows_through_weights_fit_on_ones(name, fit, settings,
+                                                                  reference):
+    # as EASE: a user's row of 1 + boost * 2^(-r / halflife), r (their entries later) counted
+    # by brute force, times the weights of the 0/1 matrix; the grid's fit and the contract's
+    # model alike, and a boost refused without timestamps
+    from dataclasses import replace
+    from ncae_cuda import make_model
+    from ncae_cuda.data.interactions import DataError
+    rng = np.random.default_rng(11)
+    D = random_ones(5)                                          # row 10 empty
+    part = from_matrix(sp.csr_matrix(D), "X")
+    part = replace(part, timestamps=rng.integers(0, 4, part.nnz))        # ties among them
+    later = np.array([np.count_nonzero((part.users == u) & (part.timestamps > t))
+                      for u, t in zip(part.users, part.timestamps)])
+    rows = np.zeros(D.shape)
+    rows[part.users, part.items] = 1 + 9.0 * 0.5 ** (later / 2.5)
+    want = rows @ reference(D)
+    point = {"k": 50, "recency_boost": 9.0, "recency_halflife": 2.5}
+    users = np.arange(D.shape[0])
+    fit_settings = {k: v for k, v in settings.items() if k != "k"}
+    got = []
+    fit(part, fit_settings, [point], lambda _, scores: got.append(scores))
+    np.testing.assert_allclose(got[0](users), want, rtol=1e-5, atol=1e-6)
+    model = make_model({"model": name, **settings, "recency_boost": 9.0,
+                        "recency_halflife": 2.5}, "cpu").fit(part)
+    np.testing.assert_allclose(model._scores(users), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(DataError, match="has no timestamps"):
+        scored(fit, D, fit_settings, point)

@@ -40,12 +40,14 @@ from threadpoolctl import threadpool_limits
 
 from ..data.interactions import Interactions
 from ..model.base import Model, cosine_of
-from ..model.config import DEFAULTS, Config, SettingError
+from ..model.config import Config, SettingError
 from ..model.fitdata import FitData, as_interactions, binary, new_rows
 from ..ops import get_backend
 from . import neighbours
-from .models import (BASELINES, EaseSolution, bpr_model, ease, factors, fit_factors,
+from .models import (BASELINES, RECENCY, EaseSolution, bpr_model, ease, factors, fit_factors,
                      ials_model, implicit_has_gpu)
+
+RECENCY_DEFAULTS = {name: values[0] for name, values in RECENCY.items()}
 
 
 class BaselineModel(Model):
@@ -82,8 +84,9 @@ class BaselineModel(Model):
         return BASELINES[self.name].name
 
     def _scoring(self) -> dict:
-        """The Config settings of the rows the model scores (EASE's recency weights)."""
-        return {}
+        """The Config settings of the rows the model scores: the recency weights of those that
+        take them (EASE, item-kNN, RP3beta)."""
+        return {k: v for k, v in self.values.items() if k in RECENCY}
 
     def __repr__(self) -> str:
         settings = "".join(f"{k}={v!r}, " for k, v in self.values.items())
@@ -177,11 +180,7 @@ class EASE(RowModel):
     in the smaller space: the module's docstring)."""
 
     name = "ease"
-    defaults = {"l2": 200.0, "recency_boost": DEFAULTS.recency_boost,
-                "recency_halflife": DEFAULTS.recency_halflife}
-
-    def _scoring(self) -> dict:
-        return {k: self.values[k] for k in ("recency_boost", "recency_halflife")}
+    defaults = {"l2": 200.0, **RECENCY_DEFAULTS}
 
     def _solve(self, X, valid, callback) -> dict:
         return ease(X, self.values["l2"]).arrays()
@@ -211,8 +210,9 @@ class POP(RowModel):
 
 
 class NeighbourModel(RowModel):
-    """A user's scores: their row times sparse item-item weights W (items, items), stored as
-    `weights_*` csr arrays."""
+    """A user's scores: their row (ones, or with recency_boost > 0 their recency weights)
+    times sparse item-item weights W (items, items), fit on ones, stored as `weights_*` csr
+    arrays."""
 
     def _take(self, arrays: dict) -> None:
         super()._take(arrays)
@@ -235,7 +235,7 @@ class ItemKNN(NeighbourModel):
     similar_items gives them."""
 
     name = "item-knn"
-    defaults = {"k": 100, "shrink": 10.0}
+    defaults = {"k": 100, "shrink": 10.0, **RECENCY_DEFAULTS}
 
     def _solve(self, X, valid, callback) -> dict:
         S = neighbours.cosine(X, self.values["shrink"], self.values["k"])   # (items, items)
@@ -253,7 +253,7 @@ class RP3beta(NeighbourModel):
     k largest weights kept (neighbours.rp3beta)."""
 
     name = "rp3beta"
-    defaults = {"alpha": 1.0, "beta": 0.6, "k": 100}
+    defaults = {"alpha": 1.0, "beta": 0.6, "k": 100, **RECENCY_DEFAULTS}
 
     def _solve(self, X, valid, callback) -> dict:
         v = self.values

@@ -15,7 +15,8 @@ ones and scoring every item for given users:
 - POP: every item scored by its number of interactions in X, for every user alike.
 - item-kNN (cosine with shrinkage; settings k, shrink) and RP3beta (a popularity-penalised
   random walk; settings alpha, beta, k): item-item weights kept sparse, each item's k largest
-  (ncae_cuda.baselines.neighbours, scipy alone); a user's scores are their row of X times them.
+  (ncae_cuda.baselines.neighbours, scipy alone); a user's scores are their row of X times them,
+  or with recency_boost > 0 (as EASE) their row of recency weights.
 
 iALS and BPR need the optional extra (pip install -e ".[baselines]"); they fit on the GPU where
 the `implicit` build has CUDA and the caller asks for it. A fit takes the training part's
@@ -49,6 +50,12 @@ Scores = Callable[[np.ndarray], np.ndarray]          # (B,) users -> (B, n_items
 Check = Callable[[dict, Scores], None]               # (a point of the along settings, its Scores)
 EASE_COPIES = 3                   # items x items float64 arrays alive at once: XᵀX + λI, P, B
 EASE_ROWS = 2                     # users x items ones in the user space: K⁻¹X, a batch's scores
+# the recency weights a row-scoring model (EASE, item-kNN, RP3beta) may score a user's row by,
+# as NCAE does: off in the grids unless an override tries boosts (NCAE's default); a halflife
+# changes no score without a boost
+RECENCY = {"recency_boost": (DEFAULTS.recency_boost,),
+           "recency_halflife": (DEFAULTS.recency_halflife,)}
+RECENCY_ONLY_WITH = (("recency_halflife", "recency_boost"),)
 
 
 @dataclass(frozen=True)
@@ -81,9 +88,16 @@ def fit_ease(part: Interactions, settings: dict, points: list[dict], check: Chec
     unused. DataError where a boost is > 0 and the part has no timestamps."""
     times_b = ease(ones(part), settings["l2"])
     for point in points:
-        rows = scored_rows(part, Config(feedback="implicit", **point).resolved(),
-                           "the training part")                           # (users, items)
+        rows = weighted_rows(part, point)                                 # (users, items)
         check(point, lambda users, rows=rows: times_b(rows[users]).astype(np.float32))
+
+
+def weighted_rows(part: Interactions, point: dict) -> sp.csr_matrix:
+    """(users, items) the rows a user's scores are taken from at `point`: ones, or with its
+    recency_boost > 0 the recency weights (DataError where the part has no timestamps)."""
+    recency = {k: v for k, v in point.items() if k in RECENCY}
+    return scored_rows(part, Config(feedback="implicit", **recency).resolved(),
+                       "the training part")
 
 
 def ease(X: sp.csr_matrix, l2: float, space: str | None = None) -> EaseSolution:
@@ -184,26 +198,26 @@ def fit_item_knn(part: Interactions, settings: dict, points: list[dict], check: 
                  seed: int = 0, gpu: bool = False) -> None:
     """item-kNN (the module's docstring): each item's neighbours found once, at the largest k
     of `points`; seed and gpu are unused."""
-    X = ones(part)
-    nearest = neighbours.cosine(X, settings["shrink"], _most(points, "k"))   # (items, items)
-    for point in points:
-        check(point, _times(X, neighbours.first_k(nearest, point["k"]).T))
+    nearest = neighbours.cosine(ones(part), settings["shrink"], _most(points, "k"))
+    for point in points:                                        # nearest: (items, items)
+        check(point, _times(weighted_rows(part, point), neighbours.first_k(nearest, point["k"]).T))
 
 
 def fit_rp3beta(part: Interactions, settings: dict, points: list[dict], check: Check,
                 seed: int = 0, gpu: bool = False) -> None:
     """RP3beta (the module's docstring): its weights found once, at the largest k of
     `points`; seed and gpu are unused."""
-    X = ones(part)
-    walks = neighbours.rp3beta(X, settings["alpha"], settings["beta"], _most(points, "k"))
+    walks = neighbours.rp3beta(ones(part), settings["alpha"], settings["beta"],
+                               _most(points, "k"))
     for point in points:
-        check(point, _times(X, neighbours.first_k(walks, point["k"])))
+        check(point, _times(weighted_rows(part, point), neighbours.first_k(walks, point["k"])))
 
 
-def _times(X: sp.csr_matrix, W: sp.spmatrix) -> Scores:
-    """A user's scores: their row of X times the (items, items) weights W."""
-    W = sp.csr_matrix(W, dtype=np.float32)
-    return lambda users: (X[users] @ W).toarray()
+def _times(rows: sp.csr_matrix, W: sp.spmatrix) -> Scores:
+    """A user's scores: their row of `rows` (ones, or recency weights) times the (items,
+    items) weights W."""
+    rows, W = sp.csr_matrix(rows, dtype=np.float32), sp.csr_matrix(W, dtype=np.float32)
+    return lambda users: (rows[users] @ W).toarray()
 
 
 def fit_ials(part: Interactions, settings: dict, points: list[dict], check: Check,
@@ -302,12 +316,8 @@ def implicit_has_gpu() -> bool:
 NEIGHBOURS = (10, 20, 50, 100, 200, 500, 1000, 2000)              # item-kNN's and RP3beta's k
 BASELINES = {
     "ease": Baseline("EASE", {"l2": (3.0, 10.0, 30.0, 100.0, 200.0, 400.0, 800.0, 1600.0,
-                                     3000.0, 10000.0, 30000.0),
-                              # off unless a grid override tries boosts (NCAE's default)
-                              "recency_boost": (DEFAULTS.recency_boost,),
-                              "recency_halflife": (DEFAULTS.recency_halflife,)},
-                     fit_ease, along=("recency_boost", "recency_halflife"),
-                     only_with=(("recency_halflife", "recency_boost"),)),
+                                     3000.0, 10000.0, 30000.0), **RECENCY},
+                     fit_ease, along=tuple(RECENCY), only_with=RECENCY_ONLY_WITH),
     "ials": Baseline("iALS", {"factors": (64, 128, 256, 512, 1024),
                               "regularization": (0.1, 1.0, 10.0, 100.0, 1000.0),
                               "alpha": (0.3, 1.0, 3.0, 10.0), "iterations": (5, 10, 20, 30, 50)},
@@ -318,12 +328,12 @@ BASELINES = {
     "pop": Baseline("POP", {}, fit_pop),
     "item-knn": Baseline("item-kNN", {"shrink": (0.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0,
                                                  500.0, 1000.0),
-                                      "k": NEIGHBOURS},
-                         fit_item_knn, along=("k",)),
+                                      "k": NEIGHBOURS, **RECENCY},
+                         fit_item_knn, along=("k", *RECENCY), only_with=RECENCY_ONLY_WITH),
     "rp3beta": Baseline("RP3beta", {"alpha": (0.25, 0.5, 0.75, 1.0, 1.5),
                                     "beta": (0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0),
-                                    "k": NEIGHBOURS},
-                        fit_rp3beta, along=("k",)),
+                                    "k": NEIGHBOURS, **RECENCY},
+                        fit_rp3beta, along=("k", *RECENCY), only_with=RECENCY_ONLY_WITH),
 }
 
 
