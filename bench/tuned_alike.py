@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bench.cli import out_folder
 from bench.epoch_time import commit
+from ncae_cuda.runs.factory import read_recipe
 
 MODELS = ("ncae", "ease", "item-knn", "rp3beta", "ials", "bpr")
 METRIC = "ndcg@100"                    # what every study and table is scored by
@@ -62,21 +63,28 @@ def tested(model: str, recipe: Path, data: list[str], seed: int, work: Path) -> 
         run([f"ncae_cuda.{command}", "--config", str(recipe), *data, "--split-seed", str(seed),
              "--out", str(folder), "--overwrite"], work / f"test-{model}-s{seed}.log")
     summary = json.loads(result.read_text())
-    if model == "ncae":
-        return {"valid": summary["best_validation"][METRIC], "test": summary["test"][METRIC]}
-    figures = summary["models"][model]
-    return {"valid": figures["valid"][METRIC], "test": figures["test"][METRIC]}
+    figures = summary if model == "ncae" else summary["models"][model]    # the same keys
+    return {"valid": figures["best_validation"][METRIC], "test": figures["test"][METRIC]}
 
 
 def study_row(model: str, study: Path) -> dict:
     """The study's trials finished, their minutes, and the chosen settings (best.toml's)."""
     with open(study / "trials.csv", newline="") as f:
         trials = [row for row in csv.DictReader(f) if row["state"] in ("COMPLETE", "PRUNED")]
-    chosen = [line for line in (study / "best.toml").read_text().splitlines()
-              if line and not line.startswith("#") and not line.startswith("model =")]
+    chosen = {name: value for name, value in read_recipe(study / "best.toml").items()
+              if name != "model"}
     return {"model": model, "trials": len(trials),
             "minutes": sum(float(row["seconds"]) for row in trials) / 60,
-            "chosen": ", ".join(line.replace(" = ", " ") for line in chosen)}
+            "chosen": ", ".join(f"{name} {shown(value)}" for name, value in chosen.items())}
+
+
+def shown(value) -> str:
+    """A setting's value as the table prints it: a number to 3 significant digits."""
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(shown, value)) + "]"
+    return str(value)
 
 
 def table(rows: list[dict], seeds: list[int]) -> str:

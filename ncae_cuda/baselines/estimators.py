@@ -33,6 +33,7 @@ from __future__ import annotations
 import abc
 import math
 import numbers
+import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,6 +58,10 @@ class BaselineModel(Model):
     ----------
     device : str or ops backend
         Where the top-n and the evaluator run: 'auto', 'cpu', 'gpu', or an ops backend.
+    cutoffs : tuple of int, optional
+        The M of the HR@M, Recall@M and NDCG@M evaluate reports, and NDCG at the last chooses
+        iALS's and BPR's iteration count (default: NCAE's); an evaluation's choice, not a
+        setting: a model file keeps none.
     **settings
         The model's settings (`defaults` names them, with their defaults).
 
@@ -68,7 +73,7 @@ class BaselineModel(Model):
 
     defaults: dict = {}                  # each setting and its default
 
-    def __init__(self, device="auto", **settings):
+    def __init__(self, device="auto", cutoffs: tuple[int, ...] | None = None, **settings):
         unknown = sorted(set(settings) - set(self.defaults))
         if unknown:
             raise SettingError(unknown[0], f"is not a setting of {self.title} (its settings: "
@@ -76,8 +81,10 @@ class BaselineModel(Model):
         self.values = {name: _checked(name, settings.get(name, default), default)
                        for name, default in self.defaults.items()}
         self.ops = get_backend(device) if isinstance(device, str) else device
-        self.config = Config(feedback="implicit", **self._scoring()).resolved()
+        self.config = Config(feedback="implicit", **self._scoring(),
+                             **({} if cutoffs is None else {"cutoffs": tuple(cutoffs)})).resolved()
         self.data, self.best_validation, self._arrays = None, None, {}
+        self.history, self.still_improving = [], False     # (the iterations' records)
 
     @property
     def title(self) -> str:
@@ -104,15 +111,29 @@ class BaselineModel(Model):
         an epoch's (tune's pruner: what it raises ends the fit). Returns the model."""
         data = FitData.of(as_interactions(X, "X"), self.config, self.ops)
         valid = None if validation is None else data.held_out(validation, "validation")
-        self.data = data
-        self._take(self._solve(binary(data.seen), valid, callback))
+        self.data, self.history = data, []
+        last = [time.perf_counter()]
+
+        def heard(model: BaselineModel, record: dict) -> None:
+            now = time.perf_counter()
+            self.history.append({**record, "seconds": now - last[0]})
+            last[0] = now
+            if callback is not None:
+                callback(model, record)
+        self._take(self._solve(binary(data.seen), valid, heard))
         self.best_validation = None if valid is None else self.evaluate(valid)
         return self
+
+    @property
+    def best_epoch(self) -> int | None:
+        """What the fit chose on validation: None for a model solved at once."""
+        return None
 
     def refit(self, X, **fitting) -> BaselineModel:
         """A new model of these settings (iALS's and BPR's iterations those chosen on
         validation) fit on X."""
-        return type(self)(device=self.ops, **self._chosen()).fit(X, **fitting)
+        return type(self)(device=self.ops, cutoffs=self.config.cutoffs,
+                          **self._chosen()).fit(X, **fitting)
 
     def _chosen(self) -> dict:
         return self.values
@@ -297,6 +318,11 @@ class FactorModel(BaselineModel):
             fit_factors(model, X, points, check)
         self.best_iteration = best["iteration"]
         return best["arrays"]
+
+    @property
+    def best_epoch(self) -> int:
+        """The iteration count of the best validation figure (the count run, without one)."""
+        return self.best_iteration
 
     def _chosen(self) -> dict:
         return {**self.values, "iterations": self.best_iteration}

@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0; got {args.seed}")
-    grids = {}
+    grids, recipes = {}, {}
     if args.config is not None:
-        model, grids[model] = cli.refused(parser, comparison.recipe_grid, args.config)
+        model, recipes[model] = cli.refused(parser, comparison.recipe_settings, args.config)
         if args.models is None:
             args.models = (model,)
         elif model not in args.models:
@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             BASELINES[key].name for key in args.models))
         protocol.refuse_without_validation(data, interactions, split,
                                            "choose the baselines' settings on")
-        results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed, grids)
+        results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed, grids,
+                                     recipes)
         write(folder.work, {"dataset": data.train and str(data.train) or data.dataset,
                          "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
                          "cutoffs": list(args.cutoffs), "notes": split.notes,

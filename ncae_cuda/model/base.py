@@ -54,6 +54,15 @@ class Model(abc.ABC):
         A column shard's collectives, or None.
     source : pathlib.Path or None
         The file the model was loaded from.
+    best_epoch : int, dict or None
+        What the last fit chose on validation: NCAE's epoch count (a blend's per member),
+        iALS's and BPR's iteration count; None for a model solved at once.
+    best_validation : dict or None
+        The validation figures of that choice (None: fit without validation).
+    history : list of dict
+        A record per epoch or iteration of the last fit: 'epoch', 'seconds', 'valid', ...
+    still_improving : bool
+        Whether the fit ran out of epochs with its best among the last few.
     """
 
     name: str

@@ -19,39 +19,48 @@ from ..data.interactions import DataError, Interactions
 from ..model.config import Config, SettingError
 from ..model.fitdata import FitData
 from .factory import BASELINES as MODELS
-from .factory import read_recipe
+from .factory import read_recipe, seeded
 from .pool import duration
+from .select_test import select_refit_test
 
 IMPLICIT = Config(feedback="implicit").resolved()     # the evaluator's view: users x items
 say = functools.partial(print, flush=True)   # a line the moment it is known, through a pipe too
 
 
 def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: int = 0,
-            grids: dict | None = None, log=say) -> dict:
-    """{model key: select_and_test's result} for each key of BASELINES in `models`, on `split`;
-    grids: {key: {setting: values}} in place of a model's own (ncae_cuda.baselines.models).
-
-    Every point of a model's grid is fit on the training part and scores the validation part
-    (iALS and BPR after each of their iteration counts, along one fit; EASE at each of its
-    recency points, from one B; points that cannot differ once); the best NDCG at the last
-    cutoff chooses (on a tie, the first in grid order); the chosen settings are refit on
-    training + validation, and the test part is scored once, by NCAE's evaluator
-    (FitData.ranker): the same candidates, exclusions and tie rule."""
+            grids: dict | None = None, recipes: dict | None = None, log=say) -> dict:
+    """{model key: its result} for each key of BASELINES in `models`, on `split`: a model of
+    `recipes` ({key: settings}, e.g. tune --model's best.toml) at those settings, the others
+    at the settings their grid chooses on validation (select_and_test; grids: {key: {setting:
+    values}} in place of a model's own, ncae_cuda.baselines.models). Each then goes through
+    the protocol every model does (select_test.select_refit_test): its iteration count (iALS,
+    BPR) chosen on validation, refit on training + validation, the test part scored once by
+    the one evaluator."""
     needs_validation(split)
     gpu = ops.name == "gpu" and implicit_has_gpu()
     if ops.name == "gpu" and not gpu and {"ials", "bpr"} & set(models):
         log("note: the implicit library here has no CUDA build: iALS and BPR fit on the CPU")
-    return {key: select_and_test(BASELINES[key], split, cutoffs, ops, seed,
-                                 {**BASELINES[key].grid, **(grids or {}).get(key, {})}, gpu, log)
+    recipes = recipes or {}
+    return {key: (at_recipe(key, recipes[key], split, cutoffs, ops, seed) if key in recipes
+                  else select_and_test(key, split, cutoffs, ops, seed,
+                                       {**BASELINES[key].grid, **(grids or {}).get(key, {})},
+                                       gpu, log))
             for key in models}
 
 
-def recipe_grid(path, name: str | None = None, flag: str = "--config") -> tuple[str, dict]:
-    """(the model, its grid of one point) of a baseline's recipe at `path`: its settings (the
-    model's defaults where it gives none), and along one fit each iteration count up to the
-    recipe's (iALS's, BPR's), so that validation chooses the count as a tune trial did.
-    SettingError, naming `flag`, where the file is not a baseline's recipe (of model `name`,
-    where given)."""
+def at_recipe(key: str, settings: dict, split: splits.Split, cutoffs: tuple[int, ...], ops,
+              seed: int) -> dict:
+    """The result of model `key` at `settings` through the protocol (select_refit_test): its
+    iteration count (iALS, BPR) chosen on validation up to the settings' own, as a tune
+    trial chose it."""
+    model = MODELS[key](device=ops, cutoffs=cutoffs, **settings, **seeded(key, seed))
+    return {"name": model.title, "chosen": settings, **select_refit_test(model, split)[1]}
+
+
+def recipe_settings(path, name: str | None = None, flag: str = "--config") -> tuple[str, dict]:
+    """(the model, its settings) of a baseline's recipe at `path` (the model's defaults where
+    it gives none). SettingError, naming `flag`, where the file is not a baseline's recipe (of
+    model `name`, where given) or holds a setting the model does not have."""
     try:
         recipe = read_recipe(path)
     except ValueError as e:
@@ -62,11 +71,11 @@ def recipe_grid(path, name: str | None = None, flag: str = "--config") -> tuple[
                                  "trains it")
     if name is not None and model != name:
         raise SettingError(flag, f"{name}={path}: a recipe of {model}")
-    settings = {**MODELS[model].defaults, **recipe}         # (the grid's, where absent)
-    grid = {setting: (settings[setting],) for setting in BASELINES[model].grid}
-    if "iterations" in BASELINES[model].along:
-        grid["iterations"] = tuple(range(1, settings["iterations"] + 1))
-    return model, grid
+    try:
+        MODELS[model](device="cpu", **recipe)                   # its settings checked
+    except SettingError as e:
+        raise SettingError(flag, f"{path}: {e}") from None
+    return model, recipe
 
 
 def beside_ncae(text: str) -> tuple[str, ...]:
@@ -79,19 +88,19 @@ def beside_ncae(text: str) -> tuple[str, ...]:
     for entry in entries:
         name, _, path = entry.partition("=")
         if path:
-            recipe_grid(path, name, "--baselines")
+            recipe_settings(path, name, "--baselines")
     return entries
 
 
-def recipe_grids(entries: tuple[str, ...]) -> tuple[tuple[str, ...], dict]:
-    """(the models, {model: grid} of those given a recipe) of beside_ncae's entries."""
-    models, grids = [], {}
+def recipes_of(entries: tuple[str, ...]) -> tuple[tuple[str, ...], dict]:
+    """(the models, {model: settings} of those given a recipe) of beside_ncae's entries."""
+    models, recipes = [], {}
     for entry in entries:
         name, _, path = entry.partition("=")
         models.append(name)
         if path:
-            grids[name] = recipe_grid(path, name, "--baselines")[1]
-    return tuple(models), grids
+            recipes[name] = recipe_settings(path, name, "--baselines")[1]
+    return tuple(models), recipes
 
 
 def needs_validation(split: splits.Split) -> None:
@@ -105,12 +114,24 @@ def needs_validation(split: splits.Split) -> None:
                     "and this split has none")
 
 
-def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,
+def select_and_test(key: str, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,
                     grid: dict, gpu: bool = False, log=say) -> dict:
-    """The protocol of compare() for one model: every validation figure, the
-    settings chosen, the test figures (and a time split's cold test part's, apart), and the
-    seconds the selection and the final fit took.
-    log hears a line per point scored on validation, with the time the grid has left."""
+    """The grid of model `key` searched on validation (grid_search), then the chosen point
+    through the protocol (at_recipe): the search's record and the protocol's result."""
+    search = grid_search(BASELINES[key], split, cutoffs, ops, seed, grid, gpu, log)
+    result = at_recipe(key, search["chosen"], split, cutoffs, ops, seed)
+    metric = f"ndcg@{cutoffs[-1]}"
+    log(f"{result['name']}: refit on training + validation in {result['seconds_fit']:.2f} s: "
+        f"test {metric} {result['test'][metric]:.4f}")
+    return {**result, **search}
+
+
+def grid_search(model: Baseline, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,
+                grid: dict, gpu: bool = False, log=say) -> dict:
+    """Every point of `grid` fit on the training part and scored on validation; the best NDCG
+    at the last cutoff chooses (on a tie, the first in grid order): {'grid', 'validation' (each
+    point's settings, figures and seconds), 'chosen', 'seconds_search'}. log hears a line per
+    point scored, with the time the grid has left, and the choice."""
     metric = f"ndcg@{cutoffs[-1]}"
     grid = rank_capped(model, grid, split.train, log)
     fits = distinct_points(model, grid)
@@ -122,7 +143,7 @@ def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ..
 
         def check(point, scores, settings=settings):
             runs.append({"settings": {**settings, **point},
-                         "valid": _ranked(ops, seen, split.valid, None, cutoffs, scores),
+                         "valid": _ranked(ops, seen, split.valid, cutoffs, scores),
                          "seconds": time.perf_counter() - fit_start})
             took = time.perf_counter() - start
             log(f"{model.name} {len(runs)}/{total}: {_shown(runs[-1]['settings'])}: valid "
@@ -130,27 +151,11 @@ def select_and_test(model: Baseline, split: splits.Split, cutoffs: tuple[int, ..
                 f"{duration(took / len(runs) * (total - len(runs)))} left")
         model.fit(split.train, settings, points, check, seed, gpu)
     best = max(runs, key=lambda run: run["valid"][metric])        # the first of equals
-    selected = time.perf_counter() - start
-    fold = split.fold_validation().train
-    fit_start = time.perf_counter()
-    fit_settings = {k: v for k, v in best["settings"].items() if k not in model.along}
-    point = {k: v for k, v in best["settings"].items() if k in model.along}
-    final = []                                          # the refit's Scores, at its one point
-    model.fit(fold, fit_settings, [point], lambda _, scores: final.append(scores), seed, gpu)
-    fit_seconds = time.perf_counter() - fit_start
-    refit = FitData.of(fold, IMPLICIT, ops)
-    test = _ranked(ops, refit, split.test, split.valid, cutoffs, final[0])
-    # cold entries apart, as the protocol has NCAE's: those a split holds apart (time), or
-    # those the evaluator sets apart (the others)
-    cold = ({"cold_test": _ranked(ops, refit, split.cold_test, None, cutoffs, final[0])["cold"]}
-            if split.cold_test is not None and split.cold_test.nnz else
-            {"cold_test": test.pop("cold")} if "cold" in test else {})
-    log(f"{model.name}: {len(runs)} settings scored on validation ({selected:.1f} s), chose "
-        f"{_shown(best['settings'])} ({metric} {best['valid'][metric]:.4f}); refit on "
-        f"training + validation in {fit_seconds:.2f} s: test {metric} {test[metric]:.4f}")
-    return {"name": model.name, "grid": grid, "validation": runs,
-            "chosen": best["settings"], "valid": best["valid"], "test": test, **cold,
-            "seconds_select": selected, "seconds_fit": fit_seconds}
+    searched = time.perf_counter() - start
+    log(f"{model.name}: {len(runs)} settings scored on validation ({searched:.1f} s), chose "
+        f"{_shown(best['settings'])} ({metric} {best['valid'][metric]:.4f})")
+    return {"grid": grid, "validation": runs, "chosen": best["settings"],
+            "seconds_search": searched}
 
 
 def rank_capped(model: Baseline, grid: dict, part: Interactions, log=say) -> dict:
@@ -183,18 +188,14 @@ def distinct_points(model: Baseline, grid: dict) -> list[tuple[dict, list[dict]]
     return [(dict(settings), points) for settings, points in fits.items()]
 
 
-def _ranked(ops, fit: FitData, held: Interactions, exclude, cutoffs, scores) -> dict:
-    """HR@M, Recall@M and NDCG@M of `held`'s warm entries by `scores`, through NCAE's
-    evaluator (FitData.ranker), and where it has cold ones, theirs under 'cold': the figures
-    NCAE's Model.evaluate gives (FitData.cold_apart). Before, a cold entry was ranked among
-    the rest, a miss for every baseline, while NCAE's were set apart."""
+def _ranked(ops, fit: FitData, held: Interactions, cutoffs, scores) -> dict:
+    """HR@M, Recall@M and NDCG@M of `held`'s warm entries by a grid point's `scores`, through
+    the one evaluator (FitData.ranker), as Model.evaluate scores them (cold entries apart:
+    FitData.cold_apart)."""
     def scorer():
         return lambda users: ops.to_device(np.ascontiguousarray(scores(users), np.float32))
-    warm, cold = fit.cold_apart(fit.held_out(held, "held-out data"))
-    figures = fit.ranker(warm, exclude, cutoffs, scorer)()
-    if cold is not None:
-        figures["cold"] = fit.ranker(cold, exclude, cutoffs, scorer)()
-    return figures
+    warm, _ = fit.cold_apart(fit.held_out(held, "held-out data"))
+    return fit.ranker(warm, None, cutoffs, scorer)()
 
 
 def _shown(settings: dict) -> str:
@@ -209,9 +210,10 @@ def cold_table(results: dict) -> list[dict]:
 
 def table(results: dict, cutoffs: tuple[int, ...]) -> list[dict]:
     """One row per model: its test figures, the settings chosen, validation's NDCG at the last
-    cutoff, the seconds of the final fit and of the whole selection."""
+    cutoff, the seconds of the final fit and of the grid's search (0 at a recipe's)."""
     metric = f"ndcg@{cutoffs[-1]}"
-    return [{"model": r["name"], **{k: v for k, v in r["test"].items() if k != "rows"},
-             f"valid {metric}": r["valid"][metric], "fit s": r["seconds_fit"],
-             "select s": r["seconds_select"], "chosen": _shown(r["chosen"])}
+    return [{"model": r["name"], **{k: v for k, v in r["test"].items()
+                                    if k not in ("rows", "clusters")},
+             f"valid {metric}": r["best_validation"][metric], "fit s": r["seconds_fit"],
+             "search s": r.get("seconds_search", 0.0), "chosen": _shown(r["chosen"])}
             for r in results.values()]

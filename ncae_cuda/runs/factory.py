@@ -136,3 +136,9 @@ def recipe_text(settings: dict, comment: str) -> str:
     if name == NAME:
         return config.recipe_text({k: v for k, v in settings.items() if k != "model"}, comment)
     return config.recipe_text(settings, comment, ("model", *BASELINES[name].defaults))
+
+
+def seeded(model: str, seed: int) -> dict:
+    """{'seed': seed} where the model takes one (NCAE; iALS's and BPR's initialisation), else
+    {}: a recipe holds no seed, a run or a study gives it."""
+    return {"seed": seed} if model == NAME or "seed" in BASELINES[model].defaults else {}

@@ -41,14 +41,16 @@ from ..data.reader import read_table
 from ..model import metrics
 from ..model.blend import BlendedNCAE
 from ..model.cold_means import SHRINK
+from ..model.base import Model
 from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
 from . import rundir
-from .comparison import compare, recipe_grids
+from .comparison import compare, recipes_of
 from .factory import load_model, make_model
 from .runflags import build_parser, run_spec
+from .select_test import epochs_text, select_refit_test
 from .spec import DataSpec, RunSpec, recorded
 
 
@@ -189,13 +191,6 @@ def new_model(spec: RunSpec, config: Config, ops=None) -> NCAE | BlendedNCAE:
                       None if spec.shard == "none" else spec.shard)
 
 
-def epochs_text(best_epoch: int | dict) -> str:
-    """A model's best epoch as a line says it: 73, or a blend's 'item 73, user 104'."""
-    if isinstance(best_epoch, dict):
-        return ", ".join(f"{name} {epoch}" for name, epoch in best_epoch.items())
-    return str(best_epoch)
-
-
 def run_flags(argv: list[str]) -> dict:
     """The run a command line of the trainer's flags describes (parsed and checked as
     python -m ncae_cuda.train does), for the programs that start one themselves, the benches:
@@ -275,12 +270,12 @@ def run(spec: RunSpec, config: Config, on_epoch=None) -> dict:
 
 def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, data: Interactions,
                    split: splits.Split, on_epoch=None, parent: Parent | None = None) -> dict:
+    """The run's protocol (select_test.select_refit_test) for NCAE or a blend, with the
+    trainer's checkpoints, --curves, --baselines beside it, the report, model.npz and
+    metrics.json; returns what metrics.json holds."""
     has_valid = split.valid.nnz > 0
-    # train + validation (a time split's cold validation too): never a test item, and what a
-    # user has done before the test, whichever fit is tested
-    seen = split.fold_validation().train
+    seen = split.fold_validation().train         # what --curves' test figures exclude
     warm_start = None if parent is None else parent.model
-    held_back = split.valid if has_valid else None
     if not split.test.nnz and not spec.validation_only:     # (a split's files are never empty)
         refuse_all_cold(split.cold_test, "test", "test the model on", bool(spec.data.train))
         why = (f"--test-ratio {spec.data.test_ratio:g} of {data.nnz} entries is none"
@@ -313,83 +308,56 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
                 then(record)
         return callback
 
-    print("select: training on the training part" + (", scoring validation after every epoch"
-                                                     if has_valid else ""))
-    start = time.perf_counter()
-    model.fit(split.train, validation=held_back, epochs=config.epochs,
-              callback=logged("select", split.train, on_epoch),
-              checkpoint=spec.out / "checkpoint-select.npz", resume=spec.resume,
-              checkpoint_every=spec.checkpoint_every, warm_start=warm_start)
-    # seconds of the fit that chose the epoch, and of the one whose model is tested
-    seconds = {"seconds_select": time.perf_counter() - start}
-    seconds["seconds_fit"] = seconds["seconds_select"]
-    history, best_epoch = list(model.history), model.best_epoch
-    best_validation, still_improving = model.best_validation, model.still_improving
-    if still_improving:         # a best epoch within --patience of the end (stopping.py)
-        why = (f"--epochs ran out before --patience {config.patience} could end the fit"
-               if config.patience else "validation was still improving")
-        print(f"note: the best epoch is {epochs_text(best_epoch)} of {config.epochs}: {why}; more "
-              "--epochs may help", flush=True)
+    def fitting(phase: str, part: Interactions) -> dict:
+        """NCAE's fit keywords of a phase: the epochs, its checkpoint, its callback."""
+        return {"callback": logged(phase, part, on_epoch if phase == "select" else None),
+                "checkpoint": spec.out / f"checkpoint-{phase}.npz", "resume": spec.resume,
+                "checkpoint_every": spec.checkpoint_every, "warm_start": warm_start,
+                **({"epochs": config.epochs} if phase == "select" else {})}
+
+    model, result = select_refit_test(model, split, fitting, spec.refit,
+                                      test=not spec.validation_only)
     if spec.validation_only:
-        result = {"valid": best_validation}
-    else:
-        if has_valid and spec.refit:
-            print(f"refit: best validation epoch {epochs_text(best_epoch)}: retraining on "
-                  "training + validation for as many epochs")
-            start = time.perf_counter()
-            model = model.refit(seen, callback=logged("refit", seen),
-                                checkpoint=spec.out / "checkpoint-refit.npz", resume=spec.resume,
-                                checkpoint_every=spec.checkpoint_every, warm_start=warm_start)
-            seconds["seconds_fit"] = time.perf_counter() - start
-            history += model.history
-        # cold entries, scored apart, never mixed: those a split holds apart (time, given
-        # files), or the evaluator sets apart (the others)
-        result = {"test": model.evaluate(split.test, exclude=seen, per_user=True)}
-        if split.cold_test is not None and split.cold_test.nnz:
-            result["cold_test"] = model.evaluate(split.cold_test, exclude=seen)["cold"]
-        elif "cold" in result["test"]:
-            result["cold_test"] = result["test"].pop("cold")
-        if "cold_test" in result and not model.config.implicit:
-            # a data set's published figures score every test entry, cold ones too
-            result["all_test"] = metrics.pooled_rmse(result["test"], result["cold_test"])
-        if model.config.implicit:
-            test = model.evaluate(split.test, exclude=seen, popularity=True)
-            result["pop"] = {k: v for k, v in test.items() if k not in ("clusters", "cold")}
-            if "cold_test" in result:
-                result["cold_pop"] = model.evaluate(
-                    split.test if split.cold_test is None else split.cold_test,
-                    exclude=seen, popularity=True)["cold"]
-        if spec.baselines:
-            names, grids = recipe_grids(spec.baselines)
-            result["baselines"] = compare(split, names, model.config.cutoffs, model.ops,
-                                          config.seed, grids)
+        result["valid"] = result["best_validation"]
+    elif spec.baselines:
+        names, recipes = recipes_of(spec.baselines)
+        result["baselines"] = compare(split, names, model.config.cutoffs, model.ops,
+                                      config.seed, recipes=recipes)
     cold = cold_parts(split)
     report(model, result, cold.get("cold_test"))
     model.save(spec.out / rundir.MODEL)
-    trained = [h["seconds"] for h in history if h["epoch"] > 0]
-    summary = {
-        "dataset": spec.data.dataset, "device": model.ops.name,
-        "config": recorded(spec, config),
-        "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
-                 "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz,
-                 **cold},
-        "notes": split.notes, "best_epoch": best_epoch, "best_validation": best_validation,
-        "still_improving": still_improving,
-        "history": history,
-        # the first epoch of a process also compiles the kernels (Numba's, or NVRTC's)
-        "seconds_first_epoch": trained[0] if trained else None,
-        "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None,
-        **seconds, "peak_rss_mb": peak_rss_mb(),
-        **({} if parent is None else {"warm_start": parent.record()}),
-        **result}
+    summary = {**header(spec, config, model, data, split), **result, **epoch_seconds(result),
+               "peak_rss_mb": peak_rss_mb(),
+               **({} if parent is None else {"warm_start": parent.record()})}
     if model.comm is not None:
         comm = model.comm
         summary["shard"] = {"processes": comm.world, "columns": model.data.bounds.tolist(),
-                            "collective_bytes_per_step": history[-1].get("collective_bytes")}
+                            "collective_bytes_per_step":
+                                result["history"][-1].get("collective_bytes")}
     if model.leader:
         text = json.dumps(summary, indent=2, default=float).encode()
         atomic_write(spec.out / "metrics.json", lambda f: f.write(text))
     return summary
+
+
+def header(spec: RunSpec, config: Config, model: Model, data: Interactions,
+           split: splits.Split) -> dict:
+    """What metrics.json says first, whatever the model: the data set, the device, the run's
+    settings, the data's and the split's sizes, the split's notes."""
+    return {"dataset": spec.data.dataset, "device": model.ops.name,
+            "config": recorded(spec, config),
+            "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
+                     "train": split.train.nnz, "valid": split.valid.nnz,
+                     "test": split.test.nnz, **cold_parts(split)},
+            "notes": split.notes}
+
+
+def epoch_seconds(result: dict) -> dict:
+    """The seconds of the first epoch (or iteration) of a run's fits, which also compiles the
+    kernels (Numba's, or NVRTC's), and the median of the others; None where there are none."""
+    trained = [h["seconds"] for h in result["history"] if h["epoch"] > 0]
+    return {"seconds_first_epoch": trained[0] if trained else None,
+            "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None}
 
 
 def peak_rss_mb() -> float | None:
@@ -453,7 +421,8 @@ def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) ->
         rows = [{"model": model.config.model_name,
                  **{k: v for k, v in test.items() if k != "clusters"}},
                 {"model": "POP", **result["pop"]},
-                *({"model": r["name"], **r["test"]} for r in result.get("baselines", {}).values())]
+                *({"model": r["name"], **{k: v for k, v in r["test"].items() if k != "clusters"}}
+                  for r in result.get("baselines", {}).values())]
     else:
         rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
     print(("\nwarm test" if "cold_test" in result else "\ntest") + "\n"

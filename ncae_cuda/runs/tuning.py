@@ -26,6 +26,7 @@ from ..ops import BackendUnavailable, get_backend
 from . import factory, pool, protocol, rundir, runflags, space
 from .spec import RunSpec, SpecError
 from .study_storage import POLL, TuneError, _shown, import_optuna
+from .select_test import epochs_text, select_refit_test
 from .tune_spec import NCAE, TuneSpec
 
 PRUNE_AFTER_TRIALS = 5           # the pruners compare a trial with at least this many earlier
@@ -379,7 +380,7 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
         outcome.append(str(e))
         _said(spec, trial, f"failed: {e}", start, study, found, False)
         return math.nan                # Optuna marks the trial failed
-    epochs = "/".join(protocol.epochs_text(summary["best_epoch"]) for summary in summaries)
+    epochs = "/".join(epochs_text(summary["best_epoch"]) for summary in summaries)
     trial.set_user_attr("best_epoch", epochs)
     values = [summary["valid"][found.metric] for summary in summaries]
     trial.set_user_attr("valid_by_split", values)
@@ -397,12 +398,13 @@ def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int
     run's, once a worker."""
     data, split = _split(spec, split_seed, found.model)
     model = factory.make_model({"model": found.model, **found.recipe, **settings,
-                                **_seeded(found.model, spec.seed)}, spec.device)
+                                **factory.seeded(found.model, spec.seed)}, spec.device)
     print(f"{data.name}: {model!r} on split seed {split_seed}")
-    model.fit(split.train, validation=split.valid,
-              callback=None if on_epoch is None else lambda _, record: on_epoch(record))
-    print(f"validation {found.metric} {model.best_validation[found.metric]:.4f}")
-    return {"valid": model.best_validation, "best_epoch": getattr(model, "best_iteration", "")}
+    callback = None if on_epoch is None else lambda _, record: on_epoch(record)
+    result = select_refit_test(model, split, lambda phase, part: {"callback": callback},
+                               test=False)[1]
+    print(f"validation {found.metric} {result['best_validation'][found.metric]:.4f}")
+    return {"valid": result["best_validation"], "best_epoch": result["best_epoch"] or ""}
 
 
 @functools.lru_cache(maxsize=4)
@@ -411,11 +413,6 @@ def _split(spec: TuneSpec, split_seed: int, model: str):
     them: one reading a worker, every trial of it fit on the same."""
     run, config = trainer_spec(spec, BASELINE_DATA, {}, spec.out / TRIALS, split_seed)
     return protocol.prepare(run, config, get_backend(spec.device).name, model)
-
-
-def _seeded(model: str, seed: int) -> dict:
-    """The study's seed where the model takes one (iALS's and BPR's initialisation)."""
-    return {"seed": seed} if "seed" in factory.BASELINES[model].defaults else {}
 
 
 def disk_full(what: str) -> TuneError:
