@@ -20,7 +20,6 @@ their mean, and NCAE's margin over the best baseline's mean test figure.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import subprocess
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from bench.cli import out_folder
 from bench.epoch_time import commit
+from ncae_cuda.runs import effort
 from ncae_cuda.runs.factory import read_recipe
 
 MODELS = ("ncae", "ease", "item-knn", "rp3beta", "ials", "bpr")
@@ -69,12 +69,10 @@ def tested(model: str, recipe: Path, data: list[str], seed: int, work: Path) -> 
 
 def study_row(model: str, study: Path) -> dict:
     """The study's trials finished, their minutes, and the chosen settings (best.toml's)."""
-    with open(study / "trials.csv", newline="") as f:
-        trials = [row for row in csv.DictReader(f) if row["state"] in ("COMPLETE", "PRUNED")]
+    searched = effort.of_study(study / "best.toml")
     chosen = {name: value for name, value in read_recipe(study / "best.toml").items()
               if name != "model"}
-    return {"model": model, "trials": len(trials),
-            "minutes": sum(float(row["seconds"]) for row in trials) / 60,
+    return {"model": model, "trials": searched["trials"], "minutes": searched["minutes"],
             "chosen": ", ".join(f"{name} {shown(value)}" for name, value in chosen.items())}
 
 

@@ -325,6 +325,38 @@ def test_the_command_refuses_mistakes_in_a_line(flags, message, capsys):
     assert e.value.code == 2 and message in err and "Traceback" not in err
 
 
+def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path, capsys):
+    """train --config STUDY/best.toml --baselines ease,item-knn: each baseline is tuned by tune
+    --model with as many trials as NCAE's study finished, in the run's folder, and run at its
+    best recipe; the table prints each model's trials and minutes (--baseline-trials sets
+    them; without --baselines it is refused in a line)."""
+    from ncae_cuda.commands import tune
+    recipe, space = tmp_path / "recipe.toml", tmp_path / "space.toml"
+    recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\n')
+    space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
+    data = ["--dataset", "synthetic-tiny"]
+    assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "3",
+                      "--out", str(tmp_path / "tune-ncae")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "run"
+    assert train.main([*data, "--config", str(tmp_path / "tune-ncae" / "best.toml"),
+                       "--baselines", "ease,item-knn", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["search"]["trials"] == 3 and metrics["search"]["by"] == "study"
+    for name in ("ease", "item-knn"):
+        with open(out / f"tune-{name}" / "trials.csv", newline="") as f:
+            assert [row["state"] for row in csv.DictReader(f)] == ["COMPLETE"] * 3
+        result = metrics["baselines"][name]
+        assert result["search"]["trials"] == 3 and "validation" not in result    # no grid
+        best = comparison.recipe_settings(out / f"tune-{name}" / "best.toml", name)[1]
+        assert result["chosen"] == best
+    table = capsys.readouterr().out.split("\ntest\n")[1]
+    assert table.count("| 3 (study) ") == 3
+    with pytest.raises(SystemExit):
+        train.main([*data, "--config", str(recipe), "--baseline-trials", "3"])
+    assert "--baseline-trials: the trials of the --baselines' studies" in capsys.readouterr().err
+
+
 def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):
     """--baselines ease,item-knn=RECIPE: EASE chosen by its grid, item-kNN at the recipe's
     settings (a tuned one's), each row beside NCAE's on the same test users; a recipe of

@@ -31,7 +31,7 @@ from ..model.config import DEFAULTS
 from ..model.metrics import format_table
 from ..model.modelfile import atomic_write
 from ..ops import get_backend
-from ..runs import comparison, protocol, rundir, runflags
+from ..runs import comparison, effort, protocol, rundir, runflags
 from ..runs.spec import RunSpec, SpecError, as_recorded, identity
 
 DEFAULT_MODELS = ("ease", "item-knn", "rp3beta", "ials", "bpr", "pop")
@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                                            "choose the baselines' settings on")
         results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed, grids,
                                      recipes)
+        if args.config is not None:
+            results[model]["search"] = effort.of_study(args.config)
         write(folder.work, {"dataset": data.train and str(data.train) or data.dataset,
                          "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
                          "cutoffs": list(args.cutoffs), "notes": split.notes,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ..data.cold import refuse_all_cold
 from ..data.interactions import DataError, Interactions
 from ..model.config import Config, SettingError
 from ..model.fitdata import FitData
+from . import effort
 from .factory import BASELINES as MODELS
 from .factory import read_recipe, seeded
 from .pool import duration
@@ -92,14 +94,14 @@ def beside_ncae(text: str) -> tuple[str, ...]:
     return entries
 
 
-def recipes_of(entries: tuple[str, ...]) -> tuple[tuple[str, ...], dict]:
-    """(the models, {model: settings} of those given a recipe) of beside_ncae's entries."""
+def recipe_paths(entries: tuple[str, ...]) -> tuple[tuple[str, ...], dict]:
+    """(the models, {model: its recipe's path} of those given one) of beside_ncae's entries."""
     models, recipes = [], {}
     for entry in entries:
         name, _, path = entry.partition("=")
         models.append(name)
         if path:
-            recipes[name] = recipe_settings(path, name, "--baselines")[1]
+            recipes[name] = Path(path)
     return tuple(models), recipes
 
 
@@ -123,7 +125,8 @@ def select_and_test(key: str, split: splits.Split, cutoffs: tuple[int, ...], ops
     metric = f"ndcg@{cutoffs[-1]}"
     log(f"{result['name']}: refit on training + validation in {result['seconds_fit']:.2f} s: "
         f"test {metric} {result['test'][metric]:.4f}")
-    return {**result, **search}
+    return {**result, **search,
+            "search": effort.of_grid(len(search["validation"]), search["seconds_search"])}
 
 
 def grid_search(model: Baseline, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,
@@ -209,11 +212,12 @@ def cold_table(results: dict) -> list[dict]:
 
 
 def table(results: dict, cutoffs: tuple[int, ...]) -> list[dict]:
-    """One row per model: its test figures, the settings chosen, validation's NDCG at the last
-    cutoff, the seconds of the final fit and of the grid's search (0 at a recipe's)."""
+    """One row per model: its test figures, validation's NDCG at the last cutoff, the seconds
+    of the final fit, what chose its settings (a study's or a grid's trials and minutes, as
+    the comparison prints them) and the settings chosen."""
     metric = f"ndcg@{cutoffs[-1]}"
     return [{"model": r["name"], **{k: v for k, v in r["test"].items()
                                     if k not in ("rows", "clusters")},
              f"valid {metric}": r["best_validation"][metric], "fit s": r["seconds_fit"],
-             "search s": r.get("seconds_search", 0.0), "chosen": _shown(r["chosen"])}
+             **effort.columns(r.get("search")), "chosen": _shown(r["chosen"])}
             for r in results.values()]

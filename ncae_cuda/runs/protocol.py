@@ -27,6 +27,8 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 import warnings
 from dataclasses import dataclass, replace
@@ -46,12 +48,13 @@ from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
-from . import rundir
-from .comparison import compare, recipes_of
+from . import effort, rundir, runflags, space
+from .comparison import compare, recipe_paths, recipe_settings
 from .factory import load_model, make_model
 from .runflags import build_parser, run_spec
 from .select_test import epochs_text, select_refit_test
 from .spec import DataSpec, RunSpec, recorded
+from .study_storage import TuneError
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,9 +323,8 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     if spec.validation_only:
         result["valid"] = result["best_validation"]
     elif spec.baselines:
-        names, recipes = recipes_of(spec.baselines)
-        result["baselines"] = compare(split, names, model.config.cutoffs, model.ops,
-                                      config.seed, recipes=recipes)
+        result["search"] = effort.of_study(spec.config)
+        result["baselines"] = beside(spec, split, model.config.cutoffs, model.ops, config.seed)
     cold = cold_parts(split)
     report(model, result, cold.get("cold_test"))
     model.save(spec.out / rundir.MODEL)
@@ -358,6 +360,42 @@ def epoch_seconds(result: dict) -> dict:
     trained = [h["seconds"] for h in result["history"] if h["epoch"] > 0]
     return {"seconds_first_epoch": trained[0] if trained else None,
             "seconds_per_epoch": statistics.median(trained[1:]) if len(trained) > 1 else None}
+
+
+def beside(spec: RunSpec, split: splits.Split, cutoffs: tuple[int, ...], ops,
+           seed: int) -> dict:
+    """--baselines on the run's split (comparison.compare): each at its recipe's settings, a
+    recipe given or the best of a study of --baseline-trials trials run here (tuned_recipe),
+    or else by its grid; each result's 'search' says what chose its settings."""
+    names, recipes = recipe_paths(spec.baselines)
+    if spec.baseline_trials:
+        for name in names:
+            if name not in recipes and name in space.TUNED:          # (POP has no setting)
+                recipes[name] = tuned_recipe(name, spec, seed)
+    results = compare(split, names, cutoffs, ops, seed,
+                      recipes={name: recipe_settings(path, name, "--baselines")[1]
+                               for name, path in recipes.items()})
+    for name, path in recipes.items():
+        results[name]["search"] = effort.of_study(path)
+    return results
+
+
+def tuned_recipe(model: str, spec: RunSpec, seed: int) -> Path:
+    """The best.toml of `model` tuned by python -m ncae_cuda.tune --model with
+    spec.baseline_trials trials on the run's data, in --out/tune-MODEL (a study there is
+    continued), its lines on this process's output; TuneError where the study fails."""
+    study = spec.out / f"tune-{model}"
+    command = ["ncae_cuda.tune", "--model", model,
+               *runflags.data_argv(runflags.given_data(spec.data)),
+               "--trials", str(spec.baseline_trials), "--seed", str(seed),
+               "--device", spec.device, "--out", str(study)]
+    print(f"{model}: tuned as the NCAE it is compared with, {spec.baseline_trials} trials: "
+          f"python -m {' '.join(command)}", flush=True)
+    done = subprocess.run([sys.executable, "-m", *command])
+    if done.returncode:
+        raise TuneError(f"--baselines: the study of {model} ended with exit "
+                        f"{done.returncode}: see {study}")
+    return study / "best.toml"
 
 
 def peak_rss_mb() -> float | None:
@@ -418,11 +456,14 @@ def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) ->
         return
     test = result["test"]
     if model.config.implicit:
+        # beside baselines, what chose each model's settings
+        def searched(r: dict) -> dict:
+            return effort.columns(r.get("search")) if "baselines" in result else {}
         rows = [{"model": model.config.model_name,
-                 **{k: v for k, v in test.items() if k != "clusters"}},
+                 **{k: v for k, v in test.items() if k != "clusters"}, **searched(result)},
                 {"model": "POP", **result["pop"]},
-                *({"model": r["name"], **{k: v for k, v in r["test"].items() if k != "clusters"}}
-                  for r in result.get("baselines", {}).values())]
+                *({"model": r["name"], **{k: v for k, v in r["test"].items() if k != "clusters"},
+                   **searched(r)} for r in result.get("baselines", {}).values())]
     else:
         rows = [{"model": "NCAE", "rmse": test["rmse"], "entries": test["entries"]}]
     print(("\nwarm test" if "cold_test" in result else "\ntest") + "\n"

@@ -18,7 +18,7 @@ from ..errors import NcaeError
 from ..model.config import Config
 from ..model.estimator import SHARDS
 from ..model.trainer import CHECKPOINT_EVERY
-from . import rundir
+from . import effort, rundir
 from .comparison import beside_ncae
 
 DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
@@ -52,6 +52,14 @@ def separator(text: str) -> str:
     if not sep:
         raise ValueError("expected a separator (e.g. , ; tab ::), got ''")
     return sep
+
+
+def trial_count(text: str) -> int:
+    """--baseline-trials: an integer >= 1."""
+    value = int(text) if text.strip().isdigit() else 0
+    if value < 1:
+        raise ValueError(f"expected a number of trials >= 1, got {text!r}")
+    return value
 
 
 def seconds(text: str) -> float:
@@ -207,6 +215,12 @@ class RunSpec:
         "ials=runs/tune-ials/best.toml (python -m ncae_cuda.tune --model's: the models tuned "
         "alike), refit and scored on test as python -m ncae_cuda.baselines does (POP is always "
         "there; default: none)", beside_ncae, metavar="M1,M2=RECIPE,...")
+    baseline_trials: int | None = flag(
+        None, "--baselines given no recipe: tune each by python -m ncae_cuda.tune --model with "
+        "this many trials on this run's data (in --out/tune-MODEL; a study there is "
+        "continued), its best recipe then run as a given one (default: where --config is a "
+        "study's best.toml, that study's number of finished trials, so that every model is "
+        "tuned alike; else each baseline's grid)", trial_count, metavar="TRIALS")
     warm_start: Path | None = flag(
         None, "start the fits from this model (its model.npz, or a run folder holding one) "
         "instead of a fresh draw: the columns whose ids it knows keep its parameters, new ones "
@@ -261,7 +275,14 @@ class RunSpec:
         if self.validation_only and self.curves:
             raise SpecError("--curves scores the test part after every epoch; "
                             "--validation-only never scores it")
-        spec = replace(self, data=data, warm_start=self.warm_start and self.parent_model())
+        if self.baseline_trials and not self.baselines:
+            raise SpecError("--baseline-trials: the trials of the --baselines' studies: name "
+                            "the baselines")
+        study = effort.of_study(self.config)
+        trials = self.baseline_trials or (study["trials"] if study and self.baselines
+                                          else None)
+        spec = replace(self, data=data, warm_start=self.warm_start and self.parent_model(),
+                       baseline_trials=trials)
         return spec.with_folder(data.name), config
 
     def parent_model(self) -> Path:

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from ..model.modelfile import atomic_write
 from . import space
+from .effort import TABLE
 from .factory import recipe_text
 from .study_storage import TuneError
 from .tune_spec import NCAE, TuneSpec
 from .tuning import MARKER, Setup
 
-BEST, TABLE, FIGURE = "best.toml", "trials.csv", "tune.png"      # the study's outputs in --out
+BEST, FIGURE = "best.toml", "tune.png"      # the study's outputs in --out, beside TABLE
 
 def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
     """best.toml, trials.csv and tune.png of the study's trials so far in spec.out, tune.json

@@ -11,7 +11,8 @@ import signal
 import sys
 
 from . import pool
-from .study_outputs import BEST, FIGURE, TABLE, write_marker, write_outputs
+from .effort import TABLE
+from .study_outputs import BEST, FIGURE, write_marker, write_outputs
 from .study_storage import JOURNAL, TuneError, import_optuna, make_out, open_storage, parsed_json
 from .tune_spec import TuneSpec
 from .tuning import (

@@ -1,0 +1,36 @@
+"""What a model's search cost, as a comparison prints it beside the figures: the trials of a
+tune study (its trials.csv, beside its best.toml) and their minutes, or a grid's points.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+TABLE = "trials.csv"                     # a study's trials, in its folder beside best.toml
+FINISHED = ("COMPLETE", "PRUNED")        # the trials a study's --trials counts
+
+
+def of_study(recipe: Path | None) -> dict | None:
+    """{'by': 'study', 'trials', 'minutes'}: the finished trials of the study whose best.toml
+    is `recipe` and their own wall time, read from the trials.csv beside it; None where there
+    is none (a recipe written by hand)."""
+    table = None if recipe is None else Path(recipe).parent / TABLE
+    if table is None or not table.is_file():
+        return None
+    with open(table, newline="") as f:
+        finished = [row for row in csv.DictReader(f) if row["state"] in FINISHED]
+    return {"by": "study", "trials": len(finished),
+            "minutes": sum(float(row["seconds"]) for row in finished) / 60}
+
+
+def of_grid(points: int, seconds: float) -> dict:
+    """{'by': 'grid', 'trials', 'minutes'}: a grid's points scored and the search's time."""
+    return {"by": "grid", "trials": points, "minutes": seconds / 60}
+
+
+def columns(effort: dict | None) -> dict:
+    """A table row's 'trials' and 'minutes' cells ('-' where nothing was searched)."""
+    if effort is None:
+        return {"trials": "-", "minutes": "-"}
+    return {"trials": f"{effort['trials']} ({effort['by']})",
+            "minutes": f"{effort['minutes']:.1f}"}
