@@ -80,7 +80,7 @@ def shown(value) -> str:
     """A setting's value as the table prints it: a number to 3 significant digits."""
     if isinstance(value, float):
         return f"{value:.3g}"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(shown, value)) + "]"
     return str(value)
 

@@ -287,6 +287,7 @@ class FactorModel(BaselineModel):
     factors the model's."""
 
     best_iteration: int
+    step = "iteration"
 
     @abc.abstractmethod
     def _unfit(self, iterations: int, gpu: bool):

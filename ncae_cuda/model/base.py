@@ -67,6 +67,7 @@ class Model(abc.ABC):
 
     name: str
     config: Config
+    step = "epoch"              # what best_epoch counts, as lines name it (iALS: iteration)
     data = None
     comm = None
     source: Path | None = None

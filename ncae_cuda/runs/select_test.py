@@ -59,8 +59,8 @@ def select_refit_test(model: Model, split: splits.Split, fitting=no_options, ref
         return model, result
     if has_valid and refit:
         if model.best_epoch is not None:
-            print(f"refit: best validation epoch {epochs_text(model.best_epoch)}: retraining "
-                  "on training + validation for as many epochs", flush=True)
+            print(f"refit: best validation {model.step} {epochs_text(model.best_epoch)}: "
+                  f"retraining on training + validation for as many {model.step}s", flush=True)
         start = time.perf_counter()
         model = model.refit(seen, **fitting("refit", seen))
         result["seconds_fit"] = time.perf_counter() - start
