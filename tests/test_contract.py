@@ -291,3 +291,34 @@ def test_the_factory_refuses_what_it_cannot_make():
     with pytest.raises(SettingError, match="BlendedNCAE"):
         NCAE(based="both")
     assert isinstance(make_model({"based": "both"}, device="cpu"), BlendedNCAE)
+
+
+PROTOCOL_KEYS = {"best_epoch", "best_validation", "still_improving", "history",
+                 "seconds_select", "seconds_fit", "test"}
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_every_model_goes_through_the_one_protocol_with_the_same_keys(name):
+    """select_refit_test, the one protocol function: for every model the same result keys
+    (POP beside the implicit ones), the epoch or iteration count chosen on validation, the
+    refit model of the same settings, and test figures that are the refit model's evaluate of
+    the test part, excluding training + validation."""
+    from ncae_cuda.data import splits
+    from ncae_cuda.data.interactions import from_matrix
+    from ncae_cuda.runs.select_test import select_refit_test
+    case = CASES[name]
+    _, split = splits.given_split(from_matrix(TRAIN, "train"), from_matrix(TEST, "test"),
+                                  from_matrix(VALID, "valid"))
+    with redirect_stdout(io.StringIO()):
+        model, result = select_refit_test(make_model(case.settings, device="cpu"), split)
+    assert PROTOCOL_KEYS <= set(result) and ("pop" in result) == case.implicit
+    assert result["best_validation"] is not None
+    counted = "epochs" in case.settings or "iterations" in case.settings
+    assert (result["best_epoch"] is not None) == counted
+    assert {k: v for k, v in model.settings.items() if k not in ("epochs", "iterations")} == {
+        k: v for k, v in make_model(case.settings).settings.items()
+        if k not in ("epochs", "iterations")}
+    again = model.evaluate(split.test, exclude=split.fold_validation().train, per_user=True)
+    for key, value in again.items():
+        if key != "clusters":
+            assert result["test"][key] == pytest.approx(value), key
