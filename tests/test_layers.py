@@ -1,5 +1,5 @@
 """The subpackages are layers: each imports only the ones below it (and the base modules
-errors.py and cli.py), so the folder tree shows which room a change belongs in and no
+errors.py, cli.py and machine.py), so the folder tree shows which room a change belongs in and no
 circle can form between rooms. The entry modules (ncae_cuda/train.py, ...) and the package's
 face (ncae_cuda/__init__.py) stand above them all. Within a room no circle forms either: no
 module imports, at its top or inside a function, one that imports it back."""
@@ -9,7 +9,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "ncae_cuda"
 # lowest first; a layer may import any layer before it in this list, never one after it
 LAYERS = ["data", "ops", "model", "baselines", "runs", "serving", "commands"]
-BASE = {"errors", "cli", "__version__"}      # __version__: the package's, set before any import
+BASE = {"errors", "cli", "machine", "__version__"}      # __version__: the package's, set before any import
 
 
 def imported(path: Path, package: Path = PACKAGE) -> set[str]:
@@ -56,7 +56,7 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 
 def test_the_base_modules_import_no_layer():
-    for name in ("errors", "cli"):
+    for name in ("errors", "cli", "machine"):
         assert not {layer_of(m) for m in imported(PACKAGE / f"{name}.py")} & set(LAYERS)
 
 

@@ -4,13 +4,13 @@ and the HetRec shapes. python -m ncae_cuda.datasets lists them as data sets (syn
 """
 from __future__ import annotations
 
-import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..machine import cores
 from .interactions import DataError, Interactions
 
 
@@ -107,8 +107,7 @@ def _draw_items(user_factors: np.ndarray, item_factors: np.ndarray, log_populari
     n_items = len(item_factors)
     block = max(1, _BLOCK_CELLS // n_items)
     by_count = np.argsort(-counts, kind="stable")
-    workers = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count() or 1)
+    workers = cores()
 
     def top_k(rows: np.ndarray, exponential: np.ndarray):              # rows (b,) users
         affinity = user_factors[rows] @ item_factors.T                     # (b, n_items)

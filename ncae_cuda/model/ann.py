@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NcaeError
+from ..machine import cores
 from .evaluate import EVAL_BATCH, row_codes
 from .modelfile import atomic_write
 
@@ -41,7 +41,7 @@ INDEXES = ("exact", "approximate")           # recommend(index=...), --index
 MISSING_EXTRA = "the approximate index needs the [ann] extra: pip install -e '.[ann]'"
 SUFFIX = ".ann"                              # model.npz -> model.ann
 PARALLEL_QUERIES = 16                        # a search of as many queries runs on every core
-CORES = len(os.sched_getaffinity(0))
+CORES = cores()
 
 
 class IndexUnavailable(NcaeError, ValueError):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import NcaeError
+from ..machine import cores
 from ..model.modelfile import atomic_write
 from . import rundir
 
@@ -67,11 +68,6 @@ class Run:
 
 # ---------------------------------------------------------------------------------------------
 # processes in slots
-
-def cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
 
 def slot_env(slot: int, jobs: int, gpus: list[str]) -> dict[str, str]:
     """What the process in slot `slot` of `jobs` sees beside this process's environment: its
