@@ -1,7 +1,9 @@
-"""The baselines through the run protocol: each model's grid scored on validation, the best
-refit on training + validation, the test part scored once by NCAE's evaluator
-(FitData.ranker), with the same candidates, exclusions and tie rule as NCAE's; and their
-table. `python -m ncae_cuda.baselines` and the trainer's --baselines run them.
+"""The baselines beside NCAE: each at the settings of its recipe (tune --model's best.toml), or
+at the point its grid chooses on validation (grid_search: a coarser search than a study, kept
+for quick comparisons), then through the protocol every model goes through
+(select_test.select_refit_test: refit on training + validation, the test part scored once by
+the one evaluator); and their table. `python -m ncae_cuda.baselines` and the trainer's
+--baselines run them.
 """
 from __future__ import annotations
 
