@@ -11,6 +11,7 @@ import argparse
 from dataclasses import fields
 
 from .errors import NcaeError
+from .naming import flag
 
 
 class Parser(argparse.ArgumentParser):
@@ -23,11 +24,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def flag(name: str) -> str:
-    """A field's flag: 'split_seed' -> '--split-seed'."""
-    return "--" + name.replace("_", "-")
 
 
 def refused(parser: argparse.ArgumentParser, call, *args):
