@@ -32,6 +32,7 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from bench.cli import out_folder
+from ncae_cuda.commands.flags import run_flags
 from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
 from ncae_cuda.model import metrics
@@ -152,7 +153,7 @@ def ncae_run(args, seed: int) -> dict:
             *(["--no-refit"] if not args.refit else [])]
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "log.txt", "w") as log, contextlib.redirect_stdout(log):
-        result = protocol.run_flags(argv)
+        result = run_flags(argv)
     valid = [r["valid"]["rmse"] for r in result["history"] if "valid" in r]
     return {"valid_rmse": min(valid) if valid else None, "test_rmse": result["test"]["rmse"],
             "best_epoch": result["best_epoch"], "seconds_per_epoch": result["seconds_per_epoch"]}

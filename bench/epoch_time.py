@@ -32,9 +32,10 @@ import numpy as np
 
 from bench.cli import out_folder
 from ncae_cuda import ops
+from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.ops.floors import Ceilings, Work, epoch_work, measure_ceilings
-from ncae_cuda.runs import protocol, runflags
+from ncae_cuda.runs import protocol
 from ncae_cuda.runs.environment import device_facts
 
 CASES = {
@@ -87,7 +88,7 @@ def epoch_work_of(flags: list[str]) -> tuple[Work, int, float]:
     out, which keeps the floor a lower bound); the rows an epoch trains; and, for implicit
     feedback, the FLOPs of the dense output layer's three products (out = a V^T, dV, da) over
     the epoch's padded batches, or 0."""
-    spec, config = runflags.run_spec(runflags.build_parser(), [*flags, "--out", os.devnull])
+    spec, config = run_spec(build_parser(), [*flags, "--out", os.devnull])
     with contextlib.redirect_stdout(io.StringIO()):
         _, split = protocol.prepare(spec, config, "")
     m = split.train.to_csr(config.based, implicit=config.implicit)
@@ -151,7 +152,7 @@ def main(argv=None) -> int:
             for device in devices:
                 run_dir = Path(runs) / f"{case}-{device}"
                 try:
-                    history = protocol.run_flags([
+                    history = run_flags([
                         *flags, *DEVICE_FLAGS[device], "--epochs",
                         str(args.epochs or EPOCHS[device]), "--out", str(run_dir)])["history"]
                 except NcaeError as e:

@@ -39,11 +39,12 @@ from pathlib import Path
 from bench.cli import out_folder
 from bench.epoch_time import commit
 from ncae_cuda import cli
+from ncae_cuda.commands.flags import build_parser, run_spec
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.model.metrics import format_table
 from ncae_cuda.ops import get_backend
-from ncae_cuda.runs import protocol, runflags
+from ncae_cuda.runs import protocol
 from ncae_cuda.runs.environment import describe, device_facts, versions
 from ncae_cuda.runs.spec import DEVICES
 
@@ -84,7 +85,7 @@ def parent_files(data, folder: Path) -> tuple[Path, Path]:
 def trained(argv: list[str], log: Path) -> tuple[dict, str, bool]:
     """A trainer run of these flags, its output in `log`: (what metrics.json holds, the
     validation figure its early stopping follows, whether more is better)."""
-    spec, config = runflags.run_spec(runflags.build_parser(), argv)
+    spec, config = run_spec(build_parser(), argv)
     with open(log, "w") as f, contextlib.redirect_stdout(f):
         summary = protocol.run(spec, config)
     return (summary, *config.resolved().selection_metric)

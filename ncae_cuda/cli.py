@@ -3,7 +3,8 @@ the flags generated from the fields of the records the library declares (a run's
 DataSpec, the model's Config: each field carries its flag's default, help and a plain parse
 function raising ValueError), the argparse types and flags several commands share (a pool's),
 and a library's error turned into the parser's one line. The library layers never import
-argparse: they declare, and this module wires.
+argparse, nor this module (tests/test_layers.py): they declare, and this module and
+ncae_cuda.commands wire.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import argparse
 from dataclasses import fields
 
 from .errors import NcaeError
+from .naming import flag
 
 
 class Parser(argparse.ArgumentParser):
@@ -23,11 +25,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def flag(name: str) -> str:
-    """A field's flag: 'split_seed' -> '--split-seed'."""
-    return "--" + name.replace("_", "-")
 
 
 def refused(parser: argparse.ArgumentParser, call, *args):

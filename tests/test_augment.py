@@ -6,8 +6,8 @@ import pytest
 import scipy.sparse as sp
 
 from ncae_cuda.commands import train
+from ncae_cuda.commands.flags import build_parser, run_spec
 from ncae_cuda.model.augment import popularity_weights, sparse_row_copies, uniform_weights
-from ncae_cuda.runs import runflags
 
 # column popularity (entries per column): 0:3, 1:2, 2:2, 3:1, 4:1, 5:0
 MATRIX = sp.csr_matrix(np.array([[1, 1, 1, 1, 0, 0],
@@ -72,7 +72,7 @@ def test_augmented_rows_train_but_are_not_evaluated(tmp_path, capsys):
     (["--weighting", "uniform"], "uniform", 0.001), (["--augment-eps", "0"], "popularity", 0.0),
 ])
 def test_variants_set_weighting_and_augmentation(flags, weighting, eps):
-    _, config = runflags.run_spec(runflags.build_parser(), [*TINY, *flags])
+    _, config = run_spec(build_parser(), [*TINY, *flags])
     assert (config.weighting, config.augment_eps) == (weighting, eps)
 
 

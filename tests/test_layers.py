@@ -1,33 +1,47 @@
 """The subpackages are layers: each imports only the ones below it (and the base modules
-errors.py, cli.py and machine.py), so the folder tree shows which room a change belongs in and no
-circle can form between rooms. The entry modules (ncae_cuda/train.py, ...) and the package's
-face (ncae_cuda/__init__.py) stand above them all. Within a room no circle forms either: no
-module imports, at its top or inside a function, one that imports it back."""
+errors.py, naming.py, machine.py and cli.py; cli.py, argparse's, only the commands), so the
+folder tree shows which room a change belongs in and no circle can form between rooms. The entry
+modules (ncae_cuda/train.py, ...) and the package's face (ncae_cuda/__init__.py) stand above
+them all. Within a room no circle forms either: no module imports, at its top or inside a
+function, one that imports it back."""
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ncae_cuda"
 # lowest first; a layer may import any layer before it in this list, never one after it
 LAYERS = ["data", "ops", "model", "baselines", "runs", "serving", "commands"]
-BASE = {"errors", "cli", "machine", "__version__"}      # __version__: the package's, set before any import
+BASE = {"errors", "naming", "machine", "cli", "__version__"}   # __version__: set first
+
+
+def imports(path: Path, package: Path = PACKAGE):
+    """(line, the ncae_cuda modules, the other top-level modules) each import statement of a
+    file names, at its top or inside a function; the package's modules as dotted names under
+    ncae_cuda ('NCAE' for the package face's, from .. import NCAE)."""
+    here = list(path.relative_to(package).parent.parts)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+            yield (node.lineno, {n.removeprefix("ncae_cuda.") for n in names
+                                 if n.startswith("ncae_cuda.")},
+                   {n.split(".")[0] for n in names if n.split(".")[0] != "ncae_cuda"})
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[:len(here) - (node.level - 1)] + ([node.module] if node.module else [])
+            elif node.module.split(".")[0] == "ncae_cuda":
+                base = node.module.split(".")[1:]
+            else:
+                yield node.lineno, set(), {node.module.split(".")[0]}
+                continue
+            module = ".".join(base)
+            # from . import rundir, from ncae_cuda import cli: each name is a module (or the
+            # face's: NCAE); from .spec import RunSpec: the module is spec
+            yield node.lineno, ({".".join(filter(None, [module, a.name])) for a in node.names}
+                                if node.module in (None, "ncae_cuda") else {module}), set()
 
 
 def imported(path: Path, package: Path = PACKAGE) -> set[str]:
     """The ncae_cuda modules a file imports, as dotted names under ncae_cuda."""
-    here = list(path.relative_to(package).parent.parts)
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = here[:len(here) - (node.level - 1)]
-            module = ".".join(base + ([node.module] if node.module else []))
-            names |= ({module} if node.module else
-                      {".".join(filter(None, [module, a.name])) for a in node.names})
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ncae_cuda."):
-            names.add(node.module.removeprefix("ncae_cuda."))
-        elif isinstance(node, ast.Import):
-            names |= {a.name.removeprefix("ncae_cuda.") for a in node.names
-                      if a.name.startswith("ncae_cuda.")}
-    return names
+    return {name for _, package_names, _ in imports(path, package) for name in package_names}
 
 
 def layer_of(module: str) -> str:
@@ -56,8 +70,9 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 
 def test_the_base_modules_import_no_layer():
-    for name in ("errors", "cli", "machine"):
+    for name in ("errors", "naming", "machine", "cli"):
         assert not {layer_of(m) for m in imported(PACKAGE / f"{name}.py")} & set(LAYERS)
+    assert not imported(PACKAGE / "naming.py")         # every layer may import it: cli too
 
 
 def test_the_check_finds_an_upward_import_and_the_package_face(tmp_path):
@@ -73,52 +88,64 @@ def test_the_check_finds_an_upward_import_and_the_package_face(tmp_path):
                                         "model/face.py imports NCAE"]
 
 
+# The one module of commands/ the commands share: the trainer's flags. A flag (--dataset,
+# --split-seed, a model setting's) is one flag in every command that has it, and argparse is
+# the commands' alone, so its one declaration lives beside them, not in a layer below.
+SHARED_FLAGS = "commands.flags"
+
+
 def test_a_command_imports_no_other_command():
-    """What two commands share lives in a layer below them (runs/, ...), never in one of them."""
+    """What two commands share lives in a layer below them (runs/, ...), never in one of them;
+    the flags they share (SHARED_FLAGS) are no command, and import none."""
     wrong = [f"{path.name} imports {module}"
              for path in sorted((PACKAGE / "commands").glob("*.py"))
-             for module in imported(path) if layer_of(module) == "commands"]
+             for module in imported(path)
+             if layer_of(module) == "commands" and module != SHARED_FLAGS]
     assert not wrong, "\n".join(wrong)
 
 
 LIBRARY = [layer for layer in LAYERS if layer != "commands"]
 
 
-def argparse_imports(package: Path) -> list[str]:
-    """Each import of argparse in a library layer's module (any import statement, in a
-    function too), as 'FILE imports argparse': the flags belong to commands/ and cli.py."""
+def flag_imports(package: Path) -> list[str]:
+    """Each import of argparse or of ncae_cuda.cli in a library layer's module (any import
+    statement, in a function too), as 'FILE:LINE imports argparse' (or 'imports cli'): the
+    flags belong to commands/ and cli.py, and a library layer is used without a parser."""
     wrong = []
     for layer in LIBRARY:
         for path in sorted((package / layer).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and not node.level:
-                    names = [node.module]
-                else:
-                    continue
-                if any(name.split(".")[0] == "argparse" for name in names):
-                    wrong.append(f"{path.relative_to(package)}:{node.lineno} imports argparse")
+            for line, modules, others in imports(path, package):
+                for name in sorted({"argparse"} & others | {"cli"} & set(map(layer_of, modules))):
+                    wrong.append(f"{path.relative_to(package)}:{line} imports {name}")
     return wrong
 
 
-def test_no_library_layer_imports_argparse():
-    wrong = argparse_imports(PACKAGE)
+def test_no_library_layer_imports_argparse_or_cli():
+    wrong = flag_imports(PACKAGE)
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_argparse_check_finds_each_kind_of_import(tmp_path):
-    """The check can fail: a module-level, a function-level and a from-import of argparse in
-    the library layers are reported; a command's, and a name that only starts alike, are not."""
-    for layer in ("runs", "baselines", "commands"):
+def test_the_flags_check_finds_each_kind_of_import(tmp_path):
+    """The check can fail: argparse or cli imported at the top, inside a function, by a
+    from-import, relative or absolute, in the library layers, is reported; a command's, a
+    name that only starts alike, and naming (the flag's name, a base module) are not."""
+    for layer in ("runs", "baselines", "serving", "data", "commands"):
         (tmp_path / layer).mkdir()
     (tmp_path / "runs" / "flags.py").write_text("import os, argparse as ap\n")
     (tmp_path / "baselines" / "types.py").write_text(
         "import argparse_extra\n\ndef count(text):\n    from argparse import ArgumentTypeError\n"
         "    raise ArgumentTypeError(text)\n")
-    (tmp_path / "commands" / "train.py").write_text("import argparse\n")
-    assert argparse_imports(tmp_path) == ["baselines/types.py:4 imports argparse",
-                                          "runs/flags.py:1 imports argparse"]
+    (tmp_path / "runs" / "wired.py").write_text(
+        "from .. import naming, cli\n\ndef parse():\n    from ncae_cuda import cli\n")
+    (tmp_path / "serving" / "parser.py").write_text("from ..cli import Parser\n"
+                                                    "import ncae_cuda.cli as c\n")
+    (tmp_path / "data" / "rows.py").write_text("from ..naming import flag\n"
+                                               "from .cli_rows import read\n")
+    (tmp_path / "commands" / "train.py").write_text("import argparse\nfrom .. import cli\n")
+    assert flag_imports(tmp_path) == [
+        "baselines/types.py:4 imports argparse", "runs/flags.py:1 imports argparse",
+        "runs/wired.py:1 imports cli", "runs/wired.py:4 imports cli",
+        "serving/parser.py:1 imports cli", "serving/parser.py:2 imports cli"]
 
 
 def import_graph(package: Path) -> dict[str, set[str]]:

@@ -14,9 +14,11 @@ from test_user_errors import mixed_rows, refused, tiny_rows, write_table
 
 from ncae_cuda import NCAE, ops
 from ncae_cuda.commands import train
+from ncae_cuda.commands.flags import build_parser, run_spec
 from ncae_cuda.model import loop, modelfile, stopping
 from ncae_cuda.model.config import Config
-from ncae_cuda.runs import protocol, runflags
+from ncae_cuda.runs import protocol
+from ncae_cuda.runs.spec import FROM_THE_DATA
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8,6", "--batch-size", "16", "--device", "cpu"]
 
@@ -132,12 +134,12 @@ def test_cuda_graphs_on_the_cpu_says_it_is_for_the_gpu(tmp_path, capsys):
 
 
 def test_the_cli_and_the_api_have_the_same_defaults(tmp_path):
-    parser = runflags.build_parser()
-    _, config = runflags.run_spec(parser, ["--out", str(tmp_path)])
+    parser = build_parser()
+    _, config = run_spec(parser, ["--out", str(tmp_path)])
     assert config.resolved() == Config().resolved()
     flags = {a.dest: a for a in parser._actions}
     for f in dataclasses.fields(Config):
-        default = None if f.name in runflags.FROM_THE_DATA else f.default
+        default = None if f.name in FROM_THE_DATA else f.default
         assert flags[f.name].default == default and flags[f.name].help, f.name
 
 
@@ -148,7 +150,7 @@ def test_help_explains_flags(capsys):
     for flag in ("--feedback", "--based", "--hidden", "--dropout", "--alpha", "--weighting",
                  "--data-ratio", "--resume", "--patience"):
         assert flag in text
-    assert all(action.help for action in runflags.build_parser()._actions)
+    assert all(action.help for action in build_parser()._actions)
     for quirk in ("(default: True)", "(default: False)", "(default: None)"):
         assert quirk not in text
 
@@ -350,7 +352,7 @@ def test_validation_only_never_scores_test(tmp_path, monkeypatch, capsys):
         raise AssertionError("the test part was scored")
     heard = []
     monkeypatch.setattr(NCAE, "evaluate", scored)
-    spec, config = runflags.run_spec(runflags.build_parser(), [
+    spec, config = run_spec(build_parser(), [
         *TINY, "--epochs", "4", "--validation-only", "--out", str(tmp_path / "v")])
     summary = protocol.run(spec, config, on_epoch=heard.append)
     valid = [h["valid"]["rmse"] for h in summary["history"]]

@@ -1,9 +1,9 @@
 """The settings page's tables, generated at each build from the flags the trainer declares for
-Config's fields (ncae_cuda.runs.runflags.add_settings): each setting's keyword, flag, help and
+Config's fields (ncae_cuda.commands.flags.add_settings): each setting's keyword, flag, help and
 default as `python -m ncae_cuda.train --help` states them, so the page says what the code does."""
 import argparse
 
-from ncae_cuda.runs.runflags import add_settings
+from ncae_cuda.commands.flags import add_settings
 
 MARKER = "<!-- settings: generated from the trainer's flags -->"
 

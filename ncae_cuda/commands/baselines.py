@@ -31,8 +31,9 @@ from ..model.config import DEFAULTS
 from ..model.metrics import format_table
 from ..model.modelfile import atomic_write
 from ..ops import get_backend
-from ..runs import comparison, effort, protocol, rundir, runflags
+from ..runs import comparison, effort, protocol, rundir
 from ..runs.spec import RunSpec, SpecError, as_recorded, identity
+from . import flags
 
 DEFAULT_MODELS = ("ease", "item-knn", "rp3beta", "ials", "bpr", "pop")
 
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       for s, vs in m.grid.items())
             for m in BASELINES.values() if m.grid),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    runflags.add_data_flags(p)
+    flags.add_data_flags(p)
     g = p.add_argument_group("baselines")
     g.add_argument("--models", type=cli.argument_type(model_list), metavar="M1,M2,...",
                    help=f"which, of {', '.join(BASELINES)} (default: those of "
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    data, feedback = cli.refused(parser, runflags.data_spec(args).resolved, "implicit")
+    data, feedback = cli.refused(parser, flags.data_spec(args).resolved, "implicit")
     config = replace(DEFAULTS, feedback=feedback, based="user")    # the rows the split samples
     if min(args.cutoffs) < 1:
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")

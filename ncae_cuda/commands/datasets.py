@@ -21,7 +21,7 @@ from ..data.datasets import (
 )
 from ..data.interactions import Interactions
 from ..errors import NcaeError
-from ..runs.runflags import add_file_flags
+from .flags import add_file_flags
 
 
 def describe(data: Interactions, entry: Published | Generated | None) -> str:

@@ -40,6 +40,7 @@ from ..model.metrics import format_table
 from ..model.modelfile import atomic_write
 from ..runs import pool
 from ..runs.paper_tables import EXPERIMENTS, ExperimentRuns, numbers
+from .flags import trainer_run
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
 BESIDE = ("ease", "ials", "bpr")        # --baselines' default, of those installed
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     left_out = ""
     if args.baselines is None:
         args.baselines, left_out = installed(BESIDE)
-    plan = ExperimentRuns(args, extra)
+    plan = ExperimentRuns(args, extra, trainer_run)
     table = EXPERIMENTS[args.name](plan)
     if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):
         print(f"{args.name}: {left_out}", flush=True)

@@ -30,8 +30,8 @@ from ..model import ann
 from ..model.base import Model
 from ..model.modelfile import atomic_write
 from ..ops import cpu
-from ..runs import runflags
 from ..runs.factory import load_model
+from . import flags
 
 USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held before writing
 
@@ -39,7 +39,7 @@ USERS_PER_CALL = 4096     # users per recommend() call: bounds the results held 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m ncae_cuda.recommend", description=__doc__.split("\n\n")[0])
-    runflags.add_model_file(p)
+    flags.add_model_file(p)
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--users", help="comma-separated user ids")
     who.add_argument("--users-file", type=Path, help="a file with one user id per line")
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also offer items the user interacted with in the training data")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
                    help="auto: the GPU when there is one (default: %(default)s)")
-    runflags.add_index(p)
+    flags.add_index(p)
     p.add_argument("--out", type=Path, help="CSV file to write (default: stdout)")
     return p
 

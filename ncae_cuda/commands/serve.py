@@ -25,9 +25,9 @@ from dataclasses import fields
 from ..cli import Parser
 from ..errors import NcaeError
 from ..model import ann
-from ..runs import runflags
 from ..serving import app, holder, server
 from ..serving.limits import Limits
+from . import flags
 
 MISSING_EXTRA = "python -m ncae_cuda.serve needs the [serve] extra: pip install -e '.[serve]'"
 LIMIT_HELP = {"max_n": "the largest n a request may ask for",
@@ -37,7 +37,7 @@ LIMIT_HELP = {"max_n": "the largest n a request may ask for",
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m ncae_cuda.serve", description=__doc__.split("\n\n")[0])
-    runflags.add_model_file(p)
+    flags.add_model_file(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: %(default)s, this machine only)")
     p.add_argument("--port", type=port, default=8000,
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-wait-ms", type=float, default=1.0,
                    help="how long the first request of a batch waits for others, where "
                         "others are waiting (default: %(default)s)")
-    runflags.add_index(p)
+    flags.add_index(p)
     for limit in fields(Limits):
         p.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default,
                        help=f"{LIMIT_HELP[limit.name]} (default: %(default)s)")

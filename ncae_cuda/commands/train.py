@@ -11,7 +11,7 @@
 
 The run (ncae_cuda/runs/protocol.py): the epoch chosen on validation, a refit on training +
 validation, the test part scored once, in the run's own folder --out (run.json, checkpoints,
-model.npz, metrics.json). The flags (ncae_cuda/runs/runflags.py) are generated from the
+model.npz, metrics.json). The flags (ncae_cuda/commands/flags.py) are generated from the
 model's settings (ncae_cuda.model.config.Config) and the data's and the run's
 (ncae_cuda/runs/spec.py: DataSpec, RunSpec); --config
 reads the model's from a recipe (a TOML file of the same names, recipes/), a flag overriding it.
@@ -32,7 +32,7 @@ from ..errors import NcaeError
 from ..model import stopping
 from ..ops import HAS_CUDA
 from ..runs.protocol import run
-from ..runs.runflags import build_parser, run_spec
+from .flags import build_parser, run_spec
 
 
 def main(argv: list[str] | None = None) -> int:

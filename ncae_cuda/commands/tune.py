@@ -57,7 +57,7 @@ from pathlib import Path
 from .. import cli
 from ..data import datasets
 from ..errors import NcaeError
-from ..runs import runflags, space, tune_study
+from ..runs import space, tune_study
 from ..runs.spec import RunSpec, SpecError
 from ..runs.study_storage import JOURNAL
 from ..runs.tune_spec import TuneSpec
@@ -69,6 +69,7 @@ from ..runs.tuning import (
     disk_full,
     setup,
 )
+from . import flags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(a fit each; the pruner hears the first's epochs): where one split's "
                         "validation part is small, e.g. one item a user (default: --split-seed "
                         "alone)")
-    runflags.add_data_flags(p)
+    flags.add_data_flags(p)
     g = p.add_argument_group("the study and its workers")
     g.add_argument("--out", type=Path, required=True,
                    help="folder of the trials' runs, the outputs and the default storage")
@@ -151,7 +152,7 @@ def tune_spec(args: argparse.Namespace) -> TuneSpec:
     """The study the parsed flags describe."""
     cli.check_slots(args)
     return TuneSpec(
-        out=args.out, data=runflags.data_spec(args), recipe=args.config, space=args.space,
+        out=args.out, data=flags.data_spec(args), recipe=args.config, space=args.space,
         metric=args.metric, seed=args.seed, split_seeds=args.split_seeds or (),
         trials=args.trials, budget=args.budget, pruner=args.pruner, storage=args.storage,
         study=args.study or args.out.resolve().name, jobs=args.jobs, gpus=tuple(args.gpus),

@@ -5,13 +5,15 @@ figures once they are done. python -m ncae_cuda.experiments runs them in a pool.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..baselines.models import BASELINES
-from ..model.config import DEFAULTS, VARIANT_SETTINGS, VARIANTS
-from . import pool, runflags
+from ..model.config import DEFAULTS, VARIANT_SETTINGS, VARIANTS, Config
+from . import pool
+from .spec import RunSpec, data_argv, given_data
 
 
 def numbers(values: str) -> list:
@@ -21,10 +23,14 @@ def numbers(values: str) -> list:
 
 class ExperimentRuns:
     """The runs of an experiment, listed before any is run: each cell once per seed
-    (--repeats), with the shared flags (--quick's, those after --), then the cell's own."""
+    (--repeats), with the shared flags (--quick's, those after --), then the cell's own.
+    args: the experiments command's parsed flags; trainer_run(argv): the RunSpec and Config
+    (as given) of a trainer's command line, the command's flags parsed where they are
+    declared (ncae_cuda.commands.flags)."""
 
-    def __init__(self, args, extra: list[str]):
-        self.args, self.extra = args, extra
+    def __init__(self, args, extra: list[str],
+                 trainer_run: Callable[[list[str]], tuple[RunSpec, Config]]):
+        self.args, self.extra, self.trainer_run = args, extra, trainer_run
         self.quick = ["--epochs", "2", "--pretrain-epochs", "1"] if args.quick else []
         self.folder = args.out / "runs" / args.name        # one folder an experiment: two never
         self.runs: list[pool.Run] = []                      # share their runs
@@ -60,12 +66,10 @@ class ExperimentRuns:
         its own; --quick: each grid's first values."""
         if not self.args.baselines:
             return
-        parser = runflags.build_parser()
-        trainer, config = runflags.from_args(runflags.parse(
-            parser, ["--dataset", self.args.dataset, *self.extra, *flags]))
+        trainer, config = self.trainer_run(["--dataset", self.args.dataset, *self.extra, *flags])
         firsts = [f"--grid={key}.{name}={values[0]}" for key in self.args.baselines
                   for name, values in BASELINES[key].grid.items()] if self.args.quick else []
-        shared = (*runflags.data_argv(runflags.given_data(trainer.data)),
+        shared = (*data_argv(given_data(trainer.data)),
                   "--models", ",".join(self.args.baselines),
                   "--cutoffs", ",".join(map(str, config.cutoffs)), *firsts, *own)
         for seed in range(self.args.repeats):

@@ -48,12 +48,11 @@ from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
-from . import effort, rundir, runflags, space
+from . import effort, rundir, space
 from .comparison import compare, recipe_paths, recipe_settings
 from .factory import load_model, make_model
-from .runflags import build_parser, run_spec
 from .select_test import epochs_text, select_refit_test
-from .spec import DataSpec, RunSpec, recorded
+from .spec import DataSpec, RunSpec, data_argv, given_data, recorded
 from .study_storage import TuneError
 
 
@@ -192,13 +191,6 @@ def new_model(spec: RunSpec, config: Config, ops=None) -> NCAE | BlendedNCAE:
     for based='both')."""
     return make_model(config.as_dict(), ops or spec.device,
                       None if spec.shard == "none" else spec.shard)
-
-
-def run_flags(argv: list[str]) -> dict:
-    """The run a command line of the trainer's flags describes (parsed and checked as
-    python -m ncae_cuda.train does), for the programs that start one themselves, the benches:
-    what metrics.json holds. A user's mistake raises (NcaeError; SystemExit for a flag)."""
-    return run(*run_spec(build_parser(), argv))
 
 
 @dataclass(frozen=True)
@@ -386,7 +378,7 @@ def tuned_recipe(model: str, spec: RunSpec, seed: int) -> Path:
     continued), its lines on this process's output; TuneError where the study fails."""
     study = spec.out / f"tune-{model}"
     command = ["ncae_cuda.tune", "--model", model,
-               *runflags.data_argv(runflags.given_data(spec.data)),
+               *data_argv(given_data(spec.data)),
                "--trials", str(spec.baseline_trials), "--seed", str(seed),
                "--device", spec.device, "--out", str(study)]
     print(f"{model}: tuned as the NCAE it is compared with, {spec.baseline_trials} trials: "

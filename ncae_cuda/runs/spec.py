@@ -1,8 +1,10 @@
 """What a run is, declared once: the data it trains and scores on with its split (DataSpec), and
 how it runs (RunSpec: the device, the folder, refit or not, the baselines beside it), each a
 frozen record whose fields carry their flag's help, as the model's settings (Config) carry
-theirs. The commands' flags are generated from these fields (ncae_cuda.cli), and the protocol
-(protocol.py) takes a RunSpec and a Config.
+theirs. The commands' flags are generated from these fields (ncae_cuda.commands.flags, wired
+by ncae_cuda.cli), and the protocol (protocol.py) takes a RunSpec and a Config. Below them: the
+settings as given resolved (a bad one named by its flag), and a DataSpec as the data flags of
+a command another command starts.
 """
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from pathlib import Path
 from ..data import datasets, splits
 from ..data.interactions import DataError
 from ..data.table_parser import ENCODING, codecs_name
+from .. import naming
 from ..errors import NcaeError
-from ..model.config import Config
+from ..model.config import DEFAULTS, Config, SettingError
 from ..model.estimator import SHARDS
 from ..model.trainer import CHECKPOINT_EVERY
 from . import effort, rundir
@@ -23,6 +26,10 @@ from .comparison import beside_ncae
 
 DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
 IMPLICIT_SPLITS = ("loo", "time")     # the splits that hold out items a user to rank
+# Model settings whose default comes from the data (their flag's default None): (help of the
+# default)
+FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings, implicit for "
+                             "HetRec data and files without a rating column"}
 
 
 class SpecError(NcaeError, ValueError):
@@ -328,3 +335,34 @@ def as_recorded(settings: dict) -> dict:
     """Settings as a run's record holds them: tuples as lists, paths as text."""
     return {k: list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Path) else v)
             for k, v in settings.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# a run's settings as given, resolved, and handed on to a command another command starts
+
+def given_settings(**settings) -> Config:
+    """The model's settings where the trainer's flags give none (the data's defaults left to
+    resolved()), with `settings` over them."""
+    return replace(DEFAULTS, **{**dict.fromkeys(FROM_THE_DATA), **settings})
+
+
+def resolved(spec: RunSpec, config: Config) -> tuple[RunSpec, Config]:
+    """RunSpec.resolved(config); SpecError names the flag of a bad value or combination (a
+    model's setting's too)."""
+    try:
+        return spec.resolved(config)
+    except SettingError as e:
+        raise SpecError(f"{naming.flag(e.setting)}: {e.reason}") from None
+
+
+def given_data(data: DataSpec) -> dict:
+    """The data flags that differ from their defaults, by name, as text, but the folders (where
+    the data is kept is not what a run is): what another command hands on to the runs it
+    starts."""
+    defaults = DataSpec()
+    return {k: str(v) for k, v in identity(data).items() if v != getattr(defaults, k)}
+
+
+def data_argv(given: dict) -> list[str]:
+    """given_data()'s flags as a command line has them."""
+    return [x for k, v in given.items() for x in (naming.flag(k), v)]

@@ -23,8 +23,8 @@ from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
 from ..ops import BackendUnavailable, get_backend
-from . import factory, pool, protocol, rundir, runflags, space
-from .spec import RunSpec, SpecError
+from . import factory, pool, protocol, rundir, space
+from .spec import RunSpec, SpecError, data_argv, given_data, given_settings, resolved
 from .study_storage import POLL, TuneError, _shown, import_optuna
 from .select_test import epochs_text, select_refit_test
 from .tune_spec import NCAE, TuneSpec
@@ -82,7 +82,7 @@ class Setup:
 
     def data_text(self) -> str:
         """The data flags given, as a command line has them."""
-        return " ".join(runflags.data_argv(self.data))
+        return " ".join(data_argv(self.data))
 
 
 def setup(spec: TuneSpec) -> Setup:
@@ -133,7 +133,7 @@ def setup(spec: TuneSpec) -> Setup:
         raise SpecError(f"--split-seeds must be >= 0; got {seeds}")
     if len(set(spec.split_seeds)) < len(spec.split_seeds):
         raise SpecError("--split-seeds: each split once")
-    given = runflags.given_data(spec.data)
+    given = given_data(spec.data)
     if spec.split_seeds and "split_seed" in given:
         raise SpecError("--split-seed and --split-seeds: give one")
     return Setup(recipe, dimensions, metric, higher, given,
@@ -186,8 +186,8 @@ def trainer_spec(spec: TuneSpec, recipe: dict, settings: dict, out: Path,
     data flag that is wrong."""
     data = spec.data if split_seed is None else replace(spec.data, split_seed=split_seed)
     run = RunSpec(data=data, device=spec.device, out=out, validation_only=True)
-    config = runflags.given_settings(**{**recipe, **settings, "seed": spec.seed})
-    return runflags.resolved(run, config)
+    config = given_settings(**{**recipe, **settings, "seed": spec.seed})
+    return resolved(run, config)
 
 
 def open_study(spec: TuneSpec, found: Setup, storage):

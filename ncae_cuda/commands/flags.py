@@ -1,25 +1,22 @@
 """A training run's settings on the command line: the model's flags (generated from
-ncae_cuda.model.config.Config), the data and split's (from spec.DataSpec) and the run's (from
-spec.RunSpec), parsed into those records and checked before any data is read. The trainer's
-flags, and those of every command that starts trainer runs or scores the same split (tune,
-experiments, baselines, the benches): one declaration for all of them, which ncae_cuda.cli
-wires into argparse.
+ncae_cuda.model.config.Config), the data and split's (from runs.spec.DataSpec) and the run's
+(from runs.spec.RunSpec), parsed into those records and checked before any data is read. The
+trainer's flags, and those of every command that starts trainer runs or scores the same split
+(tune, experiments, baselines, the benches): one declaration for all of them, which
+ncae_cuda.cli wires into argparse. The one module the commands share (a flag is the same flag
+in each), so it lives beside them.
 """
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 
 from .. import cli
 from ..data import datasets
 from ..model.ann import INDEXES
-from ..model.config import DEFAULTS, Config, SettingError, read_recipe
-from . import rundir
-from .spec import DataSpec, RunSpec, SpecError, identity
-
-# Model settings whose CLI default comes from the data: (help of the default).
-FROM_THE_DATA = {"feedback": "the data set's own: explicit where it has ratings, implicit for "
-                             "HetRec data and files without a rating column"}
+from ..model.config import Config, read_recipe
+from ..runs import protocol, rundir
+from ..runs.spec import FROM_THE_DATA, DataSpec, RunSpec, resolved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,24 +84,15 @@ def data_spec(args) -> DataSpec:
 
 def from_args(args) -> tuple[RunSpec, Config]:
     """The trainer's flags, parsed, as the run's spec and the model's settings, as given (the
-    defaults that depend on the data not yet filled: resolved() fills them)."""
+    defaults that depend on the data not yet filled: runs.spec.resolved fills them)."""
     return (RunSpec(data=data_spec(args), **cli.values(args, RunSpec)),
             Config(**cli.values(args, Config)))
 
 
-def given_settings(**settings) -> Config:
-    """The model's settings where the trainer's flags give none (the data's defaults left to
-    resolved()), with `settings` over them."""
-    return replace(DEFAULTS, **{**dict.fromkeys(FROM_THE_DATA), **settings})
-
-
-def resolved(spec: RunSpec, config: Config) -> tuple[RunSpec, Config]:
-    """RunSpec.resolved(config); SpecError names the flag of a bad value or combination (a
-    model's setting's too)."""
-    try:
-        return spec.resolved(config)
-    except SettingError as e:
-        raise SpecError(f"{cli.flag(e.setting)}: {e.reason}") from None
+def trainer_run(argv: list[str]) -> tuple[RunSpec, Config]:
+    """The run a command line of the trainer's flags describes, parsed, as given (not
+    resolved); a bad flag is refused by the parser."""
+    return from_args(parse(build_parser(), argv))
 
 
 def run_spec(parser, argv: list[str] | None) -> tuple[RunSpec, Config]:
@@ -113,14 +101,8 @@ def run_spec(parser, argv: list[str] | None) -> tuple[RunSpec, Config]:
     return cli.refused(parser, resolved, *from_args(parse(parser, argv)))
 
 
-def given_data(data: DataSpec) -> dict:
-    """The data flags that differ from their defaults, by name, as text, but the folders (where
-    the data is kept is not what a run is): what another command hands on to the runs it
-    starts."""
-    defaults = DataSpec()
-    return {k: str(v) for k, v in identity(data).items() if v != getattr(defaults, k)}
-
-
-def data_argv(given: dict) -> list[str]:
-    """given_data()'s flags as a command line has them."""
-    return [x for k, v in given.items() for x in (cli.flag(k), v)]
+def run_flags(argv: list[str]) -> dict:
+    """The run a command line of the trainer's flags describes (parsed and checked as
+    python -m ncae_cuda.train does), for the programs that start one themselves, the benches:
+    what metrics.json holds. A user's mistake raises (NcaeError; SystemExit for a flag)."""
+    return protocol.run(*run_spec(build_parser(), argv))

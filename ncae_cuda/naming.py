@@ -1,0 +1,11 @@
+"""How a setting is named on the command line: the one rule that both the flags (cli.py wires
+them) and the library's messages and command lines (a SpecError naming the flag, the argv of a
+command another command starts) follow. It imports nothing of the package, so every layer may
+use it.
+"""
+from __future__ import annotations
+
+
+def flag(name: str) -> str:
+    """A field's flag: 'split_seed' -> '--split-seed'."""
+    return "--" + name.replace("_", "-")
