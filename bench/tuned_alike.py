@@ -58,13 +58,12 @@ def tested(model: str, recipe: Path, data: list[str], seed: int, work: Path) -> 
     """{'valid', 'test'}: figures of `recipe` through the protocol at split seed `seed`."""
     folder = work / f"test-{model}-s{seed}"
     command = "train" if model == "ncae" else "baselines"
-    result = folder / ("metrics.json" if model == "ncae" else "baselines.json")
+    result = folder / "metrics.json"                    # of the same keys for every model
     if not result.exists():
         run([f"ncae_cuda.{command}", "--config", str(recipe), *data, "--split-seed", str(seed),
              "--out", str(folder), "--overwrite"], work / f"test-{model}-s{seed}.log")
     summary = json.loads(result.read_text())
-    figures = summary if model == "ncae" else summary["models"][model]    # the same keys
-    return {"valid": figures["best_validation"][METRIC], "test": figures["test"][METRIC]}
+    return {"valid": summary["best_validation"][METRIC], "test": summary["test"][METRIC]}
 
 
 def study_row(model: str, study: Path) -> dict:

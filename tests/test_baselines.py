@@ -352,6 +352,13 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
         assert result["chosen"] == best
     table = capsys.readouterr().out.split("\ntest\n")[1]
     assert table.count("| 3 (study) ") == 3
+    # --overwrite starts the studies over, and they are the run's: swapped in with its files
+    assert train.main([*data, "--config", str(tmp_path / "tune-ncae" / "best.toml"),
+                       "--baselines", "ease", "--baseline-trials", "2", "--out", str(out),
+                       "--overwrite"]) == 0
+    assert sorted(p.name for p in out.glob("tune-*")) == ["tune-ease"]
+    with open(out / "tune-ease" / "trials.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) == 2
     with pytest.raises(SystemExit):
         train.main([*data, "--config", str(recipe), "--baseline-trials", "3"])
     assert "--baseline-trials: the trials of the --baselines' studies" in capsys.readouterr().err

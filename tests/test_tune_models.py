@@ -6,6 +6,7 @@ import json
 import pytest
 from helpers import missing_extra
 
+from ncae_cuda import load_model
 from ncae_cuda.baselines.estimators import MODELS
 from ncae_cuda.commands import baselines, tune
 from ncae_cuda.runs import factory, space, study_storage
@@ -68,6 +69,14 @@ def test_a_baseline_study_scores_validation_as_its_recipe_scores_it_again(tmp_pa
     if model == "ials":             # the iteration count chosen again, as the trial chose it
         assert result["best_epoch"] == int(best.user_attrs["best_epoch"])
     assert set(result["test"]) >= {"hr@10", "ndcg@100"}
+    # a run of one recipe writes the trainer's files: metrics.json of its keys, model.npz
+    metrics = json.loads((again / "metrics.json").read_text())
+    assert {"config", "data", "best_epoch", "best_validation", "history", "test",
+            "seconds_fit"} <= set(metrics) and metrics["test"] == result["test"]
+    assert metrics["config"]["model"] == model and metrics["config"]["dataset"] == DATA[1]
+    fitted = load_model(again / "model.npz")
+    assert fitted.settings == {**recipe, **({"seed": 0, "iterations": result["best_epoch"]}
+                                            if model == "ials" else {})}
 
 
 def test_a_recipe_of_another_model_is_refused_in_a_line(tmp_path, capsys):

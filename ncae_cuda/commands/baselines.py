@@ -14,7 +14,9 @@ Each model (ncae_cuda.baselines.models) goes through the run protocol
 grid scored on validation, the best refit on training + validation, the test part scored once
 by NCAE's evaluator.
 Under --out: baselines.json (every validation figure, the choice, the test figures, the
-seconds) and baselines.md.
+seconds) and baselines.md; a run of one recipe (--config) also writes the trainer's files,
+model.npz (python -m ncae_cuda.recommend and serve read it) and metrics.json, of the keys
+the trainer's has.
 """
 from __future__ import annotations
 
@@ -135,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                        overwrite=args.overwrite).with_folder(f"baselines-{data.name}")
     except SpecError as e:
         parser.error(str(e))
+    one_recipe = args.config is not None and args.models == (model,)
     # a folder of one run's files, as the trainer's (a pool of them resumes what did not finish)
     settings = json.loads(json.dumps(as_recorded({   # as run.json holds them
         **identity(data), "models": args.models, "grid": grids, "cutoffs": args.cutoffs,
@@ -147,17 +150,20 @@ def main(argv: list[str] | None = None) -> int:
             BASELINES[key].name for key in args.models))
         protocol.refuse_without_validation(data, interactions, split,
                                            "choose the baselines' settings on")
-        results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed, grids,
-                                     recipes)
-        if args.config is not None:
-            results[model]["search"] = effort.of_study(args.config)
+        if one_recipe:                    # a run of one model: the trainer's files too
+            fitted, result = comparison.at_recipe(model, recipes[model], split, args.cutoffs,
+                                                  ops, args.seed)
+            results = {model: {**result, "search": effort.of_study(args.config)}}
+            write_run(folder.work, protocol.header(
+                spec, as_recorded({**identity(data), **fitted.settings}), fitted, interactions,
+                split), results[model], fitted)
+        else:
+            results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed,
+                                         grids, recipes)
         write(folder.work, {"dataset": data.train and str(data.train) or data.dataset,
                          "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
                          "cutoffs": list(args.cutoffs), "notes": split.notes,
-                         "data": {"users": interactions.n_users, "items": interactions.n_items,
-                                  "interactions": interactions.nnz, "train": split.train.nnz,
-                                  "valid": split.valid.nnz, "test": split.test.nnz,
-                                  **protocol.cold_parts(split)},
+                         "data": protocol.sizes(interactions, split),
                          "models": results}, tables(split, results, args.cutoffs))
         folder.finish()
     except NcaeError as e:
@@ -167,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
         return 2
-    print(f"\n{tables(split, results, args.cutoffs)}\n\nwrote {spec.out / 'baselines.json'} "
-          f"and {spec.out / 'baselines.md'}")
+    written = [spec.out / name for name in (("baselines.json", "baselines.md") + (
+        (rundir.MODEL, "metrics.json") if one_recipe else ()))]
+    print(f"\n{tables(split, results, args.cutoffs)}\n\nwrote "
+          f"{', '.join(map(str, written[:-1]))} and {written[-1]}")
     return 0
 
 
@@ -181,6 +189,15 @@ def tables(split, results: dict, cutoffs: tuple[int, ...]) -> str:
             f"{protocol.cold_title(cold)}")
     rows = comparison.cold_table(results)
     return text + (f"\n{format_table(rows)}" if rows else "")
+
+
+def write_run(out: Path, header: dict, result: dict, model) -> None:
+    """The trainer's files of a run of one model: model.npz (python -m ncae_cuda.recommend and
+    serve read it) and metrics.json, of the keys the trainer's has."""
+    model.save(out / rundir.MODEL)
+    text = json.dumps({**header, **result, **protocol.epoch_seconds(result)}, indent=2,
+                      default=float).encode()
+    atomic_write(out / "metrics.json", lambda f: f.write(text))
 
 
 def write(out: Path, summary: dict, shown: str) -> None:

@@ -20,6 +20,7 @@ from ..data import splits
 from ..data.cold import refuse_all_cold
 from ..data.interactions import DataError, Interactions
 from ..model.config import Config, SettingError
+from ..model.base import Model
 from ..model.fitdata import FitData
 from . import effort
 from .factory import BASELINES as MODELS
@@ -45,7 +46,7 @@ def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: in
     if ops.name == "gpu" and not gpu and {"ials", "bpr"} & set(models):
         log("note: the implicit library here has no CUDA build: iALS and BPR fit on the CPU")
     recipes = recipes or {}
-    return {key: (at_recipe(key, recipes[key], split, cutoffs, ops, seed) if key in recipes
+    return {key: (at_recipe(key, recipes[key], split, cutoffs, ops, seed)[1] if key in recipes
                   else select_and_test(key, split, cutoffs, ops, seed,
                                        {**BASELINES[key].grid, **(grids or {}).get(key, {})},
                                        gpu, log))
@@ -53,12 +54,13 @@ def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: in
 
 
 def at_recipe(key: str, settings: dict, split: splits.Split, cutoffs: tuple[int, ...], ops,
-              seed: int) -> dict:
-    """The result of model `key` at `settings` through the protocol (select_refit_test): its
-    iteration count (iALS, BPR) chosen on validation up to the settings' own, as a tune
-    trial chose it."""
+              seed: int) -> tuple[Model, dict]:
+    """(the tested model, its result) of model `key` at `settings` through the protocol
+    (select_refit_test): its iteration count (iALS, BPR) chosen on validation up to the
+    settings' own, as a tune trial chose it."""
     model = MODELS[key](device=ops, cutoffs=cutoffs, **settings, **seeded(key, seed))
-    return {"name": model.title, "chosen": settings, **select_refit_test(model, split)[1]}
+    model, result = select_refit_test(model, split)
+    return model, {"name": model.title, "chosen": settings, **result}
 
 
 def recipe_settings(path, name: str | None = None, flag: str = "--config") -> tuple[str, dict]:
@@ -123,7 +125,7 @@ def select_and_test(key: str, split: splits.Split, cutoffs: tuple[int, ...], ops
     """The grid of model `key` searched on validation (grid_search), then the chosen point
     through the protocol (at_recipe): the search's record and the protocol's result."""
     search = grid_search(BASELINES[key], split, cutoffs, ops, seed, grid, gpu, log)
-    result = at_recipe(key, search["chosen"], split, cutoffs, ops, seed)
+    result = at_recipe(key, search["chosen"], split, cutoffs, ops, seed)[1]
     metric = f"ndcg@{cutoffs[-1]}"
     log(f"{result['name']}: refit on training + validation in {result['seconds_fit']:.2f} s: "
         f"test {metric} {result['test'][metric]:.4f}")

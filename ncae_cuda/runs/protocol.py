@@ -320,7 +320,8 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     cold = cold_parts(split)
     report(model, result, cold.get("cold_test"))
     model.save(spec.out / rundir.MODEL)
-    summary = {**header(spec, config, model, data, split), **result, **epoch_seconds(result),
+    summary = {**header(spec, recorded(spec, config), model, data, split), **result,
+               **epoch_seconds(result),
                "peak_rss_mb": peak_rss_mb(),
                **({} if parent is None else {"warm_start": parent.record()})}
     if model.comm is not None:
@@ -334,16 +335,21 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
     return summary
 
 
-def header(spec: RunSpec, config: Config, model: Model, data: Interactions,
+def header(spec: RunSpec, settings: dict, model: Model, data: Interactions,
            split: splits.Split) -> dict:
     """What metrics.json says first, whatever the model: the data set, the device, the run's
-    settings, the data's and the split's sizes, the split's notes."""
-    return {"dataset": spec.data.dataset, "device": model.ops.name,
-            "config": recorded(spec, config),
-            "data": {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
-                     "train": split.train.nnz, "valid": split.valid.nnz,
-                     "test": split.test.nnz, **cold_parts(split)},
-            "notes": split.notes}
+    settings (`settings`, as recorded: the data's, the model's, the run's), the data's and the
+    split's sizes, the split's notes."""
+    return {"dataset": spec.data.dataset, "device": model.ops.name, "config": settings,
+            "data": sizes(data, split), "notes": split.notes}
+
+
+def sizes(data: Interactions, split: splits.Split) -> dict:
+    """The data's users, items and interactions, and the entries of each part of its split (a
+    time split's cold parts' counts too)."""
+    return {"users": data.n_users, "items": data.n_items, "interactions": data.nnz,
+            "train": split.train.nnz, "valid": split.valid.nnz, "test": split.test.nnz,
+            **cold_parts(split)}
 
 
 def epoch_seconds(result: dict) -> dict:

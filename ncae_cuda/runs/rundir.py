@@ -40,7 +40,8 @@ FILES = (MANIFEST, "checkpoint-select.npz", "checkpoint-refit.npz", MODEL, "metr
 SHARD_FILES = "checkpoint-*.rank*-of-*.npz"   # a sharded run's (trainer.ShardCheckpoint)
 MEMBER_FILES = tuple(str(member_checkpoint("checkpoint-*.npz", name))     # a blend's members'
                      for name in MEMBERS)
-PATTERNS = (SHARD_FILES, *MEMBER_FILES)
+STUDIES = "tune-*"                    # folders: the studies of train --baselines' baselines
+PATTERNS = (SHARD_FILES, *MEMBER_FILES, STUDIES)
 
 
 def model_file(path: Path) -> Path:
@@ -151,7 +152,7 @@ class RunDirectory:
 
     def _files(self, folder: Path | None = None) -> list[str]:
         """The run's files in `folder` (default: the run folder): its manifest, checkpoints,
-        model and metrics."""
+        model and metrics, and the folders of its baselines' studies."""
         folder = self.path if folder is None else folder
         return ([name for name in FILES if (folder / name).exists()]
                 + sorted(p.name for pattern in PATTERNS for p in folder.glob(pattern)))
@@ -166,7 +167,9 @@ class RunDirectory:
             return
         if (self.path / MANIFEST).exists():
             for name in self._files():
-                if name != MANIFEST:
+                if (self.path / name).is_dir():                  # a baseline's study
+                    shutil.rmtree(self.path / name)
+                elif name != MANIFEST:
                     (self.path / name).unlink()
             (self.path / MANIFEST).unlink()
         for name in sorted(self._files(staged), key=lambda name: name == MANIFEST):
