@@ -42,7 +42,7 @@ from torch import nn
 
 from bench.cli import out_folder
 from bench.epoch_time import ceilings, commit, device_name
-from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
+from ncae_cuda.commands import flags
 from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
 from ncae_cuda.model import metrics
@@ -201,7 +201,7 @@ def run_ncae(argv: list[str]) -> dict:
     test figures after the last, from its metrics.json. Its --out (checkpoints of up to GBs) is
     a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="ncae-peer-") as out:
-        history = run_flags([*argv, "--out", out, "--overwrite"])["history"]
+        history = flags.run_flags([*argv, "--out", out, "--overwrite"])["history"]
     return {"seconds": [h["seconds"] for h in history],
             "test": {k: v for k, v in history[-1]["test"].items() if k not in ("rows", "entries")}}
 
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--epochs must be >= 1")
     out_folder(parser, args.out)
     argv = trainer_argv(args)
-    spec, config = run_spec(build_parser(),                        # --out unused by the peer
+    spec, config = flags.run_spec(flags.build_parser(),            # --out unused by the peer
                             [*argv, "--out", str(args.out)])
     torch_device = torch.device("cuda" if args.device == "gpu" else "cpu")
 
