@@ -335,30 +335,30 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
     recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\n')
     space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
     data = ["--dataset", "synthetic-tiny"]
-    assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "3",
+    assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "2",
                       "--out", str(tmp_path / "tune-ncae")]) == 0
     capsys.readouterr()
     out = tmp_path / "run"
     assert train.main([*data, "--config", str(tmp_path / "tune-ncae" / "best.toml"),
                        "--baselines", "ease,item-knn", "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["search"]["trials"] == 3 and metrics["search"]["by"] == "study"
+    assert metrics["search"]["trials"] == 2 and metrics["search"]["by"] == "study"
     for name in ("ease", "item-knn"):
         with open(out / f"tune-{name}" / "trials.csv", newline="") as f:
-            assert [row["state"] for row in csv.DictReader(f)] == ["COMPLETE"] * 3
+            assert [row["state"] for row in csv.DictReader(f)] == ["COMPLETE"] * 2
         result = metrics["baselines"][name]
-        assert result["search"]["trials"] == 3 and "validation" not in result    # no grid
+        assert result["search"]["trials"] == 2 and "validation" not in result    # no grid
         best = comparison.recipe_settings(out / f"tune-{name}" / "best.toml", name)[1]
         assert result["chosen"] == best
     table = capsys.readouterr().out.split("\ntest\n")[1]
-    assert table.count("| 3 (study) ") == 3
+    assert table.count("| 2 (study) ") == 3
     # --overwrite starts the studies over, and they are the run's: swapped in with its files
     assert train.main([*data, "--config", str(tmp_path / "tune-ncae" / "best.toml"),
-                       "--baselines", "ease", "--baseline-trials", "2", "--out", str(out),
+                       "--baselines", "ease", "--baseline-trials", "1", "--out", str(out),
                        "--overwrite"]) == 0
     assert sorted(p.name for p in out.glob("tune-*")) == ["tune-ease"]
     with open(out / "tune-ease" / "trials.csv", newline="") as f:
-        assert len(list(csv.DictReader(f))) == 2
+        assert len(list(csv.DictReader(f))) == 1
     with pytest.raises(SystemExit):
         train.main([*data, "--config", str(recipe), "--baseline-trials", "3"])
     assert "--baseline-trials: the trials of the --baselines' studies" in capsys.readouterr().err
