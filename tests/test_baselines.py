@@ -325,6 +325,7 @@ def test_the_command_refuses_mistakes_in_a_line(flags, message, capsys):
     assert e.value.code == 2 and message in err and "Traceback" not in err
 
 
+@pytest.mark.extra("tune")
 def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path, capsys):
     """train --config STUDY/best.toml --baselines ease,item-knn: each baseline is tuned by tune
     --model with as many trials as NCAE's study finished, in the run's folder, and run at its
