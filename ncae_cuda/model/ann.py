@@ -3,12 +3,21 @@
 A user's logit of item i is an inner product, so a user's best items are a maximum-inner-
 product search. User-based: item i's vector is (V[i], c[i]) and the user's query (h, 1), h the
 user's last hidden layer. Item-based: item i's vector is (code_i, 1), the last hidden layer of
-its row, and user u's query (V[u], c[u]). The index is faiss's inverted file (the items
+its row, and user u's query (V[u], c[u]).
+
+The index searches the items on a sphere: each item vector x gains one coordinate,
+sqrt(R^2 - |x|^2) with R the largest item norm, and is divided by R; each query q is divided
+by its norm and gains a 0. Every item is then of norm 1, so the inner product ranks them as
+the distance does, and x'.q' = x.q / (R |q|) ranks them as the model does (the reduction of
+Bachrach et al., RecSys 2014). Clustered as they came, the items of large norm drew most of
+the others into a few lists, which every query then scanned, and the 4-bit codes lost the
+items of small norm; on the sphere the lists are even and fewer of them find the same items
+(bench/results/2026-11-28-cpu-ann-sphere). The index is faiss's inverted file (the items
 clustered into `lists` by k-means; a query scans the `probes` lists nearest to it) of each
 coordinate quantized to 4 bits, scanned in registers (faiss's "fast scan"), whose best
-`refine` x k are scored again exactly on the stored float32 vectors: the scores it returns
-are the model's logits. bench/ann.py chose the settings (docs/serving.md, "An approximate
-index").
+`refine` x k are scored again exactly on the stored float32 vectors; the logits returned are
+the k found items' inner products with the query as given. bench/ann.py chose the settings
+(docs/serving.md, "An approximate index").
 
 A blend (based='both') scores a weighted sum of two models' ratings, not one inner product; a
 sharded model's items live in several processes; the GPU's batched exact top-k is the GPU's
@@ -40,6 +49,8 @@ log = logging.getLogger("ncae_cuda.ann")
 INDEXES = ("exact", "approximate")           # recommend(index=...), --index
 MISSING_EXTRA = "the approximate index needs the [ann] extra: pip install -e '.[ann]'"
 SUFFIX = ".ann"                              # model.npz -> model.ann
+LAYOUT = "(x, sqrt(R^2 - |x|^2)) / R, IVF,PQx4fs,RFlat"   # in the digest: a saved index of
+                                             # another layout is rebuilt
 PARALLEL_QUERIES = 16                        # a search of as many queries runs on every core
 CORES = cores()
 
@@ -64,8 +75,8 @@ class IndexSettings:
         Items a list's k-means centroid is trained on, at most.
     """
     lists_per_sqrt: float = 2.0
-    probes: int = 32
-    probe_share: float = 1 / 32
+    probes: int = 16
+    probe_share: float = 1 / 64
     refine: int = 16
     train_per_list: int = 40
 
@@ -156,13 +167,14 @@ class ItemIndex:
     def build(self) -> None:
         faiss, s = faiss_module(), self.settings
         start = time.perf_counter()
-        n, d = self.items.shape
+        points = _on_sphere(self.items)                                        # (N, d + 1)
+        n, d = points.shape
         lists = s.lists(n)
         self.index = faiss.index_factory(
             d, f"IVF{lists},PQ{d}x4fs,RFlat", faiss.METRIC_INNER_PRODUCT)
         sample = np.random.default_rng(0).permutation(n)[:lists * s.train_per_list]
-        self.index.train(self.items[np.sort(sample)])
-        self.index.add(self.items)
+        self.index.train(points[np.sort(sample)])
+        self.index.add(points)
         self.built_seconds = time.perf_counter() - start
         self.prepare_search()
 
@@ -209,8 +221,12 @@ class ItemIndex:
         scan = faiss.SearchParametersIVF(nprobe=self.probes, sel=eligible)
         params = faiss.IndexRefineSearchParameters(k_factor=self.settings.refine,
                                                    base_index_params=scan)
-        logits, idx = self.index.search(np.ascontiguousarray(queries, np.float32), k,
-                                        params=params)                      # (B, k) each
+        norms = np.linalg.norm(queries, axis=1, keepdims=True)                  # (B, 1)
+        unit = queries / np.where(norms > 0, norms, 1)                          # (B, d)
+        _, idx = self.index.search(_with_column(unit, 0.0), k, params=params)   # (B, k)
+        found = np.maximum(idx, 0)
+        logits = np.einsum("bkd,bd->bk", self.items[found], queries,
+                           dtype=np.float32)                                 # (B, k)
         logits[idx < 0] = -np.inf
         return idx.astype(np.int32), logits
 
@@ -273,8 +289,19 @@ def _item_vectors(model) -> np.ndarray:
     return _with_column(row_codes(net, model.data.inputs()), 1.0)
 
 
+def _on_sphere(items: np.ndarray) -> np.ndarray:
+    """(N, d + 1) float32 (x, sqrt(R^2 - |x|^2)) / R of each item x (N, d), R the largest
+    norm: all of norm 1, in the order of x.q by their inner product with (q / |q|, 0)."""
+    squares = np.einsum("nd,nd->n", items, items, dtype=np.float64)           # (N,)
+    radius = np.sqrt(squares.max(initial=0.0))
+    points = _with_column(items, np.sqrt(np.maximum(radius ** 2 - squares, 0.0)))  # (N, d + 1)
+    points /= np.float32(radius or 1)
+    return points
+
+
 def _digest(items: np.ndarray, settings: IndexSettings) -> str:
     h = hashlib.sha256(repr(sorted(asdict(settings).items())).encode())
+    h.update(LAYOUT.encode())
     h.update(f"{items.shape}".encode())
     h.update(np.ascontiguousarray(items).data)
     return h.hexdigest()
