@@ -2,7 +2,9 @@
 max_wait seconds of the first (or until max_batch users) are scored by one recommend
 call, one `topk` launch a chunk on a GPU, and each request is answered with its own rows. A
 request that finds no other waiting is scored at once: with nobody to batch with, waiting would
-only add max_wait to its latency (under load, requests queue while a batch is scored).
+only add max_wait to its latency (under load, requests queue while a batch is scored); one that
+finds no other open at all goes straight to the model's thread, past the queue and the task
+that forms batches.
 
 Requests differ in n, in the items they exclude and in keeping seen items. The call asks for
 the largest n + len(exclude) among them, and each request keeps its first n items once its
@@ -51,7 +53,10 @@ class Batcher:
         ask = Ask(users, n, filter_seen, exclude, asyncio.get_running_loop().create_future())
         self.open += 1
         try:
-            self.queue.put_nowait(ask)
+            if self.open == 1:          # none other open: a batch of one, no queue between
+                await self._score([ask])
+            else:
+                self.queue.put_nowait(ask)
             return await ask.answer
         finally:
             self.open -= 1
