@@ -21,9 +21,10 @@ ItemIndex.top on the same queries. Both leave the encoder out (it is the same fo
 item is seen (the synthetic users have none). Users/s: --users users in one call; latency: one
 user a call, p50 and p99 of --calls calls, and the p50 of as many calls each made with the
 caches cold (COLD_BYTES read before it), as a served request meets them. Recall@10: the share
-of the exact top 10 that the index finds, over the users. Each shape sweeps the probes (--probes); the package's default is
-marked. --libraries adds, at the Delicious shape, faiss's HNSW and usearch's HNSW (the index
-usearch has) over the same vectors, with their build time, recall and users/s.
+of the exact top 10 that the index finds, over the users. Each shape sweeps the probes
+(--probes); the package's default is marked. --libraries adds, at the Delicious shape,
+faiss's HNSW and usearch's HNSW (the index usearch has) over the same vectors, with their build
+time, recall and users/s.
 Writes ann.json and ann.md under --out with the machine, the versions and the commit.
 """
 from __future__ import annotations
