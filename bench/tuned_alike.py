@@ -10,17 +10,23 @@ once).
     python -m bench.tuned_alike --dataset synthetic-tiny --quick --out /tmp/t     # a smoke test
 
 The runs go to --work (default: --out/runs): tune-MODEL/ (the study, trials.csv, best.toml)
-and test-MODEL-sS/ (python -m ncae_cuda.train's or ncae_cuda.baselines' folder). A step whose
-output is there is not run again, so the same command continues where it stopped (a study
-ended at --trials is read, not extended). Writes tuned_alike.json and tuned_alike.md under
---out: for each model the trials finished, their minutes (the trials' own time, as trials.csv
-has it), the settings chosen, validation and test NDCG at the last cutoff per split seed and
-their mean, and NCAE's margin over the best baseline's mean test figure.
+and test-MODEL-sS/ (python -m ncae_cuda.train's or ncae_cuda.baselines' folder, and beside it
+test-MODEL-sS.toml, the recipe it ran). A step whose output is there is not run again, so the
+same command continues where it stopped: a study with fewer finished trials than --trials is
+continued to them (the same tune command, which continues a study in its --out), and a test
+folder is run again where the recipe it ran is not the model's chosen one. --also MODEL=STUDY
+counts an earlier study of the model (its space since changed, say) in the model's --trials
+and minutes; the model's recipe is then the best of its studies on validation. Writes
+tuned_alike.json and tuned_alike.md under --out: for each model the trials finished, their
+minutes (the trials' own time, as trials.csv has it), the settings chosen, validation and test
+NDCG at the last cutoff per split seed and their mean, and NCAE's margin over the best
+baseline's mean test figure.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,43 +42,76 @@ METRIC = "ndcg@100"                    # what every study and table is scored by
 
 
 def run(command: list[str], log: Path) -> None:
-    """A package command, its output in `log`; SystemExit naming the log where it fails."""
-    with open(log, "w") as out:
+    """A package command, its output added to `log`; SystemExit naming the log where it fails."""
+    with open(log, "a") as out:
+        print(f"$ python -m {' '.join(command)}", file=out, flush=True)
         done = subprocess.run([sys.executable, "-m", *command], stdout=out, stderr=out)
     if done.returncode:
         sys.exit(f"error: python -m {' '.join(command)} exited {done.returncode}: see {log}")
 
 
 def tuned(model: str, data: list[str], trials: int, work: Path, recipe: Path | None) -> Path:
-    """The study of `model` from `recipe` (None: the model's defaults) in work/tune-MODEL (run
-    where its best.toml is not there)."""
+    """The study of `model` from `recipe` (None: the model's defaults) in work/tune-MODEL, run
+    or continued until `trials` of its trials have finished."""
     study = work / f"tune-{model}"
-    if not (study / "best.toml").exists():
+    best = study / "best.toml"
+    if not best.exists() or effort.of_study(best)["trials"] < trials:
         run(["ncae_cuda.tune", "--model", model, *data, "--trials", str(trials), "--out",
              str(study), *(["--config", str(recipe)] if recipe else [])],
             work / f"tune-{model}.log")
     return study
 
 
+def best_of(studies: list[Path]) -> Path:
+    """The study whose best trial scored highest on validation (tune.json's)."""
+    return max(studies, key=lambda study: json.loads(
+        (study / "tune.json").read_text())["best"]["value"])
+
+
 def tested(model: str, recipe: Path, data: list[str], seed: int, work: Path) -> dict:
-    """{'valid', 'test'}: figures of `recipe` through the protocol at split seed `seed`."""
+    """{'valid', 'test'}: figures of `recipe` through the protocol at split seed `seed`, run
+    where work/test-MODEL-sS ran no recipe, or another one."""
     folder = work / f"test-{model}-s{seed}"
+    ran = folder.with_name(folder.name + ".toml")          # the recipe the folder ran
     command = "train" if model == "ncae" else "baselines"
-    result = folder / "metrics.json"                    # of the same keys for every model
-    if not result.exists():
+    result = folder / "metrics.json"                        # of the same keys for every model
+    if not (result.exists() and ran.exists() and read_recipe(ran) == read_recipe(recipe)):
         run([f"ncae_cuda.{command}", "--config", str(recipe), *data, "--split-seed", str(seed),
              "--out", str(folder), "--overwrite"], work / f"test-{model}-s{seed}.log")
+        shutil.copyfile(recipe, ran)
     summary = json.loads(result.read_text())
     return {"valid": summary["best_validation"][METRIC], "test": summary["test"][METRIC]}
 
 
-def study_row(model: str, study: Path) -> dict:
-    """The study's trials finished, their minutes, and the chosen settings (best.toml's)."""
-    searched = effort.of_study(study / "best.toml")
-    chosen = {name: value for name, value in read_recipe(study / "best.toml").items()
+def study_row(model: str, studies: list[Path]) -> dict:
+    """The trials finished by the model's studies, their minutes, and the chosen settings (the
+    best study's best.toml)."""
+    searched = [effort.of_study(study / "best.toml") for study in studies]
+    best = best_of(studies)
+    chosen = {name: value for name, value in read_recipe(best / "best.toml").items()
               if name != "model"}
-    return {"model": model, "trials": searched["trials"], "minutes": searched["minutes"],
+    return {"model": model, "studies": [str(study) for study in studies], "recipe":
+            str(best / "best.toml"), "trials": sum(s["trials"] for s in searched),
+            "minutes": sum(s["minutes"] for s in searched),
             "chosen": ", ".join(f"{name} {shown(value)}" for name, value in chosen.items())}
+
+
+def earlier_studies(p: argparse.ArgumentParser, given: list[str], models: list[str]
+                    ) -> dict[str, list[Path]]:
+    """{model: [study folder]} of the --also MODEL=STUDY given; p.error where one is not a
+    listed model's finished study."""
+    earlier: dict[str, list[Path]] = {}
+    for text in given:
+        model, _, folder = text.partition("=")
+        if model not in models:
+            p.error(f"--also {text}: {model!r} is not one of --models ({', '.join(models)})")
+        study = Path(folder)
+        if not ((study / "best.toml").is_file() and (study / "tune.json").is_file()
+                and effort.of_study(study / "best.toml")):
+            p.error(f"--also {text}: {study} holds no finished study (best.toml, tune.json, "
+                    f"{effort.TABLE})")
+        earlier.setdefault(model, []).append(study)
+    return earlier
 
 
 def shown(value) -> str:
@@ -90,7 +129,8 @@ def table(rows: list[dict], seeds: list[int]) -> str:
              f" | test {METRIC} | mean test | chosen on seed {seeds[0]}'s validation |",
              "|---|---:|---:|---|---|---:|---|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['trials']} | {r['minutes']:.1f} | "
+        studies = f" ({len(r['studies'])} studies)" if len(r["studies"]) > 1 else ""
+        lines.append(f"| {r['model']} | {r['trials']}{studies} | {r['minutes']:.1f} | "
                      + " / ".join(f"{v:.4f}" for v in r["valid"]) + " | "
                      + " / ".join(f"{v:.4f}" for v in r["test"])
                      + f" | {r['mean_test']:.4f} | {r['chosen']} |")
@@ -114,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="as train's --valid-item (default: train's)")
     p.add_argument("--models", default=",".join(MODELS),
                    help="which models, NCAE among them (default: %(default)s)")
-    p.add_argument("--trials", type=int, default=40, help="each study's (default: %(default)s)")
+    p.add_argument("--trials", type=int, default=40,
+                   help="each model's, its --also studies' counted (default: %(default)s)")
     p.add_argument("--ncae-config", type=Path, metavar="RECIPE",
                    help="the recipe NCAE's study starts from and leaves what its space does "
                         "not search at, e.g. one saying feedback = \"implicit\" for data with "
@@ -124,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: %(default)s)")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: 2 trials a model, one split seed")
+    p.add_argument("--also", action="append", default=[], metavar="MODEL=STUDY",
+                   help="an earlier study of MODEL (a tune --out folder) on the same data, "
+                        "validation part and score: its trials count in MODEL's --trials and "
+                        "minutes, and MODEL's recipe is the best of its studies on validation "
+                        "(repeatable)")
     p.add_argument("--work", type=Path, help="the runs' folders (default: --out/runs)")
     p.add_argument("--out", type=Path, required=True, help="tuned_alike.json and .md")
     args = p.parse_args(argv)
@@ -139,11 +185,20 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("data_dir", "split", "valid_item"):
         if getattr(args, flag) is not None:
             data += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
+    earlier = earlier_studies(p, args.also, models)
+    own = {model: trials - sum(effort.of_study(study / "best.toml")["trials"]
+                               for study in earlier.get(model, [])) for model in models}
+    for model, left in own.items():
+        if left < 1:
+            p.error(f"--also: {model}'s earlier studies hold --trials {trials} or more: "
+                    "no study of its own is left to run")
     rows = []
     for model in models:
-        study = tuned(model, data, trials, work, args.ncae_config if model == "ncae" else None)
-        figures = [tested(model, study / "best.toml", data, seed, work) for seed in seeds]
-        rows.append({**study_row(model, study), "valid": [f["valid"] for f in figures],
+        studies = [*earlier.get(model, []), tuned(model, data, own[model], work,
+                                                  args.ncae_config if model == "ncae" else None)]
+        row = study_row(model, studies)
+        figures = [tested(model, Path(row["recipe"]), data, seed, work) for seed in seeds]
+        rows.append({**row, "valid": [f["valid"] for f in figures],
                      "test": [f["test"] for f in figures],
                      "mean_test": statistics.mean(f["test"] for f in figures)})
         print(f"{model}: mean test {METRIC} {rows[-1]['mean_test']:.4f}", flush=True)

@@ -27,6 +27,8 @@ from ncae_cuda.data import datasets, splits
 from ncae_cuda.model.config import read_toml
 from ncae_cuda.ops.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.ops.layout import NCAELayout
+from ncae_cuda.runs import effort
+from ncae_cuda.runs.factory import read_recipe
 
 
 def test_floor_is_the_larger_of_the_two_times():
@@ -280,6 +282,44 @@ def test_tuned_alike_quick_tables_each_models_study_and_tests(tmp_path):
     stamps = [log.stat().st_mtime_ns for log in logs]
     assert tuned_alike.main(argv) == 0
     assert [log.stat().st_mtime_ns for log in logs] == stamps
+
+
+@pytest.mark.extra("tune")
+def test_tuned_alike_counts_an_earlier_study_continues_its_own_and_retests_a_stale_run(tmp_path):
+    """--also's study counts in the model's trials and minutes and the recipe is the best of
+    the model's studies on validation; a larger --trials continues the model's own study; a
+    test folder that ran another recipe is run again."""
+    def table(*flags):
+        argv = ["--dataset", "synthetic-tiny", "--models", "item-knn", "--split-seeds", "0",
+                "--out", str(tmp_path / "out"), *flags]
+        assert tuned_alike.main(argv) == 0
+        return json.loads((tmp_path / "out" / "tuned_alike.json").read_text())["models"][0]
+
+    runs = tmp_path / "out" / "runs"
+    table("--trials", "2")
+    (runs / "tune-item-knn").rename(tmp_path / "earlier")
+    also = ("--also", f"item-knn={tmp_path / 'earlier'}")
+    row = table("--trials", "5", *also)
+    studies = [tmp_path / "earlier", runs / "tune-item-knn"]
+    searched = [effort.of_study(study / "best.toml") for study in studies]
+    assert [s["trials"] for s in searched] == [2, 3] and row["trials"] == 5
+    assert row["minutes"] == pytest.approx(sum(s["minutes"] for s in searched))
+    best = max(studies, key=lambda s: json.loads((s / "tune.json").read_text())["best"]["value"])
+    assert row["recipe"] == str(best / "best.toml")
+    assert read_recipe(runs / "test-item-knn-s0.toml") == read_recipe(best / "best.toml")
+    assert "| 5 (2 studies) |" in (tmp_path / "out" / "tuned_alike.md").read_text()
+    assert table("--trials", "6", *also)["trials"] == 6
+    assert effort.of_study(runs / "tune-item-knn" / "best.toml")["trials"] == 4
+
+    ran = runs / "test-item-knn-s0.toml"            # a folder that ran another recipe
+    ran.write_text('model = "item-knn"\nk = 3\nshrink = 0.0\n')
+    log = runs / "test-item-knn-s0.log"
+    before = log.stat().st_mtime_ns
+    row = table("--trials", "6", *also)
+    assert log.stat().st_mtime_ns > before and read_recipe(ran) == read_recipe(row["recipe"])
+    with pytest.raises(SystemExit) as refused:
+        table("--trials", "2", *also)
+    assert refused.value.code == 2
 
 
 def test_recommend_time_quick(tmp_path):
