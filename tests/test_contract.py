@@ -195,6 +195,17 @@ def test_unknown_ids_are_refused_naming_them(fitted):
         model.recommend([0], n=N, items=[1, ITEMS + 2])
 
 
+def test_the_ids_cannot_change_under_the_lookups_sorted_from_them(fitted, tmp_path):
+    """A model's ids, fit or loaded, are read-only: its lookups sort them once."""
+    _, _, model = fitted
+    model.save(tmp_path / "model.npz")
+    loaded = load_model(tmp_path / "model.npz", device="cpu")
+    for ids in (model.user_ids, model.item_ids, loaded.user_ids, loaded.item_ids):
+        with pytest.raises(ValueError, match="read-only"):
+            ids[0] = ids[1]
+    assert model.recommend([USERS - 1, 0], n=N)[0].shape == (2, N)
+
+
 def answered(model, supported: bool, query):
     """query()'s answer where the model has the query; else None, once query() raised
     Unsupported naming the model."""

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from ncae_cuda.data import interactions, reader, table_parser
-from ncae_cuda.data.interactions import DataError, UnknownIds, index_ids, lookup_ids
+from ncae_cuda.data.interactions import DataError, IdLookup, UnknownIds, index_ids
 from ncae_cuda.data.reader import (
     read_delicious,
     read_lastfm_artists,
@@ -128,13 +128,31 @@ def test_ids_are_matched_as_written():
     ids = np.array(["u0", "u1"])
     for bad in ["u0\x00", "u0\n", "\x7fu1"]:
         with pytest.raises(DataError, match="control character"):
-            lookup_ids(ids, [bad], "user")
+            IdLookup(ids, "user")([bad])
     with pytest.raises(UnknownIds, match="unknown to the model: '' \\(empty\\)$"):
-        lookup_ids(ids, [""], "user")
+        IdLookup(ids, "user")([""])
     with pytest.raises(UnknownIds) as long_one:
-        lookup_ids(ids, ["x" * 900_000], "user")
+        IdLookup(ids, "user")(["x" * 900_000])
     assert len(str(long_one.value)) < 200 and "(900000 characters)" in str(long_one.value)
-    assert lookup_ids(ids, ["u1", "u0"], "user").tolist() == [1, 0]
+    assert IdLookup(ids, "user")(["u1", "u0"]).tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("kind", ["integer", "text"])
+def test_a_lookup_sorted_once_finds_every_id_as_a_dictionary_does(kind):
+    """Random ids, looked up many times by one IdLookup: each found where a dictionary of the
+    ids puts it, an absent one named."""
+    rng = np.random.default_rng(0)
+    numbers = rng.permutation(20_000)[:3_000]                                  # (3000,)
+    ids = numbers.astype(np.int64) if kind == "integer" else np.array([f"u{k}" for k in numbers])
+    where = {v: k for k, v in enumerate(ids.tolist())}
+    lookup = IdLookup(ids, "user")
+    for size in (1, 7, 500):
+        wanted = rng.choice(ids, size)
+        assert lookup(wanted).tolist() == [where[w] for w in wanted.tolist()]
+    absent = 20_001 if kind == "integer" else "u20001"
+    with pytest.raises(UnknownIds, match=f"1 user id\\(s\\) unknown to the model: {absent}$"):
+        lookup([ids[0], absent])
+    assert IdLookup(ids[:0], "item")([]).tolist() == []
 
 
 def test_table_two_columns_is_implicit(tmp_path):
@@ -208,14 +226,14 @@ def test_a_published_format_refuses_an_id_that_is_not_a_plain_integer(tmp_path, 
 
 def test_text_finds_an_integer_id_only_as_a_file_writes_it():
     ids = np.array([1, 7, 196])
-    np.testing.assert_array_equal(interactions.lookup_ids(ids, ["196", "7"], "user"), [2, 1])
-    np.testing.assert_array_equal(interactions.lookup_ids(ids, [7, 1.0], "user"), [1, 0])
+    np.testing.assert_array_equal(interactions.IdLookup(ids, "user")(["196", "7"]), [2, 1])
+    np.testing.assert_array_equal(interactions.IdLookup(ids, "user")([7, 1.0]), [1, 0])
     for wanted in ("0196", "196.0", " 196", "+196", "1_96"):
         with pytest.raises(interactions.UnknownIds,
                            match=f"unknown to the model: {re.escape(wanted)}$"):
-            interactions.lookup_ids(ids, [wanted], "user")
+            interactions.IdLookup(ids, "user")([wanted])
     texts = np.array(["007", "7", "x"])
-    np.testing.assert_array_equal(interactions.lookup_ids(texts, ["7", 7, "007"], "user"),
+    np.testing.assert_array_equal(interactions.IdLookup(texts, "user")(["7", 7, "007"]),
                                   [1, 1, 0])
 
 

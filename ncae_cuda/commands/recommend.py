@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cli import Parser
-from ..data.interactions import DataError, lookup_ids
+from ..data.interactions import DataError
 from ..errors import NcaeError
 from ..model import ann
 from ..model.base import Model
@@ -128,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.index == "approximate":
             model.item_index()
         # unknown ids stop here, before any output is written; known ones as the model has them
-        users = model.user_ids[lookup_ids(model.user_ids, wanted_users(args, model), "user")]
+        users = model.user_ids[model.data.user_lookup(wanted_users(args, model))]
         items = None if args.items_file is None else read_ids(args.items_file)
         if items is not None:
-            items = model.item_ids[lookup_ids(model.item_ids, items, "item")]
+            items = model.item_ids[model.data.item_lookup(items)]
         start = time.perf_counter()
         with cpu.compile_note():
             rows = written(args.out, lambda out: write_recommendations(

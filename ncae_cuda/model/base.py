@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..data.interactions import Interactions, from_matrix, lookup_ids
+from ..data.interactions import Interactions, from_matrix
 from ..errors import NcaeError
 from . import modelfile
 from .ann import INDEXES, IndexUnavailable, ItemIndex, user_queries
@@ -147,7 +147,7 @@ class Model(abc.ABC):
         self._check_fitted()
         if index not in INDEXES:
             raise ValueError(f"index must be one of {', '.join(INDEXES)}; got {index!r}")
-        u = lookup_ids(self.user_ids, users, "user")
+        u = self.data.user_lookup(users)
         n, candidates = self.data.candidates(n, items)
         searched = self.item_index() if index == "approximate" else None
         if searched is None or candidates is not None:
@@ -247,7 +247,7 @@ class Model(abc.ABC):
         (B,) item indices -> device (B, items held) similarities."""
         self._check_fitted()
         ops, held = self.ops, self.data.item_columns
-        idx = lookup_ids(self.item_ids, items, "item")
+        idx = self.data.item_lookup(items)
 
         def itself(chunk: np.ndarray) -> tuple:
             mine = held.owns(chunk)

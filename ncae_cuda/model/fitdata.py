@@ -16,6 +16,7 @@ training matrix's entries.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import replace
 from typing import Callable
@@ -24,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import recency
-from ..data.interactions import (DataError, Interactions, check_values, from_matrix, lookup_ids,
+from ..data.interactions import (DataError, IdLookup, Interactions, check_values, from_matrix,
                                  shown_id)
 from ..ops.common import CSR
 from ..ops.shard import Columns, column_part, split_columns
@@ -42,7 +43,9 @@ class FitData:
     def __init__(self, config: Config, ops, user_ids: np.ndarray, item_ids: np.ndarray,
                  seen: sp.csr_matrix, rating_scale: tuple[float, float] | None):
         self.config, self.ops = config, ops
-        self.user_ids, self.item_ids = user_ids, item_ids     # (n_users,), (n_items,) source ids
+        # (n_users,), (n_items,) source ids: a copy of its own, read-only, as the lookups
+        # sorted from them stay true
+        self.user_ids, self.item_ids = _read_only(user_ids), _read_only(item_ids)
         self.seen = seen                      # (n_users, n_items) the fit interactions as
                                               # scored_rows(): users encoded from them, seen
                                               # items filtered by them
@@ -52,6 +55,16 @@ class FitData:
         self._matrix = None                   # the network's view of `seen`, made on first use
         self._training = None                 # ... and what it trains on, made on first use
         self._device = {}                     # device copies, made on first use
+
+    @functools.cached_property
+    def user_lookup(self) -> IdLookup:
+        """The indices of user ids (UnknownIds naming those not fit on), the ids sorted once."""
+        return IdLookup(self.user_ids, "user")
+
+    @functools.cached_property
+    def item_lookup(self) -> IdLookup:
+        """The indices of item ids (UnknownIds naming those not fit on), the ids sorted once."""
+        return IdLookup(self.item_ids, "item")
 
     @classmethod
     def of(cls, data: Interactions, config: Config, ops) -> FitData:
@@ -284,7 +297,7 @@ class FitData:
         if items is None:
             return min(int(n), len(self.item_ids)), None
         mask = np.zeros(len(self.item_ids), bool)
-        mask[lookup_ids(self.item_ids, items, "item")] = True
+        mask[self.item_lookup(items)] = True
         lo, hi, _ = self.item_columns
         return min(int(n), int(mask.sum())), self.ops.to_device(mask[lo:hi])
 
@@ -368,6 +381,13 @@ def binary(m: sp.csr_matrix) -> sp.csr_matrix:
 
 def _union(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
     return binary(binary(a) + binary(b))
+
+
+def _read_only(ids: np.ndarray) -> np.ndarray:
+    """A read-only copy of `ids`."""
+    ids = np.array(ids)
+    ids.flags.writeable = False
+    return ids
 
 
 def _storable(ids: np.ndarray) -> np.ndarray:

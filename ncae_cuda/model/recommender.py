@@ -14,7 +14,7 @@ import abc
 
 import numpy as np
 
-from ..data.interactions import DataError, Interactions, lookup_ids
+from ..data.interactions import DataError, Interactions
 from .ann import ItemIndex
 from .base import Model, Unsupported, cosine_of
 from .cold_means import cold_at, cold_ratings
@@ -59,8 +59,8 @@ class RatingModel(Model):
             Ids the model was not fit on, named.
         """
         self._check_fitted()
-        u = lookup_ids(self.user_ids, users, "user")
-        i = lookup_ids(self.item_ids, items, "item")
+        u = self.data.user_lookup(users)
+        i = self.data.item_lookup(items)
         if len(u) != len(i):
             raise ValueError(f"predict needs as many users as items; got {len(u)}, {len(i)}")
         return self._ratings_at(u, i)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ..data.interactions import DataError, UnknownIds, from_matrix, lookup_ids
+from ..data.interactions import DataError, UnknownIds, from_matrix
 from ..data.table_parser import TIMESTAMP_FORMS, unix_seconds
 from ..errors import NcaeError
 from ..model.base import Model, Unsupported
@@ -177,7 +177,7 @@ def fold_in(model: Model, ask: NewUserAsk) -> dict:
     if config.recency_boost and ask.times is None and ask.items:
         raise RequestError("the model weighs a user's items by recency: give \"times\", one "
                            "per item")
-    columns = lookup_ids(model.item_ids, ask.items, "item")                      # (k,)
+    columns = model.data.item_lookup(ask.items)                      # (k,)
     if len(np.unique(columns)) < len(columns):
         raise RequestError("items names an item more than once")
     shape, at = (1, len(model.item_ids)), (np.zeros(len(columns), np.int32), columns)
@@ -207,7 +207,7 @@ def seconds(times: list) -> list[float]:
 
 def similar_to(model: Model, item: str, n: int) -> dict:
     """similar_items for one item (on the model's thread)."""
-    column = lookup_ids(model.item_ids, [item], "item")
+    column = model.data.item_lookup([item])
     items, scores = model.similar_items(model.item_ids[column], n=n)
     return {"item": model.item_ids[column].tolist()[0], **ranked(items[0], scores[0], n)}
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..data.interactions import lookup_ids
 from ..errors import NcaeError
 from ..model.base import Model
 
@@ -124,8 +123,8 @@ def score_batch(model: Model, batch: list[Ask], index: str = "exact") -> list:
     for k, ask in enumerate(batch):
         try:
             users = (looked_up[k] if looked_up is not None
-                     else lookup_ids(model.user_ids, ask.users, "user"))                # (U,)
-            excluded = (model.item_ids[lookup_ids(model.item_ids, ask.exclude, "item")]
+                     else model.data.user_lookup(ask.users))                # (U,)
+            excluded = (model.item_ids[model.data.item_lookup(ask.exclude)]
                         if ask.exclude else NONE)
         except (NcaeError, ValueError) as e:
             answers[k] = e
@@ -148,10 +147,10 @@ def score_batch(model: Model, batch: list[Ask], index: str = "exact") -> list:
 
 
 def _batch_users(model: Model, batch: list[Ask]) -> list[np.ndarray] | None:
-    """Each ask's users' indices, the ids of the whole batch looked up at once (one sort of the
-    model's ids); None where one of them is unknown, and each ask is looked up apart."""
+    """Each ask's users' indices, the ids of the whole batch looked up in one call; None where
+    one of them is unknown, and each ask is looked up apart."""
     try:
-        every = lookup_ids(model.user_ids, [u for ask in batch for u in ask.users], "user")
+        every = model.data.user_lookup([u for ask in batch for u in ask.users])
     except (NcaeError, ValueError):
         return None
     return np.split(every, np.cumsum([len(ask.users) for ask in batch])[:-1])
