@@ -5,6 +5,7 @@ baseline) on the same file (recommend, recommend_new, similar_items); every clie
 and a damaged file; SIGTERM with requests in flight."""
 import hashlib
 import http.client
+import importlib.util
 import json
 import os
 import select
@@ -162,6 +163,14 @@ def test_healthz_names_the_model_that_answers(kind, models, servers):
         model.config.feedback, model.config.based, "cpu")
     # warmed before it listened: the first request pays for no compile
     assert "warmed up: one user scored in" in servers[kind].logged()
+
+
+def test_the_server_runs_on_uvloop_where_it_is_installed(servers):
+    """uvicorn picks uvloop's event loop where it is installed (the [serve] extra installs it
+    where it builds), and only when uvicorn makes the loop itself."""
+    uvloop = importlib.util.find_spec("uvloop") is not None
+    assert ("event loop: uvloop." if uvloop else "event loop: asyncio.") in (
+        servers["implicit-user"].logged())
 
 
 def test_the_openapi_page_lists_the_endpoints_and_their_bodies(servers):

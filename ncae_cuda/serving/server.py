@@ -4,12 +4,14 @@ requests in flight before the process exits with status 0."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import socket
 
 from ..errors import NcaeError
 
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+log = logging.getLogger("ncae_cuda.serve")
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -34,20 +36,23 @@ def serve(app, holder, sock: socket.socket) -> None:
     # the [serve] extra, imported here so that the module imports without it
     import uvicorn
     host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(app, access_log=False, lifespan="on",
-                                           timeout_graceful_shutdown=None))
+    shown = f"[{host}]" if ":" in host else host
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            loop = asyncio.get_running_loop()
+            log.info("event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
+            loop.add_signal_handler(signal.SIGHUP, holder.reload_soon)
+            await super().startup(sockets=sockets)
+            if self.started:
+                print(f"serving {holder.path} on http://{shown}:{port}", flush=True)
+
+    server = Server(uvicorn.Config(app, access_log=False, lifespan="on",
+                                   timeout_graceful_shutdown=None))
     # uvicorn catches these while it runs and raises them again once it has shut down, to the
     # handlers it found: these ones, so a drained shutdown ends the process with status 0
     for sig in SHUTDOWN_SIGNALS:
         signal.signal(sig, lambda signum, frame: None)
-
-    async def run() -> None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, holder.reload_soon)
-        serving = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started and not serving.done():
-            await asyncio.sleep(0.01)
-        if server.started:
-            shown = f"[{host}]" if ":" in host else host
-            print(f"serving {holder.path} on http://{shown}:{port}", flush=True)
-        await serving
-    asyncio.run(run())
+    # uvicorn's own run, on the event loop its Config picks: uvloop's where it is installed
+    # (asyncio.run would make asyncio's own, and uvloop would never be used)
+    server.run(sockets=[sock])
