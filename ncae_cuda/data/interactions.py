@@ -186,7 +186,7 @@ class UnknownIds(DataError, KeyError):
 class IdLookup:
     """The index in `ids` (source ids, as Interactions.user_ids) of each id asked for, the ids
     sorted once: a fitted model's users and items are looked up for every request a server
-    answers, and a sort of 138,493 ids costs milliseconds.
+    answers, and a sort of a catalogue's ids each time would cost more than the rest of it.
 
     Text such as "196" finds the integer id 196 (ids read from a command line or a CSV) where it
     writes it as a file does (the module's docstring: "0196" and "196.0" do not). Ids are

@@ -43,7 +43,7 @@ class FitData:
     def __init__(self, config: Config, ops, user_ids: np.ndarray, item_ids: np.ndarray,
                  seen: sp.csr_matrix, rating_scale: tuple[float, float] | None):
         self.config, self.ops = config, ops
-        # (n_users,), (n_items,) source ids: a copy of its own, read-only, as the lookups
+        # (n_users,), (n_items,) source ids: copies of its own, read-only, so that the lookups
         # sorted from them stay true
         self.user_ids, self.item_ids = _read_only(user_ids), _read_only(item_ids)
         self.seen = seen                      # (n_users, n_items) the fit interactions as
