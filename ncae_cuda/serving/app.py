@@ -177,7 +177,7 @@ def fold_in(model: Model, ask: NewUserAsk) -> dict:
     if config.recency_boost and ask.times is None and ask.items:
         raise RequestError("the model weighs a user's items by recency: give \"times\", one "
                            "per item")
-    columns = model.data.item_lookup(ask.items)                      # (k,)
+    columns = model.data.item_lookup(ask.items)                                   # (k,)
     if len(np.unique(columns)) < len(columns):
         raise RequestError("items names an item more than once")
     shape, at = (1, len(model.item_ids)), (np.zeros(len(columns), np.int32), columns)

@@ -123,7 +123,7 @@ def score_batch(model: Model, batch: list[Ask], index: str = "exact") -> list:
     for k, ask in enumerate(batch):
         try:
             users = (looked_up[k] if looked_up is not None
-                     else model.data.user_lookup(ask.users))                # (U,)
+                     else model.data.user_lookup(ask.users))                     # (U,)
             excluded = (model.item_ids[model.data.item_lookup(ask.exclude)]
                         if ask.exclude else NONE)
         except (NcaeError, ValueError) as e:
