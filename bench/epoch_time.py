@@ -68,18 +68,19 @@ def device_name(device: str) -> str:
     return f"{facts['name']}, {facts['cores']} cores"
 
 
-def ceilings(device: str, repeats: int = 5) -> Ceilings:
+def ceilings(device: str, quick: bool = False) -> Ceilings:
     """The device's memory bandwidth and float32 product rate, measured on it once (seconds to
-    measure): gpu-graphs is the same card as gpu."""
-    return _measured("gpu" if device.startswith("gpu") else device, repeats)
+    measure; a benchmark's --quick: once, small, in tenths): gpu-graphs is the same card as
+    gpu."""
+    return _measured("gpu" if device.startswith("gpu") else device, 1 if quick else 5, quick)
 
 
 @functools.cache
-def _measured(device: str, repeats: int) -> Ceilings:
+def _measured(device: str, repeats: int, small: bool) -> Ceilings:
     if device == "gpu":
         import cupy
-        return measure_ceilings(cupy, device_name(device), repeats)
-    return measure_ceilings(np, device_name(device), repeats)
+        return measure_ceilings(cupy, device_name(device), repeats, small)
+    return measure_ceilings(np, device_name(device), repeats, small)
 
 
 def epoch_work_of(flags: list[str]) -> tuple[Work, int, float]:
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
         return 2
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "devices": {d: device_name(d) for d in devices}, "cases": {}}
-    measured = {d: ceilings(d, 1 if args.quick else 5) for d in devices}
+    measured = {d: ceilings(d, args.quick) for d in devices}
     result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9}
                           for d, c in measured.items()}
     with tempfile.TemporaryDirectory(prefix="ncae-epoch-time-") as runs:

@@ -246,7 +246,7 @@ def main(argv=None) -> int:
     if unknown := set(shapes) - set(SHAPES):
         p.error(f"--shapes: no shape {', '.join(sorted(unknown))} (shapes: {', '.join(SHAPES)})")
     backend = ops.get_backend(args.device)
-    measured = ceilings(args.device, 1 if args.quick else 5)
+    measured = ceilings(args.device, args.quick)
     timer = gpu_seconds if args.device == "gpu" else cpu_seconds
     seconds = lambda fn: timer(fn, repeats=args.repeats)                  # noqa: E731
     torch_device = _torch_device(args.device)

@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     peer = run_torch(exp, ops, m, rows, torch_device)
 
     work = epoch_work(m, rows, config.batch_size, config.hidden, config.feedback)
-    ceil = ceilings(args.device, 1 if args.quick else 5)
+    ceil = ceilings(args.device, args.quick)
     floor = work.floor(ceil)
     models = {"ncae_cuda": ncae, "torch": peer}
     for r in models.values():

@@ -122,7 +122,8 @@ def time_cell(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     backend = ops.get_backend(args.device)
-    ceilings = measure_ceilings(backend.xp, args.device, repeats=1 if args.quick else 5)
+    ceilings = measure_ceilings(backend.xp, args.device, repeats=1 if args.quick else 5,
+                                small=args.quick)
     data = datasets.load("synthetic-tiny" if args.quick else "synthetic-ml10m")
     whole = data.to_csr("item")
     k = labels["K"]

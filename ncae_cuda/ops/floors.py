@@ -43,14 +43,16 @@ class Ceilings:
     flops: float        # FLOP/s of a large float32 matrix product
 
 
-def measure_ceilings(xp, device: str, repeats: int = 5) -> Ceilings:
+def measure_ceilings(xp, device: str, repeats: int = 5, small: bool = False) -> Ceilings:
     """Both ceilings with the array module xp (numpy, or cupy on the current GPU). Bandwidth
     is the faster of a copy and an in-place update of one array: a CPU's copy also reads the
     lines it writes (write-allocate), which a copy's count leaves out, so on the CPU the update
     is the faster (2 cores of this project's AMD EPYC VM: 25 GB/s copying, 50 GB/s updating in
     place); a GPU writes whole lines, so the two should be close there (not yet measured). On
     the CPU both run on every core (Numba), as the training's memory-bound loops do: numpy's
-    are one thread and read low."""
+    are one thread and read low. `small` (a benchmark's --quick, which checks the command, not
+    the machine): arrays an eighth and a product a 64th the size, for figures in tenths of a
+    second that a cache may flatter."""
     synchronize = getattr(getattr(xp, "cuda", None), "Device", None)
     sync = (lambda: synchronize().synchronize()) if synchronize else (lambda: None)
 
@@ -65,7 +67,7 @@ def measure_ceilings(xp, device: str, repeats: int = 5) -> Ceilings:
             times.append(time.perf_counter() - start)
         return float(np.median(times))
 
-    n = 256 * 2**20 // F32                                   # 256 MiB: far beyond any cache
+    n = (32 if small else 256) * 2**20 // F32               # 256 MiB: far beyond any cache
     src, dst = xp.ones(n, np.float32), xp.empty(n, np.float32)
     one = np.float32(1)
     if xp is np:
@@ -73,7 +75,7 @@ def measure_ceilings(xp, device: str, repeats: int = 5) -> Ceilings:
     else:
         copy, update = (lambda: xp.copyto(dst, src)), (lambda: xp.multiply(src, one, out=src))
     bandwidth = 2 * n * F32 / min(best(copy), best(update))
-    m = 4096
+    m = 1024 if small else 4096
     a = xp.asarray(np.random.default_rng(0).random((m, m), np.float32))
     flops = 2 * m ** 3 / best(lambda: a @ a)
     return Ceilings(device, bandwidth, flops)
@@ -111,6 +113,8 @@ def op_work(op: str, B: int = 0, N: int = 0, K: int = 0, nnz: int = 0, U: int = 
         return Work(3 * U * K * F32 + 3 * B * K * F32 + entries + nnz * 4 * F32, 4 * nnz * K)
     if op == "reweighted_error":                             # out in, dout out, weights in
         return Work(2 * B * N * F32 + N * F32 + nnz * F32, 8 * B * N)
+    if op == "multinomial_error":                            # out in twice, dout out
+        return Work(3 * B * N * F32 + 2 * N * F32 + nnz * F32, 10 * B * N)
     if op == "adam":
         return Work(ADAM_BYTES * P, 12 * P)
     if op == "rank_heldout":
