@@ -30,19 +30,30 @@ __device__ __forceinline__ u8 dropout_kept(u64 stream, int entry_id, u32 thresho
     return (mix64(stream + (u64)entry_id * GOLDEN) >> KEEP_SHIFT) >= threshold;
 }
 
-// Sum of v over a block of BLOCK threads in a fixed tree order (the same result on every run).
-// Every thread of the block must call it; `scratch` holds BLOCK values. Returns the sum to all.
-template <typename T>
-__device__ __forceinline__ T block_sum(T v, T* scratch) {
+// v reduced over a block of BLOCK threads by `op` in a fixed tree order (the same result on
+// every run). Every thread of the block must call it; `scratch` holds BLOCK values. Returns the
+// result to all.
+template <typename T, class Op>
+__device__ __forceinline__ T block_reduce(T v, T* scratch, Op op) {
     scratch[threadIdx.x] = v;
     __syncthreads();
     for (int half = BLOCK / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) scratch[threadIdx.x] += scratch[threadIdx.x + half];
+        if (threadIdx.x < half)
+            scratch[threadIdx.x] = op(scratch[threadIdx.x], scratch[threadIdx.x + half]);
         __syncthreads();
     }
     T total = scratch[0];
     __syncthreads();   // scratch may be reused right after
     return total;
+}
+
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
+    return block_reduce(v, scratch, [](T x, T y) { return x + y; });
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+    return block_reduce(v, scratch, [](float x, float y) { return fmaxf(x, y); });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -319,19 +319,23 @@ def test_sparse_output_backward_identity_hand_case():
 
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 @pytest.mark.parametrize("kept_only", [False, True])
-def test_reweighted_error(backend, shape, kept_only):
+@pytest.mark.parametrize("loss_op", ["reweighted_error", "multinomial_error"])
+def test_implicit_error(backend, shape, kept_only, loss_op):
     rng, m, batch, hb, _, B = case(shape, 8, backend, "implicit")
     N = shape[1]
-    z = rng.normal(0, 1.5, (B, N)).astype(np.float32)
+    # logits far from 0 (the softmax's exp must not overflow), and columns of equal logits
+    z = rng.normal(0, 1.5, (B, N)).astype(np.float32) + np.float32(60.0)
+    z[:, ::3] = z[:, :1]
     c = rng.normal(0, 0.5, N).astype(np.float32)
-    weights = rng.random(N).astype(np.float32)
+    # the popularity weights: reweighted_error's alone
+    weights = [rng.random(N).astype(np.float32)] if loss_op == "reweighted_error" else []
     expect_d, expect_loss = np.empty((B, N)), np.empty(B)
-    ref.reweighted_error(expect_d, expect_loss, z.astype(np.float64), c.astype(np.float64), hb,
-                         weights.astype(np.float64), kept_only)
+    getattr(ref, loss_op)(expect_d, expect_loss, z.astype(np.float64), c.astype(np.float64), hb,
+                          *(w.astype(np.float64) for w in weights), kept_only=kept_only)
     dout = backend.to_device(np.full((B, N), np.nan, np.float32))
     loss = backend.to_device(np.full(B, np.nan, np.float32))
-    backend.reweighted_error(dout, loss, *on(backend, z, c), batch, backend.to_device(weights),
-                             kept_only)
+    getattr(backend, loss_op)(dout, loss, *on(backend, z, c), batch,
+                              *(backend.to_device(w) for w in weights), kept_only=kept_only)
     assert_close(host(backend, dout), expect_d)
     assert_close(host(backend, loss), expect_loss)
     assert not host(backend, dout)[hb.row_weight == 0].any()   # padding rows weigh nothing
@@ -350,6 +354,50 @@ def test_reweighted_error_hand_case():
     ref.reweighted_error(dout, loss, np.array([[0.0, np.arctanh(0.5) - 0.1]]),
                          np.array([0.0, 0.1]), batch, np.array([7.0, 0.25]), kept_only=True)
     np.testing.assert_allclose(loss, [0.0 + 0.25 * 0.25])
+
+
+def test_multinomial_error_hand_case():
+    # row 0: columns 0 and 2 observed of N = 3, out = (0, log 2, 0): pi = (1/4, 1/2, 1/4);
+    # row 1: nothing observed (a row all of whose entries were dropped): no loss, no gradient
+    dout, loss = np.empty((2, 3)), np.empty(2)
+    batch = ref.Batch(np.array([0, 2, 2]), np.array([0, 2]), np.ones(2), np.array([1, 0], np.uint8),
+                      np.array([0, 0]), None, np.array([0.5, 0.5]))
+    out = np.array([[0.0, np.log(2.0), 0.0], [3.0, -1.0, 0.0]])
+    ref.multinomial_error(dout, loss, out - 0.25, np.full(3, 0.25), batch)
+    np.testing.assert_allclose(loss, [2 * np.log(4.0), 0.0])
+    np.testing.assert_allclose(dout, [[0.5 * (2 / 4 - 1), 0.5 * 2 / 2, 0.5 * (2 / 4 - 1)],
+                                      [0.0, 0.0, 0.0]], atol=1e-15)
+    # with kept_only, column 2 (dropped) is no target: n = 1
+    ref.multinomial_error(dout, loss, out - 0.25, np.full(3, 0.25), batch, kept_only=True)
+    np.testing.assert_allclose(loss, [np.log(4.0), 0.0])
+    np.testing.assert_allclose(dout[0], [0.5 * (1 / 4 - 1), 0.5 / 2, 0.5 / 4])
+
+
+def test_multinomial_error_is_the_gradient_of_its_loss():
+    """Central differences of the row loss against the reference's dout, on random logits."""
+    rng = np.random.default_rng(3)
+    B, N, h = 4, 9, 1e-6
+    cols = [np.sort(rng.choice(N, size, replace=False)) for size in (3, 1, 0, 9)]
+    batch = ref.Batch(np.cumsum([0] + [len(k) for k in cols]), np.concatenate(cols),
+                      np.ones(sum(map(len, cols))), rng.integers(0, 2, sum(map(len, cols))
+                                                                 ).astype(np.uint8),
+                      np.repeat(np.arange(B), [len(k) for k in cols]), None,
+                      np.array([0.25, 0.5, 1.0, 0.125]))
+    z, c = rng.normal(0, 2, (B, N)), rng.normal(0, 1, N)
+    for kept_only in (False, True):
+        dout, loss = np.empty((B, N)), np.empty(B)
+        ref.multinomial_error(dout, loss, z, c, batch, kept_only)
+        numeric = np.empty((B, N))
+        for b in range(B):
+            for j in range(N):
+                up, down = z.copy(), z.copy()
+                up[b, j] += h
+                down[b, j] -= h
+                lu, ld = np.empty(B), np.empty(B)
+                ref.multinomial_error(np.empty((B, N)), lu, up, c, batch, kept_only)
+                ref.multinomial_error(np.empty((B, N)), ld, down, c, batch, kept_only)
+                numeric[b, j] = batch.row_weight[b] * (lu[b] - ld[b]) / (2 * h)
+        np.testing.assert_allclose(dout, numeric, atol=1e-7)
 
 
 # ---------------------------------------------------------------------------------------------

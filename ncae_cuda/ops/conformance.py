@@ -218,6 +218,15 @@ def op_cases(backend, seed: int = 0) -> list[OpCase]:
         return {"dout": h(outs[0]), "row_loss": h(outs[1])}
     cases.append(OpCase("reweighted_error", reweighted, {"dout": dout, "row_loss": loss}))
 
+    dout_m, loss_m = np.empty((B, N)), np.empty(B)
+    ref.multinomial_error(dout_m, loss_m, *f64(z, c), hb)
+
+    def multinomial():
+        outs = d(np.full((B, N), np.nan, np.float32)), d(np.full(B, np.nan, np.float32))
+        backend.multinomial_error(*outs, d(z), d(c), batch)
+        return {"dout": h(outs[0]), "row_loss": h(outs[1])}
+    cases.append(OpCase("multinomial_error", multinomial, {"dout": dout_m, "row_loss": loss_m}))
+
     W, dW0 = normal(37, K), normal(37, K)          # a dense layer K -> 37 and its gradient
     dpre2 = normal(B, 37, sd=1.0)
     expect_gemm = {"a W^T": a.astype(np.float64) @ W.astype(np.float64).T,

@@ -316,6 +316,39 @@ def reweighted_error(dout, row_loss, z, c, batch, weights, kept_only=False):
                       weights, batch.row_weight)
 
 
+@_pjit
+def _multinomial_error(dout, row_loss, z, c, indptr, cols, keep, kept_only, row_weight):
+    B, N = z.shape
+    for b in prange(B):
+        total = 0.0
+        for j in range(N):
+            total += dout[b, j]                                 # exp(out - row max), from numpy
+        n, observed = 0.0, 0.0
+        for p in range(indptr[b], indptr[b + 1]):
+            if not (kept_only and not keep[p]):
+                n += 1.0
+                observed += z[b, cols[p]] + c[cols[p]]
+        lse = row_loss[b] + np.log(total)                       # row_loss held the row's max
+        scale = row_weight[b] * n / total
+        for j in range(N):
+            dout[b, j] *= scale                                 # n pi_j
+        for p in range(indptr[b], indptr[b + 1]):
+            if not (kept_only and not keep[p]):
+                dout[b, cols[p]] -= row_weight[b]
+        row_loss[b] = n * lse - observed
+
+
+def multinomial_error(dout, row_loss, z, c, batch, kept_only=False):
+    # numpy's exp is SIMD, as its tanh is for reweighted_error: the row max and exp(out - max)
+    # are numpy's, in dout and row_loss until the loop overwrites them
+    np.add(z, c, out=dout)
+    np.max(dout, axis=1, out=row_loss)
+    np.subtract(dout, row_loss[:, None], out=dout)
+    np.exp(dout, out=dout)
+    _multinomial_error(dout, row_loss, z, c, batch.indptr, batch.cols, batch.keep, kept_only,
+                       batch.row_weight)
+
+
 # ---------------------------------------------------------------------------------------------
 # optimizer
 

@@ -64,8 +64,8 @@ MAX_TOPK = DEVICE_NUMBERS["MAX_TOPK"]
 MAX_GRID = 65_535 * 8       # grid-stride kernels (adam, bias_tanh): enough blocks for any GPU
 
 KERNEL_FILES = ("dropout_keep.cu", "cut_batch.cu", "gather_forward.cu", "scatter_backward.cu",
-                "sparse_output.cu", "reweighted_error.cu", "dense.cu", "step_loss.cu", "adam.cu",
-                "rank_heldout.cu", "topk.cu")
+                "sparse_output.cu", "reweighted_error.cu", "multinomial_error.cu", "dense.cu",
+                "step_loss.cu", "adam.cu", "rank_heldout.cu", "topk.cu")
 COMPILE_OPTIONS = ("-std=c++17", f"-I{KERNEL_DIR}")
 
 
@@ -280,6 +280,14 @@ class KernelOps:
         self._launch("reweighted_error_kernel", B, BLOCK, (
             dout, row_loss, z, c, batch.indptr, batch.cols, batch.keep if kept_only else None,
             weights, batch.row_weight, np.int32(N)),
+            work=lambda: dense_rows_work(N, np.diff(self._host(batch.indptr))))
+
+    def multinomial_error(self, dout, row_loss, z, c, batch, kept_only=False):
+        _check(np.float32, dout, row_loss, z, c)
+        B, N = z.shape
+        self._launch("multinomial_error_kernel", B, BLOCK, (
+            dout, row_loss, z, c, batch.indptr, batch.cols, batch.keep if kept_only else None,
+            batch.row_weight, np.int32(N)),
             work=lambda: dense_rows_work(N, np.diff(self._host(batch.indptr))))
 
     def adam(self, params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay,

@@ -194,6 +194,25 @@ def reweighted_error(dout, row_loss, z, c, batch, weights, kept_only=False):
     dout[:] = batch.row_weight[:, None] * 2.0 * w * err * (1.0 - yhat * yhat)
 
 
+
+def multinomial_error(dout, row_loss, z, c, batch, kept_only=False):
+    """The implicit loss of each row as a multinomial likelihood over the items (Mult-VAE's),
+    from z = a V^T (B, N), and d(loss)/d(logits).
+
+    out = z + c, pi = softmax(out) over the row; x = 1 at the row's observed columns (only its
+    kept ones, with kept_only), 0 elsewhere; row_loss[b] = -sum_j x_j log pi_j; dout =
+    row_weight[b] * (sum_j x_j * pi - x).
+    """
+    out = z + c
+    log_pi = out - out.max(axis=1, keepdims=True)
+    log_pi -= np.log(np.exp(log_pi).sum(axis=1, keepdims=True))
+    x = np.zeros_like(out)
+    use = batch.keep.astype(bool) if kept_only else np.ones(len(batch.cols), bool)
+    x[batch.entry_rows[use], batch.cols[use]] = 1.0
+    n = x.sum(axis=1, keepdims=True)
+    row_loss[:] = -(x * log_pi).sum(axis=1)
+    dout[:] = batch.row_weight[:, None] * (n * np.exp(log_pi) - x)
+
 def adam(params, m, v, grads, counter, lr, beta1, beta2, eps, weight_decay, lr_decay=1.0,
          steps_per_epoch=0, decay_start=0):
     """One Adam step (Kingma & Ba, Alg. 1) on the flat buffers, L2 added to the gradient; the
