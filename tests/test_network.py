@@ -17,6 +17,7 @@ from ncae_cuda.ops.plan import Planner, Schedule
 OBJECTIVES = {
     "explicit": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.4),
     "implicit": Objective.implicit(),
+    "implicit-multinomial": Objective.implicit("multinomial"),
     # the identity output with a softened row weight (recipes/ml-100k-explicit.toml)
     "explicit-identity": Objective.explicit(1.0, 5.0, alpha=1.0, beta=0.4, identity=True,
                                             row_norm=0.3),
@@ -34,7 +35,8 @@ class Problem:
         self.layout = NCAELayout(n_cols, hidden)
         self.params = (self.layout.xavier_init(rng)
                        + rng.normal(0, 0.1, self.layout.size).astype(np.float32))
-        self.col_weights = rng.random(n_cols) if feedback == "implicit" else None
+        implicit = OBJECTIVES[feedback].feedback == "implicit"
+        self.col_weights = rng.random(n_cols) if implicit else None
         self.schedule = Schedule(seed, batch_size, q)
 
     def network(self, backend, objective, dtype=np.float32):
@@ -144,7 +146,7 @@ def test_a_backend_step_matches_the_reference(backend, feedback):
     assert_close(backend.to_host(got.params), expect.params)
 
 
-@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+@pytest.mark.parametrize("feedback", ["explicit", "implicit", "implicit-multinomial"])
 def test_backend_epochs_match_the_reference_in_loss(backend, feedback):
     """Three epochs through the trainer's loop: after the first step, rounding (FMA
     contraction, summation order) makes the paths part, so the epochs are compared on their

@@ -192,6 +192,21 @@ def test_the_default_space_leaves_out_time_where_the_data_has_none(tmp_path, cap
     assert not (tmp_path / "t").exists()
 
 
+def test_a_multinomial_recipe_is_searched_in_the_space_of_its_loss(tmp_path, capsys):
+    """A recipe of the multinomial loss, which has no weights c_j, is searched in the
+    package's implicit-multinomial space (depth among the layers, no c0 or omega), and its
+    best.toml keeps the loss."""
+    (tmp_path / "recipe.toml").write_text('feedback = "implicit"\nloss = "multinomial"\n'
+                                          "epochs = 2\npatience = 0\nbatch_size = 16\n")
+    assert tune.main([*map(str, ["--dataset", undated(tmp_path), "--config",
+                                 tmp_path / "recipe.toml", "--device", "cpu", "--pruner",
+                                 "none", "--trials", 2, "--out", tmp_path / "o"])]) == 0
+    tables = space.read_tables(space.default("implicit", loss="multinomial"))
+    assert {"c0", "omega"}.isdisjoint(tables) and [600, 200] in tables["hidden"]["choices"]
+    assert all(set(t.params) == set(tables) - set(space.TIMED)
+               for t in journal(tmp_path / "o").get_trials())
+    assert read_recipe(tmp_path / "o" / "best.toml")["loss"] == "multinomial"
+
 def test_a_budget_in_minutes_stops_the_workers_after_a_trial_each(tmp_path, capsys):
     """--budget 0.01 (0.6 s, gone before a worker has started): each of the 2 workers runs one
     trial and the command writes the study so far and says so; a line a trial, with its

@@ -26,6 +26,8 @@ FEEDBACK = ("explicit", "implicit")
 BASED = ("user", "item", "both")      # both: model/blend.py
 WEIGHTING = ("popularity", "uniform")
 OUTPUTS = ("tanh", "identity")
+# implicit: the output layer's loss (network.Objective): the paper's, or Mult-VAE's
+WEIGHTED_SQUARE, MULTINOMIAL = LOSSES = ("weighted_square", "multinomial")
 VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (model/pretrain.py)
 
 
@@ -81,6 +83,11 @@ class Config:
                                   "NCAE popularity weighting, NCAE+ popularity weighting and "
                                   "augmentation (the default); sets weighting and augmentation",
                                   choices=tuple(VARIANT_SETTINGS))
+    loss: str = setting(WEIGHTED_SQUARE, "implicit: the output layer's loss: weighted_square "
+                        "(the paper's: tanh(out) against 1 at a row's items, 0 elsewhere, "
+                        "weighted c_j) or multinomial (Mult-VAE's: the log-likelihood of the "
+                        "row's items under a softmax over all items; no weights c_j)",
+                        choices=LOSSES)
     weighting: str | None = setting(None, "implicit: weights c_j of unobserved entries: "
                                     "popularity (the default) or uniform (NCAE-)",
                                     choices=WEIGHTING)
@@ -161,9 +168,13 @@ class Config:
 
     @property
     def model_name(self) -> str:
-        """The paper's name of the model: NCAE-, NCAE or NCAE+ (implicit), NCAE (explicit)."""
+        """The paper's name of the model: NCAE-, NCAE or NCAE+ (implicit), NCAE (explicit);
+        with the multinomial loss, which has no weights, NCAE or NCAE+ (augmented) and the
+        loss's name."""
         if not self.implicit:
             return "NCAE"
+        if self.loss == MULTINOMIAL:
+            return f"NCAE{'+' if self.augment_eps > 0 else ''} (multinomial)"
         for name, (weighting, augmented) in VARIANT_SETTINGS.items():
             if self.weighting == weighting and (self.augment_eps > 0) == augmented:
                 return name
@@ -318,6 +329,8 @@ def _resolved_variant(c: Config) -> Config:
         for name in ("variant", "weighting", "augment_eps", "recency_boost"):
             if getattr(c, name):
                 raise SettingError(name, "is for implicit feedback")
+        if c.loss != DEFAULTS.loss:
+            raise SettingError("loss", "is for implicit feedback")
         return replace(c, augment_eps=0.0)
     if c.based == "both":
         raise SettingError("based", "'both' blends predicted ratings: it is for explicit "

@@ -32,7 +32,7 @@ from ..ops import get_backend
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout
 from ..ops.plan import Planner, Schedule
 from . import modelfile, stopping
-from .config import Config, SettingError
+from .config import MULTINOMIAL, Config, SettingError
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
 from .base import Model, restored
@@ -82,6 +82,10 @@ class NCAE(Recommender):
         self.config = Config(**settings).resolved()
         if shard not in SHARDS:
             raise ValueError(f"shard must be None or 'columns'; got {shard!r}")
+        if shard and self.config.loss == MULTINOMIAL:
+            raise SettingError("loss", "multinomial's softmax spans every column, and a "
+                               "column-sharded model's processes each hold a share: it trains "
+                               "the weighted_square loss")
         self.device, self.shard = device, shard
         self.ops = get_backend(device) if isinstance(device, str) else device
         self.data = None                              # FitData: what the fit derived from its
@@ -312,7 +316,7 @@ class NCAE(Recommender):
     def _objective(self) -> Objective:
         c = self.config
         if c.implicit:
-            return Objective.implicit()
+            return Objective.implicit(c.loss)
         return Objective.explicit(*self.data.rating_scale, c.alpha, c.beta,
                                   identity=c.output == "identity", row_norm=c.row_norm)
 

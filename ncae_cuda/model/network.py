@@ -19,6 +19,7 @@ import numpy as np
 from ..ops import BackendUnavailable
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout, Parameters
 from ..ops.memory import StepMemory
+from .config import MULTINOMIAL, WEIGHTED_SQUARE
 
 # Explicit: the scale the network reads and predicts ratings on, the paper's 1-5 stars; a data
 # set's own scale is mapped onto it affinely, in and out. Inputs as they are would put a 1-100
@@ -50,6 +51,7 @@ class Objective:
                                       # paper's 1/|R|: 1)
     scale: tuple | None = None        # explicit: the data's (r_min, r_max); s and m_off are
                                       # NETWORK_SCALE's, where the network's ratings live
+    loss: str = WEIGHTED_SQUARE       # implicit: config.LOSSES's
 
     @classmethod
     def explicit(cls, r_min: float, r_max: float, alpha: float, beta: float,
@@ -60,8 +62,8 @@ class Objective:
                    scale=(r_min, r_max))
 
     @classmethod
-    def implicit(cls) -> Objective:
-        return cls("implicit")
+    def implicit(cls, loss: str = WEIGHTED_SQUARE) -> Objective:
+        return cls("implicit", loss=loss)
 
     @property
     def unit(self) -> float:
@@ -195,8 +197,12 @@ class Network(Parameters):
         else:
             z, dout = mem.z, mem.dout                                 # (B, N)
             ops.gemm(z, a, p["V"], trans_b=True)
-            ops.reweighted_error(dout, mem.row_loss, z, p["c"], batch, self.col_weights,
-                                 kept_only=obj.target_corrupted)
+            if obj.loss == MULTINOMIAL:
+                ops.multinomial_error(dout, mem.row_loss, z, p["c"], batch,
+                                      kept_only=obj.target_corrupted)
+            else:
+                ops.reweighted_error(dout, mem.row_loss, z, p["c"], batch, self.col_weights,
+                                     kept_only=obj.target_corrupted)
             ops.gemm(d["V"], dout, a, trans_a=True, accumulate=True)
             ops.bias_backward(d["c"], dout)
             ops.gemm(da, dout, p["V"])
@@ -232,8 +238,14 @@ class Network(Parameters):
         return self.codes(batch) @ self.p["V"].T + self.p["c"]
 
     def predict_entries(self, batch, query):
-        """yhat (nnz_q,) at the entries of `query` (a batch of the same rows as `batch`)."""
+        """yhat (nnz_q,) at the entries of `query` (a batch of the same rows as `batch`): the
+        multinomial loss's the softmax over each row's every column, so the whole row."""
         obj, xp = self.objective, self.ops.xp
+        if obj.loss == MULTINOMIAL:
+            out = self.logits(batch)                                  # (B, N)
+            out -= out.max(axis=1, keepdims=True)
+            log_pi = out - xp.log(xp.exp(out).sum(axis=1, keepdims=True))
+            return xp.exp(log_pi[query.entry_rows, query.cols])
         a = self.codes(batch)
         yhat = xp.empty(len(query.cols), self.params.dtype)
         self.ops.sparse_output_forward(yhat, a, self.p["V"], self.p["c"], query, obj.s,

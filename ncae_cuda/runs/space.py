@@ -93,10 +93,14 @@ class Dimension:
         return self.choices if self.choices is not None else (self.low, self.high)
 
 
-def default(feedback: str, model: str = NCAE) -> resources.abc.Traversable:
-    """The space the package holds for `model`: NCAE's for `feedback` (explicit or implicit),
-    a baseline's of its own (every baseline scores implicit feedback)."""
-    return resources.files(__package__) / "spaces" / f"{feedback if model == NCAE else model}.toml"
+def default(feedback: str, model: str = NCAE,
+            loss: str = DEFAULTS.loss) -> resources.abc.Traversable:
+    """The space the package holds for `model`: NCAE's for `feedback` (explicit or implicit)
+    and its `loss` (implicit-multinomial.toml for the multinomial loss, which has no weights
+    c_j to search), a baseline's of its own (every baseline scores implicit feedback)."""
+    name = (model if model != NCAE else feedback if loss == DEFAULTS.loss
+            else f"{feedback}-{loss}")
+    return resources.files(__package__) / "spaces" / f"{name}.toml"
 
 
 def read_space(path: Path | resources.abc.Traversable, recipe: dict,

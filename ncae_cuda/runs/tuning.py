@@ -105,7 +105,7 @@ def setup(spec: TuneSpec) -> Setup:
     # a trial is scored on validation: without it every trial would fail (before, ten did, and
     # the command asked whether the space's range was too wide)
     protocol.refuse_without_validation(probe.data, data, split, "score the trials on")
-    default = space.default(config.feedback, model)
+    default = space.default(config.feedback, model, config.loss)
     named = (f"--space {spec.space}" if spec.space else
              f"the default space (ncae_cuda/runs/spaces/{default.name})")
     try:
