@@ -304,6 +304,10 @@ def test_the_factory_refuses_what_it_cannot_make():
         make_model({"model": "item-knn", "k": 2.5})
     with pytest.raises(SettingError, match="shard is for an item- or user-based NCAE"):
         make_model({"model": "pop"}, shard="columns")
+    with pytest.raises(SettingError, match="loss multinomial's softmax spans every column"):
+        make_model({"feedback": "implicit", "loss": "multinomial"}, shard="columns")
+    with pytest.raises(SettingError, match="loss is for implicit feedback"):
+        make_model({"loss": "multinomial"})
     with pytest.raises(SettingError, match="BlendedNCAE"):
         NCAE(based="both")
     assert isinstance(make_model({"based": "both"}, device="cpu"), BlendedNCAE)
