@@ -1,6 +1,7 @@
 """The package imports on any OS: the POSIX-only modules (fcntl, resource) are imported where
 they are used, never at a module's top, so `import ncae_cuda` and the commands' modules load on
-Windows, where the CPU backend runs."""
+Windows, where the CPU backend runs. And a command starts without the libraries only some of
+its work needs (pyarrow's CSV reader, scipy.linalg): every process pays for what it imports."""
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,19 @@ def test_every_module_imports_without_fcntl_and_resource():
                           text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout) >= 30                  # the package's modules, every one of them
+
+
+# what the commands' processes must not import before they need it: pyarrow (a file's reading)
+# and scipy.linalg (EASE's solve), a large share of a process's start
+STARTUP = """
+import sys
+import ncae_cuda.train, ncae_cuda.tune, ncae_cuda.recommend
+print(",".join(sorted(name for name in ("pyarrow", "scipy.linalg") if name in sys.modules)))
+"""
+
+
+def test_a_command_starts_without_what_only_some_of_its_work_needs():
+    done = subprocess.run([sys.executable, "-c", STARTUP], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == ""

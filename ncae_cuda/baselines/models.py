@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
@@ -111,6 +110,9 @@ def ease(X: sp.csr_matrix, l2: float, space: str | None = None) -> EaseSolution:
         return EaseSolution(X, {"B": ease_weights(X, l2)})
     _fits(f"1 users x users and {EASE_ROWS} users x items matrices: {users:,} x ({users:,} + "
           f"{EASE_ROWS} x {items:,}) float64", 8 * users * (users + EASE_ROWS * items))
+    # scipy.linalg here, not with the package: only this solve needs it, and it is a large
+    # share of a process's start
+    import scipy.linalg
     X64 = X.astype(np.float64)
     K = (X64 @ X64.T).toarray()                                           # (users, users)
     K[np.diag_indices(users)] += l2

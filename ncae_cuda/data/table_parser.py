@@ -22,12 +22,12 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from .interactions import BEYOND_FLOAT32, FLOAT32_MAX, DataError, integer_id_problem
 
@@ -39,8 +39,8 @@ SEP_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon"}
 _COMPRESSED = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
 _UNIT_SEP = "\x1f"           # ASCII unit separator: what a separator of several characters becomes
 
-_ARROW_TYPES = {"user": pa.string(), "item": pa.string(), "timestamp": pa.int64(),
-                "rating": pa.float64(), "weight": pa.float64()}
+_ARROW_TYPES = {"user": "string", "item": "string", "timestamp": "int64",     # pyarrow's names
+                "rating": "float64", "weight": "float64"}
 _BLOCK_BYTES = 1 << 20       # lines the line-by-line reading decodes, converts and checks at once
 
 
@@ -113,8 +113,13 @@ def parse(path: str | os.PathLike, layout: Layout) -> tuple[dict, int]:
 def _read_fast(path: str | os.PathLike, layout: Layout) -> dict | None:
     """The file's columns as pyarrow's CSV reader parses them; None where it refuses the file.
     Ids are read as text: pyarrow's integer columns take "007" and " 7" for 7."""
+    # pyarrow is imported by the first file read, not with the package: many processes that
+    # import the package (a run on synthetic data, a server, a pool's run) read no file, and
+    # pyarrow is a large share of a process's start
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
     names = [key or f"unused {k}" for k, key in enumerate(layout.columns)]
-    types = {key: _ARROW_TYPES[key] for key in layout.columns if key}
+    types = {key: pa.type_for_alias(_ARROW_TYPES[key]) for key in layout.columns if key}
     try:
         with _open(path) as f:
             source = f
@@ -137,6 +142,7 @@ def _read_fast(path: str | os.PathLike, layout: Layout) -> dict | None:
 
 def _arrow_column(column: pa.ChunkedArray):
     """numpy values of a column; an id column as id_column gives it."""
+    import pyarrow as pa
     if column.type != pa.string():
         return np.require(column.to_numpy(), requirements="W")    # arrow's own are read-only
     numbers = _arrow_integer_ids(column)
@@ -152,6 +158,8 @@ def _arrow_integer_ids(column: pa.ChunkedArray) -> np.ndarray | None:
     not: id_column's rule at arrow's speed. Arrow's cast takes [-]digits and [-]0x hex, so the
     texts it takes that are not plain integers are those that start with 0 and say more than
     "0", and those that start with -0."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     try:
         numbers = np.require(pc.cast(column, pa.int64()).to_numpy(), requirements="W")
     except pa.ArrowInvalid:
