@@ -94,7 +94,7 @@ first)
     # what matters most, in order; the limits add up to 7 minutes
     step check 50 $python -m ncae_cuda.check --device $emulated --json "$work/check.json"
     # (nvcc's compile of every kernel is CI's: the device's own compiler is NVRTC)
-    step gpu-tests 75 $python -m pytest -q -rs -p no:cacheprovider $collect \
+    step gpu-tests 75 $python -m pytest -q -rs -p no:cacheprovider -n 0 $collect \
         --junitxml="$work/gpu-tests.xml" -k "(gpu and not emulated) or cublas or nvrtc"
     # ML-10M (item-based, hidden 500,500) and VAE-CF's ML-20M shape (user-based implicit, hidden
     # 600: training users/s and the output layer's TFLOP/s) beside their floors
@@ -128,8 +128,8 @@ tests)
     # the package's own check of the device first (what a user runs), then the real GPU's test
     # cases (the emulated ones run in CI), then the whole suite beside them
     step check 120 $python -m ncae_cuda.check --device gpu --json "$work/check.json"
-    step gpu-tests 240 $python -m pytest -q -rs -p no:cacheprovider --junitxml="$work/gpu-tests.xml" \
-        -k "(gpu and not emulated) or cublas or nvrtc or nvcc"
+    step gpu-tests 240 $python -m pytest -q -rs -p no:cacheprovider -n 0 \
+        --junitxml="$work/gpu-tests.xml" -k "(gpu and not emulated) or cublas or nvrtc or nvcc"
     step all-tests 300 $python -m pytest -q -rs -p no:cacheprovider -n 8 \
         --junitxml="$work/all-tests.xml"
     summary=$(cat "$work/check.log"; tail -3 "$work/gpu-tests.log"; tail -3 "$work/all-tests.log") ;;
