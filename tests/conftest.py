@@ -20,13 +20,6 @@ GPUS = [
 BACKENDS = ["cpu", *GPUS]
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (pyproject's addopts): a worker per core this process may run on, at most 8 (each
-    worker loads the compiled ops and starts the servers and processes its tests start)."""
-    return min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count() or 1, 8)
-
-
 def pytest_runtest_setup(item):
     """@pytest.mark.extra(NAME): skipped where the extra is not installed, saying which; with
     optional=True the test runs either way (it takes another path with the extra). CI runs the
