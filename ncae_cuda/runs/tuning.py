@@ -12,6 +12,7 @@ import io
 import math
 import os
 import socket
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -451,12 +452,17 @@ def _said(spec: TuneSpec, trial, what: str, start: float, study, found: Setup, f
             eta = f", about {pool.duration(seconds)} left"
         elif budget < math.inf:
             eta = f", about {pool.duration(budget)} left (--budget)"
-    print(f"worker {spec.worker}: trial {trial.number} "
-          f"[{space.shown(space.settings(found.dimensions, trial.params))}] {what} "
-          f"in {time.monotonic() - start:.1f} s"
-          + (f" | best {found.metric} {best[0]:.4f} (trial {best[1]})" if best else "")
-          + f" | {done} of {spec.trials} finished, {others} running | "
-          f"{pool.duration(time.monotonic() - spec.started)} elapsed{eta}", flush=True)
+    line = (f"worker {spec.worker}: trial {trial.number} "
+            f"[{space.shown(space.settings(found.dimensions, trial.params))}] {what} "
+            f"in {time.monotonic() - start:.1f} s"
+            + (f" | best {found.metric} {best[0]:.4f} (trial {best[1]})" if best else "")
+            + f" | {done} of {spec.trials} finished, {others} running | "
+            f"{pool.duration(time.monotonic() - spec.started)} elapsed{eta}\n")
+    # one write, newline included: the workers share the command's output, and print's two
+    # writes (the text, then the newline) interleave with another worker's line where the
+    # output is unbuffered (PYTHONUNBUFFERED)
+    sys.stdout.write(line)
+    sys.stdout.flush()
 
 
 def budget_left(spec: TuneSpec) -> float:
