@@ -24,6 +24,7 @@ from ncae_cuda.data.interactions import NO_TIME, DataError
 from ncae_cuda.data.reader import read_movielens_100k
 from ncae_cuda.data.splits import leave_one_out
 from ncae_cuda.data import synthetic as synthetic_module
+from ncae_cuda.data import synthetic_cache
 from ncae_cuda.data.synthetic import PRESETS, synthetic
 
 U_DATA = "1\t10\t4\t100\n2\t10\t3\t200\n2\t11\t5\t300\n"
@@ -325,6 +326,72 @@ def test_synthetic_names_in_the_registry():
     assert load("synthetic-tiny", seed=4).nnz == synthetic("tiny", 4).nnz
     with pytest.raises(DataError, match="unknown synthetic preset"):
         synthetic("huge")
+
+
+def assert_same_interactions(a, b):
+    for field in ("users", "items", "ratings", "timestamps", "user_ids", "item_ids"):
+        x, y = getattr(a, field), getattr(b, field)
+        assert x.dtype == y.dtype, field
+        np.testing.assert_array_equal(x, y, err_msg=field)
+    assert (a.rating_scale, a.name) == (b.rating_scale, b.name)
+
+
+def no_drawing(monkeypatch):
+    """From here on a draw fails the test: what comes back was read from the cache."""
+    def draw(preset, seed):
+        raise AssertionError(f"drew {preset} seed {seed} again")
+    monkeypatch.setattr(synthetic_cache.generator, "synthetic", draw)
+
+
+def test_kept_synthetic_is_drawn_once_then_read_back(tmp_path, monkeypatch):
+    first = synthetic_cache.kept_synthetic("tiny", 3, tmp_path)
+    assert_same_interactions(first, synthetic("tiny", 3))
+    kept = list((tmp_path / synthetic_cache.FOLDER).iterdir())
+    assert [p.name for p in kept] == [f"tiny-seed3-{synthetic_cache.generator_digest()}.npz"]
+    no_drawing(monkeypatch)
+    assert_same_interactions(synthetic_cache.kept_synthetic("tiny", 3, tmp_path), first)
+    with pytest.raises(AssertionError, match="drew tiny seed 4"):   # another seed: not kept
+        synthetic_cache.kept_synthetic("tiny", 4, tmp_path)
+
+
+def test_kept_synthetic_draws_over_a_damaged_file(tmp_path):
+    path = tmp_path / synthetic_cache.FOLDER / (
+        f"small-seed0-{synthetic_cache.generator_digest()}.npz")
+    synthetic_cache.kept_synthetic("small", 0, tmp_path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[:len(whole) // 2])                       # as a killed writer's copy
+    assert_same_interactions(synthetic_cache.kept_synthetic("small", 0, tmp_path),
+                             synthetic("small", 0))
+    assert path.read_bytes() == whole
+    assert [p.name for p in path.parent.iterdir()] == [path.name]    # no temporary file left
+
+
+def test_kept_synthetic_without_a_writable_cache(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    assert_same_interactions(synthetic_cache.kept_synthetic("tiny", 0, blocked),
+                             synthetic("tiny", 0))
+
+
+def test_generator_digest_names_the_generator_and_numpy(monkeypatch):
+    digest = synthetic_cache.generator_digest()
+    synthetic_cache.generator_digest.cache_clear()
+    monkeypatch.setattr(np, "__version__", "0.0.0")
+    try:
+        assert synthetic_cache.generator_digest() != digest
+    finally:
+        synthetic_cache.generator_digest.cache_clear()
+
+
+def test_load_keeps_only_large_synthetic_sets(tmp_path, monkeypatch):
+    load("synthetic-tiny", cache_dir=tmp_path)
+    assert not (tmp_path / synthetic_cache.FOLDER).exists()         # below KEPT_FROM
+    monkeypatch.setattr(datasets, "KEPT_FROM", PRESETS["tiny"].nnz)
+    drawn = load("synthetic-tiny", cache_dir=tmp_path, seed=2)
+    no_drawing(monkeypatch)
+    kept = load("synthetic-tiny", cache_dir=tmp_path, seed=2)
+    assert_same_interactions(kept, drawn)
+    assert kept.name == "synthetic-tiny"
 
 
 # ---- command line --------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ extracted copy (`data_dir`), else from the cache (`cache_dir`, else $NCAE_CUDA_C
 ~/.cache/ncae_cuda), downloading and checking its archive there when it is missing. The default
 data set, `synthetic`, needs no file: ncae_cuda/data/synthetic.py draws users and items with
 low-rank preferences, Zipf-like item popularity and heavy-tailed activity, in the shapes of the
-paper's data sets. `python -m ncae_cuda.datasets` lists and describes them
-(ncae_cuda/commands/datasets.py).
+paper's data sets; the large ones are kept in the cache once drawn (synthetic_cache.py).
+`python -m ncae_cuda.datasets` lists and describes them (ncae_cuda/commands/datasets.py).
 """
 from __future__ import annotations
 
@@ -34,10 +34,12 @@ from .reader import (
     read_table,
     table_layout,
 )
-from .synthetic import synthetic
+from .synthetic import PRESETS, synthetic
+from .synthetic_cache import kept_synthetic
 from .table_parser import ENCODING
 
 DEFAULT = "synthetic"
+KEPT_FROM = 1_000_000       # synthetic sets of this many interactions are kept once drawn
 DATA_ENV = "NCAE_CUDA_DATA"          # where extracted copies of the published data sets are
 
 
@@ -172,7 +174,9 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
         (.../ml-100k/u.data) or its parent (.../ml-100k/ under it). Without it, an extracted
         copy in $NCAE_CUDA_DATA is used where there is one, else the cache.
     cache_dir : str or os.PathLike, optional
-        The download cache (else $NCAE_CUDA_CACHE, else ~/.cache/ncae_cuda).
+        The download cache (else $NCAE_CUDA_CACHE, else ~/.cache/ncae_cuda), which also keeps
+        the synthetic sets of `KEPT_FROM` interactions or more once drawn
+        (`synthetic_cache`).
     download : bool
         Download a published archive into the cache when it is missing there.
     seed : int
@@ -215,7 +219,9 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
         return read_table(name, sep, rating_scale, encoding)
     entry = _entry(name)
     if isinstance(entry, Generated):
-        return replace(synthetic(entry.preset, seed), name=entry.name)
+        drawn = (synthetic(entry.preset, seed) if PRESETS[entry.preset].nnz < KEPT_FROM
+                 else kept_synthetic(entry.preset, seed, cache_dir_path(cache_dir)))
+        return replace(drawn, name=entry.name)
     path = _locate(entry, entry.file, data_dir, cache_dir, download)
     data = replace(entry.read(path), name=entry.name)
     if data.nnz != entry.interactions:
