@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,8 @@ from bench.cli import out_folder
 from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
 from ncae_cuda.errors import NcaeError
-from ncae_cuda.ops.floors import Ceilings, Work, epoch_work, measure_ceilings
+from ncae_cuda.ops.floors import Ceilings, Work, epoch_work, measure_ceilings, op_work
+from ncae_cuda.ops.layout import NCAELayout
 from ncae_cuda.runs import protocol
 from ncae_cuda.runs.environment import device_facts
 
@@ -52,13 +54,44 @@ CASES = {
     # trains there) are users/s: the same shape and width, without NCAE+'s extra rows, so that
     # a row trained is a user
     "ml20m": ("synthetic-ml20m: implicit, user-based, hidden 600, NCAE (VAE-CF's shape)",
-              ["--dataset", "synthetic-ml20m", "--feedback", "implicit", "--based", "user",
-               "--variant", "NCAE", "--hidden", "600", "--patience", "0", "--no-refit"]),
+              ML20M := ["--dataset", "synthetic-ml20m", "--feedback", "implicit", "--based",
+                        "user", "--variant", "NCAE", "--hidden", "600", "--patience", "0",
+                        "--no-refit"]),
+    # the same at 1,024 users a step, where the epoch's floor is the dense output layer's
+    # FLOPs rather than Adam's pass over every parameter once a step (python -m bench.floors);
+    # VAE-CF's figures are at 24,576 a step
+    "ml20m-batch1024": ("synthetic-ml20m as above, 1,024 users a step",
+                        [*ML20M, "--batch-size", "1024"]),
 }
 DEVICE_FLAGS = {"cpu": ["--device", "cpu"], "gpu": ["--device", "gpu", "--cuda-graphs", "off"],
                 "gpu-graphs": ["--device", "gpu", "--cuda-graphs", "on"]}
 EPOCHS = {"cpu": 2, "gpu": 3, "gpu-graphs": 3}     # a run's epochs where --epochs is not given
 QUICK = ["--dataset", "synthetic-tiny", "--hidden", "16"]
+
+
+def add_case_flags(p: argparse.ArgumentParser) -> None:
+    """--cases and --quick, as every bench over these cases takes them."""
+    p.add_argument("--cases", default=",".join(CASES),
+                   help=f"comma-separated, of: {', '.join(CASES)} (default: all)")
+    p.add_argument("--quick", action="store_true", help="tiny data instead of the full shapes")
+
+
+def chosen_cases(p: argparse.ArgumentParser, cases: str) -> list[str]:
+    """--cases' names, or the parser's error naming those that are no case."""
+    chosen = cases.split(",")
+    unknown = [c for c in chosen if c not in CASES]
+    if unknown:
+        p.error(f"--cases: no case {', '.join(unknown)}; of: {', '.join(CASES)}")
+    return chosen
+
+
+def case_flags(case: str, quick: bool = False) -> tuple[str, list[str]]:
+    """A case's title and the trainer's flags for it; --quick's tiny data in place of its
+    own."""
+    title, flags = CASES[case]
+    if quick:
+        return f"quick (synthetic-tiny) in place of {title}", [*flags, *QUICK]
+    return title, flags
 
 
 def device_name(device: str) -> str:
@@ -83,12 +116,22 @@ def _measured(device: str, repeats: int, small: bool) -> Ceilings:
     return measure_ceilings(np, device_name(device), repeats, small)
 
 
-def epoch_work_of(flags: list[str]) -> tuple[Work, int, float]:
-    """The work of one training epoch of the case (ncae_cuda/ops/floors.py's count) over the
-    training matrix the trainer builds from these flags (implicit augmentation's extra rows left
-    out, which keeps the floor a lower bound); the rows an epoch trains; and, for implicit
-    feedback, the FLOPs of the dense output layer's three products (out = a V^T, dV, da) over
-    the epoch's padded batches, or 0."""
+@dataclass(frozen=True)
+class EpochCount:
+    """One training epoch of a case, counted (ncae_cuda/ops/floors.py) without running it."""
+    work: Work                  # the epoch's bytes and FLOPs
+    rows: int                   # rows it trains
+    batch: int                  # rows a step
+    steps: int
+    dense_flops: float          # implicit: the dense output layer's three products, else 0
+    adam_bytes: float           # Adam's share of work.bytes: every parameter, once a step
+
+
+def epoch_work_of(flags: list[str]) -> EpochCount:
+    """The count of one training epoch of the case over the training matrix the trainer builds
+    from these flags (implicit augmentation's extra rows left out, which keeps the floor a
+    lower bound); for implicit feedback with the FLOPs of the dense output layer's three
+    products (out = a V^T, dV, da) over the epoch's padded batches."""
     spec, config = run_spec(build_parser(), [*flags, "--out", os.devnull])
     with contextlib.redirect_stdout(io.StringIO()):
         _, split = protocol.prepare(spec, config, "")
@@ -97,7 +140,9 @@ def epoch_work_of(flags: list[str]) -> tuple[Work, int, float]:
     batch = min(config.batch_size, len(rows))                # a batch is at most the rows
     steps = -(-len(rows) // batch)
     dense = 6.0 * steps * batch * m.shape[1] * config.hidden[-1] if config.implicit else 0.0
-    return epoch_work(m, rows, batch, config.hidden, config.feedback), len(rows), dense
+    adam = steps * op_work("adam", P=NCAELayout(m.shape[1], config.hidden).size).bytes
+    return EpochCount(epoch_work(m, rows, batch, config.hidden, config.feedback), len(rows),
+                      batch, steps, dense, adam)
 
 
 def commit() -> str:
@@ -117,19 +162,14 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int,
                    help="epochs per run, the first being start-up (default: "
                         + ", ".join(f"{n} on {d}" for d, n in EPOCHS.items()) + ")")
-    p.add_argument("--cases", default=",".join(CASES),
-                   help=f"comma-separated, of: {', '.join(CASES)} (default: all)")
-    p.add_argument("--quick", action="store_true", help="tiny data instead of the full shapes")
+    add_case_flags(p)
     p.add_argument("--out", type=Path, required=True, help="folder for epoch_time.json and .md")
     args = p.parse_args(argv)
     devices = args.devices.split(",")
     unknown = [d for d in devices if d not in DEVICE_FLAGS]
     if unknown:
         p.error(f"--devices: no device {', '.join(unknown)}; of: {', '.join(DEVICE_FLAGS)}")
-    cases = args.cases.split(",")
-    unknown = [c for c in cases if c not in CASES]
-    if unknown:
-        p.error(f"--cases: no case {', '.join(unknown)}; of: {', '.join(CASES)}")
+    cases = chosen_cases(p, args.cases)
     if args.epochs is not None and args.epochs < 1:
         p.error(f"--epochs must be >= 1; got {args.epochs}")
     out_folder(p, args.out)
@@ -146,10 +186,8 @@ def main(argv=None) -> int:
                           for d, c in measured.items()}
     with tempfile.TemporaryDirectory(prefix="ncae-epoch-time-") as runs:
         for case in cases:
-            title, flags = CASES[case]
-            title = f"quick (synthetic-tiny) in place of {title}" if args.quick else title
-            flags = [*flags, *(QUICK if args.quick else [])]
-            work, rows, dense = epoch_work_of(flags)        # counted once, floored per device
+            title, flags = case_flags(case, args.quick)
+            count = epoch_work_of(flags)                    # counted once, floored per device
             for device in devices:
                 run_dir = Path(runs) / f"{case}-{device}"
                 try:
@@ -161,11 +199,11 @@ def main(argv=None) -> int:
                     return 2
                 seconds = [h["seconds"] for h in history if h["phase"] == "select"]
                 median = statistics.median(seconds[1:] or seconds)
-                floor = work.floor(measured[device])
-                result["cases"].setdefault(case, {"title": title, "rows": rows})[device] = {
+                floor = count.work.floor(measured[device])
+                result["cases"].setdefault(case, {"title": title, "rows": count.rows})[device] = {
                     "seconds": seconds, "median_after_first": median, "floor": floor,
-                    "x_floor": median / floor, "rows_per_s": rows / median,
-                    "dense_output_tflop_s": dense / median / 1e12}
+                    "x_floor": median / floor, "rows_per_s": count.rows / median,
+                    "dense_output_tflop_s": count.dense_flops / median / 1e12}
     (args.out / "epoch_time.json").write_text(json.dumps(result, indent=2))
     lines = [f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]

@@ -8,7 +8,8 @@ between the markers of docs/performance.md and of README.md are written here alo
 Reads bench/results/*/: scalability.json (bench.scalability), peer_torch.json
 (bench.peer_torch), kernels.json (pytest bench/ --benchmark-json), kernel_peers.json
 (bench.kernel_peers) and epoch_time.json (bench.epoch_time), each run by bench/gpu_check.sh on
-a GPU.
+a GPU; floors.json (bench.floors), counted over a GPU's measured ceilings; serve_load.json
+(bench.serve_load).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from bench import kernel_peers
+from bench import floors, kernel_peers
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -33,7 +34,8 @@ SPEED_END = "<!-- speed: end -->"
 HEADLINE = {"dataset": "synthetic-ml10m", "feedback": "explicit", "based": "item",
             "hidden": [500, 500]}
 VAE_CF = ("NVIDIA's figures for VAE-CF, the same shape's autoencoder in their "
-          "DeepLearningExamples: 116k users/s on a V100 in FP32, 219k in mixed precision")
+          "DeepLearningExamples: 116k users/s on a V100 in FP32, 219k in mixed precision, at "
+          "24,576 users a step")
 
 
 def _load(name: str) -> list[tuple[Path, dict]]:
@@ -140,6 +142,15 @@ def epoch_time_tables() -> list[str]:
     return parts
 
 
+def floor_tables() -> list[str]:
+    parts = []
+    for path, r in _load("floors.json"):
+        parts += ["What the counts allow (python -m bench.floors): each epoch's bytes and FLOPs "
+                  "over a device's measured ceilings, the best that device could do at each "
+                  f"batch size ({_link(path)}).", "", *floors.table(r), ""]
+    return parts
+
+
 def serve_load_tables() -> list[str]:
     parts = []
     for path, r in _load("serve_load.json"):
@@ -201,7 +212,7 @@ def speed_lines() -> list[str]:
 
 def section() -> str:
     body = (scalability_tables() + peer_table() + kernel_tables() + kernel_peer_tables()
-            + epoch_time_tables() + serve_load_tables())
+            + epoch_time_tables() + floor_tables() + serve_load_tables())
     if not body:
         body = ["No benchmark results are committed yet.", ""]
     return "\n".join([BEGIN, "", *body, END])

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from bench import (
     ann,
     epoch_time,
+    floors,
     kernel_peers,
     launches,
     reader_speed,
@@ -89,7 +90,7 @@ def test_epoch_time_quick(tmp_path, temporary, device):
     assert epoch_time.main(["--devices", device, "--quick", "--epochs", "3", "--out",
                             str(out)]) == 0
     result = json.loads((out / "epoch_time.json").read_text())
-    assert set(result["cases"]) == {"ml10m", "lastfm", "delicious", "ml20m"}
+    assert set(result["cases"]) == set(epoch_time.CASES)
     tiny = datasets.load("synthetic-tiny")
     for name, case in result["cases"].items():
         timed = case[device]
@@ -109,6 +110,42 @@ def test_epoch_time_quick(tmp_path, temporary, device):
     assert list(temporary.iterdir()) == []
 
 
+def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
+    """Each row's floor is the larger of bytes over bandwidth and FLOPs over rate; Adam's bytes
+    are every parameter of the one-layer net (E and V of N x K, b1 of K, c of N, each padded
+    by at most 3 floats) a step; and epoch_time.json's ceilings read as peer_torch.json's."""
+    peer = tmp_path / "peer_torch.json"
+    peer.write_text(json.dumps({"device": "Test GPU", "commit": "abc", "date": "2026-01-01",
+                                "floor": {"bandwidth": 1e12, "flop_rate": 1e13}}))
+    out = tmp_path / "out"
+    assert floors.main(["--ceilings", str(peer), "--quick", "--cases", "ml20m",
+                        "--batch-sizes", "16,1024", "--out", str(out)]) == 0
+    result = json.loads((out / "floors.json").read_text())
+    assert result["ceilings"]["device"] == "Test GPU" and result["ceilings"]["commit"] == "abc"
+    tiny = datasets.load("synthetic-tiny")
+    N, K = tiny.n_items, 16                                   # user-based; --quick's hidden 16
+    params = 2 * N * K + K + N
+    small, whole = result["floors"]
+    assert (small["batch_size"], whole["batch_size"]) == (16, whole["rows"])  # at most the rows
+    for row in result["floors"]:
+        assert row["steps"] == -(-row["rows"] // row["batch_size"])
+        memory, arithmetic = row["gb"] * 1e9 / 1e12, row["tflop"] * 1e12 / 1e13
+        assert row["floor_s"] == pytest.approx(max(memory, arithmetic))
+        assert row["set_by"] == ("bytes" if memory >= arithmetic else "FLOPs")
+        assert row["rows_per_s"] == pytest.approx(row["rows"] / row["floor_s"])
+        assert 0 <= row["adam_gb"] * 1e9 - row["steps"] * 32 * params <= row["steps"] * 32 * 12
+        assert row["adam_gb"] < row["gb"]
+    assert small["steps"] > whole["steps"] == 1 and small["adam_gb"] > whole["adam_gb"]
+    assert "| quick (synthetic-tiny) in place of synthetic-ml20m" in (out / "floors.md").read_text()
+    timed = tmp_path / "epoch_time.json"
+    timed.write_text(json.dumps({
+        "commit": "def", "date": "2026-01-02", "devices": {"cpu": "CPU", "gpu": "Test GPU"},
+        "ceilings": {"cpu": {"bandwidth_gb_s": 50.0, "gflop_s": 500.0},
+                     "gpu": {"bandwidth_gb_s": 1000.0, "gflop_s": 10000.0}}}))
+    assert floors.recorded_ceilings(timed) == (Ceilings("Test GPU", 1e12, 1e13),
+                                               {"commit": "def", "date": "2026-01-02"})
+
+
 BENCH_ERRORS = [
     # before, each a traceback
     (epoch_time, ["--cases", "ml10m,x", "--quick", "--out", "OUT"], "--cases: no case x; "),
@@ -117,6 +154,10 @@ BENCH_ERRORS = [
     (epoch_time, ["--devices", "cpu", "--quick", "--out", "/proc/x"], "--out /proc/x: cannot "
      "write there"),
     (launches, ["--quick", "--out", "FILE"], "--out FILE: cannot write there (File exists)"),
+    (floors, ["--ceilings", "FILE", "--quick", "--out", "OUT"], "--ceilings FILE: cannot read "
+     "ceilings from it (JSONDecodeError"),
+    (floors, ["--ceilings", "FILE", "--batch-sizes", "8,x", "--out", "OUT"], "--batch-sizes: "
+     "whole numbers, comma-separated; got '8,x'"),
     (warm_start, ["--quick", "--warm-lr", "0", "--out", "OUT"], "--warm-lr must be > 0; got 0"),
 ]
 if not ops.HAS_CUDA:

@@ -1,0 +1,109 @@
+"""The floors of bench.epoch_time's cases on a device measured before, counted without it: each
+epoch's bytes and FLOPs (ncae_cuda/ops/floors.py) over the ceilings a GPU session recorded (its
+peer_torch.json or epoch_time.json), at each batch size given. It says what that device could at
+best do, to set beside what it did and beside a target: a count over a measured ceiling, not a
+measured time.
+
+    python -m bench.floors \\
+        --ceilings bench/results/2026-11-28-h200-gpu-check/peer-ml10m/peer_torch.json \\
+        --cases ml10m,ml20m --batch-sizes 128,1024,24576 --out bench/results/run
+    python -m bench.floors --ceilings FILE --quick --out /tmp/f      # a smoke test
+
+Writes floors.json and floors.md under --out: where the ceilings came from, and per case and
+batch size the epoch's steps, bytes (Adam's share beside them), FLOPs, floor, which of the two
+sets it, and the rows a second that the floor allows.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from bench.cli import out_folder
+from bench.epoch_time import add_case_flags, case_flags, chosen_cases, commit, epoch_work_of
+from ncae_cuda.ops.floors import Ceilings
+
+
+def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
+    """The ceilings a benchmark measured on its device, and its commit and date: from
+    bench.peer_torch's JSON (one device) or bench.epoch_time's (its first GPU device)."""
+    result = json.loads(path.read_text())
+    if "floor" in result:                                       # peer_torch.json
+        floor = result["floor"]
+        ceilings = Ceilings(result["device"], floor["bandwidth"], floor["flop_rate"])
+    elif "ceilings" in result:                                  # epoch_time.json
+        gpus = [d for d in result["ceilings"] if d.startswith("gpu")]
+        device = (gpus or list(result["ceilings"]))[0]
+        measured = result["ceilings"][device]
+        ceilings = Ceilings(result["devices"][device], measured["bandwidth_gb_s"] * 1e9,
+                            measured["gflop_s"] * 1e9)
+    else:
+        raise ValueError("neither bench.peer_torch's nor bench.epoch_time's JSON")
+    return ceilings, {"commit": result["commit"], "date": result["date"]}
+
+
+def table(result: dict) -> list[str]:
+    """floors.json's result as a line saying where the ceilings came from, then a table."""
+    c = result["ceilings"]
+    return [f"Epochs counted at commit {result['commit']} ({result['date']}), not timed, over "
+            f"the ceilings measured on {c['device']} (commit {c['commit']}, {c['date']}: "
+            f"{c['bandwidth_gb_s']:,.0f} GB/s, {c['gflop_s']:,.0f} GFLOP/s; {c['source']}).", "",
+            "| case | rows a step | steps | GB (Adam's) | TFLOP | floor s | set by | rows/s at "
+            "the floor |", "|---|---:|---:|---:|---:|---:|---|---:|",
+            *(f"| {r['title']} | {r['batch_size']} | {r['steps']} | {r['gb']:.3g} "
+              f"({r['adam_gb']:.3g}) | {r['tflop']:.3g} | {r['floor_s']:.4f} | {r['set_by']} | "
+              f"{r['rows_per_s']:,.0f} |" for r in result["floors"])]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    p.add_argument("--ceilings", type=Path, required=True,
+                   help="a peer_torch.json or epoch_time.json from a run on the device")
+    add_case_flags(p)
+    p.add_argument("--batch-sizes", default="",
+                   help="comma-separated rows a step to count each case at (default: each "
+                        "case's own)")
+    p.add_argument("--out", type=Path, required=True, help="folder for floors.json and .md")
+    args = p.parse_args(argv)
+    cases = chosen_cases(p, args.cases)
+    try:
+        batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b] or [None]
+    except ValueError:
+        p.error(f"--batch-sizes: whole numbers, comma-separated; got {args.batch_sizes!r}")
+    if any(b is not None and b < 1 for b in batch_sizes):
+        p.error(f"--batch-sizes must be >= 1; got {args.batch_sizes}")
+    try:
+        ceilings, source = recorded_ceilings(args.ceilings)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        p.error(f"--ceilings {args.ceilings}: cannot read ceilings from it "
+                f"({type(e).__name__}: {e})")
+    out_folder(p, args.out)
+    floors = []
+    for case in cases:
+        title, flags = case_flags(case, args.quick)
+        for batch in batch_sizes:
+            count = epoch_work_of([*flags, *(["--batch-size", str(batch)] if batch else [])])
+            floor = count.work.floor(ceilings)
+            memory = count.work.bytes / ceilings.bandwidth
+            floors.append({
+                "case": case, "title": title, "batch_size": count.batch,
+                "steps": count.steps, "gb": count.work.bytes / 1e9,
+                "adam_gb": count.adam_bytes / 1e9, "tflop": count.work.flops / 1e12,
+                "floor_s": floor, "set_by": "bytes" if floor == memory else "FLOPs",
+                "rows": count.rows, "rows_per_s": count.rows / floor})
+    result = {"ceilings": {"source": str(args.ceilings), "device": ceilings.device,
+                           "bandwidth_gb_s": ceilings.bandwidth / 1e9,
+                           "gflop_s": ceilings.flops / 1e9, **source},
+              "commit": commit(), "date": datetime.date.today().isoformat(),
+              "quick": args.quick, "floors": floors}
+    (args.out / "floors.json").write_text(json.dumps(result, indent=2))
+    lines = table(result)
+    (args.out / "floors.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
