@@ -35,6 +35,7 @@ from bench.cli import out_folder
 from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
 from ncae_cuda.errors import NcaeError
+from ncae_cuda.model.config import TF32
 from ncae_cuda.ops.floors import Ceilings, Work, epoch_work, measure_ceilings, op_work
 from ncae_cuda.ops.layout import NCAELayout
 from ncae_cuda.runs import protocol
@@ -61,7 +62,10 @@ CASES = {
     # FLOPs rather than Adam's pass over every parameter once a step (python -m bench.floors);
     # VAE-CF's figures are at 24,576 a step
     "ml20m-batch1024": ("synthetic-ml20m as above, 1,024 users a step",
-                        [*ML20M, "--batch-size", "1024"]),
+                        ML20M_1024 := [*ML20M, "--batch-size", "1024"]),
+    # and the same with its products on TF32 tensor cores (--matmul tf32)
+    "ml20m-tf32": ("synthetic-ml20m as above, 1,024 users a step, products on TF32",
+                   [*ML20M_1024, "--matmul", "tf32"]),
 }
 DEVICE_FLAGS = {"cpu": ["--device", "cpu"], "gpu": ["--device", "gpu", "--cuda-graphs", "off"],
                 "gpu-graphs": ["--device", "gpu", "--cuda-graphs", "on"]}
@@ -102,18 +106,17 @@ def device_name(device: str) -> str:
 
 
 def ceilings(device: str, quick: bool = False) -> Ceilings:
-    """The device's memory bandwidth and float32 product rate, measured on it once (seconds to
-    measure; a benchmark's --quick: once, small, in tenths): gpu-graphs is the same card as
-    gpu."""
+    """The device's memory bandwidth and product rates (float32, and the backend's gemm on
+    TF32), measured on it once (seconds to measure; a benchmark's --quick: once, small, in
+    tenths): gpu-graphs is the same card as gpu."""
     return _measured("gpu" if device.startswith("gpu") else device, 1 if quick else 5, quick)
 
 
 @functools.cache
 def _measured(device: str, repeats: int, small: bool) -> Ceilings:
-    if device == "gpu":
-        import cupy
-        return measure_ceilings(cupy, device_name(device), repeats, small)
-    return measure_ceilings(np, device_name(device), repeats, small)
+    backend = ops.get_backend(device)
+    return measure_ceilings(backend.xp, device_name(device), repeats, small,
+                            lambda out, a, b: backend.gemm(out, a, b, tf32=True))
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,10 @@ class EpochCount:
     steps: int
     dense_flops: float          # implicit: the dense output layer's three products, else 0
     adam_bytes: float           # Adam's share of work.bytes: every parameter, once a step
+    tf32: bool                  # the step's products on TF32 (--matmul tf32)
+
+    def floor(self, ceilings: Ceilings) -> float:
+        return self.work.floor(ceilings, self.tf32)
 
 
 def epoch_work_of(flags: list[str]) -> EpochCount:
@@ -142,7 +149,7 @@ def epoch_work_of(flags: list[str]) -> EpochCount:
     dense = 6.0 * steps * batch * m.shape[1] * config.hidden[-1] if config.implicit else 0.0
     adam = steps * op_work("adam", P=NCAELayout(m.shape[1], config.hidden).size).bytes
     return EpochCount(epoch_work(m, rows, batch, config.hidden, config.feedback), len(rows),
-                      batch, steps, dense, adam)
+                      batch, steps, dense, adam, config.matmul == TF32)
 
 
 def commit() -> str:
@@ -182,8 +189,8 @@ def main(argv=None) -> int:
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "devices": {d: device_name(d) for d in devices}, "cases": {}}
     measured = {d: ceilings(d, args.quick) for d in devices}
-    result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9}
-                          for d, c in measured.items()}
+    result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9,
+                              "tf32_gflop_s": c.tf32_flops / 1e9} for d, c in measured.items()}
     with tempfile.TemporaryDirectory(prefix="ncae-epoch-time-") as runs:
         for case in cases:
             title, flags = case_flags(case, args.quick)
@@ -199,7 +206,7 @@ def main(argv=None) -> int:
                     return 2
                 seconds = [h["seconds"] for h in history if h["phase"] == "select"]
                 median = statistics.median(seconds[1:] or seconds)
-                floor = count.work.floor(measured[device])
+                floor = count.floor(measured[device])
                 result["cases"].setdefault(case, {"title": title, "rows": count.rows})[device] = {
                     "seconds": seconds, "median_after_first": median, "floor": floor,
                     "x_floor": median / floor, "rows_per_s": count.rows / median,
@@ -208,7 +215,8 @@ def main(argv=None) -> int:
     lines = [f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
     lines += [f"- {d} ceilings: memory {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
-              f"{c['gflop_s']:.0f} GFLOP/s" for d, c in result["ceilings"].items()]
+              f"{c['gflop_s']:.0f} GFLOP/s, on TF32 {c['tf32_gflop_s']:.0f} GFLOP/s"
+              for d, c in result["ceilings"].items()]
     lines += ["", "s/epoch (x the floor on that device)", "",
               "| case | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]
     for case in result["cases"].values():

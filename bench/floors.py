@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -32,13 +33,15 @@ def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
     result = json.loads(path.read_text())
     if "floor" in result:                                       # peer_torch.json
         floor = result["floor"]
-        ceilings = Ceilings(result["device"], floor["bandwidth"], floor["flop_rate"])
+        ceilings = Ceilings(result["device"], floor["bandwidth"], floor["flop_rate"],
+                            floor.get("tf32_flop_rate") or math.inf)
     elif "ceilings" in result:                                  # epoch_time.json
         gpus = [d for d in result["ceilings"] if d.startswith("gpu")]
         device = (gpus or list(result["ceilings"]))[0]
         measured = result["ceilings"][device]
         ceilings = Ceilings(result["devices"][device], measured["bandwidth_gb_s"] * 1e9,
-                            measured["gflop_s"] * 1e9)
+                            measured["gflop_s"] * 1e9,
+                            (measured.get("tf32_gflop_s") or math.inf) * 1e9)
     else:
         raise ValueError("neither bench.peer_torch's nor bench.epoch_time's JSON")
     return ceilings, {"commit": result["commit"], "date": result["date"]}
@@ -47,9 +50,12 @@ def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
 def table(result: dict) -> list[str]:
     """floors.json's result as a line saying where the ceilings came from, then a table."""
     c = result["ceilings"]
+    tf32 = (f"{c['tf32_gflop_s']:,.0f} on TF32" if c.get("tf32_gflop_s")
+            else "none measured on TF32, so a TF32 case's FLOPs bound nothing")
     return [f"Epochs counted at commit {result['commit']} ({result['date']}), not timed, over "
             f"the ceilings measured on {c['device']} (commit {c['commit']}, {c['date']}: "
-            f"{c['bandwidth_gb_s']:,.0f} GB/s, {c['gflop_s']:,.0f} GFLOP/s; {c['source']}).", "",
+            f"{c['bandwidth_gb_s']:,.0f} GB/s, {c['gflop_s']:,.0f} GFLOP/s float32, {tf32}; "
+            f"{c['source']}).", "",
             "| case | rows a step | steps | GB (Adam's) | TFLOP | floor s | set by | rows/s at "
             "the floor |", "|---|---:|---:|---:|---:|---:|---|---:|",
             *(f"| {r['title']} | {r['batch_size']} | {r['steps']} | {r['gb']:.3g} "
@@ -85,7 +91,7 @@ def main(argv=None) -> int:
         title, flags = case_flags(case, args.quick)
         for batch in batch_sizes:
             count = epoch_work_of([*flags, *(["--batch-size", str(batch)] if batch else [])])
-            floor = count.work.floor(ceilings)
+            floor = count.floor(ceilings)
             memory = count.work.bytes / ceilings.bandwidth
             floors.append({
                 "case": case, "title": title, "batch_size": count.batch,
@@ -95,7 +101,10 @@ def main(argv=None) -> int:
                 "rows": count.rows, "rows_per_s": count.rows / floor})
     result = {"ceilings": {"source": str(args.ceilings), "device": ceilings.device,
                            "bandwidth_gb_s": ceilings.bandwidth / 1e9,
-                           "gflop_s": ceilings.flops / 1e9, **source},
+                           "gflop_s": ceilings.flops / 1e9,
+                           "tf32_gflop_s": (ceilings.tf32_flops / 1e9
+                                            if math.isfinite(ceilings.tf32_flops) else None),
+                           **source},
               "commit": commit(), "date": datetime.date.today().isoformat(),
               "quick": args.quick, "floors": floors}
     (args.out / "floors.json").write_text(json.dumps(result, indent=2))

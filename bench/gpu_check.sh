@@ -92,19 +92,19 @@ FACTS
 case $phase in
 first)
     # what matters most, in order; the limits add up to 7 minutes
-    step check 40 $python -m ncae_cuda.check --device $emulated --json "$work/check.json"
+    step check 35 $python -m ncae_cuda.check --device $emulated --json "$work/check.json"
     # (nvcc's compile of every kernel is CI's: the device's own compiler is NVRTC)
-    step gpu-tests 75 $python -m pytest -q -rs -p no:cacheprovider -n 0 $collect \
+    step gpu-tests 70 $python -m pytest -q -rs -p no:cacheprovider -n 0 $collect \
         --junitxml="$work/gpu-tests.xml" -k "(gpu and not emulated) or cublas or nvrtc"
     # ML-10M (item-based, hidden 500,500) and VAE-CF's ML-20M shape (user-based implicit, hidden
-    # 600: training users/s and the output layer's TFLOP/s), at 128 and 1,024 users a step,
-    # beside their floors (the synthetic sets are drawn once, then read from the cache)
-    step epoch-time 160 $python -m bench.epoch_time --devices $epoch_devices --epochs 4 \
-        --cases ml10m,ml20m,ml20m-batch1024 $quick --out "$work/epoch-time"
-    step peer-ml10m 50 $python -m bench.peer_torch --device $gpu --dataset synthetic-ml10m \
+    # 600: training users/s and the output layer's TFLOP/s), at 128 and 1,024 users a step, and
+    # at 1,024 on TF32, beside their floors (the synthetic sets drawn once, then read back)
+    step epoch-time 180 $python -m bench.epoch_time --devices $epoch_devices --epochs 4 \
+        --cases ml10m,ml20m,ml20m-batch1024,ml20m-tf32 $quick --out "$work/epoch-time"
+    step peer-ml10m 45 $python -m bench.peer_torch --device $gpu --dataset synthetic-ml10m \
         --feedback explicit --based item --hidden 500,500 --epochs 3 $quick \
         --out "$work/peer-ml10m"
-    step peer-ml20m 50 $python -m bench.peer_torch --device $gpu --dataset synthetic-ml20m \
+    step peer-ml20m 45 $python -m bench.peer_torch --device $gpu --dataset synthetic-ml20m \
         --feedback implicit --based user --hidden 600 --epochs 3 $quick --out "$work/peer-ml20m"
     step recommend 45 $python -m bench.recommend_time --dataset synthetic-ml20m \
         --devices $gpu --epochs 1 --repeats 3 $quick --out "$work/recommend"

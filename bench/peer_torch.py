@@ -47,7 +47,7 @@ from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
 from ncae_cuda.model import metrics
 from ncae_cuda.model.augment import column_weights
-from ncae_cuda.model.config import Config
+from ncae_cuda.model.config import FLOAT32, MATMULS, TF32, Config
 from ncae_cuda.model.evaluate import EVAL_BATCH, heldout_ranks
 from ncae_cuda.model.network import Objective, to_network_scale
 from ncae_cuda.ops import get_backend
@@ -187,8 +187,8 @@ def trainer_argv(args) -> list[str]:
     # --curves: the trainer scores test after every epoch, so its figures after epoch E can be
     # read even where, having a validation part, it restores its best-validation epoch at the end
     argv = ["--dataset", args.dataset, "--feedback", feedback, "--hidden", args.hidden,
-            "--epochs", str(args.epochs), "--device", args.device, "--curves",
-            *FIXED_EPOCHS[feedback]]
+            "--epochs", str(args.epochs), "--device", args.device, "--matmul", args.matmul,
+            "--curves", *FIXED_EPOCHS[feedback]]
     if args.based:
         argv += ["--based", args.based]
     if args.data_dir:
@@ -243,6 +243,7 @@ def run_torch(exp: Experiment, ops, m, rows: np.ndarray, device: torch.device) -
     seconds of each epoch and the test figures after the last."""
     config, split = exp.config, exp.split
     torch.manual_seed(config.seed)
+    torch.backends.cuda.matmul.allow_tf32 = config.matmul == TF32
     torch.set_num_threads(os.cpu_count())
     csr = DeviceCSR(m, device)
     objective = exp.objective()                          # s, m_off from the rating scale
@@ -392,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="cpu (default): Numba beside torch's CPU threads; gpu: ncae_cuda's CUDA "
                         "kernels beside torch.cuda")
+    p.add_argument("--matmul", choices=MATMULS, default=FLOAT32,
+                   help="both models' products: float32 (default), or tf32 (torch's "
+                        "allow_tf32: on a GPU's tensor cores; the CPU's torch stays float32)")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: synthetic-tiny, hidden 16, 2 epochs")
     p.add_argument("--out", type=Path, required=True, help="folder for peer_torch.json and .md")
@@ -423,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = epoch_work(m, rows, config.batch_size, config.hidden, config.feedback)
     ceil = ceilings(args.device, args.quick)
-    floor = work.floor(ceil)
+    floor = work.floor(ceil, config.matmul == TF32)
     models = {"ncae_cuda": ncae, "torch": peer}
     for r in models.values():
         r["median_seconds"] = median_after_first(r["seconds"])
@@ -440,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         "models": models,
         "ratio_torch_over_ncae": peer["median_seconds"] / ncae["median_seconds"],
         "floor": {"seconds": floor, "bytes": work.bytes, "flops": work.flops,
-                  "bandwidth": ceil.bandwidth, "flop_rate": ceil.flops},
+                  "bandwidth": ceil.bandwidth, "flop_rate": ceil.flops,
+                  "tf32_flop_rate": ceil.tf32_flops if math.isfinite(ceil.tf32_flops) else None},
         "agreement": {"agree": bool(agree), "detail": detail},
     }
     print("\n" + write_report(result, args.out), end="")

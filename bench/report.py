@@ -123,6 +123,12 @@ def kernel_peer_tables() -> list[str]:
     return parts
 
 
+def _on_tf32(ceilings: dict) -> str:
+    """The product's rate on TF32 where the run measured it (runs from 2026-11-29 on)."""
+    rate = ceilings.get("tf32_gflop_s")
+    return f", on TF32 {rate:.0f} GFLOP/s" if rate else ""
+
+
 def epoch_time_tables() -> list[str]:
     parts = []
     for path, r in _load("epoch_time.json"):
@@ -130,8 +136,9 @@ def epoch_time_tables() -> list[str]:
         parts += ["Seconds per epoch through the trainer (median after the first), and in "
                   "brackets the multiple of the epoch's floor on that device: "
                   + "; ".join(f"{d}: {name} (memory {r['ceilings'][d]['bandwidth_gb_s']:.0f} GB/s"
-                              f", float32 product {r['ceilings'][d]['gflop_s']:.0f} GFLOP/s "
-                              "measured)" for d, name in r["devices"].items())
+                              f", float32 product {r['ceilings'][d]['gflop_s']:.0f} GFLOP/s"
+                              + _on_tf32(r["ceilings"][d]) + " measured)"
+                              for d, name in r["devices"].items())
                   + f", commit {r['commit']}, {r['date']} ({_link(path)}).", "",
                   "| case | " + " | ".join(f"{d} s/epoch" for d in devices) + " |",
                   "|---|" + "---:|" * len(devices)]

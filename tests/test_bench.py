@@ -144,6 +144,16 @@ def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
                      "gpu": {"bandwidth_gb_s": 1000.0, "gflop_s": 10000.0}}}))
     assert floors.recorded_ceilings(timed) == (Ceilings("Test GPU", 1e12, 1e13),
                                                {"commit": "def", "date": "2026-01-02"})
+    # a TF32 case's FLOPs count at the TF32 rate, and bound nothing where none was measured
+    for rate, bound in ((None, "bytes"), (1e8, "FLOPs")):
+        peer.write_text(json.dumps({"device": "Test GPU", "commit": "abc", "date": "2026-01-01",
+                                    "floor": {"bandwidth": 1e12, "flop_rate": 1e13,
+                                              "tf32_flop_rate": rate}}))
+        assert floors.main(["--ceilings", str(peer), "--quick", "--cases", "ml20m-tf32",
+                            "--out", str(out)]) == 0
+        (row,) = json.loads((out / "floors.json").read_text())["floors"]
+        memory, arithmetic = row["gb"] * 1e9 / 1e12, row["tflop"] * 1e12 / (rate or np.inf)
+        assert row["set_by"] == bound and row["floor_s"] == pytest.approx(max(memory, arithmetic))
 
 
 BENCH_ERRORS = [

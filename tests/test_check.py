@@ -12,7 +12,7 @@ from ncae_cuda.ops import conformance, cpu
 
 OPS = ("cut_batch", "cut_rows", "dropout_keep", "gather_forward", "scatter_backward",
        "sparse_output_forward", "sparse_output_backward", "reweighted_error",
-       "multinomial_error", "gemm",
+       "multinomial_error", "gemm", "gemm, tf32",
        "bias_tanh", "bias_backward", "adam", "step_loss", "rank_heldout", "topk")
 
 

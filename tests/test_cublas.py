@@ -7,6 +7,8 @@ import pytest
 
 from ncae_cuda import ops
 from ncae_cuda.ops import cublas, reference
+from ncae_cuda.ops.conformance import TF32_TOLERANCE
+from ncae_cuda.ops.conformance import TOLERANCE as F32_RTOL
 
 
 def _libcublas_found() -> bool:
@@ -56,3 +58,26 @@ def test_gemm_eager_and_replayed_from_a_graph(gpu, trans_a, trans_b, accumulate)
         np.testing.assert_array_equal(gpu.to_host(replayed), out)    # captured, not run
         replay()
         np.testing.assert_allclose(gpu.to_host(replayed), expect, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("trans_a, trans_b, accumulate", CASES)
+def test_gemm_on_tf32_eager_and_replayed(gpu, trans_a, trans_b, accumulate):
+    """tf32: within TF32's precision of float64's product of the inputs as they are (however
+    the GPU rounds them to TF32), and farther from it than a float32 product comes: the inputs
+    were rounded. A GPU without TF32 (before Ampere) fails here."""
+    rng = np.random.default_rng(8)
+    a, b, out, expect = _operands(rng, trans_a, trans_b)
+    reference.gemm(expect, a.astype(np.float64), b.astype(np.float64), trans_a, trans_b,
+                   accumulate)
+    scale = np.abs(expect).max()
+    with gpu.session():
+        d_a, d_b = gpu.to_device(a), gpu.to_device(b)
+        eager = gpu.to_device(out)
+        gpu.gemm(eager, d_a, d_b, trans_a, trans_b, accumulate, tf32=True)
+        replayed = gpu.to_device(out)
+        replay = gpu.capture(lambda: gpu.gemm(replayed, d_a, d_b, trans_a, trans_b, accumulate,
+                                              tf32=True))
+        replay()
+        for got in (eager, replayed):
+            error = np.abs(gpu.to_host(got) - expect).max() / scale
+            assert 10 * F32_RTOL < error < TF32_TOLERANCE

@@ -384,6 +384,30 @@ def test_fit_refuses_validation_of_other_shape_or_ids():
         new_model().fit(X, validation=_bad(-np.eye(N_USERS, N_ITEMS)), epochs=1, verbose=False)
 
 
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_matmul_tf32_rounds_every_product_of_the_step(monkeypatch, tmp_path, feedback):
+    """matmul="tf32": every dense product of a training step takes TF32 inputs; the fit ends
+    near float32's (TF32's rounding, not a different model) but not on it; a saved model
+    keeps the setting."""
+    X, _ = split(matrix())
+    products = []
+
+    def recording(out, a, b, trans_a=False, trans_b=False, accumulate=False, tf32=False):
+        products.append(tf32)
+        cpu_gemm(out, a, b, trans_a, trans_b, accumulate, tf32)
+    cpu_gemm = cpu.gemm
+    monkeypatch.setattr(cpu, "gemm", recording)
+    rounded = fit(X, feedback, matmul="tf32")
+    assert products and all(products)            # hidden (8, 6): W2's and, implicit, V's
+    products.clear()
+    plain = fit(X, feedback)
+    assert products and not any(products)
+    difference = np.abs(params(rounded) - params(plain)).max()
+    assert 0 < difference < 1e-2 * np.abs(params(plain)).max()
+    rounded.save(tmp_path / "model.npz")
+    assert NCAE.load(tmp_path / "model.npz", device="cpu").config.matmul == "tf32"
+
+
 # ---------------------------------------------------------------------------------------------
 # save and load
 

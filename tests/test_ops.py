@@ -405,16 +405,37 @@ def test_multinomial_error_is_the_gradient_of_its_loss():
 
 @pytest.mark.parametrize("trans_a, trans_b", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("accumulate", [False, True])
-def test_gemm(backend, trans_a, trans_b, accumulate):
+@pytest.mark.parametrize("tf32", [False, True])
+def test_gemm(backend, trans_a, trans_b, accumulate, tf32):
+    """The product of float32 inputs, or with tf32 of the inputs rounded to TF32 (the CPU
+    backends round as the reference does; a GPU's own test is test_cublas.py's)."""
     rng = np.random.default_rng(9)
     a = rng.normal(0, 1, (5, 7) if trans_a else (7, 5)).astype(np.float32)   # op(a): (7, 5)
     b = rng.normal(0, 1, (3, 5) if trans_b else (5, 3)).astype(np.float32)   # op(b): (5, 3)
     out0 = rng.normal(0, 1, (7, 3)).astype(np.float32)
-    expect = ((a.T if trans_a else a).astype(float) @ (b.T if trans_b else b).astype(float)
+    rounded = [ref.to_tf32(x) if tf32 else x for x in (a, b)]
+    expect = ((rounded[0].T if trans_a else rounded[0]).astype(float)
+              @ (rounded[1].T if trans_b else rounded[1]).astype(float)
               + (out0 if accumulate else 0))
     out = backend.to_device(out0.copy())
-    backend.gemm(out, *on(backend, a, b), trans_a, trans_b, accumulate)
+    backend.gemm(out, *on(backend, a, b), trans_a, trans_b, accumulate, tf32=tf32)
     assert_close(host(backend, out), expect)
+
+
+def test_to_tf32_keeps_ten_mantissa_bits_rounding_ties_away():
+    """Hand-computed: TF32's last place at 1 is 2^-10, so 1 + 2^-11 is a tie."""
+    ulp = 2.0 ** -10
+    cases = [(1.0, 1.0), (1 + ulp, 1 + ulp), (1 + ulp / 4, 1.0),
+             (1 + ulp / 2, 1 + ulp), (1 + 3 * ulp / 2, 1 + 2 * ulp),            # ties: away
+             (-(1 + ulp / 2), -(1 + ulp)), (1 + ulp / 2 - 2.0 ** -20, 1.0),
+             (2 - ulp / 2, 2.0),                                  # the carry moves the exponent
+             (3 * 2.0 ** -130, 3 * 2.0 ** -130),                 # subnormal, few bits: kept
+             (np.finfo(np.float32).max, np.inf), (np.inf, np.inf), (-np.inf, -np.inf), (0.0, 0.0)]
+    x = np.array([c[0] for c in cases], np.float32)
+    np.testing.assert_array_equal(ref.to_tf32(x), np.array([c[1] for c in cases], np.float32))
+    assert np.isnan(ref.to_tf32(np.array([np.nan], np.float32))).all()
+    wide = ref.to_tf32(np.array([1 + ulp / 2]))                          # float64 in, out
+    assert wide.dtype == np.float64 and wide[0] == 1 + ulp
 
 
 @pytest.mark.parametrize("B, K", [(1, 1), (7, 13), (64, 300)])

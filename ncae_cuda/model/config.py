@@ -29,6 +29,8 @@ OUTPUTS = ("tanh", "identity")
 # implicit: the output layer's loss (network.Objective): the paper's, or Mult-VAE's
 WEIGHTED_SQUARE, MULTINOMIAL = LOSSES = ("weighted_square", "multinomial")
 VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (model/pretrain.py)
+# the training step's dense products (network.Network): float32, or on TF32
+FLOAT32, TF32 = MATMULS = ("float32", "tf32")
 
 
 class SettingError(NcaeError, ValueError):
@@ -119,6 +121,11 @@ class Config:
     weight_decay: float = setting(1e-3, "lambda: L2 on every weight and bias", group="training")
     seed: int = setting(0, "seed of the initialisation, the shuffles and input dropout",
                         group="training")
+    matmul: str = setting(FLOAT32, "the training step's dense products: float32, or tf32 "
+                          "(inputs rounded to TF32's 10 mantissa bits, float32 sums: on a GPU's "
+                          "tensor cores, Ampere and later; the CPU backends round the same way, "
+                          "to mirror it); prediction stays float32", group="training",
+                          choices=MATMULS)
     cutoffs: tuple = setting((10, 100), "implicit: the M of HR@M and NDCG@M; early stopping "
                              "follows NDCG at the last", group="evaluation", kind="ints")
     rating_scale: tuple | None = setting(None, "explicit: the lowest and highest rating, "

@@ -32,7 +32,7 @@ from ..ops import get_backend
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout
 from ..ops.plan import Planner, Schedule
 from . import modelfile, stopping
-from .config import MULTINOMIAL, Config, SettingError
+from .config import MULTINOMIAL, TF32, Config, SettingError
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
 from .base import Model, restored
@@ -311,7 +311,7 @@ class NCAE(Recommender):
         if start is not None:
             params = start.start(layout, self.data.column_ids, params)
         return Network(layout, self.ops, self._objective(), params, self.data.column_weights(),
-                       comm=self.comm)
+                       comm=self.comm, tf32=self.config.matmul == TF32)
 
     def _objective(self) -> Objective:
         c = self.config
@@ -425,7 +425,7 @@ class NCAE(Recommender):
             raise ValueError(f"{a['params'].shape[0]} parameters where the settings need "
                              f"{layout.size}")
         self._net = Network(layout, self.ops, self._objective(), a["params"],
-                            a.get("col_weights"))
+                            a.get("col_weights"), tf32=self.config.matmul == TF32)
         self._net.counter[0] = meta["steps"]
         self.history, self.best_epoch = meta["history"], meta["best_epoch"]
 

@@ -8,7 +8,8 @@ Explicit feedback computes `out` only at the observed entries (sparse output); i
 needs every column (dense output through the backend's BLAS). A training step is nothing but the
 ops of ops/reference.py (the dense products are its gemm) on the step memory's buffers, so the
 same code runs on numpy, Numba and CUDA, and on the GPU it allocates, copies and waits for
-nothing; prediction uses the backend's array algebra.
+nothing; prediction uses the backend's array algebra. With tf32 (Config.matmul) the step's
+dense products take their inputs rounded to TF32; prediction's stay float32.
 """
 from __future__ import annotations
 
@@ -104,7 +105,8 @@ class Network(Parameters):
     training step runs in the buffers of `memory` (prepare()): it allocates nothing."""
 
     def __init__(self, layout: NCAELayout, ops, objective: Objective, params: np.ndarray,
-                 col_weights: np.ndarray | None = None, dtype=np.float32, comm=None):
+                 col_weights: np.ndarray | None = None, dtype=np.float32, comm=None,
+                 tf32: bool = False):
         if objective.feedback == "implicit" and col_weights is None:
             raise ValueError("implicit feedback needs the per-column weights c_j")
         widest = getattr(ops, "max_width", None)          # the GPU kernels' (ops/common.py)
@@ -116,6 +118,7 @@ class Network(Parameters):
                 "takes any")
         super().__init__(layout, ops, params, dtype)
         self.objective = objective
+        self.tf32 = tf32                # the step's dense products on TF32 (Config.matmul)
         self.col_weights = None if col_weights is None else ops.to_device(col_weights.astype(dtype))
         self.memory = None
         # A column shard's network (layout.columns, ncae_cuda/ops/shard.py) adds up its partial
@@ -153,7 +156,8 @@ class Network(Parameters):
             self.comm.sum(acts[0], "a1")
             ops.bias_tanh(acts[0], p["b1"])
         for layer in range(2, len(acts) + 1):
-            ops.gemm(acts[layer - 1], acts[layer - 2], p[f"W{layer}"], trans_b=True)
+            ops.gemm(acts[layer - 1], acts[layer - 2], p[f"W{layer}"], trans_b=True,
+                     tf32=self.tf32)
             ops.bias_tanh(acts[layer - 1], p[f"b{layer}"])
         return acts
 
@@ -164,9 +168,10 @@ class Network(Parameters):
         for layer in range(self.layout.n_layers, max(lowest, 2) - 1, -1):
             dpre = das[layer - 1]
             ops.bias_backward(d[f"b{layer}"], dpre, dpre, acts[layer - 1])
-            ops.gemm(d[f"W{layer}"], dpre, acts[layer - 2], trans_a=True, accumulate=True)
+            ops.gemm(d[f"W{layer}"], dpre, acts[layer - 2], trans_a=True, accumulate=True,
+                     tf32=self.tf32)
             if layer > lowest:
-                ops.gemm(das[layer - 2], dpre, p[f"W{layer}"])
+                ops.gemm(das[layer - 2], dpre, p[f"W{layer}"], tf32=self.tf32)
         if lowest > 1:
             return
         ops.bias_backward(d["b1"], das[0], das[0], acts[0])
@@ -196,16 +201,16 @@ class Network(Parameters):
                                        obj.identity, obj.row_norm)
         else:
             z, dout = mem.z, mem.dout                                 # (B, N)
-            ops.gemm(z, a, p["V"], trans_b=True)
+            ops.gemm(z, a, p["V"], trans_b=True, tf32=self.tf32)
             if obj.loss == MULTINOMIAL:
                 ops.multinomial_error(dout, mem.row_loss, z, p["c"], batch,
                                       kept_only=obj.target_corrupted)
             else:
                 ops.reweighted_error(dout, mem.row_loss, z, p["c"], batch, self.col_weights,
                                      kept_only=obj.target_corrupted)
-            ops.gemm(d["V"], dout, a, trans_a=True, accumulate=True)
+            ops.gemm(d["V"], dout, a, trans_a=True, accumulate=True, tf32=self.tf32)
             ops.bias_backward(d["c"], dout)
-            ops.gemm(da, dout, p["V"])
+            ops.gemm(da, dout, p["V"], tf32=self.tf32)
         if self.comm is not None:
             self.comm.sum(mem.exchange, "da, row loss")
         self.hidden_backward(acts, mem.das, batch, scale, lowest)

@@ -92,7 +92,7 @@ def _temporary_network(net: Network, stage: Stage, depth: int, objective) -> Net
         if key not in ("V", "c"):
             view[:] = trained[key]
     weights = None if net.col_weights is None else net.ops.to_host(net.col_weights)
-    temp = Network(layout, net.ops, objective, params, weights, comm=net.comm)
+    temp = Network(layout, net.ops, objective, params, weights, comm=net.comm, tf32=net.tf32)
     temp.prepare(stage.planner.geometry)
     return temp
 

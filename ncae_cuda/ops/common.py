@@ -19,6 +19,10 @@ GOLDEN = 0x9E3779B97F4A7C15   # 2^64 / golden ratio: splitmix64's increment
 MIX1 = 0xBF58476D1CE4E5B9
 MIX2 = 0x94D049BB133111EB
 KEEP_BITS = 24                # a float32 holds 24 bits exactly: the threshold is an exact q
+# TF32 keeps float32's sign, exponent and 10 of its 23 mantissa bits: the bits dropped, and
+# half of the last bit kept (rounding to the nearest adds it before the drop)
+TF32_KEPT = 0xFFFFE000
+TF32_HALF = 0x00001000
 
 # The CUDA sources: the package data in an installed wheel, or kernels/ beside the package in
 # a checkout.

@@ -20,6 +20,8 @@ from .common import adam_state
 
 TOLERANCE = 2e-5      # float32 against float64: a few ulps of accumulated rounding, relative to
                       # the largest expected value (or 1, where all are smaller)
+TF32_TOLERANCE = 2e-3  # products of inputs rounded to TF32 (11 significant bits) against
+                       # float64's of the inputs as they are: their roundings, relative alike
 LONG, SHORT, N, K = 2_000, 40, 2_500, 133     # the long row among SHORT rows of 1..20 entries;
                                               # columns; width: 133 = 128 + 5, two slabs
 BATCH = 48            # the batch holds every row, and padding
@@ -34,6 +36,7 @@ class OpCase:
     run: Callable[[], dict]
     expected: dict
     exact: bool = False   # every output must be equal: the op copies, counts or selects
+    tolerance: float = TOLERANCE    # of float outputs, relative to the largest expected value
 
 
 @dataclass
@@ -57,10 +60,11 @@ def long_row_matrix(rng, n_cols: int, long: int, short: int) -> sp.csr_matrix:
                          shape=(len(lengths), n_cols))
 
 
-def compare(actual: np.ndarray, expected: np.ndarray, exact: bool) -> tuple[float, float, str]:
+def compare(actual: np.ndarray, expected: np.ndarray, exact: bool,
+            tolerance: float = TOLERANCE) -> tuple[float, float, str]:
     """(error, tolerance, where the worst is) of one output: exact and integer outputs must be
-    equal, float ones within TOLERANCE of the largest expected value; equal values (infinities
-    and NaN too) differ by nothing."""
+    equal, float ones within `tolerance` of the largest expected value; equal values
+    (infinities and NaN too) differ by nothing."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.shape != expected.shape:
         return np.inf, 0.0, f"shape {actual.shape}, expected {expected.shape}"
@@ -78,7 +82,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, exact: bool) -> tuple[floa
     diff[np.isnan(diff)] = np.inf                  # NaN (or an infinity) where none belongs
     worst = _index(np.argmax(diff), diff.shape) if diff.size else ()
     error = float(diff.max(initial=0.0)) / scale
-    return error, TOLERANCE, (f"at {worst}: {actual[worst]:.6g} vs {expected[worst]:.6g}"
+    return error, tolerance, (f"at {worst}: {actual[worst]:.6g} vs {expected[worst]:.6g}"
                               if diff.size else "")
 
 
@@ -95,7 +99,7 @@ def check_op(case: OpCase) -> OpResult:
         return OpResult(case.op, np.inf, 0.0, False, f"raised {type(e).__name__}: {e}")
     worst = OpResult(case.op, 0.0, 0.0, True)
     for name, expected in case.expected.items():
-        error, tolerance, where = compare(first[name], expected, case.exact)
+        error, tolerance, where = compare(first[name], expected, case.exact, case.tolerance)
         if error > tolerance:
             return OpResult(case.op, error, tolerance, False,
                             f"{name}: error {error:.3g} over the tolerance {tolerance:.3g} "
@@ -232,12 +236,14 @@ def op_cases(backend, seed: int = 0) -> list[OpCase]:
     expect_gemm = {"a W^T": a.astype(np.float64) @ W.astype(np.float64).T,
                    "dW + dpre^T a": dW0 + dpre2.astype(np.float64).T @ a.astype(np.float64)}
 
-    def gemm():
+    def gemm(tf32=False):
         out, dW = d(np.full((B, 37), np.nan, np.float32)), d(dW0.copy())
-        backend.gemm(out, d(a), d(W), trans_b=True)
-        backend.gemm(dW, d(dpre2), d(a), trans_a=True, accumulate=True)
+        backend.gemm(out, d(a), d(W), trans_b=True, tf32=tf32)
+        backend.gemm(dW, d(dpre2), d(a), trans_a=True, accumulate=True, tf32=tf32)
         return {"a W^T": h(out), "dW + dpre^T a": h(dW)}
     cases.append(OpCase("gemm", gemm, expect_gemm))
+    cases.append(OpCase("gemm, tf32", lambda: gemm(tf32=True), expect_gemm,
+                        tolerance=TF32_TOLERANCE))
 
     x = normal(B, K, sd=1.0)
 

@@ -13,6 +13,8 @@ import ctypes
 import functools
 
 OP_N, OP_T = 0, 1                       # cublasOperation_t
+DEFAULT_MATH, TF32_TENSOR_OP_MATH = 0, 3    # cublasMath_t: float32 products, or on TF32 tensor
+                                            # cores (inputs rounded to TF32, float32 sums)
 _SUCCESS = 0
 _p, _i = ctypes.c_void_p, ctypes.c_int
 
@@ -25,10 +27,11 @@ def library() -> ctypes.CDLL:
     lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
     lib.cublasCreate_v2.argtypes = [ctypes.POINTER(_p)]
     lib.cublasSetStream_v2.argtypes = [_p, _p]
+    lib.cublasSetMathMode.argtypes = [_p, _i]
     lib.cublasSgemm_v2.argtypes = [_p, _i, _i, _i, _i, _i, _p, _p, _i, _p, _i, _p, _p, _i]
     lib.cublasGetStatusName.argtypes = [_i]
     lib.cublasGetStatusName.restype = ctypes.c_char_p
-    for name in ("cublasCreate_v2", "cublasSetStream_v2", "cublasSgemm_v2"):
+    for name in ("cublasCreate_v2", "cublasSetStream_v2", "cublasSetMathMode", "cublasSgemm_v2"):
         getattr(lib, name).restype = _i
     return lib
 
@@ -50,11 +53,16 @@ class Handle:
         self._one, self._zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
 
     def sgemm(self, stream: int, trans_a: int, trans_b: int, m: int, n: int, k: int,
-              a: int, lda: int, b: int, ldb: int, c: int, ldc: int, accumulate: bool) -> None:
+              a: int, lda: int, b: int, ldb: int, c: int, ldc: int, accumulate: bool,
+              tf32: bool = False) -> None:
         """Column-major c (m, n) = op(a) (m, k) @ op(b) (k, n) (+ c where accumulate), on
-        `stream`; a, b and c are device pointers."""
+        `stream`; a, b and c are device pointers. tf32: on TF32 tensor cores where the GPU has
+        them (Ampere and later; cuBLAS keeps to float32 where not)."""
         lib = library()
         _check(lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+        # the handle's math mode is read when the call is made (and captured with it)
+        _check(lib.cublasSetMathMode(self.handle, TF32_TENSOR_OP_MATH if tf32 else DEFAULT_MATH),
+               "cublasSetMathMode")
         beta = self._one if accumulate else self._zero
         _check(lib.cublasSgemm_v2(self.handle, trans_a, trans_b, m, n, k,
                                   ctypes.byref(self._one), a, lda, b, ldb, ctypes.byref(beta),

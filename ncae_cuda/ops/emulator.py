@@ -126,13 +126,13 @@ class EmulatedDevice:
                 converted.append(_SCALARS[np.asarray(a).dtype](a))
         getattr(self.library, f"emu_{kernel}")(*converted)
 
-    def gemm(self, out, a, b, trans_a, trans_b, accumulate) -> None:
+    def gemm(self, out, a, b, trans_a, trans_b, accumulate, tf32) -> None:
         if self._captured is not None:
-            self._captured.append((self.gemm, (out, a, b, trans_a, trans_b, accumulate)))
+            self._captured.append((self.gemm, (out, a, b, trans_a, trans_b, accumulate, tf32)))
             return
         # on plain views: gpu.KernelOps counts the call once, as one cuBLAS call
         reference.gemm(*(x.view(np.ndarray) for x in (out, a, b)), trans_a, trans_b,
-                       accumulate)
+                       accumulate, tf32)
 
     def pinned(self, nbytes: int) -> np.ndarray:
         return np.zeros(nbytes, np.uint8)

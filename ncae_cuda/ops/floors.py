@@ -9,6 +9,7 @@ is accumulated is read and written once); a batch reads each distinct embedding 
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -30,9 +31,10 @@ class Work:
     def __add__(self, other: Work) -> Work:
         return Work(self.bytes + other.bytes, self.flops + other.flops)
 
-    def floor(self, ceilings: Ceilings) -> float:
-        """Seconds the work needs at least on the device with these ceilings."""
-        return max(self.bytes / ceilings.bandwidth, self.flops / ceilings.flops)
+    def floor(self, ceilings: Ceilings, tf32: bool = False) -> float:
+        """Seconds the work needs at least on the device with these ceilings; tf32: its
+        products on TF32 (Config.matmul)."""
+        return max(self.bytes / ceilings.bandwidth, self.flops / ceilings.product_rate(tf32))
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,15 @@ class Ceilings:
     bandwidth: float    # bytes/s read plus written: the faster of a large copy and a large
                         # in-place update
     flops: float        # FLOP/s of a large float32 matrix product
+    tf32_flops: float = math.inf    # of the same product on TF32 tensor cores, where measured
+                                    # (a GPU's); unmeasured, the FLOPs bound nothing
+
+    def product_rate(self, tf32: bool = False) -> float:
+        return self.tf32_flops if tf32 else self.flops
 
 
-def measure_ceilings(xp, device: str, repeats: int = 5, small: bool = False) -> Ceilings:
+def measure_ceilings(xp, device: str, repeats: int = 5, small: bool = False,
+                     tf32_product=None) -> Ceilings:
     """Both ceilings with the array module xp (numpy, or cupy on the current GPU). Bandwidth
     is the faster of a copy and an in-place update of one array: a CPU's copy also reads the
     lines it writes (write-allocate), which a copy's count leaves out, so on the CPU the update
@@ -52,7 +60,8 @@ def measure_ceilings(xp, device: str, repeats: int = 5, small: bool = False) -> 
     the CPU both run on every core (Numba), as the training's memory-bound loops do: numpy's
     are one thread and read low. `small` (a benchmark's --quick, which checks the command, not
     the machine): arrays an eighth and a product a 64th the size, for figures in tenths of a
-    second that a cache may flatter."""
+    second that a cache may flatter. tf32_product(out, a, b), where given (a GPU backend's gemm on
+    TF32), measures the product's rate on TF32 too."""
     synchronize = getattr(getattr(xp, "cuda", None), "Device", None)
     sync = (lambda: synchronize().synchronize()) if synchronize else (lambda: None)
 
@@ -78,7 +87,10 @@ def measure_ceilings(xp, device: str, repeats: int = 5, small: bool = False) -> 
     m = 1024 if small else 4096
     a = xp.asarray(np.random.default_rng(0).random((m, m), np.float32))
     flops = 2 * m ** 3 / best(lambda: a @ a)
-    return Ceilings(device, bandwidth, flops)
+    if tf32_product is None:
+        return Ceilings(device, bandwidth, flops)
+    out = xp.empty_like(a)
+    return Ceilings(device, bandwidth, flops, 2 * m ** 3 / best(lambda: tf32_product(out, a, a)))
 
 
 @njit(parallel=True, cache=True)

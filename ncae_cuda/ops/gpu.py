@@ -308,11 +308,11 @@ class KernelOps:
     # -----------------------------------------------------------------------------------------
     # the dense layers
 
-    def gemm(self, out, a, b, trans_a=False, trans_b=False, accumulate=False):
+    def gemm(self, out, a, b, trans_a=False, trans_b=False, accumulate=False, tf32=False):
         _check(np.float32, out, a, b)
         if ledger.counting():
             ledger.op("gemm")
-        self.device.gemm(out, a, b, trans_a, trans_b, accumulate)
+        self.device.gemm(out, a, b, trans_a, trans_b, accumulate, tf32)
 
     def bias_tanh(self, a, b):
         _check(np.float32, a, b)
@@ -406,7 +406,7 @@ class CupyDevice:
     def launch(self, kernel, grid, block, args):
         _function(self.device_id, kernel)((grid,), (block,), args)
 
-    def gemm(self, out, a, b, trans_a, trans_b, accumulate):
+    def gemm(self, out, a, b, trans_a, trans_b, accumulate, tf32):
         # Row-major out (M, N) = op(a) (M, K) @ op(b) (K, N) is column-major out^T = op(b)^T
         # op(a)^T: cuBLAS gets b first; a row-major (r, c) array is a column-major (c, r) one.
         M, N = out.shape
@@ -415,7 +415,7 @@ class CupyDevice:
                          cublas.OP_T if trans_b else cublas.OP_N,
                          cublas.OP_T if trans_a else cublas.OP_N, N, M, K,
                          b.data.ptr, b.shape[1], a.data.ptr, a.shape[1], out.data.ptr, N,
-                         accumulate)
+                         accumulate, tf32)
 
     def capture(self, fn):
         with self.stream:                   # current, inside a session or not

@@ -14,7 +14,8 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from .common import GOLDEN, KEEP_BITS, MIX1, MIX2, Batch, dropout_stream, dropout_threshold
+from .common import (GOLDEN, KEEP_BITS, MIX1, MIX2, TF32_HALF, TF32_KEPT, Batch, dropout_stream,
+                     dropout_threshold)
 from .memory import pack_plan
 
 xp = np
@@ -243,13 +244,26 @@ def decayed(lr: float, lr_decay: float, steps_per_epoch: int, decay_start: int,
 # ---------------------------------------------------------------------------------------------
 # the dense layers
 
-def gemm(out, a, b, trans_a=False, trans_b=False, accumulate=False):
-    """out (+)= op(a) @ op(b), op transposing where asked: the BLAS call of the dense layers."""
+def gemm(out, a, b, trans_a=False, trans_b=False, accumulate=False, tf32=False):
+    """out (+)= op(a) @ op(b), op transposing where asked: the BLAS call of the dense layers.
+    tf32: a and b rounded to TF32 first (to_tf32), as a GPU's tensor cores take them; the sums
+    stay in out's precision."""
+    if tf32:
+        a, b = to_tf32(a), to_tf32(b)
     product = (a.T if trans_a else a) @ (b.T if trans_b else b)
     if accumulate:
         out += product
     else:
         out[...] = product
+
+
+def to_tf32(x):
+    """x rounded to TF32 (float32's exponent, 10 of its 23 mantissa bits), to the nearest, ties
+    away from zero (PTX's cvt.rna.tf32.f32), in x's dtype. A carry out of the mantissa moves
+    the exponent on, and the largest floats round to infinity; NaN stays NaN."""
+    bits = np.asarray(x, np.float32).view(np.uint32)
+    rounded = ((bits + np.uint32(TF32_HALF)) & np.uint32(TF32_KEPT)).view(np.float32)
+    return np.where(np.isnan(x), x, rounded).astype(np.asarray(x).dtype, copy=False)
 
 
 def bias_tanh(a, b):
