@@ -28,6 +28,9 @@ def test_the_binding_reaches_cublas():
     else:
         with pytest.raises(RuntimeError, match=r"cublasCreate failed: CUBLAS_STATUS_\w+ \(\d+\)"):
             cublas.Handle()
+    lib = cublas.library()              # the math mode's call is bound: a null handle is refused
+    status = lib.cublasSetMathMode(None, cublas.TF32_TENSOR_OP_MATH)
+    assert lib.cublasGetStatusName(status) == b"CUBLAS_STATUS_NOT_INITIALIZED"
 
 
 CASES = list(itertools.product([False, True], [False, True], [False, True]))
