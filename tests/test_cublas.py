@@ -83,4 +83,4 @@ def test_gemm_on_tf32_eager_and_replayed(gpu, trans_a, trans_b, accumulate):
         replay()
         for got in (eager, replayed):
             error = np.abs(gpu.to_host(got) - expect).max() / scale
-            assert 10 * F32_RTOL < error < TF32_TOLERANCE
+            assert 5 * F32_RTOL < error < TF32_TOLERANCE        # ~3e-4 rounding to the nearest
