@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ncae_cuda.model import modelfile
+from ncae_cuda.data import atomic_file
 from ncae_cuda.model.config import tomllib
 from ncae_cuda.ops.common import CSR, Batch
 from ncae_cuda.ops.conformance import TOLERANCE as F32_RTOL  # noqa: F401 (for tests)
@@ -93,7 +93,7 @@ def assert_close(actual, expected, rtol=F32_RTOL):
 
 
 def read_only(monkeypatch, since: str = "open") -> None:
-    """ncae_cuda.model.modelfile's writes fail as on a read-only file system (EROFS) from `since`
+    """ncae_cuda.data.atomic_file's writes fail as on a read-only file system (EROFS) from `since`
     on: "open", a file opened to write; "replace", the rename of a file written (a file system
     remounted read-only meanwhile). Unlink always fails: Linux refuses it there even for a file
     that is not there."""
@@ -104,6 +104,6 @@ def read_only(monkeypatch, since: str = "open") -> None:
         if since == "open" and set(mode) & set("wxa+"):
             refuse()
         return builtins.open(file, mode, *args, **kwargs)
-    monkeypatch.setattr(modelfile, "open", opened, raising=False)
-    monkeypatch.setattr(modelfile.os, "replace", refuse)
+    monkeypatch.setattr(atomic_file, "open", opened, raising=False)
+    monkeypatch.setattr(atomic_file.os, "replace", refuse)
     monkeypatch.setattr(Path, "unlink", refuse)

@@ -13,8 +13,9 @@ from helpers import read_only
 
 import ncae_cuda
 from ncae_cuda.commands import baselines, datasets, experiments, recommend, train, tune
+from ncae_cuda.data import atomic_file
 from ncae_cuda.errors import NcaeError
-from ncae_cuda.model import modelfile, stopping
+from ncae_cuda.model import stopping
 from ncae_cuda.runs import pool, rundir
 
 # Exceptions the package uses for its own control flow, never shown to a user as an error:
@@ -63,7 +64,7 @@ def test_a_wrapped_oserror_keeps_its_errno(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         read_only(m)
         with pytest.raises(NcaeError) as caught:
-            modelfile.atomic_write(tmp_path / "f", lambda f: f.write(b"x"))
+            atomic_file.atomic_write(tmp_path / "f", lambda f: f.write(b"x"))
     assert caught.value.errno == errno.EROFS
 
     def full(*args, **kwargs):

@@ -13,6 +13,7 @@ from helpers import read_only
 
 from ncae_cuda import NCAE
 from ncae_cuda.commands import train
+from ncae_cuda.data import atomic_file
 from ncae_cuda.data.interactions import DataError
 from ncae_cuda.model import modelfile
 from ncae_cuda.runs.rundir import FILES, RunDirectory
@@ -126,7 +127,7 @@ def test_a_write_to_a_read_only_folder_says_so(tmp_path, monkeypatch, since):
         read_only(m, since)
         with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: cannot write it "
                                             r"\(Read-only file system\)$"):
-            modelfile.atomic_write(path, lambda f: f.write(b"new\n"))
+            atomic_file.atomic_write(path, lambda f: f.write(b"new\n"))
     assert path.read_text() == "earlier\n"
 
 

@@ -23,8 +23,7 @@ import pytest
 from helpers import missing_extra
 
 from ncae_cuda.commands import train, tune
-from ncae_cuda.data import datasets
-from ncae_cuda.model import modelfile
+from ncae_cuda.data import atomic_file, datasets
 from ncae_cuda.model.config import DEFAULTS, read_recipe
 from ncae_cuda.runs import protocol, rundir, space, study_storage, tuning
 
@@ -587,8 +586,8 @@ def test_a_full_disk_met_in_a_trials_write_stops_the_study(tmp_path, monkeypatch
     def full(spec, config, on_epoch=None):
         with monkeypatch.context() as m:
             if where == "file":
-                m.setattr(modelfile, "open", refuse, raising=False)
-                modelfile.atomic_write(spec.out / "model.npz", lambda f: None)
+                m.setattr(atomic_file, "open", refuse, raising=False)
+                atomic_file.atomic_write(spec.out / "model.npz", lambda f: None)
             m.setattr(Path, "mkdir", refuse)
             rundir.RunDirectory(spec.out / "run", {}).join()
     monkeypatch.setattr(protocol, "run", full)

@@ -28,10 +28,10 @@ from pathlib import Path
 
 from ..baselines.models import BASELINES, installed, model_list
 from .. import cli
+from ..data.atomic_file import atomic_write
 from ..errors import NcaeError
 from ..model.config import DEFAULTS
 from ..model.metrics import format_table
-from ..model.modelfile import atomic_write
 from ..ops import get_backend
 from ..runs import comparison, effort, protocol, rundir
 from ..runs.spec import RunSpec, SpecError, as_recorded, identity

@@ -34,10 +34,10 @@ from pathlib import Path
 
 from ..baselines.models import beside_ncae, installed
 from .. import cli
+from ..data.atomic_file import atomic_write
 from ..data.datasets import DATA_ENV
 from ..model.config import VARIANT_SETTINGS, read_recipe
 from ..model.metrics import format_table
-from ..model.modelfile import atomic_write
 from ..runs import pool
 from ..runs.paper_tables import EXPERIMENTS, ExperimentRuns, numbers
 from .flags import trainer_run

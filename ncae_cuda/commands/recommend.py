@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from ..cli import Parser
+from ..data.atomic_file import atomic_write
 from ..data.interactions import DataError
 from ..errors import NcaeError
 from ..model import ann
 from ..model.base import Model
-from ..model.modelfile import atomic_write
 from ..ops import cpu
 from ..runs.factory import load_model
 from . import flags

@@ -12,8 +12,6 @@ draw.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -21,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from . import synthetic as generator
-from .interactions import Interactions
+from .atomic_file import atomic_write
+from .interactions import DataError, Interactions
 
 FOLDER = "synthetic"            # the cache's subfolder for drawn sets
 _FIELDS = ("users", "items", "ratings", "timestamps", "user_ids", "item_ids")
@@ -38,7 +37,7 @@ def kept_synthetic(preset: str, seed: int, cache_dir: Path) -> Interactions:
     data = generator.synthetic(preset, seed)
     try:
         _write(path, data)
-    except OSError:             # a read-only or full disk: the data is drawn all the same
+    except (OSError, DataError):    # a read-only or full disk: the data is drawn all the same
         pass
     return data
 
@@ -60,14 +59,7 @@ def _read(path: Path) -> Interactions:
 
 
 def _write(path: Path, data: Interactions) -> None:
-    """Written to a temporary file beside `path`, then renamed: a reader never sees half a
-    file, and processes drawing the same set at once leave one whole copy."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, **{field: getattr(data, field) for field in _FIELDS},
-                     rating_scale=np.array(data.rating_scale), name=np.array(data.name))
-        os.replace(name, path)
-    finally:
-        Path(name).unlink(missing_ok=True)
+    atomic_write(path, lambda f: np.savez(f, **{field: getattr(data, field) for field in _FIELDS},
+                                          rating_scale=np.array(data.rating_scale),
+                                          name=np.array(data.name)))

@@ -40,10 +40,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.atomic_file import atomic_write
 from ..errors import NcaeError
 from ..machine import cores
 from .evaluate import EVAL_BATCH, row_codes
-from .modelfile import atomic_write
 
 log = logging.getLogger("ncae_cuda.ann")
 INDEXES = ("exact", "approximate")           # recommend(index=...), --index

@@ -13,20 +13,18 @@ checked against the file before an array is made.
 from __future__ import annotations
 
 import ast
-import contextlib
-import fnmatch
 import hashlib
 import json
 import math
 import os
 import re
 import struct
-import uuid
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from ..data.atomic_file import atomic_write
 from ..data.interactions import DataError
 
 FORMAT = "ncae_cuda"
@@ -37,8 +35,6 @@ VERSION = 6          # 6: a model file's header names the model and its settings
                      # checkpoints as model/estimator.py and trainer.py write them
 ZIP = b"PK\x03\x04"  # how a .npz (a zip archive of .npy entries, np.savez's) begins
 READ_BYTES = 1 << 24                  # read at a time: the most of an array held twice
-TEMPORARY_DIGITS = 12                 # of a temporary file's name: <name>.<hex digits>.tmp
-TEMPORARY = re.compile(rf"(?P<name>.+)\.[0-9a-f]{{{TEMPORARY_DIGITS}}}\.tmp")
 NPY_VERSIONS = {(1, 0): "<H", (2, 0): "<I"}    # of .npy, np.save's: its header length's format
 NPY_TYPE = re.compile(r"[<>|][biufSU][0-9]+")    # as np.save writes numbers' and text's: <f4
 MAX_NPY_HEADER = 10_000                         # bytes, as numpy reads them
@@ -69,30 +65,6 @@ def _checksum(header: np.ndarray, arrays: dict) -> str:
     return h.hexdigest()
 
 
-def atomic_write(path: str | os.PathLike, fill) -> None:
-    """fill(f) writes a binary file object that becomes `path` only once whole (a temporary
-    file of this writer's own, synced, then renamed over `path`); on failure or interruption
-    the temporary file is removed, and an OSError becomes a DataError saying why (its errno
-    kept)."""
-    path = Path(path)
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:TEMPORARY_DIGITS]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            fill(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        # a read-only file system refuses even the removal of a file that was never made; what
-        # cannot be removed stays (RunDirectory removes it later), and the first error is told
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if isinstance(e, OSError):
-            raise DataError(f"{path}: cannot write it ({e.strerror or e})",
-                            errno=e.errno) from None
-        raise
-
-
 def json_ready(value):
     """numpy scalars and tuples in nested dicts and lists as JSON's numbers and lists."""
     if isinstance(value, dict):
@@ -102,16 +74,6 @@ def json_ready(value):
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-def remove_temporaries(folder: Path, names) -> None:
-    """Remove the temporary files atomic_write left in `folder` (a process killed while it
-    wrote) of the files whose names match one of `names` (glob patterns), and no other file.
-    Only for a folder's owner: a writer still at work would lose its file."""
-    for path in folder.iterdir():
-        made = TEMPORARY.fullmatch(path.name)
-        if made and any(fnmatch.fnmatchcase(made["name"], name) for name in names):
-            path.unlink(missing_ok=True)
 
 
 def damaged(path: str | os.PathLike, kind: str, why: str) -> DataError:

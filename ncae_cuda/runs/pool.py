@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.atomic_file import atomic_write
 from ..errors import NcaeError
 from ..machine import cores
-from ..model.modelfile import atomic_write
 from . import rundir
 
 LISTING = "runs.json"            # the pool's manifest: its runs and their commands

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import datasets, splits
+from ..data.atomic_file import atomic_write
 from ..data.cold import refuse_all_cold
 from ..data.interactions import DataError, Interactions
 from ..data.reader import read_table
@@ -46,7 +47,6 @@ from ..model.cold_means import SHRINK
 from ..model.base import Model
 from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
-from ..model.modelfile import atomic_write
 from ..ops import BackendUnavailable
 from . import effort, rundir, space
 from .comparison import compare, recipe_paths, recipe_settings

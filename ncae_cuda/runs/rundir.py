@@ -27,9 +27,10 @@ import os
 import shutil
 from pathlib import Path
 
+from ..data.atomic_file import atomic_write, remove_temporaries
 from ..errors import NcaeError
 from ..model.blend import MEMBERS, member_checkpoint
-from ..model.modelfile import atomic_write, differences, remove_temporaries
+from ..model.modelfile import differences
 
 MANIFEST = "run.json"
 STAGING = ".overwrite"                # an overwriting run's files, until it finishes

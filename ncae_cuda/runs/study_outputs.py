@@ -10,7 +10,7 @@ import json
 import math
 from pathlib import Path
 
-from ..model.modelfile import atomic_write
+from ..data.atomic_file import atomic_write
 from . import space
 from .effort import TABLE
 from .factory import recipe_text
