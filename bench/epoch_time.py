@@ -10,8 +10,10 @@ Writes epoch_time.json and epoch_time.md under --out: device names, commit, date
 the seconds of each training epoch and their median after the first (which holds start-up: the
 GPU's kernel compilation and warm-up), beside the epoch's floor on that device
 (ncae_cuda/ops/floors.py: the case's work over the memory bandwidth and matrix-product rate
-measured there first) and the multiple of it. The runs' own outputs (checkpoints of up to a few GB) go to a
-temporary folder, removed at the end.
+measured there first) and the multiple of it, and the run's wall time (data, compilation,
+epochs, test and checkpoint: what a time limit has to hold). Both files are written again after
+every run, so a run stopped by a time limit keeps the runs it finished. The runs' own outputs
+(checkpoints of up to a few GB) go to a temporary folder, removed at the end.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +37,7 @@ import numpy as np
 from bench.cli import out_folder
 from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
+from ncae_cuda.data.atomic_file import atomic_write
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.model.config import TF32
 from ncae_cuda.ops.floors import Ceilings, Work, epoch_work, measure_ceilings, op_work
@@ -162,6 +166,56 @@ def commit() -> str:
         return "unknown"
 
 
+def measured_runs(result: dict) -> int:
+    return sum(d in case for case in result["cases"].values() for d in result["devices"])
+
+
+def cell(case: dict, device: str, fmt) -> str:
+    """fmt(the case's figures on the device), or a dash where the run never came (a time limit
+    stopped the command first)."""
+    return fmt(case[device]) if device in case else "-"
+
+
+def seconds_table(result: dict) -> list[str]:
+    """Seconds per epoch, and the multiple of the floor on that device: a row per case."""
+    devices = list(result["devices"])
+    return ["| case | " + " | ".join(f"{d} s/epoch" for d in devices) + " |",
+            "|---|" + "---:|" * len(devices)] + [
+        f"| {case['title']} | " + " | ".join(
+            cell(case, d, lambda t: f"{t['median_after_first']:.3g} ({t['x_floor']:.1f}x)")
+            for d in devices) + " |" for case in result["cases"].values()]
+
+
+def markdown(result: dict) -> list[str]:
+    """epoch_time.md's lines: devices and ceilings, then seconds per epoch and rows/s."""
+    devices = list(result["devices"])
+    lines = [f"commit {result['commit']}, {result['date']}"]
+    lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
+    lines += [f"- {d} ceilings: memory {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
+              f"{c['gflop_s']:.0f} GFLOP/s, on TF32 {c['tf32_gflop_s']:.0f} GFLOP/s"
+              for d, c in result["ceilings"].items()]
+    done = measured_runs(result)
+    if done < result["runs_planned"]:
+        lines.append(f"- {done} of {result['runs_planned']} runs measured (-: not run: the "
+                     "command stopped first, or is still at work)")
+    lines += ["", "s/epoch (x the floor on that device)", "", *seconds_table(result),
+              "", "training rows (users, where user-based) a second, and the dense output "
+              "layer's TFLOP/s (implicit)", "",
+              "| case | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]
+    lines += [f"| {case['title']} | " + " | ".join(
+        cell(case, d, lambda t: f"{t['rows_per_s']:,.0f} ({t['dense_output_tflop_s']:.3g})")
+        for d in devices) + " |" for case in result["cases"].values()]
+    return lines
+
+
+def write(result: dict, out: Path) -> None:
+    """epoch_time.json and .md under out, each replaced whole (a kill mid-write keeps the last
+    pair)."""
+    for name, text in (("epoch_time.json", json.dumps(result, indent=2)),
+                       ("epoch_time.md", "\n".join(markdown(result)) + "\n")):
+        atomic_write(out / name, lambda f, text=text: f.write(text.encode()))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--devices", default="cpu,gpu",
@@ -187,7 +241,8 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "devices": {d: device_name(d) for d in devices}, "cases": {}}
+              "devices": {d: device_name(d) for d in devices}, "runs_planned":
+              len(cases) * len(devices), "cases": {}}
     measured = {d: ceilings(d, args.quick) for d in devices}
     result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9,
                               "tf32_gflop_s": c.tf32_flops / 1e9} for d, c in measured.items()}
@@ -197,6 +252,7 @@ def main(argv=None) -> int:
             count = epoch_work_of(flags)                    # counted once, floored per device
             for device in devices:
                 run_dir = Path(runs) / f"{case}-{device}"
+                start = time.perf_counter()
                 try:
                     history = run_flags([
                         *flags, *DEVICE_FLAGS[device], "--epochs",
@@ -207,31 +263,16 @@ def main(argv=None) -> int:
                 seconds = [h["seconds"] for h in history if h["phase"] == "select"]
                 median = statistics.median(seconds[1:] or seconds)
                 floor = count.floor(measured[device])
-                result["cases"].setdefault(case, {"title": title, "rows": count.rows})[device] = {
-                    "seconds": seconds, "median_after_first": median, "floor": floor,
-                    "x_floor": median / floor, "rows_per_s": count.rows / median,
-                    "dense_output_tflop_s": count.dense_flops / median / 1e12}
-    (args.out / "epoch_time.json").write_text(json.dumps(result, indent=2))
-    lines = [f"commit {result['commit']}, {result['date']}"]
-    lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
-    lines += [f"- {d} ceilings: memory {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
-              f"{c['gflop_s']:.0f} GFLOP/s, on TF32 {c['tf32_gflop_s']:.0f} GFLOP/s"
-              for d, c in result["ceilings"].items()]
-    lines += ["", "s/epoch (x the floor on that device)", "",
-              "| case | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]
-    for case in result["cases"].values():
-        lines.append(f"| {case['title']} | " + " | ".join(
-            f"{case[d]['median_after_first']:.4f} ({case[d]['x_floor']:.1f}x)"
-            for d in devices) + " |")
-    lines += ["", "training rows (users, where user-based) a second, and the dense output "
-              "layer's TFLOP/s (implicit)", "",
-              "| case | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]
-    for case in result["cases"].values():
-        lines.append(f"| {case['title']} | " + " | ".join(
-            f"{case[d]['rows_per_s']:,.0f} ({case[d]['dense_output_tflop_s']:.3g})"
-            for d in devices) + " |")
-    (args.out / "epoch_time.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+                timed = {"seconds": seconds, "median_after_first": median, "floor": floor,
+                         "x_floor": median / floor, "rows_per_s": count.rows / median,
+                         "dense_output_tflop_s": count.dense_flops / median / 1e12,
+                         "wall_seconds": time.perf_counter() - start}
+                result["cases"].setdefault(case, {"title": title, "rows": count.rows})
+                result["cases"][case][device] = timed
+                print(f"{case} on {device}: {median:.4g} s an epoch ({median / floor:.1f}x the "
+                      f"floor), the run {timed['wall_seconds']:.1f} s in all", flush=True)
+                write(result, args.out)
+    print("\n".join(markdown(result)))
     return 0
 
 

@@ -19,7 +19,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from bench import floors, kernel_peers
+from bench import epoch_time, floors, kernel_peers
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -132,7 +132,6 @@ def _on_tf32(ceilings: dict) -> str:
 def epoch_time_tables() -> list[str]:
     parts = []
     for path, r in _load("epoch_time.json"):
-        devices = list(r["devices"])
         parts += ["Seconds per epoch through the trainer (median after the first), and in "
                   "brackets the multiple of the epoch's floor on that device: "
                   + "; ".join(f"{d}: {name} (memory {r['ceilings'][d]['bandwidth_gb_s']:.0f} GB/s"
@@ -140,12 +139,7 @@ def epoch_time_tables() -> list[str]:
                               + _on_tf32(r["ceilings"][d]) + " measured)"
                               for d, name in r["devices"].items())
                   + f", commit {r['commit']}, {r['date']} ({_link(path)}).", "",
-                  "| case | " + " | ".join(f"{d} s/epoch" for d in devices) + " |",
-                  "|---|" + "---:|" * len(devices)]
-        parts += [f"| {case['title']} | " + " | ".join(
-            f"{case[d]['median_after_first']:.3g} ({case[d]['x_floor']:.1f}x)"
-            for d in devices) + " |" for case in r["cases"].values()]
-        parts.append("")
+                  *epoch_time.seconds_table(r), ""]
     return parts
 
 
@@ -200,7 +194,8 @@ def speed_lines() -> list[str]:
             f"{r['ratio_torch_over_ncae']:.1f} times as long ({theirs['median_seconds']:.3g} s "
             f"against {ours['median_seconds']:.3g} s, in one run; {_link(path)}).")
     ml20m = [(path, r, device) for path, r in _load("epoch_time.json")
-             for device in r["devices"] if device.startswith("gpu") and "ml20m" in r["cases"]]
+             for device in r["devices"]
+             if device.startswith("gpu") and device in r["cases"].get("ml20m", {})]
     if ml20m:
         path, r, device = max(ml20m, key=lambda run: (run[1]["date"],
                                                       run[1]["cases"]["ml20m"][run[2]]

@@ -110,6 +110,37 @@ def test_epoch_time_quick(tmp_path, temporary, device):
     assert list(temporary.iterdir()) == []
 
 
+def test_epoch_time_keeps_the_runs_finished_before_it_was_stopped(tmp_path, monkeypatch):
+    """After every run both files hold what is measured so far, so a time limit that stops the
+    command (the device's window) keeps the finished runs; the runs not come are dashes."""
+    finished, real_run = [], epoch_time.run_flags
+
+    def run_then_stop(argv):
+        if len(finished) == 2:
+            raise KeyboardInterrupt                 # what the time limit is to the 3rd run
+        finished.append(real_run(argv))
+        return finished[-1]
+
+    monkeypatch.setattr(epoch_time, "run_flags", run_then_stop)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        epoch_time.main(["--devices", "cpu", "--quick", "--epochs", "2", "--cases",
+                         "ml10m,lastfm,ml20m", "--out", str(out)])
+    result = json.loads((out / "epoch_time.json").read_text())
+    assert list(result["cases"]) == ["ml10m", "lastfm"] and result["runs_planned"] == 3
+    for case, run in zip(result["cases"].values(), finished):
+        seconds = [h["seconds"] for h in run["history"] if h["phase"] == "select"]
+        assert case["cpu"]["seconds"] == seconds
+        assert case["cpu"]["wall_seconds"] >= sum(seconds)
+    text = (out / "epoch_time.md").read_text()
+    assert "- 2 of 3 runs measured" in text
+    assert sorted(p.name for p in out.iterdir()) == ["epoch_time.json", "epoch_time.md"]
+    # a case a device never reached reads as a dash, in the file and in the docs' table
+    result["devices"]["gpu"] = "Test GPU"
+    rows = epoch_time.seconds_table(result)[2:]
+    assert [row.rsplit("|", 2)[1].strip() for row in rows] == ["-", "-"]
+
+
 def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
     """Each row's floor is the larger of bytes over bandwidth and FLOPs over rate; Adam's bytes
     are every parameter of the one-layer net (E and V of N x K, b1 of K, c of N, each padded
