@@ -2,6 +2,7 @@
 every step with the device's flags on tiny data, the GPU's steps emulated or on the CPU, so that
 a renamed flag, a missing file or a broken summary fails here and not on the device."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,14 +65,23 @@ def test_a_dry_run_runs_every_step_and_packs_what_the_device_would(phase, dry_ru
     assert "cuda runtime" in facts
 
 
-def test_a_failing_step_is_named_and_fails_the_phase(tmp_path):
-    """The script can fail: a step whose command exits non-zero is named in the last line."""
+@pytest.mark.parametrize("phase, steps", [("first", ["data-synthetic-tiny", "check",
+                                                     "gpu-tests", "epoch-time", "peer-ml10m",
+                                                     "peer-ml20m", "recommend"]),
+                                          ("more", ["launches", "versions-gather_forward",
+                                                    "versions-scatter_backward",
+                                                    "versions-adam", "kernel-peers",
+                                                    "serve-load"])])
+def test_a_failing_step_is_named_and_fails_the_phase(tmp_path, phase, steps):
+    """The script can fail: every step whose command exits non-zero is named in the last line,
+    `first`'s data step, run in the background, too."""
     env = {**os.environ, "PYTHON": str(tmp_path / "no-such-python"), "COMMIT": "dry"}
-    done = subprocess.run(["bash", str(SCRIPT), "more", str(tmp_path), "--dry"], env=env,
+    done = subprocess.run(["bash", str(SCRIPT), phase, str(tmp_path), "--dry"], env=env,
                           capture_output=True, text=True, timeout=60)
     last = done.stdout.strip().splitlines()[-1]
     assert done.returncode == 1
-    assert last.startswith("phase more: 6 failed: launches (exit 127)"), last
+    assert last.startswith(f"phase {phase}: {len(steps)} failed: "), last
+    assert sorted(re.findall(r"(\S+) \(exit 127\)", last)) == sorted(steps), last
 
 
 def test_the_suite_names_missing_extras_from_a_checkout_not_installed(monkeypatch):
