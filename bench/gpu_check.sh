@@ -105,8 +105,9 @@ first)
         drawing+=($!)
     done
     step check 35 $python -m ncae_cuda.check --device $emulated --json "$work/check.json"
-    # (nvcc's compile of every kernel is CI's: the device's own compiler is NVRTC)
-    step gpu-tests 70 $python -m pytest -q -rs -p no:cacheprovider -n 0 $collect \
+    # (nvcc's compile of every kernel is CI's: the device's own compiler is NVRTC); on 8
+    # workers, as the H200 ran them in 34 s: in one process their time was never measured
+    step gpu-tests 70 $python -m pytest -q -rs -p no:cacheprovider -n 8 $collect \
         --junitxml="$work/gpu-tests.xml" -k "(gpu and not emulated) or cublas or nvrtc"
     wait "${drawing[@]}"
     # ML-10M (item-based, hidden 500,500) and VAE-CF's ML-20M shape (user-based implicit, hidden
