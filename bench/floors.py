@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import sys
 from pathlib import Path
 
 from bench.cli import out_folder
 from bench.epoch_time import add_case_flags, case_flags, chosen_cases, commit, epoch_work_of
-from ncae_cuda.ops.floors import Ceilings
+from ncae_cuda.ops.floors import Ceilings, tf32_rate
 
 
 def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
@@ -34,14 +33,14 @@ def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
     if "floor" in result:                                       # peer_torch.json
         floor = result["floor"]
         ceilings = Ceilings(result["device"], floor["bandwidth"], floor["flop_rate"],
-                            floor.get("tf32_flop_rate") or math.inf)
+                            tf32_rate(floor.get("tf32_flop_rate")))
     elif "ceilings" in result:                                  # epoch_time.json
         gpus = [d for d in result["ceilings"] if d.startswith("gpu")]
         device = (gpus or list(result["ceilings"]))[0]
         measured = result["ceilings"][device]
         ceilings = Ceilings(result["devices"][device], measured["bandwidth_gb_s"] * 1e9,
                             measured["gflop_s"] * 1e9,
-                            (measured.get("tf32_gflop_s") or math.inf) * 1e9)
+                            tf32_rate(measured.get("tf32_gflop_s"), 1e9))
     else:
         raise ValueError("neither bench.peer_torch's nor bench.epoch_time's JSON")
     return ceilings, {"commit": result["commit"], "date": result["date"]}
@@ -102,8 +101,7 @@ def main(argv=None) -> int:
     result = {"ceilings": {"source": str(args.ceilings), "device": ceilings.device,
                            "bandwidth_gb_s": ceilings.bandwidth / 1e9,
                            "gflop_s": ceilings.flops / 1e9,
-                           "tf32_gflop_s": (ceilings.tf32_flops / 1e9
-                                            if math.isfinite(ceilings.tf32_flops) else None),
+                           "tf32_gflop_s": ceilings.recorded_tf32(1e9),
                            **source},
               "commit": commit(), "date": datetime.date.today().isoformat(),
               "quick": args.quick, "floors": floors}

@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_torch_over_ncae": peer["median_seconds"] / ncae["median_seconds"],
         "floor": {"seconds": floor, "bytes": work.bytes, "flops": work.flops,
                   "bandwidth": ceil.bandwidth, "flop_rate": ceil.flops,
-                  "tf32_flop_rate": ceil.tf32_flops if math.isfinite(ceil.tf32_flops) else None},
+                  "tf32_flop_rate": ceil.recorded_tf32()},
         "agreement": {"agree": bool(agree), "detail": detail},
     }
     print("\n" + write_report(result, args.out), end="")

@@ -49,6 +49,17 @@ class Ceilings:
     def product_rate(self, tf32: bool = False) -> float:
         return self.tf32_flops if tf32 else self.flops
 
+    def recorded_tf32(self, unit: float = 1.0) -> float | None:
+        """The TF32 rate in `unit`s of FLOP/s as a results file keeps it: null where unmeasured
+        (JSON has no infinity); read back by tf32_rate."""
+        return self.tf32_flops / unit if math.isfinite(self.tf32_flops) else None
+
+
+def tf32_rate(recorded: float | None, unit: float = 1.0) -> float:
+    """A TF32 rate a results file recorded (Ceilings.recorded_tf32, in `unit`s of FLOP/s) as
+    Ceilings takes it: infinite, bounding nothing, where none was measured."""
+    return recorded * unit if recorded else math.inf
+
 
 def measure_ceilings(xp, device: str, repeats: int = 5, small: bool = False,
                      tf32_product=None) -> Ceilings:
