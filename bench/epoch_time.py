@@ -170,25 +170,26 @@ def measured_runs(result: dict) -> int:
     return sum(d in case for case in result["cases"].values() for d in result["devices"])
 
 
-def cell(case: dict, device: str, fmt) -> str:
-    """fmt(the case's figures on the device), or a dash where the run never came (a time limit
-    stopped the command first)."""
-    return fmt(case[device]) if device in case else "-"
+def case_table(result: dict, unit: str, fmt) -> list[str]:
+    """A row per case, a column per device headed by its name and `unit`, each cell fmt(the
+    case's figures on that device), or a dash where the run never came (a time limit stopped
+    the command first)."""
+    devices = list(result["devices"])
+    return ["| case | " + " | ".join(f"{d}{unit}" for d in devices) + " |",
+            "|---|" + "---:|" * len(devices)] + [
+        f"| {case['title']} | " + " | ".join(fmt(case[d]) if d in case else "-"
+                                             for d in devices) + " |"
+        for case in result["cases"].values()]
 
 
 def seconds_table(result: dict) -> list[str]:
     """Seconds per epoch, and the multiple of the floor on that device: a row per case."""
-    devices = list(result["devices"])
-    return ["| case | " + " | ".join(f"{d} s/epoch" for d in devices) + " |",
-            "|---|" + "---:|" * len(devices)] + [
-        f"| {case['title']} | " + " | ".join(
-            cell(case, d, lambda t: f"{t['median_after_first']:.3g} ({t['x_floor']:.1f}x)")
-            for d in devices) + " |" for case in result["cases"].values()]
+    return case_table(result, " s/epoch",
+                      lambda t: f"{t['median_after_first']:.3g} ({t['x_floor']:.1f}x)")
 
 
 def markdown(result: dict) -> list[str]:
     """epoch_time.md's lines: devices and ceilings, then seconds per epoch and rows/s."""
-    devices = list(result["devices"])
     lines = [f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
     lines += [f"- {d} ceilings: memory {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
@@ -201,10 +202,8 @@ def markdown(result: dict) -> list[str]:
     lines += ["", "s/epoch (x the floor on that device)", "", *seconds_table(result),
               "", "training rows (users, where user-based) a second, and the dense output "
               "layer's TFLOP/s (implicit)", "",
-              "| case | " + " | ".join(devices) + " |", "|---|" + "---:|" * len(devices)]
-    lines += [f"| {case['title']} | " + " | ".join(
-        cell(case, d, lambda t: f"{t['rows_per_s']:,.0f} ({t['dense_output_tflop_s']:.3g})")
-        for d in devices) + " |" for case in result["cases"].values()]
+              *case_table(result, "", lambda t: f"{t['rows_per_s']:,.0f} "
+                                                f"({t['dense_output_tflop_s']:.3g})")]
     return lines
 
 
