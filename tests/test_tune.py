@@ -9,6 +9,7 @@ import glob
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,7 @@ from helpers import missing_extra
 from ncae_cuda.commands import train, tune
 from ncae_cuda.data import atomic_file, datasets
 from ncae_cuda.model.config import DEFAULTS, read_recipe
-from ncae_cuda.runs import protocol, rundir, space, study_storage, tuning
+from ncae_cuda.runs import protocol, rundir, space, study_outputs, study_storage, tuning
 
 pytestmark = pytest.mark.extra("tune")
 optuna = pytest.importorskip("optuna", reason=missing_extra("tune"))
@@ -597,6 +599,23 @@ def test_a_full_disk_met_in_a_trials_write_stops_the_study(tmp_path, monkeypatch
             "device): the disk is full: free some space")
     [trial] = journal(out).get_trials()
     assert trial.state == TrialState.FAIL and "the disk is full" in trial.user_attrs["error"]
+
+
+def test_outputs_of_a_study_with_no_completed_trial_are_refused_in_a_line(tmp_path):
+    """What a Ctrl-C before any trial completed meets (tune_study._stopped: "none completed,
+    so no best.toml"): a TuneError naming the trials' logs, and no file written. Before, the
+    trials' folder's name was never imported: a NameError's traceback."""
+    study = optuna.create_study(study_name="s", storage=JournalStorage(JournalFileBackend(
+        str(tmp_path / "j"))))
+    study.tell(study.ask(), state=TrialState.FAIL)
+    found = tuning.Setup({}, [space.Dimension("dropout", low=0.0, high=0.6)], "rmse", False, {},
+                         (0,), "j", "s")
+    spec = types.SimpleNamespace(out=tmp_path / "out")      # all the refusal reads of it
+    with pytest.raises(study_storage.TuneError, match=(
+            rf"^no trial of study s completed: see the trials' log.txt under "
+            rf"{re.escape(str(tmp_path / 'out' / tuning.TRIALS))}$")):
+        study_outputs.write_outputs(spec, found, study)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_recipe_that_always_fails_is_enqueued_once_a_command(tmp_path):

@@ -29,7 +29,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path

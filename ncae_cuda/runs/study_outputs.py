@@ -16,7 +16,7 @@ from .effort import TABLE
 from .factory import recipe_text
 from .study_storage import TuneError
 from .tune_spec import NCAE, TuneSpec
-from .tuning import MARKER, Setup
+from .tuning import MARKER, TRIALS, Setup
 
 BEST, FIGURE = "best.toml", "tune.png"      # the study's outputs in --out, beside TABLE
 
