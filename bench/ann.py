@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import commit
 from ncae_cuda.model.ann import CORES, IndexSettings, ItemIndex
 from ncae_cuda.model.evaluate import top_m
@@ -245,10 +244,9 @@ def main(argv=None) -> int:
               "versions": {**versions(), "faiss": faiss.__version__}, "commit": commit(),
               "date": datetime.date.today().isoformat(), "settings": vars(IndexSettings()),
               "shapes": [measure_shape(name, *shape, args) for name, shape in shapes.items()]}
-    (args.out / "ann.json").write_text(json.dumps(result, indent=2))
-    (args.out / "ann.md").write_text("\n".join(
+    write_results(args.out, "ann", result, "\n".join(
         [f"# The approximate index against the exact top-k ({result['date']}, commit "
-         f"{result['commit']})", "", *table(result)]) + "\n")
+         f"{result['commit']})", "", *table(result)]))
     return 0
 
 

@@ -16,13 +16,13 @@ The split is the trainer's own (ncae_cuda.runs.protocol.make_split with the same
 lambda and the number of L-BFGS iterations are chosen on validation (scored every --every
 iterations); then the model is retrained on training + validation with them and scored once on
 test (--no-refit: the chosen validation model is scored instead). With --config, NCAE runs
-the trainer's same protocol on the same split, once per seed, and comparison.md tabulates both.
+the trainer's same protocol on the same split, once per seed, and autorec_peer.md tabulates
+both (written again after each seed).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -31,7 +31,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from ncae_cuda.commands.flags import run_flags
 from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="score test with the chosen validation model instead of retraining "
                         "on training + validation")
     p.add_argument("--out", type=Path, default=Path("runs/autorec-peer"),
-                   help="comparison.md, autorec_peer.json and NCAE's runs (default: "
+                   help="autorec_peer.md, autorec_peer.json and NCAE's runs (default: "
                         "runs/autorec-peer)")
     return p
 
@@ -231,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{data.name}: train {split.train.nnz}, valid {split.valid.nnz}, test "
           f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas {args.lambdas}, "
           f"at most {args.maxiter} iterations")
+    command = ("python -m bench.autorec_peer "
+               + " ".join(argv if argv is not None else sys.argv[1:]))
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     peer, ncae = [], []
     for seed in seeds:
         start = time.perf_counter()
@@ -244,15 +247,11 @@ def main(argv: list[str] | None = None) -> int:
             ncae.append(ncae_run(args, seed))
             print(f"NCAE seed {seed}: best epoch {ncae[-1]['best_epoch']}: valid "
                   f"{ncae[-1]['valid_rmse']:.4f}, test {ncae[-1]['test_rmse']:.4f}", flush=True)
-    text = table(peer, ncae, seeds)
-    (args.out / "comparison.md").write_text(
-        f"# {data.name}, split {args.split}: NCAE and I-AutoRec\n\n"
-        f"python -m bench.autorec_peer {' '.join(argv if argv is not None else sys.argv[1:])}"
-        f"\n\n{text}\n")
-    (args.out / "autorec_peer.json").write_text(json.dumps(
-        {"config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-         "peer": peer, "ncae": ncae}, indent=2))
-    print(f"\n{text}\n\nwrote {args.out / 'comparison.md'}")
+        text = table(peer, ncae, seeds[:len(peer)])                  # written after each seed
+        write_results(args.out, "autorec_peer", {"config": config, "peer": peer, "ncae": ncae},
+                      f"# {data.name}, split {args.split}: NCAE and I-AutoRec\n\n{command}"
+                      f"\n\n{text}", (len(peer), len(seeds), "seeds run"))
+    print(f"\n{text}\n\nwrote {args.out / 'autorec_peer.md'}")
     return 0
 
 

@@ -1,9 +1,13 @@
 """What the benches' command lines share: the folder their results go to, made before any work
-(a long run must not find at its end that it cannot write), or refused in one line."""
+(a long run must not find at its end that it cannot write), or refused in one line; and the
+pair of files each writes there, <name>.json and <name>.md."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+
+from ncae_cuda.data.atomic_file import atomic_write
 
 
 def out_folder(parser: argparse.ArgumentParser, path: Path) -> Path:
@@ -13,3 +17,22 @@ def out_folder(parser: argparse.ArgumentParser, path: Path) -> Path:
     except OSError as e:
         parser.error(f"--out {path}: cannot write there ({e.strerror or e})")
     return path
+
+
+def write_results(out: Path, name: str, result: dict, markdown: str,
+                  progress: tuple[int, int, str] | None = None) -> None:
+    """<name>.json (the result) and <name>.md (the markdown) under out, each replaced whole.
+
+    A bench writes them again after every part it measures, so that a time limit that stops it
+    (a device's window) keeps the parts it finished, and a kill mid-write keeps the previous
+    pair. progress (done, planned, what: "runs measured") says in both files, while done is
+    below planned, that parts are missing ("unfinished": "2 of 3 runs measured").
+    """
+    if progress and progress[0] < progress[1]:
+        unfinished = "{} of {} {}".format(*progress)
+        result = {"unfinished": unfinished, **result}
+        markdown = (f"> unfinished: {unfinished} (the command stopped before the rest, or is "
+                    f"still at work)\n\n{markdown}")
+    for path, text in ((out / f"{name}.json", json.dumps(result, indent=2, default=float)),
+                       (out / f"{name}.md", markdown)):
+        atomic_write(path, lambda f, text=text: f.write((text.rstrip("\n") + "\n").encode()))

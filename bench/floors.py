@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import add_case_flags, case_flags, chosen_cases, commit, epoch_work_of
 from ncae_cuda.ops.floors import Ceilings, tf32_rate
 
@@ -105,10 +105,8 @@ def main(argv=None) -> int:
                            **source},
               "commit": commit(), "date": datetime.date.today().isoformat(),
               "quick": args.quick, "floors": floors}
-    (args.out / "floors.json").write_text(json.dumps(result, indent=2))
-    lines = table(result)
-    (args.out / "floors.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, "floors", result, "\n".join(table(result)))
+    print("\n".join(table(result)))
     return 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda.data import reader
 
@@ -94,12 +93,11 @@ def main(argv=None) -> int:
             result["cases"][name] = {"bytes": path.stat().st_size, "seconds": seconds,
                                      "median": statistics.median(seconds)}
             print(f"{name}: {statistics.median(seconds):.2f} s", flush=True)
-    (args.out / "reader_speed.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"{result['device']}, commit {result['commit']}, {result['date']}, "
              f"{args.rows:,} rows", "", "| file | MB | median s | rows/s |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {case['bytes'] / 1e6:.0f} | {case['median']:.2f} | "
               f"{args.rows / case['median']:,.0f} |" for name, case in result["cases"].items()]
-    (args.out / "reader_speed.md").write_text("\n".join(lines) + "\n")
+    write_results(args.out, "reader_speed", result, "\n".join(lines))
     print("\n".join(lines) + f"\n\nwrote {args.out / 'reader_speed.json'} and "
           f"{args.out / 'reader_speed.md'}")
     return 0

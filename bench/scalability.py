@@ -27,14 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import cli, ops
 from ncae_cuda.data import datasets
 from ncae_cuda.data.splits import subsample
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.model.loop import run_epoch
-from ncae_cuda.model.modelfile import atomic_write
+from ncae_cuda.data.atomic_file import atomic_write
 from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.floors import epoch_work, measure_ceilings
@@ -189,8 +189,7 @@ def main(argv=None) -> int:
               "table7": [r for r in rows if "D" in r], "growth": [r for r in rows if "D" not in r]}
     ks = sorted({r["K"] for r in result["table7"]})
     ratios = sorted({r["D"] for r in result["table7"]})
-    (args.out / "scalability.json").write_text(json.dumps(result, indent=2))
-    (args.out / "scalability.md").write_text(markdown(result, ks, ratios))
+    write_results(args.out, "scalability", result, markdown(result, ks, ratios))
     with open(args.out / "scalability.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["table", "K", "D", "grown", "share", "rows",
                                                "columns", "interactions", "parameters",

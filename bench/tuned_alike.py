@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import commit
 from ncae_cuda.runs import effort
 from ncae_cuda.runs.factory import read_recipe
@@ -203,10 +203,10 @@ def main(argv: list[str] | None = None) -> int:
                      "mean_test": statistics.mean(f["test"] for f in figures)})
         print(f"{model}: mean test {METRIC} {rows[-1]['mean_test']:.4f}", flush=True)
     shown = table(rows, seeds)
-    (out / "tuned_alike.json").write_text(json.dumps(
-        {"dataset": args.dataset, "split_seeds": seeds, "trials": trials, "commit": commit(),
-         "metric": METRIC, "models": rows}, indent=2))
-    (out / "tuned_alike.md").write_text(f"# Every model tuned alike on {args.dataset}\n\n{shown}")
+    write_results(out, "tuned_alike", {"dataset": args.dataset, "split_seeds": seeds,
+                                       "trials": trials, "commit": commit(), "metric": METRIC,
+                                       "models": rows},
+                  f"# Every model tuned alike on {args.dataset}\n\n{shown}")
     print(shown)
     return 0
 

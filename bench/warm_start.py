@@ -29,14 +29,13 @@ import argparse
 import contextlib
 import csv
 import datetime
-import json
 import statistics
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import commit
 from ncae_cuda import cli
 from ncae_cuda.commands.flags import build_parser, run_spec
@@ -264,10 +263,8 @@ def main(argv=None) -> int:
             "cold": statistics.median(r["cold_best_epoch"] for r in case["seeds"].values()),
             "warm_to_cold_best": None if None in reached_at else statistics.median(reached_at)}
         case["seed_mean"] = seed_mean_reading(list(case["seeds"].values()))
-    (args.out / "warm_start.json").write_text(json.dumps(result, indent=2))
-    text = markdown(result)
-    (args.out / "warm_start.md").write_text(text)
-    print(text)
+    write_results(args.out, "warm_start", result, markdown(result))
+    print(markdown(result))
     return 0
 
 

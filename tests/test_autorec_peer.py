@@ -57,6 +57,6 @@ def test_one_command_scores_both_models_on_the_same_split(tmp_path):
         assert metrics["config"]["output"] == "identity" and metrics["config"]["seed"] == seed
         assert metrics["data"]["test"] == 60                  # the peer's split: 10% of 600
     assert {run["lambda"] for run in result["peer"][0]["runs"]} == {1.0, 10.0}
-    table = (out / "comparison.md").read_text()
+    table = (out / "autorec_peer.md").read_text()
     mean = np.mean([p["test_rmse"] for p in result["peer"]])
     assert "| NCAE |" in table and "| I-AutoRec |" in table and f"{mean:.4f} |" in table
