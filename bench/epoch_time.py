@@ -22,7 +22,6 @@ import contextlib
 import datetime
 import functools
 import io
-import json
 import os
 import statistics
 import subprocess
@@ -34,10 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
-from ncae_cuda.data.atomic_file import atomic_write
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.model.config import TF32
 from ncae_cuda.ops.floors import Ceilings, Work, epoch_work, measure_ceilings, op_work
@@ -166,10 +164,6 @@ def commit() -> str:
         return "unknown"
 
 
-def measured_runs(result: dict) -> int:
-    return sum(d in case for case in result["cases"].values() for d in result["devices"])
-
-
 def case_table(result: dict, unit: str, fmt) -> list[str]:
     """A row per case, a column per device headed by its name and `unit`, each cell fmt(the
     case's figures on that device), or a dash where the run never came (a time limit stopped
@@ -195,24 +189,13 @@ def markdown(result: dict) -> list[str]:
     lines += [f"- {d} ceilings: memory {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
               f"{c['gflop_s']:.0f} GFLOP/s, on TF32 {c['tf32_gflop_s']:.0f} GFLOP/s"
               for d, c in result["ceilings"].items()]
-    done = measured_runs(result)
-    if done < result["runs_planned"]:
-        lines.append(f"- {done} of {result['runs_planned']} runs measured (-: not run: the "
-                     "command stopped first, or is still at work)")
-    lines += ["", "s/epoch (x the floor on that device)", "", *seconds_table(result),
+    lines += ["", "s/epoch (x the floor on that device; -: not run)", "",
+              *seconds_table(result),
               "", "training rows (users, where user-based) a second, and the dense output "
               "layer's TFLOP/s (implicit)", "",
               *case_table(result, "", lambda t: f"{t['rows_per_s']:,.0f} "
                                                 f"({t['dense_output_tflop_s']:.3g})")]
     return lines
-
-
-def write(result: dict, out: Path) -> None:
-    """epoch_time.json and .md under out, each replaced whole (a kill mid-write keeps the last
-    pair)."""
-    for name, text in (("epoch_time.json", json.dumps(result, indent=2)),
-                       ("epoch_time.md", "\n".join(markdown(result)) + "\n")):
-        atomic_write(out / name, lambda f, text=text: f.write(text.encode()))
 
 
 def main(argv=None) -> int:
@@ -240,11 +223,17 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "devices": {d: device_name(d) for d in devices}, "runs_planned":
-              len(cases) * len(devices), "cases": {}}
+              "devices": {d: device_name(d) for d in devices}, "cases": {}}
     measured = {d: ceilings(d, args.quick) for d in devices}
     result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9,
                               "tf32_gflop_s": c.recorded_tf32(1e9)} for d, c in measured.items()}
+    planned, done = len(cases) * len(devices), 0
+
+    def save():
+        write_results(args.out, "epoch_time", result, "\n".join(markdown(result)),
+                      (done, planned, "runs measured"))
+
+    save()                                  # the devices and their ceilings, before any run
     with tempfile.TemporaryDirectory(prefix="ncae-epoch-time-") as runs:
         for case in cases:
             title, flags = case_flags(case, args.quick)
@@ -270,7 +259,8 @@ def main(argv=None) -> int:
                 result["cases"][case][device] = timed
                 print(f"{case} on {device}: {median:.4g} s an epoch ({median / floor:.1f}x the "
                       f"floor), the run {timed['wall_seconds']:.1f} s in all", flush=True)
-                write(result, args.out)
+                done += 1
+                save()
     print("\n".join(markdown(result)))
     return 0
 

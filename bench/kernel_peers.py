@@ -17,14 +17,13 @@ peers write a fresh gradient and only step. Every pair is first checked against
 ops/reference.py in float64 on the same inputs, then timed: on the GPU by CUDA events on the
 default stream, where everything here runs (torch's kernels too), on the CPU by the wall
 clock; the median of --repeats after warm-up. Writes kernel_peers.json and .md under --out,
-with the device, commit and date; torch's peers are left out, and said so, where torch is not
-installed.
+with the device, commit and date, again after each shape (a time limit keeps the shapes it
+finished); torch's peers are left out, and said so, where torch is not installed.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import ceilings, commit
 from bench.launches import SHAPES
 from bench.timing import cpu_seconds, gpu_seconds
@@ -232,6 +231,12 @@ def _torch_device(device: str):
     return torch.device("cuda" if device == "gpu" else "cpu")
 
 
+def markdown(result: dict) -> str:
+    """kernel_peers.md: the device and versions, then the table."""
+    return "\n".join([f"{result['device']}, commit {result['commit']}, {result['date']}; torch "
+                      f"{result['torch']}", "", *table(result)])
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cpu", "gpu"), default="gpu" if ops.HAS_CUDA else "cpu")
@@ -264,11 +269,9 @@ def main(argv=None) -> int:
                     hidden[0], hidden, torch_device, np.random.default_rng(0))
         result["shapes"][name] = [measure(make(step), seconds, measured.bandwidth)
                                   for make in PAIRS if torch_device or make not in NEEDS_TORCH]
-    (args.out / "kernel_peers.json").write_text(json.dumps(result, indent=2))
-    lines = [f"{result['device']}, commit {result['commit']}, {result['date']}; torch "
-             f"{result['torch']}", "", *table(result)]
-    (args.out / "kernel_peers.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        write_results(args.out, "kernel_peers", result, markdown(result),   # after each shape
+                      (len(result["shapes"]), len(shapes), "shapes measured"))
+    print(markdown(result))
     return 0
 
 

@@ -11,8 +11,9 @@ item-based, hidden 500,500; Last.fm and Delicious: implicit, user-based, hidden 
 weighting), for one epoch of the trainer's own loop on the GPU backend, counted by a ledger
 (ncae_cuda/ops/ledger.py). Without a GPU the device is emulated: the kernel that cuts batches
 (and the step count it follows) runs on the CPU, every other kernel is launched in name only
-(counted and weighed, not run), so the full shapes take seconds. Writes launches.json, {"shapes": {name: figures}}, and
-launches.md under --out, with the commit and date.
+(counted and weighed, not run), so the full shapes take seconds. Writes launches.json,
+{"shapes": {name: figures}}, and launches.md under --out, with the commit and date, again after
+each shape (a time limit that stops the command keeps the shapes it finished).
 
 Figures per shape: ops_per_step (device operations: custom kernels, BLAS calls and array-library
 operations), allocations_per_step (after the epoch's first step), transfers_per_epoch and
@@ -36,14 +37,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import ops
 from ncae_cuda.data import datasets
@@ -145,6 +145,8 @@ def shard_markdown(shards: dict) -> str:
 
 
 def markdown(result: dict) -> str:
+    """launches.md: a row per shape counted, its kernels' parallelism, and the column shards'
+    plans where --ranks asked for them."""
     lines = [f"commit {result['commit']}, {result['date']}, {result['device']}", "",
              "| shape | ops per step | allocations per step | transfers per epoch | "
              "syncs per epoch | work balance (kernel) | graph nodes per step | "
@@ -159,7 +161,8 @@ def markdown(result: dict) -> str:
                      f"{f['work_balance']:.1f} ({f['least_balanced_kernel']}) | {nodes} | "
                      f"{f['parallel_slack']:.2f} ({f['least_parallel_kernel']}) | "
                      f"{f['serial_tail']:.0f} ({f['longest_tail_kernel']}) |")
-    return "\n".join(lines + [""] + parallelism_by_kernel(result)) + "\n"
+    text = "\n".join(lines + [""] + parallelism_by_kernel(result)) + "\n"
+    return text + ("\n" + shard_markdown(result["shards"]) if "shards" in result else "")
 
 
 def parallelism_by_kernel(result: dict) -> list:
@@ -230,15 +233,15 @@ def main(argv=None) -> int:
         if dot:
             (args.out / f"graph-{name}.dot").write_text(dot)
         result["shapes"][name] = figures
+        write_results(args.out, "launches", result, markdown(result),     # after each shape
+                      (len(result["shapes"]), len(names), "shapes counted"))
     if ranks:
         result["shards"] = {}
         for shape in ("ml10m", "10m-columns"):
             counts, hidden = shard_counts(shape, args.quick)
             result["shards"][shape] = {r: shard_plan(counts, hidden, r) for r in ranks}
-    (args.out / "launches.json").write_text(json.dumps(result, indent=2) + "\n")
-    table = markdown(result) + ("\n" + shard_markdown(result["shards"]) if ranks else "")
-    (args.out / "launches.md").write_text(table)
-    print(table)
+        write_results(args.out, "launches", result, markdown(result))
+    print(markdown(result))
     return 0
 
 

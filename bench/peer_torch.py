@@ -20,13 +20,13 @@ Writes peer_torch.json and peer_torch.md under --out: device, commit, date, the 
 and per model the seconds of every training epoch (evaluation excluded), their median over
 epochs 2..E (the first holds start-up: Numba's cache loading, CUDA compilation, allocation), the
 test figures after E epochs, the torch / ncae_cuda ratio of the medians, and both times as
-multiples of the epoch's floor from ncae_cuda.ops.floors.
+multiples of the epoch's floor from ncae_cuda.ops.floors. Both files are written before each
+model trains and after both, so a run stopped by a time limit keeps the model it finished.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import os
 import statistics
@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import ceilings, commit, device_name
 from ncae_cuda.commands import flags
 from ncae_cuda.data import datasets
@@ -335,13 +335,13 @@ def median_after_first(seconds: list[float]) -> float:
     return statistics.median(seconds[1:] or seconds)
 
 
-def write_report(result: dict, out: Path) -> str:
-    """peer_torch.json and peer_torch.md under out; returns the markdown."""
-    (out / "peer_torch.json").write_text(json.dumps(result, indent=2, default=float))
-    c, floor = result["config"], result["floor"]
+def markdown(result: dict) -> str:
+    """peer_torch.md: the settings and floor, then each model trained so far; the ratio and
+    the agreement once both are."""
+    c, floor, models = result["config"], result["floor"], result["models"]
     rows = [{"model": name, "seconds per epoch": " ".join(f"{s:.3f}" for s in r["seconds"]),
              "median s (2..E)": r["median_seconds"], "x floor": r["floor_multiple"], **r["test"]}
-            for name, r in result["models"].items()]
+            for name, r in models.items()]
     lines = [
         f"# PyTorch peer: {c['dataset']}, {c['feedback']}, {c['based']}-based, "
         f"hidden {','.join(map(str, c['hidden']))}, {c['epochs']} epochs",
@@ -359,16 +359,14 @@ def write_report(result: dict, out: Path) -> str:
         f"- **floor of one epoch:** {floor['seconds']:.4g} s ({floor['bytes'] / 1e9:.3g} GB at "
         f"{floor['bandwidth'] / 1e9:.3g} GB/s, {floor['flops'] / 1e9:.3g} GFLOP at "
         f"{floor['flop_rate'] / 1e9:.3g} GFLOP/s; ncae_cuda.ops.floors)",
-        f"- **torch / ncae_cuda:** {result['ratio_torch_over_ncae']:.2f}x the seconds per epoch "
-        "(medians of epochs 2..E; evaluation not timed)",
-        f"- **test figures {'agree' if result['agreement']['agree'] else 'DIFFER'}:** "
-        f"{result['agreement']['detail']}",
-        "",
-        metrics.format_table(rows),
     ]
-    text = "\n".join(lines) + "\n"
-    (out / "peer_torch.md").write_text(text)
-    return text
+    if "agreement" in result:
+        lines += [
+            f"- **torch / ncae_cuda:** {result['ratio_torch_over_ncae']:.2f}x the seconds per "
+            "epoch (medians of epochs 2..E; evaluation not timed)",
+            f"- **test figures {'agree' if result['agreement']['agree'] else 'DIFFER'}:** "
+            f"{result['agreement']['detail']}"]
+    return "\n".join([*lines, "", metrics.format_table(rows) if rows else ""])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -415,7 +413,6 @@ def main(argv: list[str] | None = None) -> int:
                             [*argv, "--out", str(args.out)])
     torch_device = torch.device("cuda" if args.device == "gpu" else "cpu")
 
-    ncae = run_ncae(argv)
     ops = get_backend(args.device)                       # the library's metric ops
     exp = Experiment(config, *protocol.prepare(spec, config, ops.name))   # load + make_split
     m = exp.split.train.to_csr(config.based, implicit=exp.implicit)      # (rows, N) scipy
@@ -423,17 +420,10 @@ def main(argv: list[str] | None = None) -> int:
         m.data = to_network_scale(m.data.astype(np.float64),
                                   exp.data.rating_scale).astype(np.float32)
     rows = np.flatnonzero(np.diff(m.indptr) > 0)         # rows with an input to encode
-    peer = run_torch(exp, ops, m, rows, torch_device)
-
     work = epoch_work(m, rows, config.batch_size, config.hidden, config.feedback)
     ceil = ceilings(args.device, args.quick)
     floor = work.floor(ceil, config.matmul == TF32)
-    models = {"ncae_cuda": ncae, "torch": peer}
-    for r in models.values():
-        r["median_seconds"] = median_after_first(r["seconds"])
-        r["floor_multiple"] = r["median_seconds"] / floor
     n_test = exp.split.test.nnz
-    agree, detail = agreement(config.feedback, ncae["test"], peer["test"], n_test)
     result = {
         "device": device_name(args.device), "commit": commit(),
         "date": datetime.date.today().isoformat(), "torch": torch.__version__,
@@ -441,14 +431,24 @@ def main(argv: list[str] | None = None) -> int:
                    "device": args.device, "trainer_argv": argv,
                    "data": {"rows": m.shape[0], "cols": m.shape[1], "train_entries": m.nnz,
                             "trainable_rows": len(rows), "test_entries": n_test}},
-        "models": models,
-        "ratio_torch_over_ncae": peer["median_seconds"] / ncae["median_seconds"],
         "floor": {"seconds": floor, "bytes": work.bytes, "flops": work.flops,
                   "bandwidth": ceil.bandwidth, "flop_rate": ceil.flops,
                   "tf32_flop_rate": ceil.recorded_tf32()},
-        "agreement": {"agree": bool(agree), "detail": detail},
-    }
-    print("\n" + write_report(result, args.out), end="")
+        "models": {}}
+    # written before each model and after both, so that a time limit keeps what was trained
+    for name, train in (("ncae_cuda", lambda: run_ncae(argv)),
+                        ("torch", lambda: run_torch(exp, ops, m, rows, torch_device))):
+        write_results(args.out, "peer_torch", result, markdown(result),
+                      (len(result["models"]), 2, "models trained"))
+        r = result["models"][name] = train()
+        r["median_seconds"] = median_after_first(r["seconds"])
+        r["floor_multiple"] = r["median_seconds"] / floor
+    ncae, peer = result["models"].values()
+    agree, detail = agreement(config.feedback, ncae["test"], peer["test"], n_test)
+    result["ratio_torch_over_ncae"] = peer["median_seconds"] / ncae["median_seconds"]
+    result["agreement"] = {"agree": bool(agree), "detail": detail}
+    write_results(args.out, "peer_torch", result, markdown(result))
+    print("\n" + markdown(result))
     return 0
 
 

@@ -8,18 +8,18 @@ For each device and model kind (implicit user-based: the users' rows through the
 explicit item-based: every item's code against each user's output embedding) it trains a
 model for a few epochs (timing does not depend on how well), then times
 recommend(all users, n=M) --repeats times after one warm-up call. Writes recommend_time.json
-and .md under --out with device, commit and date.
+and .md under --out with device, commit and date, again after each run (a time limit that stops
+the command keeps the runs it finished).
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import time
 from pathlib import Path
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import NCAE
 from ncae_cuda.data import datasets
@@ -44,6 +44,17 @@ def measure(model: NCAE, users, n: int, repeats: int) -> list[float]:
     return seconds
 
 
+def markdown(result: dict) -> str:
+    """recommend_time.md: a row per device and model kind measured."""
+    lines = [f"# Top-{result['n']} for every user of {result['dataset']} ({result['users']} "
+             f"users x {result['items']} items)", "",
+             f"- commit {result['commit']}, {result['date']}", "",
+             "| device | model | median s | runs (s) |", "|---|---|---:|---|"]
+    lines += [f"| {r['device_name']} | {r['model']} | {r['median_seconds']:.3f} | "
+              + " ".join(f"{s:.3f}" for s in r["seconds"]) + " |" for r in result["runs"]]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="ml-100k")
@@ -64,7 +75,9 @@ def main(argv=None) -> int:
     result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
               "interactions": data.nnz, "n": args.n, "commit": commit(),
               "date": datetime.date.today().isoformat(), "runs": []}
-    for device in args.devices.split(","):
+    devices = args.devices.split(",")
+    planned = len(devices) * len(KINDS)
+    for device in devices:
         for settings in KINDS:
             if args.quick:
                 settings = {**settings, "hidden": QUICK[1]}
@@ -76,14 +89,8 @@ def main(argv=None) -> int:
                                    "median_seconds": statistics.median(seconds)})
             print(f"{device} | {kind} | top-{args.n} for {data.n_users} users: "
                   f"{statistics.median(seconds):.3f} s (median of {len(seconds)})", flush=True)
-    (args.out / "recommend_time.json").write_text(json.dumps(result, indent=2))
-    lines = [f"# Top-{args.n} for every user of {args.dataset} ({data.n_users} users x "
-             f"{data.n_items} items)", "", f"- commit {result['commit']}, {result['date']}", "",
-             "| device | model | median s | runs (s) |", "|---|---|---:|---|"]
-    for r in result["runs"]:
-        lines.append(f"| {r['device_name']} | {r['model']} | {r['median_seconds']:.3f} | "
-                     + " ".join(f"{s:.3f}" for s in r["seconds"]) + " |")
-    (args.out / "recommend_time.md").write_text("\n".join(lines) + "\n")
+            write_results(args.out, "recommend_time", result, markdown(result),   # after each
+                          (len(result["runs"]), planned, "runs measured"))
     return 0
 
 

@@ -16,7 +16,8 @@ Reported: requests/s (one user a request), p50 and p99 latency, the mean batch t
 scored, beside the offline rate of NCAE.recommend for the same users on the same device; and
 the targets: at the most clients, served users/s at least half the lower of the offline rate
 and the floor; one client's p50 at most 2 ms above the floor's. Writes serve_load.json and
-serve_load.md under --out with the machine, the versions and the commit.
+serve_load.md under --out with the machine, the versions and the commit, again after each
+server (a time limit that stops the command keeps the servers it finished).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder
+from bench.cli import out_folder, write_results
 from bench.epoch_time import commit
 from ncae_cuda import NCAE
 from ncae_cuda.data import datasets
@@ -174,9 +175,9 @@ def shape_data(dataset: str, fallback: str | None, data_dir: Path | None):
     return dataset, datasets.load(dataset, data_dir=data_dir)
 
 
-def measure_shape(name: str, shape: tuple, args, folder: Path) -> list[dict]:
-    """A model of the shape, trained and saved, served through each of args.indexes: one
-    result each."""
+def measure_shape(name: str, shape: tuple, args, folder: Path):
+    """A model of the shape, trained and saved, served through each of args.indexes: yields
+    one result each, as it is measured."""
     dataset, fallback, hidden = shape
     used, data = shape_data(dataset, fallback, args.data_dir)
     model = NCAE(device=args.device, feedback="implicit", hidden=hidden).fit(
@@ -186,8 +187,8 @@ def measure_shape(name: str, shape: tuple, args, folder: Path) -> list[dict]:
     users = np.random.default_rng(0).permutation(model.user_ids)
     base = {"shape": name, "dataset": used, "users": data.n_users, "items": data.n_items,
             "hidden": list(hidden)}
-    return [measure_server({**base, "index": index}, model, path, users, args)
-            for index in args.indexes]
+    for index in args.indexes:
+        yield measure_server({**base, "index": index}, model, path, users, args)
 
 
 def measure_server(result: dict, model: NCAE, path: Path, users: np.ndarray, args) -> dict:
@@ -256,6 +257,16 @@ def table(result: dict) -> list[str]:
     return lines + [""]
 
 
+def markdown(result: dict) -> str:
+    """serve_load.md: the machine, then a table per server measured."""
+    lines = ["# python -m ncae_cuda.serve under load", "",
+             (f"- {result['machine']}; commit {result['commit']}, {result['date']}; "
+              f"top-{result['n']} a request, one user each"), ""]
+    for shape in result["shapes"]:
+        lines += table(shape)
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
@@ -289,16 +300,13 @@ def main(argv=None) -> int:
               "device": args.device, "machine": describe(args.device, facts), "facts": facts,
               "versions": versions(), "n": args.n, "server_flags": args.server_flags,
               "client_processes": args.client_processes, "shapes": []}
+    planned = len(shapes) * len(args.indexes)
     with tempfile.TemporaryDirectory(prefix="serve-load-") as folder:
         for name, shape in shapes.items():
-            result["shapes"] += measure_shape(name, shape, args, Path(folder))
-    (args.out / "serve_load.json").write_text(json.dumps(result, indent=2))
-    lines = ["# python -m ncae_cuda.serve under load", "",
-             (f"- {result['machine']}; commit {result['commit']}, {result['date']}; "
-              f"top-{args.n} a request, one user each"), ""]
-    for shape in result["shapes"]:
-        lines += table(shape)
-    (args.out / "serve_load.md").write_text("\n".join(lines))
+            for server in measure_shape(name, shape, args, Path(folder)):
+                result["shapes"].append(server)
+                write_results(args.out, "serve_load", result, markdown(result),   # after each
+                              (len(result["shapes"]), planned, "servers measured"))
     return 0
 
 

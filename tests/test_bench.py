@@ -127,18 +127,71 @@ def test_epoch_time_keeps_the_runs_finished_before_it_was_stopped(tmp_path, monk
         epoch_time.main(["--devices", "cpu", "--quick", "--epochs", "2", "--cases",
                          "ml10m,lastfm,ml20m", "--out", str(out)])
     result = json.loads((out / "epoch_time.json").read_text())
-    assert list(result["cases"]) == ["ml10m", "lastfm"] and result["runs_planned"] == 3
+    assert list(result["cases"]) == ["ml10m", "lastfm"]
+    assert result["unfinished"] == "2 of 3 runs measured"
     for case, run in zip(result["cases"].values(), finished):
         seconds = [h["seconds"] for h in run["history"] if h["phase"] == "select"]
         assert case["cpu"]["seconds"] == seconds
         assert case["cpu"]["wall_seconds"] >= sum(seconds)
     text = (out / "epoch_time.md").read_text()
-    assert "- 2 of 3 runs measured" in text
+    assert text.startswith("> unfinished: 2 of 3 runs measured")
     assert sorted(p.name for p in out.iterdir()) == ["epoch_time.json", "epoch_time.md"]
     # a case a device never reached reads as a dash, in the file and in the docs' table
     result["devices"]["gpu"] = "Test GPU"
     rows = epoch_time.seconds_table(result)[2:]
     assert [row.rsplit("|", 2)[1].strip() for row in rows] == ["-", "-"]
+
+
+# The benches a device's window runs under a time limit (bench/gpu_check.sh), each stopped
+# where its second part begins: (bench, its function that measures a part, flags, what the
+# files say is missing, the finished part's names in the result)
+STOPPED = [
+    (recommend_time, "measure", ["--quick"], "1 of 2 runs measured",
+     lambda r: [run["model"] for run in r["runs"]]),
+    pytest.param(kernel_peers, "first_step", ["--device", "cpu", "--quick", "--repeats", "1",
+                                              "--shapes", "lastfm,ml10m"],
+                 "1 of 2 shapes measured", lambda r: list(r["shapes"]),
+                 marks=pytest.mark.extra("bench", optional=True)),
+    (launches, "ledger_of_epoch", ["--quick", "--shapes", "ml10m,lastfm"],
+     "1 of 2 shapes counted", lambda r: list(r["shapes"])),
+    pytest.param(serve_load, "measure_server", ["--quick", "--index"],
+                 "1 of 2 servers measured", lambda r: [s["index"] for s in r["shapes"]],
+                 marks=[pytest.mark.extra("serve"), pytest.mark.extra("ann")]),
+]
+
+
+@pytest.mark.parametrize("bench, part, flags, unfinished, finished", STOPPED)
+def test_a_bench_stopped_keeps_the_parts_it_finished(tmp_path, temporary, monkeypatch, bench,
+                                                    part, flags, unfinished, finished):
+    """Stopped as a time limit stops it (KeyboardInterrupt: its signal) when its second part
+    begins, a bench's json and md hold the first part and say that the rest is missing; the
+    same command run whole then writes both without the word. Before, these benches wrote
+    nothing until their end, and a device's window lost whatever a limit cut short."""
+    name, real, calls = bench.__name__.rsplit(".", 1)[1], getattr(bench, part), []
+
+    def stop_at_the_second(*args, **kwargs):
+        calls.append(part)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    out = tmp_path / "out"
+    with monkeypatch.context() as patched:
+        patched.setattr(bench, part, stop_at_the_second)
+        with pytest.raises(KeyboardInterrupt):
+            bench.main([*flags, "--out", str(out)])
+    result = json.loads((out / f"{name}.json").read_text())
+    kept = finished(result)
+    assert result["unfinished"] == unfinished and len(kept) == 1
+    text = (out / f"{name}.md").read_text()
+    assert text.startswith(f"> unfinished: {unfinished} (the command stopped before the rest")
+    assert bench.main([*flags, "--out", str(out)]) == 0
+    whole = json.loads((out / f"{name}.json").read_text())
+    assert "unfinished" not in whole and len(finished(whole)) == 2
+    assert finished(whole)[0] == kept[0]
+    assert "unfinished" not in (out / f"{name}.md").read_text()
+    assert sorted(p.name for p in out.iterdir() if not p.name.endswith(".dot")) == [
+        f"{name}.json", f"{name}.md"]                  # no temporary file left beside them
 
 
 def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch", reason=missing_extra("bench"))
 
 from helpers import cut_first, random_matrix  # noqa: E402
 
-from bench import peer_torch  # noqa: E402
+from bench import peer_torch, report  # noqa: E402
 from ncae_cuda.model.network import Network, Objective  # noqa: E402
 from ncae_cuda.ops import reference as ref  # noqa: E402
 from ncae_cuda.ops.common import CSR  # noqa: E402
@@ -96,8 +96,40 @@ def test_quick_run_reports_both_models(tmp_path, feedback, metric):
         assert all(math.isfinite(v) for v in model["test"].values()) and metric in model["test"]
         assert model["floor_multiple"] > 0
     assert result["ratio_torch_over_ncae"] > 0 and result["floor"]["seconds"] > 0
+    assert "unfinished" not in result
     assert result["config"]["feedback"] == feedback and result["commit"]
     assert "| ncae_cuda" in (tmp_path / "peer_torch.md").read_text()
+
+
+def test_a_run_stopped_in_the_peer_keeps_ncae_cuda_and_the_report_dashes_the_rest(
+        tmp_path, monkeypatch):
+    """A time limit that stops the command while torch trains (its signal: KeyboardInterrupt)
+    leaves both files with ncae_cuda's epochs and "1 of 2 models trained", and no ratio or
+    agreement; bench.report reads such a file with dashes where torch's figures would be.
+    Before, the files came only at the end, and the device's window lost both models."""
+    def stopped(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(peer_torch, "run_torch", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        peer_torch.main(["--quick", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "peer_torch.json").read_text())
+    assert result["unfinished"] == "1 of 2 models trained"
+    assert list(result["models"]) == ["ncae_cuda"] and "agreement" not in result
+    ours = result["models"]["ncae_cuda"]
+    assert len(ours["seconds"]) == 2 and ours["median_seconds"] == ours["seconds"][1]
+    text = (tmp_path / "peer_torch.md").read_text()
+    assert text.startswith("> unfinished: 1 of 2 models trained")
+    assert "| ncae_cuda" in text and "| torch" not in text and "torch / ncae_cuda" not in text
+    monkeypatch.setattr(report, "_load", lambda name: [
+        (report.ROOT / "x" / name, result)] if name == "peer_torch.json" else [])
+    row = report.peer_table()[-2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:7] == [f"{ours['median_seconds']:.3g}", "-", "-",
+                          f"rmse {ours['test']['rmse']:.4f}", "-"]
+    # nor a README speed line from half a comparison, though at the headline's shape
+    result["config"].update(report.HEADLINE)
+    assert "MovieLens 10M" not in " ".join(report.speed_lines())
 
 
 def test_both_models_reach_the_same_rmse(tmp_path, monkeypatch):
