@@ -15,7 +15,7 @@ from ncae_cuda.data import atomic_file
 from ncae_cuda.model.config import tomllib
 from ncae_cuda.ops.common import CSR, Batch
 from ncae_cuda.ops.conformance import TOLERANCE as F32_RTOL  # noqa: F401 (for tests)
-from ncae_cuda.ops.conformance import long_row_matrix
+from ncae_cuda.ops.conformance import long_row_matrix  # noqa: F401 (for tests)
 from ncae_cuda.ops.layout import NCAELayout
 from ncae_cuda.ops.memory import StepMemory
 from ncae_cuda.ops.plan import Planner, Schedule
