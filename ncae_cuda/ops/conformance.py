@@ -78,7 +78,8 @@ def compare(actual: np.ndarray, expected: np.ndarray, exact: bool,
         return float(len(wrong)), 0.0, where
     finite = expected[np.isfinite(expected)]
     scale = max(np.abs(finite).max(initial=0.0), 1.0)
-    diff = np.where(same, 0.0, np.abs(actual.astype(np.float64) - expected))
+    with np.errstate(invalid="ignore"):            # inf - inf: equal, and masked by `same`
+        diff = np.where(same, 0.0, np.abs(actual.astype(np.float64) - expected))
     diff[np.isnan(diff)] = np.inf                  # NaN (or an infinity) where none belongs
     worst = _index(np.argmax(diff), diff.shape) if diff.size else ()
     error = float(diff.max(initial=0.0)) / scale
