@@ -644,6 +644,32 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
     assert len(built) >= 15 and all(not abbrev for _, abbrev in built), built
 
 
+@pytest.mark.parametrize("module, argv, message", [
+    # each before any work: baselines' before its data is read (the data set named is none)
+    (baselines, ["--dataset", "x.csv", "--cutoffs", "0"], "--cutoffs must be >= 1; got 0"),
+    (baselines, ["--dataset", "x.csv", "--seed", "-1"], "--seed must be >= 0; got -1"),
+    (experiments, ["configurations", "--repeats", "0"], "--repeats must be >= 1"),
+    (experiments, ["recipes"], "recipes: name the recipe files, e.g. --recipes "
+                               "recipes/ml-100k-*.toml"),
+    (recommend, ["model.npz", "--all", "--out", "FOLDER"],
+     "--out FOLDER: a folder; name the CSV file to write"),
+    (tune, ["--dataset", "synthetic-tiny", "--out", "FILE"], "--out FILE: a file, not a folder"),
+    (tune, ["--dataset", "synthetic-tiny", "--split-seeds", "0,0", "--out", "OUT"],
+     "--split-seeds: each split once"),
+    (tune, ["--dataset", "synthetic-tiny", "--split-seeds", "-1", "--out", "OUT"],
+     "--split-seeds must be >= 0; got -1"),
+], ids=["baselines cutoffs", "baselines seed", "experiments repeats", "experiments recipes",
+        "recommend out", "tune out", "tune split seeds twice", "tune split seeds"])
+def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkeypatch, module,
+                                                       argv, message):
+    """A flag's mistake in one line, exit 2, and nothing made: no --out folder, no file."""
+    monkeypatch.chdir(tmp_path)
+    Path("FOLDER").mkdir()
+    Path("FILE").touch()
+    refused(module.main, argv, capsys, message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE", "FOLDER"]
+
+
 @pytest.mark.parametrize("module, argv", [
     (train, []), (tune, []), (baselines, []), (experiments, ["configurations"]),
     (recommend, ["model.npz"]), (datasets_command, []), (datasets_command, ["describe", "x"]),

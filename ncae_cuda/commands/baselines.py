@@ -108,12 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    data, feedback = cli.refused(parser, flags.data_spec(args).resolved, "implicit")
-    config = replace(DEFAULTS, feedback=feedback, based="user")    # the rows the split samples
-    if min(args.cutoffs) < 1:
+    if min(args.cutoffs) < 1:                     # the flags first: the data may take a while
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0; got {args.seed}")
+    data, feedback = cli.refused(parser, flags.data_spec(args).resolved, "implicit")
+    config = replace(DEFAULTS, feedback=feedback, based="user")    # the rows the split samples
     grids, recipes = {}, {}
     if args.config is not None:
         model, recipes[model] = cli.refused(parser, comparison.recipe_settings, args.config)
