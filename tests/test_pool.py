@@ -5,6 +5,7 @@ share of the cores."""
 import contextlib
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ncae_cuda.commands import experiments
-from ncae_cuda.runs import pool
+from ncae_cuda.runs import pool, rundir
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = ["configurations", "--dataset", "synthetic-tiny", "--quick", "--repeats", "2"]
@@ -85,6 +86,28 @@ def test_another_listing_is_refused_and_overwrite_starts_over(tmp_path, capsys):
     run = json.loads((out / "runs" / "configurations" / "K16-SINGLE-BP-seed0" / "run.json")
                      .read_text())
     assert run["run"]["settings"]["batch_size"] == 32
+
+
+def test_runs_another_process_holds_are_refused_and_kept(tmp_path, capsys):
+    """A second command on runs that a first is running (its lock held), and --overwrite of
+    runs one of which is still in use: each refused in a line naming the process, and
+    --overwrite removes none of the runs (before, those listed ahead of the busy one were
+    gone)."""
+    out = tmp_path / "exp"
+    runs = out / "runs" / "configurations"
+    runs.mkdir(parents=True)
+    with rundir.lock(runs / rundir.LOCK):
+        code = experiments.main([*ONE_SEED, "--out", str(out)])
+    assert code == 2 and (f"{runs}: another process (process {os.getpid()}) is running these "
+                          "runs: wait for it to end") in capsys.readouterr().err
+    assert experiments.main([*ONE_SEED, *TWO, "--out", str(out)]) == 0
+    finished = sorted(runs.glob("*/metrics.json"))
+    busy = runs / list(json.loads((runs / pool.LISTING).read_text())["runs"])[-1]  # last listed
+    with rundir.lock(busy / rundir.LOCK):
+        code = experiments.main([*ONE_SEED, "--out", str(out), "--overwrite"])
+    assert code == 2 and (f"--overwrite: {busy} is in use (process {os.getpid()}): stop it "
+                          "first") in capsys.readouterr().err
+    assert sorted(runs.glob("*/metrics.json")) == finished and len(finished) == 4
 
 
 def test_two_experiments_never_share_runs(tmp_path, capsys):

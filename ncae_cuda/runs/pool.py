@@ -208,16 +208,17 @@ class Pool:
         return held
 
     def _remove(self, names) -> None:
-        """The listed runs' folders, each once no process is using it."""
-        for name in names:
-            folder = self.folder / name
-            if folder.is_dir():
-                try:
-                    rundir.lock(folder / rundir.LOCK).close()
-                except rundir.Held as e:
-                    raise PoolError(f"--overwrite: {folder} is in use ({e.holder}): stop it "
-                                    "first") from None
-                shutil.rmtree(folder)
+        """The listed runs' folders, once no process is using any of them: where one is in
+        use, none is removed."""
+        folders = [self.folder / name for name in names if (self.folder / name).is_dir()]
+        for folder in folders:
+            try:
+                rundir.lock(folder / rundir.LOCK).close()
+            except rundir.Held as e:
+                raise PoolError(f"--overwrite: {folder} is in use ({e.holder}): stop it "
+                                "first") from None
+        for folder in folders:
+            shutil.rmtree(folder)
         (self.folder / LISTING).unlink()
 
     def state(self, run: Run) -> str:
