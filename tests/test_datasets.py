@@ -225,6 +225,31 @@ def test_damaged_archive_in_the_cache_is_named(tmp_path, monkeypatch):
         load("ml-100k", cache_dir=cache)
 
 
+@pytest.mark.parametrize("members, message", [
+    ({"ml-100k/README": "no ratings here"}, r"ml-100k: .*ml-100k.zip holds no u.data: it is not "
+                                            r"the ml-100k.zip of file:"),
+    (None, r"ml-100k: cannot extract .*ml-100k.zip \(File is not a zip file\). Remove it and "
+           r"try again."),
+], ids=["without the data file", "not a zip"])
+def test_an_archive_that_is_not_the_data_sets_is_named(tmp_path, monkeypatch, members,
+                                                      message):
+    """An archive whose checksum is the one recorded (the registry wrong, or a file put there
+    by hand) but that holds no data file, or is no zip: a DataError naming it, no traceback,
+    and no data file left in the cache."""
+    served = serve(tmp_path, monkeypatch, "ml-100k", members or {"x": ""})
+    if members is None:                                   # bytes of another kind, recorded
+        served.write_bytes(b"<html>a login page, not the archive</html>")
+        entry = DATASETS["ml-100k"]
+        monkeypatch.setitem(DATASETS, "ml-100k", replace(entry, archive=replace(
+            entry.archive, size=served.stat().st_size,
+            checksum=f"sha256:{hashlib.sha256(served.read_bytes()).hexdigest()}")))
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match=message):
+        load("ml-100k", cache_dir=cache)
+    assert "ml-100k/u.data" not in files_under(cache)
+    assert not list(cache.glob(".ml-100k.*"))            # the extraction's temporary folder
+
+
 def test_no_download_says_what_is_missing(tmp_path):
     with pytest.raises(DataError, match="downloading is off"):
         load("ml-10m", cache_dir=tmp_path, download=False)
