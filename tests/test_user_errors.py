@@ -571,6 +571,33 @@ def test_a_bad_file_names_its_line(tmp_path, capsys, text, message):
                          "--feedback", "explicit"], capsys, message)
 
 
+def cut_gzip(path: Path) -> None:
+    """A gzipped table cut in half, as a download that stopped would leave it."""
+    rows = np.random.default_rng(0).integers(0, 1000, (20_000, 2))
+    whole = gzip.compress(b"user,item\n" + b"".join(b"%d,%d\n" % tuple(r) for r in rows))
+    path.write_bytes(whole[:len(whole) // 2])
+
+
+@pytest.mark.parametrize("make, given, message", [
+    # before, "--train data.csv: no such file", and --dataset "neither a data set's name nor a
+    # file" with the names listed
+    (Path.mkdir, "--train", "--train data.csv: a folder, not a data file"),
+    (Path.mkdir, "--dataset", "--dataset data.csv: a folder, not a data file: name a file in "
+                              "it, or a data set's name with --data-dir data.csv"),
+    (cut_gzip, "--dataset", "data.csv: cannot read it (Compressed file ended before the "
+                            "end-of-stream marker was reached)"),  # never the rows before it
+    (cut_gzip, "--train", "data.csv: cannot read it (Compressed file ended"),
+], ids=["a folder to --train", "a folder to --dataset", "a gzip cut short", "to --train"])
+def test_a_data_file_that_cannot_be_read_is_named(tmp_path, capsys, monkeypatch, make, given,
+                                                  message):
+    monkeypatch.chdir(tmp_path)
+    make(Path("data.csv"))
+    data = ["--dataset", "data.csv"] if given == "--dataset" else ["--train", "data.csv",
+                                                                   "--test", "data.csv"]
+    refused(train.main, [*data, *TINY[2:], "--out", "r"], capsys, message)
+    assert not Path("r").exists()
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--test", "t.csv"], "--train and --test name your own split together"),
     (["--train", "t.csv", "--test", "t.csv", "--dataset", "synthetic"],

@@ -137,6 +137,10 @@ class DataSpec:
         else:
             spec = replace(spec, dataset=self.dataset or datasets.DEFAULT)
             if spec.dataset not in datasets.names() and not datasets.is_file(spec.dataset):
+                if Path(spec.dataset).is_dir():
+                    raise SpecError(f"--dataset {spec.dataset}: a folder, not a data file: "
+                                    "name a file in it, or a data set's name with --data-dir "
+                                    f"{spec.dataset}")
                 raise SpecError(f"--dataset {spec.dataset}: neither a data set's name nor a "
                                 f"file (names: {', '.join(datasets.names())})")
         source = "--train" if spec.train else "--dataset"
@@ -188,7 +192,8 @@ class DataSpec:
         for name, path in (("--train", self.train), ("--test", self.test),
                            ("--valid", self.valid)):
             if path is not None and not path.is_file():
-                raise SpecError(f"{name} {path}: no such file")
+                why = "a folder, not a data file" if path.is_dir() else "no such file"
+                raise SpecError(f"{name} {path}: {why}")
 
     @property
     def name(self) -> str:
