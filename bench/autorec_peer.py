@@ -192,8 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split-seed", type=int, default=0, help="(default: %(default)s)")
     p.add_argument("--hidden", type=int, default=500, help="K (default: %(default)s, the paper's)")
     p.add_argument("--lambdas", default="100,200,300,400,500",
-                   help="L2 strengths, chosen on validation (default: 100..500; a wider screen, "
-                        "1..300, chose 200-300 on u1)")
+                   help="L2 strengths, chosen on validation (default: %(default)s; a wider "
+                        "screen, 1..300, chose 200-300 on u1)")
     p.add_argument("--maxiter", type=int, default=300, help="most L-BFGS iterations "
                                                             "(default: %(default)s)")
     p.add_argument("--every", type=int, default=25,

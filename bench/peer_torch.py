@@ -47,7 +47,7 @@ from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
 from ncae_cuda.model import metrics
 from ncae_cuda.model.augment import column_weights
-from ncae_cuda.model.config import FLOAT32, MATMULS, TF32, Config
+from ncae_cuda.model.config import DEFAULTS, FLOAT32, MATMULS, TF32, Config
 from ncae_cuda.model.evaluate import EVAL_BATCH, heldout_ranks
 from ncae_cuda.model.network import Objective, to_network_scale
 from ncae_cuda.ops import get_backend
@@ -62,6 +62,9 @@ from ncae_cuda.runs.spec import recorded
 FIXED_EPOCHS = {"explicit": ["--valid-ratio", "0"],
                 "implicit": ["--patience", "0", "--no-refit", "--variant", "NCAE"]}
 QUICK = {"dataset": "synthetic-tiny", "hidden": "16", "epochs": 2}
+# the trainer's settings --help names, as both models take them from ncae_cuda's defaults
+SHOWN_DEFAULTS = ("batch_size", "dropout", "alpha", "beta", "lr", "weight_decay", "c0", "omega",
+                  "seed")
 # Two models "agree" when their test figures differ by no more than seed noise:
 RMSE_TOLERANCE = 0.03          # explicit: relative difference of the RMSEs
 HR_STANDARD_ERRORS = 3         # implicit: HR@M within 3 standard errors of a difference of rates
@@ -373,10 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench.peer_torch", description=__doc__, allow_abbrev=False,
         epilog="Both models use the trainer's defaults for everything not set here:\n"
-               "batch 128, dropout 0.5, alpha 1, beta 0.5, lr 1e-3, weight decay 1e-3, "
-               "c0 512, omega 0.5, seed 0.", formatter_class=argparse.RawDescriptionHelpFormatter)
+               + ", ".join(f"{name.replace('_', ' ')} {getattr(DEFAULTS, name):g}"
+                           for name in SHOWN_DEFAULTS) + ".",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="synthetic", choices=datasets.names(),
-                   help=f"named data set: {', '.join(datasets.names())} (default synthetic)",
+                   help=f"named data set: {', '.join(datasets.names())} (default %(default)s)",
                    metavar="NAME")
     p.add_argument("--data-dir", type=Path, help="folder with an extracted copy of the data set")
     p.add_argument("--feedback", choices=("explicit", "implicit"),
@@ -384,10 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--based", choices=("user", "item"),
                    help="default: the trainer's (item for explicit, user for implicit)")
     p.add_argument("--hidden", default="500,500",
-                   help="hidden widths K1,K2,...: one per hidden layer (default 500,500)")
+                   help="hidden widths K1,K2,...: one per hidden layer (default %(default)s)")
     p.add_argument("--epochs", type=int, default=3,
                    help="epochs of each model; the first holds start-up and is left out of "
-                        "the median (default 3)")
+                        "the median (default %(default)s)")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="cpu (default): Numba beside torch's CPU threads; gpu: ncae_cuda's CUDA "
                         "kernels beside torch.cuda")
@@ -395,7 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="both models' products: float32 (default), or tf32 (torch's "
                         "allow_tf32: on a GPU's tensor cores; the CPU's torch stays float32)")
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: synthetic-tiny, hidden 16, 2 epochs")
+                   help=f"smoke test: {QUICK['dataset']}, hidden {QUICK['hidden']}, "
+                        f"{QUICK['epochs']} epochs")
     p.add_argument("--out", type=Path, required=True, help="folder for peer_torch.json and .md")
     return p
 

@@ -220,8 +220,9 @@ def main(argv=None) -> int:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="ml-100k", help="(default: %(default)s)")
     p.add_argument("--data-dir", type=Path, help="folder with an extracted copy of it")
-    p.add_argument("--seeds", type=cli.int_list, default=(0, 1, 2),
-                   help="the model's seeds, a parent, cold and warm fit each (default: 0,1,2)")
+    p.add_argument("--seeds", type=cli.int_list, default="0,1,2",
+                   help="the model's seeds, a parent, cold and warm fit each (default: "
+                        "%(default)s)")
     p.add_argument("--device", default="auto", choices=DEVICES, help="(default: %(default)s)")
     p.add_argument("--quick", action="store_true",
                    help="synthetic-tiny, small networks, few epochs, one seed: a smoke test")
