@@ -178,6 +178,28 @@ def test_ml100k_u1_split_files(tmp_path, shared_data):
     assert data["test"] + data["cold_test"]["entries"] == 20_000       # 32 cold: apart
 
 
+def test_a_data_sets_own_split_files_are_its_test_and_training(tmp_path, capsys):
+    """--split u1 on a stand-in ml-100k folder (synthetic-tiny's 600 ratings in its tab-separated
+    layout, u1.base 500 of them in a random order, u1.test the rest): its test entries are
+    u1.test's, and its training and validation (--valid-ratio's share drawn from u1.base) are
+    u1.base's. The real files' test (above) needs them in $NCAE_CUDA_DATA, which CI has not."""
+    folder = tmp_path / "ml-100k"
+    folder.mkdir()
+    rows = mixed_rows()
+    for name, part in (("u.data", rows), ("u1.base", rows[:500]), ("u1.test", rows[500:])):
+        (folder / name).write_text("".join(f"{u}\t{i}\t{r:g}\t{t}\n" for u, i, r, t in part))
+    assert train.main(["--dataset", "ml-100k", "--data-dir", str(tmp_path), "--split", "u1",
+                       "--valid-ratio", "0.2", *TINY[2:], "--epochs", "1",
+                       "--out", str(tmp_path / "run")]) == 0
+    data = json.loads((tmp_path / "run" / "metrics.json").read_text())["data"]
+    assert data["test"] + data["cold_test"]["entries"] == len(rows) - 500
+    assert data["train"] + data["valid"] + data["cold_valid"]["entries"] == 500
+    assert data["valid"] + data["cold_valid"]["entries"] == 100              # 0.2 of u1.base
+    printed = capsys.readouterr().out
+    assert "note: split files: u1.base (500 train), u1.test (100 test)" in printed
+    assert "100 random training entries (0.2 of 500, seed 0) carved from train" in printed
+
+
 def test_a_given_split_is_the_data_sets_own_split(tmp_path, shared_data):
     """--train u1.base --test u1.test: the files' ids mapped onto one map, the validation part
     carved from train, are ml-100k's own split u1 to the bit."""
