@@ -87,6 +87,23 @@ def test_load_from_data_dir(tmp_path, layout):
     assert not (tmp_path / "cache").exists()            # an extracted copy needs no cache
 
 
+def test_the_data_folder_of_the_environment_is_read_where_it_holds_the_data_set(
+        tmp_path, monkeypatch):
+    """$NCAE_CUDA_DATA (~ expanded) is looked in before the cache, and a data set it does not
+    hold is looked for in the cache, as if it were unset; --data-dir wins over it."""
+    make_ml100k(tmp_path / "home" / "data" / "ml-100k")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(DATA_ENV, "~/data")
+    cache = tmp_path / "cache"
+    assert load("ml-100k", cache_dir=cache, download=False).nnz == 3
+    assert not cache.exists()                           # read where it is: nothing cached
+    served = serve(tmp_path, monkeypatch, "lastfm-2k", {"user_artists.dat": LASTFM_PLAYS})
+    assert load("lastfm-2k", cache_dir=cache).nnz == 9 and (cache / served.name).is_file()
+    other = make_ml100k(tmp_path / "other" / "ml-100k")
+    (other / "u.data").write_text(U_DATA.splitlines(keepends=True)[0])
+    assert load("ml-100k", data_dir=other, cache_dir=cache).nnz == 1
+
+
 def test_data_dir_without_the_file_says_what_to_put_where(tmp_path):
     with pytest.raises(DataError) as caught:
         load("ml-1m", data_dir=tmp_path, cache_dir=tmp_path / "cache")
