@@ -122,9 +122,12 @@ first)
         --feedback implicit --based user --hidden 600 --epochs 3 $quick --out "$work/peer-ml20m"
     step recommend 45 $python -m bench.recommend_time --dataset synthetic-ml20m \
         --devices $gpu --epochs 1 --repeats 3 $quick --out "$work/recommend"
+    # each peer's two rows (seconds per epoch, test figures) and its ratio, or, where a limit
+    # stopped it, the model it kept and its "unfinished" line
     summary=$(tail -n 4 "$work/check.log"; tail -n 1 "$work/gpu-tests.log"
               cat "$work"/epoch-time/*.md "$work"/recommend/*.md
-              cd "$work" && grep "torch / ncae_cuda" peer-*/*.md) ;;
+              cd "$work" && grep -H "^> unfinished\|^| ncae_cuda\|^| torch\|torch / ncae_cuda" \
+                  peer-*/*.md) ;;
 more)
     # for the still-warm machine, at most 4 minutes: what a step asks of the device, the
     # kernels' versions and peers, the server

@@ -24,6 +24,17 @@ PACKED = {
              "serve-load/serve_load.json", "serve-load/serve_load.md"],
 }
 
+# lines each phase's summary prints of its steps' results (the device's answer keeps only its
+# output's end: the summary is what a window brings back for sure)
+SUMMARY = {
+    "first": ["ops agree with the reference", "s/epoch (x the floor on that device",
+              "| device | model | median s |",
+              *(f"peer-{shape}/peer_torch.md:{row}" for shape in ("ml10m", "ml20m")
+                for row in ("| ncae_cuda", "| torch", "- **torch / ncae_cuda:**"))],
+    "more": ["| shape | ops per step |", "| shape | op | ours us |",
+             "# python -m ncae_cuda.serve under load", "3: corrections a step ahead (in use)"],
+}
+
 
 @pytest.fixture(scope="module")
 def dry_runs(tmp_path_factory) -> dict:
@@ -63,6 +74,8 @@ def test_a_dry_run_runs_every_step_and_packs_what_the_device_would(phase, dry_ru
     assert not [name for name in PACKED[phase] if name not in names]
     assert "commit dry" in facts and "(dry run: no GPU)" in facts
     assert "cuda runtime" in facts
+    for line in SUMMARY[phase]:                       # the summary, printed before the last line
+        assert line in stdout, line
 
 
 @pytest.mark.parametrize("phase, steps", [("first", ["data-synthetic-tiny", "check",
