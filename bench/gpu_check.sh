@@ -39,7 +39,7 @@ case $dry/$phase in     # --dry: first and more only
 *) echo "$usage (--dry: first and more only)" >&2; exit 2 ;;
 esac
 mkdir -p "$out" && out=$(cd "$out" && pwd)     # as the caller named it, before the cd below
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 # (a caller's PYTHONPATH kept behind the repository's: where carried wheels were unpacked)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COMMIT=${COMMIT:-unknown}
 python=${PYTHON:-python3}
@@ -53,7 +53,7 @@ mkdir -p "$work"
 # (a dry run's limits 4 times the device's: the emulator on a busy CI machine's 2 cores is no
 # GPU, and the dry run checks the commands, not their time)
 if [ -z "$dry" ]; then
-    gpu=gpu emulated=gpu epoch_devices=gpu,gpu-graphs quick= collect= slack=1
+    gpu=gpu emulated=gpu epoch_devices=gpu,gpu-graphs quick='' collect='' slack=1
     drawn="synthetic-ml10m synthetic-ml20m"
 else
     gpu=cpu emulated=emulated epoch_devices=cpu quick=--quick collect=--collect-only slack=4
@@ -75,7 +75,7 @@ step() {
     echo "commit $COMMIT, $(date -u +%F), phase $phase${dry:+ (dry run: no GPU)}"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
         || echo "nvidia-smi: none here"
-    $python - <<'FACTS'
+    "$python" - <<'FACTS'
 import importlib, sys
 found = [f"python {sys.version.split()[0]}"]
 for name in ("cupy", "numba", "numpy", "torch"):
@@ -101,26 +101,26 @@ first)
     # phase's sum
     drawing=()
     for name in $drawn; do
-        step "data-$name" 90 $python -m ncae_cuda.datasets describe "$name" &
+        step "data-$name" 90 "$python" -m ncae_cuda.datasets describe "$name" &
         drawing+=($!)
     done
-    step check 35 $python -m ncae_cuda.check --device $emulated --json "$work/check.json"
+    step check 35 "$python" -m ncae_cuda.check --device $emulated --json "$work/check.json"
     # (nvcc's compile of every kernel is CI's: the device's own compiler is NVRTC); on 8
     # workers, as the H200 ran them in 34 s: in one process their time was never measured
-    step gpu-tests 70 $python -m pytest -q -rs -p no:cacheprovider -n 8 $collect \
+    step gpu-tests 70 "$python" -m pytest -q -rs -p no:cacheprovider -n 8 $collect \
         --junitxml="$work/gpu-tests.xml" -k "(gpu and not emulated) or cublas or nvrtc"
     wait "${drawing[@]}"
     # ML-10M (item-based, hidden 500,500) and VAE-CF's ML-20M shape (user-based implicit, hidden
     # 600: training users/s and the output layer's TFLOP/s), at 128 and 1,024 users a step, and
     # at 1,024 on TF32, beside their floors (the synthetic sets drawn once, then read back)
-    step epoch-time 180 $python -m bench.epoch_time --devices $epoch_devices --epochs 4 \
+    step epoch-time 180 "$python" -m bench.epoch_time --devices $epoch_devices --epochs 4 \
         --cases ml10m,ml20m,ml20m-batch1024,ml20m-tf32 $quick --out "$work/epoch-time"
-    step peer-ml10m 45 $python -m bench.peer_torch --device $gpu --dataset synthetic-ml10m \
+    step peer-ml10m 45 "$python" -m bench.peer_torch --device $gpu --dataset synthetic-ml10m \
         --feedback explicit --based item --hidden 500,500 --epochs 3 $quick \
         --out "$work/peer-ml10m"
-    step peer-ml20m 45 $python -m bench.peer_torch --device $gpu --dataset synthetic-ml20m \
+    step peer-ml20m 45 "$python" -m bench.peer_torch --device $gpu --dataset synthetic-ml20m \
         --feedback implicit --based user --hidden 600 --epochs 3 $quick --out "$work/peer-ml20m"
-    step recommend 45 $python -m bench.recommend_time --dataset synthetic-ml20m \
+    step recommend 45 "$python" -m bench.recommend_time --dataset synthetic-ml20m \
         --devices $gpu --epochs 1 --repeats 3 $quick --out "$work/recommend"
     # each peer's two rows (seconds per epoch, test figures) and its ratio, or, where a limit
     # stopped it, the model it kept and its "unfinished" line
@@ -131,77 +131,79 @@ first)
 more)
     # for the still-warm machine, at most 4 minutes: what a step asks of the device, the
     # kernels' versions and peers, the server
-    step launches 30 $python -m bench.launches --device $emulated --shapes ml10m $quick \
+    step launches 30 "$python" -m bench.launches --device $emulated --shapes ml10m $quick \
         --out "$work/launches"
     for op in gather_forward scatter_backward adam; do
-        step "versions-$op" 25 $python -m dev.cuda.run $op --shape ml10m --device $emulated
+        step "versions-$op" 25 "$python" -m dev.cuda.run $op --shape ml10m --device $emulated
     done
-    step kernel-peers 60 $python -m bench.kernel_peers --device $gpu --shapes ml10m $quick \
+    step kernel-peers 60 "$python" -m bench.kernel_peers --device $gpu --shapes ml10m $quick \
         --repeats 5 --out "$work/kernel-peers"
-    step serve-load 70 $python -m bench.serve_load --device $gpu --clients 1,64 --seconds 3 \
+    step serve-load 70 "$python" -m bench.serve_load --device $gpu --clients 1,64 --seconds 3 \
         $quick --out "$work/serve-load"
     summary=$(cat "$work"/launches/*.md "$work"/kernel-peers/*.md "$work"/serve-load/*.md
               tail -q -n 5 "$work"/versions-*.log) ;;
 tests)
     # the package's own check of the device first (what a user runs), then the real GPU's test
     # cases (the emulated ones run in CI), then the whole suite beside them
-    step check 120 $python -m ncae_cuda.check --device gpu --json "$work/check.json"
-    step gpu-tests 240 $python -m pytest -q -rs -p no:cacheprovider -n 0 \
+    step check 120 "$python" -m ncae_cuda.check --device gpu --json "$work/check.json"
+    step gpu-tests 240 "$python" -m pytest -q -rs -p no:cacheprovider -n 0 \
         --junitxml="$work/gpu-tests.xml" -k "(gpu and not emulated) or cublas or nvrtc or nvcc"
-    step all-tests 300 $python -m pytest -q -rs -p no:cacheprovider -n 8 \
+    step all-tests 300 "$python" -m pytest -q -rs -p no:cacheprovider -n 8 \
         --junitxml="$work/all-tests.xml"
-    summary=$(cat "$work/check.log"; tail -3 "$work/gpu-tests.log"; tail -3 "$work/all-tests.log") ;;
+    summary=$(cat "$work/check.log"; tail -3 "$work/gpu-tests.log"
+              tail -3 "$work/all-tests.log") ;;
 epochs)
     # 4 GPU epochs: the first runs the step uncaptured, the second captures it (gpu-graphs)
-    step epoch-time 270 $python -m bench.epoch_time --devices gpu,gpu-graphs,cpu --epochs 4 \
+    step epoch-time 270 "$python" -m bench.epoch_time --devices gpu,gpu-graphs,cpu --epochs 4 \
         --cases ml10m,lastfm,delicious --out "$work/epoch-time"
     # VAE-CF's shape on the GPU only (a CPU epoch there is minutes), beside the PyTorch peer
-    step epoch-time-ml20m 200 $python -m bench.epoch_time --devices gpu,gpu-graphs --epochs 3 \
+    step epoch-time-ml20m 200 "$python" -m bench.epoch_time --devices gpu,gpu-graphs --epochs 3 \
         --cases ml20m --out "$work/epoch-time-ml20m"
-    step peer-ml20m 200 $python -m bench.peer_torch --device gpu --dataset synthetic-ml20m \
+    step peer-ml20m 200 "$python" -m bench.peer_torch --device gpu --dataset synthetic-ml20m \
         --feedback implicit --based user --hidden 600 --epochs 3 --out "$work/peer-ml20m"
-    step peer-ml10m 120 $python -m bench.peer_torch --device gpu --dataset synthetic-ml10m \
+    step peer-ml10m 120 "$python" -m bench.peer_torch --device gpu --dataset synthetic-ml10m \
         --feedback explicit --based item --hidden 500,500 --epochs 3 --out "$work/peer-ml10m"
     for shape in lastfm delicious; do
-        step "peer-$shape" 60 $python -m bench.peer_torch --device gpu \
+        step "peer-$shape" 60 "$python" -m bench.peer_torch --device gpu \
             --dataset "synthetic-$shape" --feedback implicit --based user --hidden 128 \
             --epochs 4 --out "$work/peer-$shape"
     done
     summary=$(cat "$work"/epoch-time*/*.md; grep -h "torch / ncae_cuda" "$work"/peer-*/*.md) ;;
 kernels)
-    step launches 60 $python -m bench.launches --device gpu --out "$work/launches"
+    step launches 60 "$python" -m bench.launches --device gpu --out "$work/launches"
     for op in gather_forward scatter_backward; do               # the kernel versions
         for shape in ml10m lastfm; do
-            step "versions-$op-$shape" 40 $python -m dev.cuda.run $op --shape $shape
+            step "versions-$op-$shape" 40 "$python" -m dev.cuda.run $op --shape $shape
         done
     done
     mkdir -p "$work/kernels"                                    # every op, checked and timed
-    step microbenchmarks 90 $python -m pytest bench/ -q -p no:cacheprovider --benchmark-only \
+    step microbenchmarks 90 "$python" -m pytest bench/ -q -p no:cacheprovider --benchmark-only \
         -k gpu --benchmark-json="$work/kernels/kernels.json"
-    step kernel-peers 150 $python -m bench.kernel_peers --device gpu --out "$work/kernel-peers"
-    step recommend 60 $python -m bench.recommend_time --dataset synthetic-lastfm \
+    step kernel-peers 150 "$python" -m bench.kernel_peers --device gpu --out "$work/kernel-peers"
+    step recommend 60 "$python" -m bench.recommend_time --dataset synthetic-lastfm \
         --devices gpu,cpu --out "$work/recommend"
-    summary=$(cat "$work"/kernel-peers/*.md "$work"/launches/*.md; tail -q -n 3 "$work"/versions-*.log) ;;
+    summary=$(cat "$work"/kernel-peers/*.md "$work"/launches/*.md
+              tail -q -n 3 "$work"/versions-*.log) ;;
 scale)
-    step scalability 540 $python -m bench.scalability --device gpu --out "$work/scalability"
+    step scalability 540 "$python" -m bench.scalability --device gpu --out "$work/scalability"
     summary=$(cat "$work"/scalability/scalability.md 2>/dev/null | head -20) ;;
 profile)
     # every kernel of two steps after the first epoch's start (cuBLAS's too), clocks as found
     for shape in ml10m lastfm; do
         case $shape in
-        ml10m) flags="--dataset synthetic-ml10m --feedback explicit --based item --hidden 500,500
-                      --valid-ratio 0" ;;
-        lastfm) flags="--dataset synthetic-lastfm --feedback implicit --based user --hidden 128
-                       --patience 0 --no-refit" ;;
+        ml10m) flags=(--dataset synthetic-ml10m --feedback explicit --based item --hidden "500,500"
+                      --valid-ratio 0) ;;
+        lastfm) flags=(--dataset synthetic-lastfm --feedback implicit --based user --hidden 128
+                       --patience 0 --no-refit) ;;
         esac
         step "ncu-$shape" 240 ncu --clock-control none --launch-skip 200 --launch-count 40 \
             --section SpeedOfLight --section Occupancy --section LaunchStats \
             --section WarpStateStats --section MemoryWorkloadAnalysis \
-            -f -o "$work/ncu-$shape" $python -m ncae_cuda.train $flags --device gpu --epochs 1 \
-            --out "$(mktemp -d)/run"
+            -f -o "$work/ncu-$shape" "$python" -m ncae_cuda.train "${flags[@]}" --device gpu \
+            --epochs 1 --out "$(mktemp -d)/run"
         ncu --import "$work/ncu-$shape.ncu-rep" --page details > "$work/ncu-$shape-details.txt"
         ncu --import "$work/ncu-$shape.ncu-rep" --page raw --csv > "$work/ncu-$shape.csv"
-        $python -m bench.ncu_summary "$work/ncu-$shape.csv" > "$work/ncu-$shape.md"
+        "$python" -m bench.ncu_summary "$work/ncu-$shape.csv" > "$work/ncu-$shape.md"
     done
     summary=$(cat "$work"/ncu-*.md) ;;
 esac
@@ -211,5 +213,6 @@ cat "$work/device.txt" "$work/steps.txt"
 echo "$summary"
 failed=()
 [ ! -f "$work/failed.txt" ] || mapfile -t failed < "$work/failed.txt"
-echo "phase $phase: ${#failed[@]} failed${failed:+: ${failed[*]}}; everything is in $out/$phase.tar.gz"
+echo "phase $phase: ${#failed[@]} failed${failed:+: ${failed[*]}};" \
+    "everything is in $out/$phase.tar.gz"
 exit $(( ${#failed[@]} > 0 ))

