@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from ncae_cuda.data.atomic_file import atomic_write
+from ncae_cuda.errors import NcaeError
 
 
 def out_folder(parser: argparse.ArgumentParser, path: Path) -> Path:
@@ -26,7 +28,8 @@ def write_results(out: Path, name: str, result: dict, markdown: str,
     A bench writes them again after every part it measures, so that a time limit that stops it
     (a device's window) keeps the parts it finished, and a kill mid-write keeps the previous
     pair. progress (done, planned, what: "runs measured") says in both files, while done is
-    below planned, that parts are missing ("unfinished": "2 of 3 runs measured").
+    below planned, that parts are missing ("unfinished": "2 of 3 runs measured"). Where a file
+    cannot be written (the disk full), the command ends with exit 2 saying so in a line.
     """
     if progress and progress[0] < progress[1]:
         unfinished = "{} of {} {}".format(*progress)
@@ -35,4 +38,8 @@ def write_results(out: Path, name: str, result: dict, markdown: str,
                     f"still at work)\n\n{markdown}")
     for path, text in ((out / f"{name}.json", json.dumps(result, indent=2, default=float)),
                        (out / f"{name}.md", markdown)):
-        atomic_write(path, lambda f, text=text: f.write((text.rstrip("\n") + "\n").encode()))
+        try:
+            atomic_write(path, lambda f, text=text: f.write((text.rstrip("\n") + "\n").encode()))
+        except NcaeError as e:                       # atomic_write's DataError: errno and why
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None

@@ -1,6 +1,7 @@
 """The benchmarks' arithmetic and their quick forms: floors from counted work, and the
 scalability and epoch-time runs end to end on small data."""
 import dataclasses
+import errno
 import json
 import shutil
 import tempfile
@@ -25,7 +26,7 @@ from bench import (
     warm_start,
 )
 from ncae_cuda import ops
-from ncae_cuda.data import datasets, splits
+from ncae_cuda.data import atomic_file, datasets, splits
 from ncae_cuda.model.config import read_toml
 from ncae_cuda.ops.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.ops.layout import NCAELayout
@@ -192,6 +193,23 @@ def test_a_bench_stopped_keeps_the_parts_it_finished(tmp_path, temporary, monkey
     assert "unfinished" not in (out / f"{name}.md").read_text()
     assert sorted(p.name for p in out.iterdir() if not p.name.endswith(".dot")) == [
         f"{name}.json", f"{name}.md"]                  # no temporary file left beside them
+
+
+def test_a_bench_that_cannot_write_its_files_says_so_in_a_line(tmp_path, monkeypatch, capsys):
+    """A disk that fills while a bench writes its results: exit 2 and the file named, no
+    traceback, no temporary file left (before, atomic_write's DataError was a traceback)."""
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic_file.os, "fsync", full)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as ended:
+        recommend_time.main(["--quick", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "Traceback" not in err
+    assert err == (f"error: {out / 'recommend_time.json'}: cannot write it (No space left on "
+                   "device)\n")
+    assert list(out.iterdir()) == []
 
 
 def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
