@@ -111,6 +111,36 @@ def test_epoch_time_quick(tmp_path, temporary, device):
     assert list(temporary.iterdir()) == []
 
 
+def test_a_tf32_product_that_fails_leaves_the_other_ceilings_and_cases(tmp_path, monkeypatch,
+                                                                       capsys):
+    """Where the backend's product on TF32 raises (on a GPU, its first run of that path), the
+    ceilings are measured without it: TF32 unmeasured and said, every float32 case timed
+    beside its floor. Before, the exception ended the command before its first run."""
+    cpu = ops.get_backend("cpu")
+    real = cpu.gemm
+
+    def no_tf32(out, a, b, *args, tf32=False, **kwargs):
+        if tf32:
+            raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
+        return real(out, a, b, *args, **kwargs)
+
+    monkeypatch.setattr(cpu, "gemm", no_tf32)
+    epoch_time._measured.cache_clear()
+    out = tmp_path / "out"
+    try:
+        assert epoch_time.main(["--devices", "cpu", "--quick", "--epochs", "2", "--cases",
+                                "ml10m,ml20m", "--out", str(out)]) == 0
+    finally:
+        epoch_time._measured.cache_clear()          # no ceilings of this test for another
+    assert ("the product on TF32 failed (RuntimeError: CUBLAS_STATUS_NOT_SUPPORTED): its rate "
+            "is left unmeasured") in capsys.readouterr().err
+    assert "GFLOP/s, on TF32 not measured" in (out / "epoch_time.md").read_text()
+    result = json.loads((out / "epoch_time.json").read_text())
+    assert result["ceilings"]["cpu"]["tf32_gflop_s"] is None
+    assert result["ceilings"]["cpu"]["gflop_s"] > 0 and "unfinished" not in result
+    assert all(case["cpu"]["floor"] > 0 for case in result["cases"].values())
+
+
 def test_epoch_time_keeps_the_runs_finished_before_it_was_stopped(tmp_path, monkeypatch):
     """After every run both files hold what is measured so far, so a time limit that stops the
     command (the device's window) keeps the finished runs; the runs not come are dashes."""
