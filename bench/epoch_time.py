@@ -12,8 +12,10 @@ GPU's kernel compilation and warm-up), beside the epoch's floor on that device
 (ncae_cuda/ops/floors.py: the case's work over the memory bandwidth and matrix-product rate
 measured there first) and the multiple of it, and the run's wall time (data, compilation,
 epochs, test and checkpoint: what a time limit has to hold). Both files are written again after
-every run, so a run stopped by a time limit keeps the runs it finished. The runs' own outputs
-(checkpoints of up to a few GB) go to a temporary folder, removed at the end.
+every run, so a run stopped by a time limit keeps the runs it finished. A run that fails is said,
+kept as failed (its error in the JSON) and the runs after it go on; the exit status is then 1.
+The runs' own outputs (checkpoints of up to a few GB) go to a temporary folder, removed at the
+end.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,13 +177,17 @@ def commit() -> str:
 
 def case_table(result: dict, unit: str, fmt) -> list[str]:
     """A row per case, a column per device headed by its name and `unit`, each cell fmt(the
-    case's figures on that device), or a dash where the run never came (a time limit stopped
-    the command first)."""
+    case's figures on that device), "failed" where the run failed (its error in the JSON), or
+    a dash where the run never came (a time limit stopped the command first)."""
     devices = list(result["devices"])
+
+    def cell(case: dict, device: str) -> str:
+        if device not in case:
+            return "-"
+        return "failed" if "error" in case[device] else fmt(case[device])
     return ["| case | " + " | ".join(f"{d}{unit}" for d in devices) + " |",
             "|---|" + "---:|" * len(devices)] + [
-        f"| {case['title']} | " + " | ".join(fmt(case[d]) if d in case else "-"
-                                             for d in devices) + " |"
+        f"| {case['title']} | " + " | ".join(cell(case, d) for d in devices) + " |"
         for case in result["cases"].values()]
 
 
@@ -198,7 +205,8 @@ def markdown(result: dict) -> list[str]:
               f"{c['gflop_s']:.0f} GFLOP/s, on TF32 "
               + (f"{c['tf32_gflop_s']:.0f} GFLOP/s" if c["tf32_gflop_s"] else "not measured")
               for d, c in result["ceilings"].items()]
-    lines += ["", "s/epoch (x the floor on that device; -: not run)", "",
+    lines += ["", "s/epoch (x the floor on that device; -: not run; failed: its error is in "
+              "epoch_time.json)", "",
               *seconds_table(result),
               "", "training rows (users, where user-based) a second, and the dense output "
               "layer's TFLOP/s (implicit)", "",
@@ -236,7 +244,7 @@ def main(argv=None) -> int:
     measured = {d: ceilings(d, args.quick) for d in devices}
     result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9,
                               "tf32_gflop_s": c.recorded_tf32(1e9)} for d, c in measured.items()}
-    planned, done = len(cases) * len(devices), 0
+    planned, done, failed = len(cases) * len(devices), 0, []
 
     def save():
         write_results(args.out, "epoch_time", result, "\n".join(markdown(result)),
@@ -250,13 +258,26 @@ def main(argv=None) -> int:
             for device in devices:
                 run_dir = Path(runs) / f"{case}-{device}"
                 start = time.perf_counter()
+                result["cases"].setdefault(case, {"title": title, "rows": count.rows})
+                done += 1
                 try:
                     history = run_flags([
                         *flags, *DEVICE_FLAGS[device], "--epochs",
                         str(args.epochs or EPOCHS[device]), "--out", str(run_dir)])["history"]
-                except NcaeError as e:
-                    print(f"error: {e}", file=sys.stderr)
-                    return 2
+                except Exception as e:
+                    # a run that fails (out of memory, a kernel's error on a GPU's first run of
+                    # it) is said and kept, and the runs after it go on: a device's window
+                    # loses that run alone
+                    failed.append(f"{case} on {device}")
+                    if not isinstance(e, NcaeError):             # a bug: its traceback too
+                        traceback.print_exc()
+                    print(f"error: {failed[-1]}: {type(e).__name__}: {e}", file=sys.stderr,
+                          flush=True)
+                    result["cases"][case][device] = {
+                        "error": f"{type(e).__name__}: {e}",
+                        "wall_seconds": time.perf_counter() - start}
+                    save()
+                    continue
                 seconds = [h["seconds"] for h in history if h["phase"] == "select"]
                 median = statistics.median(seconds[1:] or seconds)
                 floor = count.floor(measured[device])
@@ -264,14 +285,15 @@ def main(argv=None) -> int:
                          "x_floor": median / floor, "rows_per_s": count.rows / median,
                          "dense_output_tflop_s": count.dense_flops / median / 1e12,
                          "wall_seconds": time.perf_counter() - start}
-                result["cases"].setdefault(case, {"title": title, "rows": count.rows})
                 result["cases"][case][device] = timed
                 print(f"{case} on {device}: {median:.4g} s an epoch ({median / floor:.1f}x the "
                       f"floor), the run {timed['wall_seconds']:.1f} s in all", flush=True)
-                done += 1
                 save()
     print("\n".join(markdown(result)))
-    return 0
+    if failed:
+        print(f"error: {len(failed)} of {planned} runs failed: {', '.join(failed)}",
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -198,7 +198,8 @@ def speed_lines() -> list[str]:
             f"against {ours['median_seconds']:.3g} s, in one run; {_link(path)}).")
     ml20m = [(path, r, device) for path, r in _load("epoch_time.json")
              for device in r["devices"]
-             if device.startswith("gpu") and device in r["cases"].get("ml20m", {})]
+             if device.startswith("gpu") and "rows_per_s" in r["cases"].get("ml20m", {})
+             .get(device, {})]                                  # run, and not failed
     if ml20m:
         path, r, device = max(ml20m, key=lambda run: (run[1]["date"],
                                                       run[1]["cases"]["ml20m"][run[2]]

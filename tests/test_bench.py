@@ -242,6 +242,40 @@ def test_a_bench_that_cannot_write_its_files_says_so_in_a_line(tmp_path, monkeyp
     assert list(out.iterdir()) == []
 
 
+def test_epoch_time_goes_on_past_a_run_that_fails(tmp_path, monkeypatch, capsys):
+    """A run that raises (on a GPU: out of memory, a kernel's first run) is said with its
+    traceback, kept as failed, and the runs after it are measured; exit 1. Before, the command
+    ended there, and a device's window lost every run after it."""
+    real, calls = epoch_time.run_flags, []
+
+    def second_fails(argv):
+        calls.append(argv)
+        if len(calls) == 2:
+            raise RuntimeError("an illegal memory access was encountered")
+        return real(argv)
+
+    monkeypatch.setattr(epoch_time, "run_flags", second_fails)
+    out = tmp_path / "out"
+    assert epoch_time.main(["--devices", "cpu", "--quick", "--epochs", "2", "--cases",
+                            "ml10m,lastfm,ml20m", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "error: lastfm on cpu: RuntimeError: an illegal memory access" \
+        in err and err.endswith("error: 1 of 3 runs failed: lastfm on cpu\n")
+    result = json.loads((out / "epoch_time.json").read_text())
+    cases = result["cases"]
+    assert cases["lastfm"]["cpu"]["error"] == "RuntimeError: an illegal memory access was " \
+                                                 "encountered"
+    assert cases["ml10m"]["cpu"]["floor"] > 0 and cases["ml20m"]["cpu"]["floor"] > 0
+    assert "unfinished" not in result
+    rows = epoch_time.seconds_table(result)[2:]
+    assert [row.rsplit("|", 2)[1].strip() for row in rows][1] == "failed"
+    monkeypatch.setattr(report, "_load", lambda name: [(report.ROOT / "x" / name, {
+        **result, "devices": {"gpu": "Test GPU"},
+        "cases": {"ml20m": {**cases["ml20m"], "gpu": cases["lastfm"]["cpu"]}}})]
+        if name == "epoch_time.json" else [])
+    assert "users/s" not in " ".join(report.speed_lines())    # a failed run is no figure
+
+
 def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
     """Each row's floor is the larger of bytes over bandwidth and FLOPs over rate; Adam's bytes
     are every parameter of the one-layer net (E and V of N x K, b1 of K, c of N, each padded
