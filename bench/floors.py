@@ -105,8 +105,9 @@ def main(argv=None) -> int:
                            **source},
               "commit": commit(), "date": datetime.date.today().isoformat(),
               "quick": args.quick, "floors": floors}
-    write_results(args.out, "floors", result, "\n".join(table(result)))
-    print("\n".join(table(result)))
+    text = "\n".join(table(result))
+    write_results(args.out, "floors", result, text)
+    print(text)
     return 0
 
 

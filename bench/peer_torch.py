@@ -452,8 +452,9 @@ def main(argv: list[str] | None = None) -> int:
     agree, detail = agreement(config.feedback, ncae["test"], peer["test"], n_test)
     result["ratio_torch_over_ncae"] = peer["median_seconds"] / ncae["median_seconds"]
     result["agreement"] = {"agree": bool(agree), "detail": detail}
-    write_results(args.out, "peer_torch", result, markdown(result))
-    print("\n" + markdown(result))
+    text = markdown(result)
+    write_results(args.out, "peer_torch", result, text)
+    print("\n" + text)
     return 0
 
 

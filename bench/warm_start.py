@@ -264,8 +264,9 @@ def main(argv=None) -> int:
             "cold": statistics.median(r["cold_best_epoch"] for r in case["seeds"].values()),
             "warm_to_cold_best": None if None in reached_at else statistics.median(reached_at)}
         case["seed_mean"] = seed_mean_reading(list(case["seeds"].values()))
-    write_results(args.out, "warm_start", result, markdown(result))
-    print(markdown(result))
+    text = markdown(result)
+    write_results(args.out, "warm_start", result, text)
+    print(text)
     return 0
 
 
