@@ -2,6 +2,7 @@
 scalability and epoch-time runs end to end on small data."""
 import dataclasses
 import errno
+import itertools
 import json
 import shutil
 import tempfile
@@ -75,6 +76,19 @@ def test_scalability_quick(tmp_path):
         assert (tmp_path / name).stat().st_size > 0
 
 
+def raising_at_call(real, n: int, error: BaseException):
+    """`real`, raising `error` at its n-th call in place of running it, the calls before and
+    after it running: what a time limit's signal (KeyboardInterrupt) or a run that fails is to
+    a bench's loop over its parts."""
+    calls = itertools.count(1)
+
+    def wrapped(*args, **kwargs):
+        if next(calls) == n:
+            raise error
+        return real(*args, **kwargs)
+    return wrapped
+
+
 @pytest.fixture
 def temporary(tmp_path, monkeypatch) -> Path:
     """The folder tempfile gives temporary folders in, for this test alone: empty at its end
@@ -146,13 +160,12 @@ def test_epoch_time_keeps_the_runs_finished_before_it_was_stopped(tmp_path, monk
     command (the device's window) keeps the finished runs; the runs not come are dashes."""
     finished, real_run = [], epoch_time.run_flags
 
-    def run_then_stop(argv):
-        if len(finished) == 2:
-            raise KeyboardInterrupt                 # what the time limit is to the 3rd run
+    def run(argv):
         finished.append(real_run(argv))
         return finished[-1]
 
-    monkeypatch.setattr(epoch_time, "run_flags", run_then_stop)
+    # KeyboardInterrupt: what the time limit is to the 3rd run
+    monkeypatch.setattr(epoch_time, "run_flags", raising_at_call(run, 3, KeyboardInterrupt))
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         epoch_time.main(["--devices", "cpu", "--quick", "--epochs", "2", "--cases",
@@ -198,17 +211,10 @@ def test_a_bench_stopped_keeps_the_parts_it_finished(tmp_path, temporary, monkey
     begins, a bench's json and md hold the first part and say that the rest is missing; the
     same command run whole then writes both without the word. Before, these benches wrote
     nothing until their end, and a device's window lost whatever a limit cut short."""
-    name, real, calls = bench.__name__.rsplit(".", 1)[1], getattr(bench, part), []
-
-    def stop_at_the_second(*args, **kwargs):
-        calls.append(part)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
+    name = bench.__name__.rsplit(".", 1)[1]
     out = tmp_path / "out"
     with monkeypatch.context() as patched:
-        patched.setattr(bench, part, stop_at_the_second)
+        patched.setattr(bench, part, raising_at_call(getattr(bench, part), 2, KeyboardInterrupt))
         with pytest.raises(KeyboardInterrupt):
             bench.main([*flags, "--out", str(out)])
     result = json.loads((out / f"{name}.json").read_text())
@@ -246,15 +252,8 @@ def test_epoch_time_goes_on_past_a_run_that_fails(tmp_path, monkeypatch, capsys)
     """A run that raises (on a GPU: out of memory, a kernel's first run) is said with its
     traceback, kept as failed, and the runs after it are measured; exit 1. Before, the command
     ended there, and a device's window lost every run after it."""
-    real, calls = epoch_time.run_flags, []
-
-    def second_fails(argv):
-        calls.append(argv)
-        if len(calls) == 2:
-            raise RuntimeError("an illegal memory access was encountered")
-        return real(argv)
-
-    monkeypatch.setattr(epoch_time, "run_flags", second_fails)
+    monkeypatch.setattr(epoch_time, "run_flags", raising_at_call(
+        epoch_time.run_flags, 2, RuntimeError("an illegal memory access was encountered")))
     out = tmp_path / "out"
     assert epoch_time.main(["--devices", "cpu", "--quick", "--epochs", "2", "--cases",
                             "ml10m,lastfm,ml20m", "--out", str(out)]) == 1
