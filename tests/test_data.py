@@ -237,6 +237,15 @@ def test_text_finds_an_integer_id_only_as_a_file_writes_it():
                                   [1, 1, 0])
 
 
+def test_an_id_beyond_int64_is_unknown_not_an_overflow():
+    """Before: OverflowError (a server's 500 for every request batched with it)."""
+    lookup = interactions.IdLookup(np.array([1, np.iinfo(np.int64).max]), "item")
+    np.testing.assert_array_equal(lookup([2 ** 63 - 1, "9223372036854775807"]), [1, 1])
+    for wanted in (2 ** 63, -2 ** 63 - 1, 10 ** 30, 1e30, 10 ** 400, str(10 ** 30)):
+        with pytest.raises(interactions.UnknownIds, match="1 item id.s. unknown to the model"):
+            lookup([1, wanted])
+
+
 def test_a_rating_beyond_float32_is_refused_without_a_warning(tmp_path):
     # Before: an overflow warning, then "X: NaN or infinite values" in training, or a NaN loss.
     path = write(tmp_path, "t.csv", "user,item,rating\na,b,1\na,c,1e300\n")

@@ -265,13 +265,18 @@ def integer_id_problem(text: str) -> str | None:
 
 def _integer(x) -> int | None:
     """x as an integer id: text that writes one as a file does ("196"), or a number that is one
-    (196, 196.0); None otherwise."""
+    (196, 196.0); None otherwise, and where int64 cannot hold it (no id of the model is it)."""
     if isinstance(x, str):
-        return None if integer_id_problem(x) else int(x)
-    try:
-        return int(x) if float(x).is_integer() else None
-    except (TypeError, ValueError):
-        return None
+        value = None if integer_id_problem(x) else int(x)
+    else:
+        try:
+            value = int(x) if float(x).is_integer() else None
+        except (TypeError, ValueError, OverflowError):      # float(x): an int beyond float's
+            return None
+    return value if value is not None and INT64.min <= value <= INT64.max else None
+
+
+INT64 = np.iinfo(np.int64)
 
 
 def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarray,
