@@ -304,6 +304,8 @@ ERRORS = [  # (method, path, body, status, what the error says)
     ("GET", "/recommend?user=1&keep_seen=maybe", None, 422, "keep_seen"),
     ("POST", "/recommend", {"users": [1, 9999, 8888]}, 404, "9999, 8888"),
     ("POST", "/recommend", {"users": [1], "exclude": [7777]}, 404, "7777"),
+    ("POST", "/recommend", {"users": [1], "exclude": [10 ** 30]}, 404, str(10 ** 30)),
+    ("POST", "/recommend", {"users": [1, -2 ** 63 - 1]}, 404, str(-2 ** 63 - 1)),
     ("POST", "/recommend", {"users": []}, 400, "1 to 20 users"),
     ("POST", "/recommend", {"users": list(range(1, 22))}, 400, "got 21"),
     ("POST", "/recommend", {"users": [1], "n": 41}, 400, "n must be"),
@@ -320,6 +322,7 @@ ERRORS = [  # (method, path, body, status, what the error says)
     ("POST", "/recommend/new", {"items": [1, 2]}, 400, "give \"times\""),
     ("POST", "/recommend/new", {"items": [1, 1], "times": [1, 2]}, 400, "more than once"),
     ("POST", "/recommend/new", {"items": [1, 5555], "times": [1, 2]}, 404, "5555"),
+    ("POST", "/recommend/new", {"items": [1, 2 ** 64], "times": [1, 2]}, 404, str(2 ** 64)),
     ("GET", "/similar?item=6666", None, 404, "6666"),
     ("GET", "/similar?item=1&n=-1", None, 400, "n must be"),
     ("GET", "/nowhere", None, 404, "Not Found"),
@@ -524,6 +527,23 @@ def test_an_unknown_user_in_a_batch_fails_its_own_request_only(models):
         for user, row in zip(ask.users, answers[k]):
             assert_same_ranking(row, *offline(model, user, ask.n, not ask.filter_seen,
                                               ask.exclude), ask.n)
+
+
+def test_a_bug_in_one_asks_lookup_fails_that_ask_only(models, monkeypatch):
+    """Before: the batch's other asks failed with it (500 for requests without a fault)."""
+    _, model = models["implicit-user"]
+    known = model.user_ids[:2].tolist()
+    lookup = model.data.item_lookup
+
+    def buggy(wanted):
+        if "bug" in wanted:
+            raise ArithmeticError("a lookup's bug")
+        return lookup(wanted)
+    monkeypatch.setattr(model.data, "item_lookup", buggy)
+    asks = [Ask([known[0]], 5, True, ["bug"], None, 0.0), Ask([known[1]], 5, True, [], None, 0.0)]
+    answers = score_batch(model, asks)
+    assert isinstance(answers[0], ArithmeticError)
+    assert_same_ranking(answers[1][0], *offline(model, known[1], 5, False, []), 5)
 
 
 def test_a_request_that_finds_none_waiting_is_scored_at_once(models):

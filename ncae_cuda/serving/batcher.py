@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import NcaeError
 from ..model.base import Model
 
 IN_FLIGHT = 2          # batches handed to the model's thread at once: one scored, one queued
@@ -114,9 +113,9 @@ class Batcher:
 
 
 def score_batch(model: Model, batch: list[Ask], index: str = "exact") -> list:
-    """Each ask's rows, or the error it is answered with (unknown ids), from one recommend
-    call (through `index`) for all the users of the asks that filter seen items and one for
-    those that keep them."""
+    """Each ask's rows, or the error it is answered with (unknown ids; an ask whose ids meet a
+    bug fails alone), from one recommend call (through `index`) for all the users of the asks
+    that filter seen items and one for those that keep them."""
     answers: list = [None] * len(batch)
     calls: dict[bool, list] = {True: [], False: []}
     looked_up = _batch_users(model, batch)
@@ -126,7 +125,7 @@ def score_batch(model: Model, batch: list[Ask], index: str = "exact") -> list:
                      else model.data.user_lookup(ask.users))                     # (U,)
             excluded = (model.item_ids[model.data.item_lookup(ask.exclude)]
                         if ask.exclude else NONE)
-        except (NcaeError, ValueError) as e:
+        except Exception as e:      # noqa: BLE001 (a client's mistake, or a bug: this ask's)
             answers[k] = e
             continue
         calls[ask.filter_seen].append((k, users, excluded))
@@ -151,7 +150,7 @@ def _batch_users(model: Model, batch: list[Ask]) -> list[np.ndarray] | None:
     one of them is unknown, and each ask is looked up apart."""
     try:
         every = model.data.user_lookup([u for ask in batch for u in ask.users])
-    except (NcaeError, ValueError):
+    except Exception:               # noqa: BLE001 (each ask's own lookup says which, and why)
         return None
     return np.split(every, np.cumsum([len(ask.users) for ask in batch])[:-1])
 
