@@ -264,6 +264,18 @@ def test_refit_makes_a_model_of_the_same_settings(fitted):
                                                                            "epochs")}
 
 
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_fit_without_validation_refits_the_count_it_ran(name):
+    """Nothing chosen: best_epoch is the epochs (iterations) run, and refit runs as many.
+    Before: NCAE's was 0, and its refit refused 'epochs must be an integer >= 1'."""
+    settings = CASES[name].settings
+    model = make_model(settings, device="cpu").fit(TRAIN)
+    ran = settings.get("epochs", settings.get("iterations"))             # None: solved at once
+    expected = {"item": ran, "user": ran} if settings.get("based") == "both" else ran
+    assert model.best_epoch == expected and model.best_validation is None
+    assert model.refit(TRAIN + VALID).best_epoch == expected
+
+
 def test_ease_keeps_its_solution_in_the_smaller_space(tmp_path):
     """Fewer users than items: the file holds K⁻¹X and diag A, no items x items B; the scores
     are still X B's, and load back bit for bit."""

@@ -56,7 +56,8 @@ class Model(abc.ABC):
         The file the model was loaded from.
     best_epoch : int, dict or None
         What the last fit chose on validation: NCAE's epoch count (a blend's per member),
-        iALS's and BPR's iteration count; None for a model solved at once.
+        iALS's and BPR's iteration count (a fit without validation: the count it ran); None
+        for a model solved at once.
     best_validation : dict or None
         The validation figures of that choice (None: fit without validation).
     history : list of dict

@@ -239,7 +239,10 @@ class NCAE(Recommender):
                 progress = trainer.run(int(epochs), resume)
             except MemoryError as e:      # CuPy's OutOfMemoryError is a MemoryError too
                 raise OutOfMemory(self._out_of_memory(e, B)) from None
-        self.history, self.best_epoch = progress.history, progress.best_epoch
+        # without validation nothing was chosen: the model is that of every epoch run, as
+        # iALS's and BPR's is of every iteration (refit runs as many)
+        self.history = progress.history
+        self.best_epoch = progress.best_epoch if valid is not None else progress.epoch
         self.still_improving = stopping.still_improving(self.history, self.best_epoch,
                                                         int(epochs), c.patience)
         return self
