@@ -6,6 +6,7 @@ through the factory bit for bit, unknown ids, recommend_new and similar_items wo
 Unsupported, and the model file through python -m ncae_cuda.recommend."""
 import csv
 import io
+import re
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE, BlendedNCAE, Unsupported, load_model, make_model
+from ncae_cuda import NCAE, BlendedNCAE, NotFitted, Unsupported, load_model, make_model
 from ncae_cuda.commands import recommend as recommend_command
 from ncae_cuda.data.interactions import DataError, UnknownIds
 from ncae_cuda.model.config import Config, SettingError
@@ -198,6 +199,68 @@ def test_unknown_ids_are_refused_naming_them(fitted):
         model.recommend([0, USERS + 5], n=N)
     with pytest.raises(UnknownIds, match=str(ITEMS + 2)):
         model.recommend([0], n=N, items=[1, ITEMS + 2])
+
+
+def test_a_misused_query_is_the_packages_error_saying_what(fitted):
+    """Before: ValueErrors, not NcaeErrors, which a caller catching the package's cannot tell
+    from a bug."""
+    _, case, model = fitted
+    mistakes = [(lambda: model.recommend([0], n=0), SettingError, "n must be an integer >= 1"),
+                (lambda: model.recommend([0], n=2.5), SettingError, "got 2.5"),
+                (lambda: model.recommend([[0, 1]], n=N), DataError, "user ids: expected a 1-d"),
+                (lambda: model.recommend([0], n=N, index="fast"), SettingError,
+                 "index must be one of exact, approximate; got 'fast'")]
+    if not case.implicit:
+        mistakes.append((lambda: model.predict([0, 1], [0]), DataError,
+                         "predict needs as many users as items; got 2, 1"))
+    for call, error, says in mistakes:
+        with pytest.raises(error, match=re.escape(says)):
+            call()
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_model_not_fitted_says_so(name, tmp_path):
+    """Before: a RuntimeError, not an NcaeError."""
+    model = make_model(CASES[name].settings, device="cpu")
+    for call in (lambda: model.recommend([0], n=N), lambda: model.save(tmp_path / "m.npz")):
+        with pytest.raises(NotFitted, match="model is not fitted: call fit"):
+            call()
+
+
+MAKING = {   # a mistake in making or fitting a model: (call, what the SettingError says)
+    "unknown setting": (lambda: NCAE(foo=1), "foo is not a setting of NCAE"),
+    "blend's unknown setting": (lambda: BlendedNCAE(foo=1), "foo is not a setting of NCAE"),
+    "settings not a dict": (lambda: make_model("ease"),
+                            "settings must be a dict such as {'model': 'ease'}; got str"),
+    "device": (lambda: NCAE(device="tpu"), "device must be one of auto, "),
+    "baseline's device": (lambda: make_model({"model": "ease"}, device="tpu"),
+                          "device must be one of auto, "),
+    "shard": (lambda: NCAE(shard="rows"), "shard must be None or 'columns'; got 'rows'"),
+    "callback": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, callback=3),
+                 "callback must be callable as callback(model, record); got int"),
+    "baseline's callback": (lambda: make_model({"model": "pop"}).fit(TRAIN, callback="x"),
+                            "callback must be callable"),
+    "warm start": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, warm_start="model.npz"),
+                   "warm_start must be a fitted NCAE; got str"),
+    "epochs": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, epochs=0), "epochs must be an integer"),
+}
+
+
+@pytest.mark.parametrize("call, says", MAKING.values(), ids=MAKING.keys())
+def test_a_mistake_in_making_or_fitting_a_model_is_a_setting_error(call, says):
+    """Before: TypeErrors and ValueErrors (make_model("ease"): 'dictionary update sequence
+    element #0 has length 1'; fit(callback=3): 'int' object is not callable, after an epoch)."""
+    with pytest.raises(SettingError, match=re.escape(says)):
+        call()
+
+
+def test_loading_onto_a_device_that_is_none_blames_the_device_not_the_file(tmp_path):
+    """Before: 'a damaged ncae_cuda model file ...: train it again', of a sound file."""
+    path = tmp_path / "model.npz"
+    NCAE(**NCAE_SETTINGS, feedback="implicit", device="cpu").fit(TRAIN, verbose=False).save(path)
+    for load in (load_model, NCAE.load):
+        with pytest.raises(SettingError, match="^device must be one of auto, .*got 'tpu'$"):
+            load(path, device="tpu")
 
 
 def test_the_ids_cannot_change_under_the_lookups_sorted_from_them(fitted, tmp_path):

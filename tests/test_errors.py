@@ -47,6 +47,7 @@ def test_every_error_the_package_defines_is_an_ncae_error():
 
 def test_each_error_keeps_its_built_in_base():
     from ncae_cuda.data.interactions import DataError, UnknownIds
+    from ncae_cuda.model.base import NotFitted
     from ncae_cuda.model.config import SettingError
     from ncae_cuda.model.distributed import ShardLost
     from ncae_cuda.model.estimator import OutOfMemory
@@ -55,7 +56,7 @@ def test_each_error_keeps_its_built_in_base():
     for error, base in [(DataError, ValueError), (UnknownIds, KeyError),
                         (SettingError, ValueError), (BackendUnavailable, RuntimeError),
                         (OutOfMemory, RuntimeError), (ShardLost, RuntimeError),
-                        (Diverged, FloatingPointError)]:
+                        (Diverged, FloatingPointError), (NotFitted, RuntimeError)]:
         assert issubclass(error, NcaeError) and issubclass(error, base), error
 
 

@@ -40,10 +40,10 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from ..data.interactions import Interactions
-from ..model.base import Model, cosine_of
+from ..model.base import Model, check_callback, cosine_of
 from ..model.config import Config, SettingError
 from ..model.fitdata import FitData, as_interactions, binary, new_rows
-from ..ops import get_backend
+from ..ops import as_backend
 from . import neighbours
 from .models import (BASELINES, RECENCY, EaseSolution, bpr_model, ease, factors, fit_factors,
                      ials_model, implicit_has_gpu)
@@ -80,7 +80,7 @@ class BaselineModel(Model):
                                            f"{', '.join(self.defaults) or 'none'})")
         self.values = {name: _checked(name, settings.get(name, default), default)
                        for name, default in self.defaults.items()}
-        self.ops = get_backend(device) if isinstance(device, str) else device
+        self.ops = as_backend(device)
         self.config = Config(feedback="implicit", **self._scoring(),
                              **({} if cutoffs is None else {"cutoffs": tuple(cutoffs)})).resolved()
         self.data, self.best_validation, self._arrays = None, None, {}
@@ -109,6 +109,7 @@ class BaselineModel(Model):
         for iALS and BPR, the iteration count chosen on them, each iteration's figures heard
         by callback(model, {"epoch": iteration, "valid": figures}) as NCAE's callback hears
         an epoch's (tune's pruner: what it raises ends the fit). Returns the model."""
+        check_callback(callback)
         data = FitData.of(as_interactions(X, "X"), self.config, self.ops)
         valid = None if validation is None else data.held_out(validation, "validation")
         self.data, self.history = data, []

@@ -206,7 +206,7 @@ class IdLookup:
         _refuse_control_characters(wanted, what)
         wanted = np.atleast_1d(np.asarray(wanted))
         if wanted.ndim != 1:
-            raise ValueError(f"{what} ids: expected a 1-d sequence, got shape {wanted.shape}")
+            raise DataError(f"{what} ids: expected a 1-d sequence, got shape {wanted.shape}")
         key, comparable = wanted, np.ones(len(wanted), bool)
         if ids.dtype.kind in "iu" and wanted.dtype.kind not in "iu":
             parsed = [_integer(x) for x in wanted]

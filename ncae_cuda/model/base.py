@@ -24,10 +24,15 @@ import numpy as np
 from .. import __version__
 from ..data.interactions import Interactions, from_matrix
 from ..errors import NcaeError
+from ..ops import as_backend
 from . import modelfile
 from .ann import INDEXES, IndexUnavailable, ItemIndex, user_queries
-from .config import Config
+from .config import Config, SettingError
 from .evaluate import Scorer, constant_scorer, excluded_entries, top_m
+
+
+class NotFitted(NcaeError, RuntimeError):
+    """A query or save of a model not fitted yet: fit it, or load a saved one."""
 
 
 class Unsupported(NcaeError, ValueError):
@@ -147,7 +152,7 @@ class Model(abc.ABC):
         """
         self._check_fitted()
         if index not in INDEXES:
-            raise ValueError(f"index must be one of {', '.join(INDEXES)}; got {index!r}")
+            raise SettingError("index", f"must be one of {', '.join(INDEXES)}; got {index!r}")
         u = self.data.user_lookup(users)
         n, candidates = self.data.candidates(n, items)
         searched = self.item_index() if index == "approximate" else None
@@ -306,7 +311,7 @@ class Model(abc.ABC):
         """
         self._check_fitted()
         if popularity and not self.config.implicit:
-            raise ValueError("the POP baseline ranks items: it is for implicit feedback")
+            raise Unsupported("the POP baseline ranks items: it is for implicit feedback")
         warm, cold = self.data.cold_apart(self._held_out(held))
         warm_score = self._part_scorer(warm, exclude, popularity)
         if cold is None:
@@ -356,8 +361,8 @@ class Model(abc.ABC):
 
     def _check_fitted(self) -> None:
         if self.data is None:
-            raise RuntimeError(f"the {self.title} model is not fitted: call fit(), or load a "
-                               "saved one (ncae_cuda.load_model)")
+            raise NotFitted(f"the {self.title} model is not fitted: call fit(), or load a "
+                            "saved one (ncae_cuda.load_model)")
 
     # -----------------------------------------------------------------------------------------
     # saving
@@ -404,11 +409,21 @@ def cosine_of(model: Model, vectors) -> Scorer:
     return similarity
 
 
-def restored(path, meta: dict, arrays: dict, make) -> Model:
-    """The model make() makes of a model file's settings, with the fitted state of its (meta,
-    arrays); a DataError naming the file where they do not fit together."""
+def check_callback(callback) -> None:
+    """SettingError where a fit's callback is neither None nor callable: said before the
+    fit, not at its first epoch's end."""
+    if callback is not None and not callable(callback):
+        raise SettingError("callback", f"must be callable as callback(model, record); got "
+                                       f"{type(callback).__name__}")
+
+
+def restored(path, meta: dict, arrays: dict, make, device) -> Model:
+    """The model make(ops) makes of a model file's settings on `device` (a name or a
+    backend), with the fitted state of its (meta, arrays); a DataError naming the file where
+    they do not fit together (a device that is none is the caller's mistake, not the file's)."""
+    ops = as_backend(device)
     try:
-        model = make()
+        model = make(ops)
         model.restore(meta, arrays)
     except (KeyError, ValueError, TypeError) as e:
         raise modelfile.inconsistent(path, "model", e) from None

@@ -64,7 +64,7 @@ class BlendedNCAE(RatingModel):
     """
 
     def __init__(self, device="auto", **settings):
-        self.config = Config(**{**settings, "based": "both"}).resolved()
+        self.config = Config.from_dict({**settings, "based": "both"}).resolved()
         first = NCAE(device=device, **asdict(self._member_config(MEMBERS[0])))
         self.members = {MEMBERS[0]: first}
         for name in MEMBERS[1:]:                                    # one backend for both

@@ -16,7 +16,7 @@ try:
 except ImportError:                   # Python 3.10
     import tomli as tomllib
 
-from ..errors import NcaeError
+from ..errors import SettingError
 
 # The paper's implicit models: (weighting of unobserved entries, sparsity-aware augmentation).
 VARIANT_SETTINGS = {"NCAE-": ("uniform", False), "NCAE": ("popularity", False),
@@ -31,14 +31,6 @@ WEIGHTED_SQUARE, MULTINOMIAL = LOSSES = ("weighted_square", "multinomial")
 VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (model/pretrain.py)
 # the training step's dense products (network.Network): float32, or on TF32
 FLOAT32, TF32 = MATMULS = ("float32", "tf32")
-
-
-class SettingError(NcaeError, ValueError):
-    """A setting out of range, of the wrong kind, or contradicting another; `setting` names it."""
-
-    def __init__(self, setting: str, message: str):
-        super().__init__(f"{setting} {message}")
-        self.setting, self.reason = setting, message
 
 
 def setting(default, help: str, group: str = "model", choices=None, kind=None):
@@ -157,10 +149,12 @@ class Config:
 
     @classmethod
     def from_dict(cls, values: dict) -> Config:
-        names = {f.name for f in fields(cls)}
-        unknown = set(values) - names
+        """The Config of `values` (a file's lists as tuples); SettingError naming the first
+        that is not a setting."""
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
         if unknown:
-            raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
+            raise SettingError(unknown[0], "is not a setting of NCAE (the settings page lists "
+                                           "them)")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
     @property

@@ -28,14 +28,14 @@ import numpy as np
 
 from ..data.interactions import DataError, Interactions
 from ..errors import NcaeError
-from ..ops import get_backend
+from ..ops import as_backend
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout
 from ..ops.plan import Planner, Schedule
 from . import modelfile, stopping
 from .config import MULTINOMIAL, TF32, Config, SettingError
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
-from .base import Model, restored
+from .base import Model, check_callback, restored
 from .recommender import NAME, RatingModel, Recommender
 from .trainer import CHECKPOINT_EVERY, Checkpoint, ShardCheckpoint, Trainer, fingerprint
 from .warmstart import WarmStart
@@ -79,15 +79,15 @@ class NCAE(Recommender):
         if settings.get("based") == "both":
             raise SettingError("based", "'both' is a blend of an item- and a user-based NCAE: "
                                "make it with BlendedNCAE(...) or ncae_cuda.make_model(settings)")
-        self.config = Config(**settings).resolved()
+        self.config = Config.from_dict(settings).resolved()
         if shard not in SHARDS:
-            raise ValueError(f"shard must be None or 'columns'; got {shard!r}")
+            raise SettingError("shard", f"must be None or 'columns'; got {shard!r}")
         if shard and self.config.loss == MULTINOMIAL:
             raise SettingError("loss", "multinomial's softmax spans every column, and a "
                                "column-sharded model's processes each hold a share: it trains "
                                "the weighted_square loss")
         self.device, self.shard = device, shard
-        self.ops = get_backend(device) if isinstance(device, str) else device
+        self.ops = as_backend(device)
         self.data = None                              # FitData: what the fit derived from its
                                                       # data (ncae_cuda.model.fitdata)
         self.history, self.best_epoch = [], 0
@@ -168,7 +168,8 @@ class NCAE(Recommender):
             Bad data (duplicate entries; negative, NaN or infinite values), or a checkpoint of
             another fit.
         SettingError
-            A warm start whose hidden, feedback or based differ from this model's, named.
+            A warm start whose hidden, feedback or based differ from this model's, named; an
+            epochs, checkpoint_every or callback that is none.
         OutOfMemory
             The device's memory is too small: the message names what needed it and the setting
             that lowers it.
@@ -186,18 +187,19 @@ class NCAE(Recommender):
         3
         """
         c, comm = self.config, self.comm
+        check_callback(callback)
         start = None if warm_start is None else self._warm_start(warm_start)
         epochs = c.epochs if epochs is None else epochs
         pretraining = c.pretrain if start is None else "BP"
         # 0 epochs train nothing but pre-training: without it (BP), a fit of 0 is no fit
         least = 1 if pretraining == "BP" else 0
         if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < least:
-            raise ValueError(f"epochs must be an integer >= 1 (0: pre-training only, where "
-                             f"pretrain is not BP); got {epochs!r}")
+            raise SettingError("epochs", f"must be an integer >= 1 (0: pre-training only, "
+                                         f"where pretrain is not BP); got {epochs!r}")
         if isinstance(checkpoint_every, bool) or not (isinstance(checkpoint_every, numbers.Real)
                                                       and checkpoint_every >= 0):
-            raise ValueError(f"checkpoint_every must be a number of seconds >= 0 (0: after every "
-                             f"epoch); got {checkpoint_every!r}")
+            raise SettingError("checkpoint_every", f"must be a number of seconds >= 0 (0: "
+                                                   f"after every epoch); got {checkpoint_every!r}")
         fit = as_interactions(X, "X")
         data = FitData.of(fit, c, self.ops)
         if comm is not None:
@@ -282,7 +284,7 @@ class NCAE(Recommender):
 
     def check_warm_start(self, model) -> None:
         """SettingError where a fit of this model can not start from `model` (fit's
-        warm_start): another network's shape, or a blend; TypeError where it is no model."""
+        warm_start): another network's shape, a blend, or no NCAE at all."""
         self._warm_start(model)
 
     def _warm_start(self, model: NCAE) -> WarmStart:
@@ -295,7 +297,8 @@ class NCAE(Recommender):
             raise SettingError("warm_start", f"must be an NCAE, whose parameters a fit starts "
                                              f"from; got a {model.title}")
         if not isinstance(model, NCAE):
-            raise TypeError(f"warm_start must be a fitted NCAE; got {type(model).__name__}")
+            raise SettingError("warm_start", f"must be a fitted NCAE; got "
+                                             f"{type(model).__name__}")
         model._check_fitted()
         start = WarmStart(model.config, model._whole_params(), model.data.column_ids)
         start.check(self.config)
@@ -415,8 +418,8 @@ class NCAE(Recommender):
             what = "BlendedNCAE" if kind == NAME else kind
             raise DataError(f"{path}: the file of a {what} model, not of one NCAE: load it "
                             "with ncae_cuda.load_model")
-        return restored(path, meta, arrays, lambda: cls(device=device, **asdict(
-            Config.from_dict(settings))))
+        return restored(path, meta, arrays, lambda ops: cls(device=ops, **asdict(
+            Config.from_dict(settings))), device)
 
     def restore(self, meta: dict, a: dict) -> None:
         """Take the fitted state of contents()' (meta, arrays); KeyError, ValueError or

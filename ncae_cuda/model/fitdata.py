@@ -32,7 +32,7 @@ from ..ops.shard import Columns, column_part, split_columns
 from . import metrics
 from .augment import column_weights, sparse_row_copies
 from .cold_means import cold_at
-from .config import Config
+from .config import Config, SettingError
 from .evaluate import Scorer, ranking_report
 from .network import to_network_scale
 
@@ -293,7 +293,7 @@ class FitData:
         """(n capped at the number of candidate items, device (n_items,) bool mask of the
         candidates `items` (ids), or None for every item)."""
         if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"n must be an integer >= 1; got {n!r}")
+            raise SettingError("n", f"must be an integer >= 1; got {n!r}")
         if items is None:
             return min(int(n), len(self.item_ids)), None
         mask = np.zeros(len(self.item_ids), bool)
@@ -321,9 +321,9 @@ def scored_rows(data: Interactions, config: Config, name: str) -> sp.csr_matrix:
 def new_rows(new: Interactions, config: Config, times) -> sp.csr_matrix:
     """scored_rows() of new users (recommend_new's X_new): with recency_boost, weighted by
     `times`, a matrix of X_new's shape holding each interaction's time at its place (any numbers
-    that grow with time, e.g. seconds); ValueError where such a model is given none."""
+    that grow with time, e.g. seconds); DataError where such a model is given none."""
     if config.recency_boost and times is None:
-        raise ValueError("the model scores from rows weighted by recency (recency_boost): "
+        raise DataError("the model scores from rows weighted by recency (recency_boost): "
                          "give times=, each interaction's time at its place in X_new")
     if times is not None:
         new = replace(new, timestamps=_times_at(times, new))

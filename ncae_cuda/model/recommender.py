@@ -63,7 +63,7 @@ class RatingModel(Model):
         u = self.data.user_lookup(users)
         i = self.data.item_lookup(items)
         if len(u) != len(i):
-            raise ValueError(f"predict needs as many users as items; got {len(u)}, {len(i)}")
+            raise DataError(f"predict needs as many users as items; got {len(u)}, {len(i)}")
         return self._ratings_at(u, i)
 
     @abc.abstractmethod

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import NcaeError
+from ..errors import NcaeError, SettingError
 
 
 def _cuda_devices() -> tuple[int, str]:
@@ -34,12 +34,18 @@ class BackendUnavailable(NcaeError, RuntimeError):
     """The backend asked for cannot run here: the message says why and what to use."""
 
 
+def as_backend(device):
+    """The ops module a device names (get_backend's names), or `device`, a backend already."""
+    return get_backend(device) if isinstance(device, str) else device
+
+
 def get_backend(device: str = "auto"):
     """The ops module for 'auto' (gpu when there is one, else cpu), 'cpu', 'gpu' or 'reference'."""
     if device == "auto":
         device = "gpu" if HAS_CUDA else "cpu"
     if device not in BACKENDS:
-        raise ValueError(f"device must be one of auto, {', '.join(BACKENDS)}; got {device!r}")
+        raise SettingError("device", f"must be one of auto, {', '.join(BACKENDS)}; got "
+                                     f"{device!r}")
     if device == "gpu":
         if not HAS_CUDA:
             raise BackendUnavailable(f"--device gpu needs a CUDA GPU: {NO_CUDA_REASON}")

@@ -9,7 +9,8 @@ that a recipe, a run, a command and the server take any of them alike.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from collections.abc import Mapping
+from dataclasses import asdict
 
 from ..baselines.estimators import MODELS as BASELINES
 from ..model import modelfile
@@ -50,16 +51,14 @@ def make_model(settings: dict | None = None, device="auto", shard: str | None = 
         An unknown model or setting, a value out of range, or a shard of a model that has
         none, named.
     """
+    if not isinstance(settings, (Mapping, type(None))):
+        raise SettingError("settings", f"must be a dict such as {{'model': 'ease'}}; got "
+                                       f"{type(settings).__name__}")
     settings = dict(settings or {})
     name = settings.pop("model", NAME)
     if name not in MODELS:
         raise SettingError("model", f"must be one of {', '.join(MODELS)}; got {name!r}")
     if name == NAME:
-        known = {f.name for f in fields(Config)}
-        unknown = sorted(set(settings) - known)
-        if unknown:
-            raise SettingError(unknown[0], "is not a setting of NCAE (the settings page lists "
-                                           "them)")
         settings = asdict(Config.from_dict(settings))          # a file's lists as tuples
         if settings["based"] != "both":
             return NCAE(device=device, shard=shard, **settings)
@@ -94,7 +93,7 @@ def load_model(path, device="auto") -> Model:
         named.
     """
     meta, arrays = modelfile.read(path, "model")
-    return restored(path, meta, arrays, lambda: make_model(meta["settings"], device))
+    return restored(path, meta, arrays, lambda ops: make_model(meta["settings"], ops), device)
 
 
 def read_recipe(path) -> dict:
