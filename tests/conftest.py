@@ -8,7 +8,6 @@ from helpers import missing_extra
 
 from ncae_cuda import ops
 from ncae_cuda.data import datasets
-from ncae_cuda.model import estimator
 from ncae_cuda.ops.emulator import CXX, emulated_backend
 
 # cpu: Numba. gpu-emulated: the CUDA kernels and their launchers, run on the CPU (g++).
@@ -58,8 +57,8 @@ def gpu(request):
 def gpu_cli(request, monkeypatch):
     """For a CLI test on the GPU backends: what --device gpu gets (the CLI takes a name)."""
     def use(name: str) -> None:
-        chosen, get_backend = backend_named(name, request), estimator.get_backend
-        monkeypatch.setattr(estimator, "get_backend",
+        chosen, get_backend = backend_named(name, request), ops.get_backend
+        monkeypatch.setattr(ops, "get_backend",
                             lambda device: chosen if device == "gpu" else get_backend(device))
     return use
 

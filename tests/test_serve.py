@@ -615,10 +615,10 @@ def test_the_batched_path_runs_the_gpu_kernels_emulated(tmp_path, models):
     """--device gpu on the emulated GPU backend (the CUDA kernels compiled for the CPU): the
     batched topk launch answers as the offline model on the CPU does."""
     path, model = models["implicit-user"]
-    code = ("import sys; from pathlib import Path; from ncae_cuda.model import estimator;"
+    code = ("import sys; from pathlib import Path; from ncae_cuda import ops as backends;"
             "from ncae_cuda.ops.emulator import emulated_backend;"
-            f"ops = emulated_backend(Path({str(tmp_path)!r})); cpu = estimator.get_backend;"
-            "estimator.get_backend = lambda d: ops if d == 'gpu' else cpu(d);"
+            f"ops = emulated_backend(Path({str(tmp_path)!r})); cpu = backends.get_backend;"
+            "backends.get_backend = lambda d: ops if d == 'gpu' else cpu(d);"
             "from ncae_cuda.commands.serve import main; sys.exit(main(sys.argv[1:]))")
     start = ("-c", code)
     server = Server(path, "--device", "gpu", "--max-wait-ms", "50", prefix=start)

@@ -22,7 +22,7 @@ from ncae_cuda.commands import datasets as datasets_command
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError
 from ncae_cuda.data.reader import read_movielens_100k, read_table
-from ncae_cuda.model import estimator, loop, modelfile
+from ncae_cuda.model import loop, modelfile
 from ncae_cuda.model.estimator import OutOfMemory
 from ncae_cuda.ops import BackendUnavailable
 from ncae_cuda.runs import rundir
@@ -470,7 +470,7 @@ def test_a_layer_wider_than_the_gpu_kernels_take_is_refused(tmp_path, capsys, gp
     refused(train.main, argv, capsys, f"takes a first and last hidden layer up to {widest} wide")
     assert not (tmp_path / "wide" / "run.json").exists()            # the same command can rerun
     with pytest.raises(BackendUnavailable, match=f"hidden {widest + 1},8: the gpu backend"):
-        NCAE(device=estimator.get_backend("gpu"), hidden=(widest + 1, 8)).fit(
+        NCAE(device=ops.get_backend("gpu"), hidden=(widest + 1, 8)).fit(
             sp.random(20, 30, density=0.3, format="csr", random_state=0), epochs=1,
             verbose=False)
 
