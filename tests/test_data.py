@@ -228,9 +228,10 @@ def test_text_finds_an_integer_id_only_as_a_file_writes_it():
     ids = np.array([1, 7, 196])
     np.testing.assert_array_equal(interactions.IdLookup(ids, "user")(["196", "7"]), [2, 1])
     np.testing.assert_array_equal(interactions.IdLookup(ids, "user")([7, 1.0]), [1, 0])
+    assert interactions.shown_id(" 196") == "' 196'"                  # not the known 196
     for wanted in ("0196", "196.0", " 196", "+196", "1_96"):
-        with pytest.raises(interactions.UnknownIds,
-                           match=f"unknown to the model: {re.escape(wanted)}$"):
+        shown = re.escape(interactions.shown_id(wanted))
+        with pytest.raises(interactions.UnknownIds, match=f"unknown to the model: {shown}$"):
             interactions.IdLookup(ids, "user")([wanted])
     texts = np.array(["007", "7", "x"])
     np.testing.assert_array_equal(interactions.IdLookup(texts, "user")(["7", 7, "007"]),

@@ -301,6 +301,8 @@ ERRORS = [  # (method, path, body, status, what the error says)
     ("GET", "/recommend?user=1&n=0", None, 400, "n must be from 1 to 40"),
     ("GET", "/recommend?user=1&n=41", None, 400, "n must be from 1 to 40"),
     ("GET", "/recommend?user=1&n=ten", None, 422, "n"),
+    ("GET", "/recommend?user=1&user=2", None, 400, "user: given more than once"),
+    ("GET", "/similar?item=1&n=2&n=3", None, 400, "n: given more than once"),
     ("GET", "/recommend?user=1&keep_seen=maybe", None, 422, "keep_seen"),
     ("POST", "/recommend", {"users": [1, 9999, 8888]}, 404, "9999, 8888"),
     ("POST", "/recommend", {"users": [1], "exclude": [7777]}, 404, "7777"),
@@ -331,6 +333,7 @@ ERRORS = [  # (method, path, body, status, what the error says)
     ("GET", "/recommend?user=1%00", None, 400, "user id '1\\x00' holds a control character"),
     ("POST", "/recommend", {"users": [1, "2\n"]}, 400, "control character"),
     ("GET", "/recommend?user=", None, 404, "unknown to the model: '' (empty)"),
+    ("GET", "/recommend?user=%201", None, 404, "unknown to the model: ' 1'"),
     ("GET", "/recommend?user=" + "x" * 1500, None, 404, "... (1500 characters)"),
     ("POST", "/recommend", {"users": [1], "n": "3"}, 422, 'n: Input should be a valid integer '
                                                           '(got "3")'),

@@ -234,10 +234,13 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")     # Unicode's control characters
 
 def shown_id(x) -> str:
     """An id as a message shows it: its text, cut to ID_SHOWN characters; quoted where it is
-    empty or cut, so that a message never ends in nothing or in a megabyte."""
+    empty, cut, or begins or ends in a space, so that a message never ends in nothing or in a
+    megabyte, nor shows " 1" as the known 1."""
     text = str(x)
     if len(text) > ID_SHOWN:
         return f"{text[:ID_SHOWN]!r}... ({len(text)} characters)"
+    if text != text.strip():
+        return repr(text)
     return text or "'' (empty)"
 
 

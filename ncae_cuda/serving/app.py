@@ -125,7 +125,7 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
     # request a sixth of the server's time under load
     @app.get("/recommend", openapi_extra=query_schema(OneUserAsk, limits), responses=answers())
     async def recommend_one(request: Request) -> dict:
-        ask = validated(OneUserAsk, dict(request.query_params))
+        ask = validated(OneUserAsk, once_each(request.query_params))
         rows = await batcher.recommend([ask.user], limits.check_n(ask.n), not ask.keep_seen, [])
         return JSONResponse(rows[0])
 
@@ -146,7 +146,7 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
 
     @app.get("/similar", openapi_extra=query_schema(SimilarAsk, limits), responses=answers())
     async def similar(request: Request) -> dict:
-        ask = validated(SimilarAsk, dict(request.query_params))
+        ask = validated(SimilarAsk, once_each(request.query_params))
         return await holder.run(similar_to, ask.item, limits.check_n(ask.n))
 
     return app
@@ -215,6 +215,18 @@ def similar_to(model: Model, item: str, n: int) -> dict:
 async def parsed(request, shape: type, limits: Limits):
     """The request's JSON body as `shape`, read within --max-body-bytes."""
     return validated(shape, await read_body(request, limits.max_body_bytes))
+
+
+def once_each(query) -> dict:
+    """A URL's query as {name: text}, a RequestError where a name comes more than once: a GET
+    asks for one user or item, and a second would be dropped unseen (?user=1&user=2: user 2)."""
+    read = {}
+    for name, text in query.multi_items():
+        if name in read:
+            raise RequestError(f"{name}: given more than once; a GET asks for one (POST "
+                               "/recommend takes a list of users)")
+        read[name] = text
+    return read
 
 
 def validated(shape: type, value: bytes | dict):
