@@ -230,6 +230,7 @@ def test_a_model_not_fitted_says_so(name, tmp_path):
 MAKING = {   # a mistake in making or fitting a model: (call, what the SettingError says)
     "unknown setting": (lambda: NCAE(foo=1), "foo is not a setting of NCAE"),
     "blend's unknown setting": (lambda: BlendedNCAE(foo=1), "foo is not a setting of NCAE"),
+    "blend of one side": (lambda: BlendedNCAE(based="item"), "based is both in a blend"),
     "settings not a dict": (lambda: make_model("ease"),
                             "settings must be a dict such as {'model': 'ease'}; got str"),
     "device": (lambda: NCAE(device="tpu"), "device must be one of auto, "),

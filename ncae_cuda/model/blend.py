@@ -64,6 +64,10 @@ class BlendedNCAE(RatingModel):
     """
 
     def __init__(self, device="auto", **settings):
+        if settings.get("based", "both") != "both":
+            raise SettingError("based", f"is both in a blend, of an item- and a user-based NCAE; "
+                                        f"got {settings['based']!r}: NCAE(based=...) is one of "
+                                        f"them")
         self.config = Config.from_dict({**settings, "based": "both"}).resolved()
         first = NCAE(device=device, **asdict(self._member_config(MEMBERS[0])))
         self.members = {MEMBERS[0]: first}
