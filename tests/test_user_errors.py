@@ -229,6 +229,17 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--output", "linear"], "argument --output: invalid choice: 'linear'"),
     (["--feedback", "implicit", "--output", "identity"], "--output: is for explicit feedback"),
     (["--feedback", "implicit", "--row-norm", "0.5"], "--row-norm: is for explicit feedback"),
+    # flags the other settings never read, each run bit for bit as without it before
+    (["--feedback", "implicit", "--alpha", "2"], "--alpha: is for explicit feedback"),
+    (["--feedback", "implicit", "--beta", "3"], "--beta: is for explicit feedback"),
+    (["--feedback", "implicit", "--variant", "NCAE-", "--c0", "5"],
+     "--c0: is for popularity weighting"),
+    (["--feedback", "implicit", "--weighting", "uniform", "--omega", "0.3"],
+     "--omega: is for popularity weighting"),
+    (["--feedback", "implicit", "--uniform-c", "0.1"], "--uniform-c: is for uniform weighting"),
+    (["--feedback", "implicit", "--loss", "multinomial", "--c0", "5"],
+     "--c0: weighs the square loss's entries: the multinomial loss has none to weigh"),
+    (["--c0", "5"], "--c0: is for implicit feedback"),
 ])
 def test_train_flags(tmp_path, capsys, flags, message):
     refused(train.main, [*TINY, "--out", str(tmp_path / "r"), *flags], capsys, message)

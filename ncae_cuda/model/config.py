@@ -141,7 +141,9 @@ class Config:
         if c.based is None:
             c = replace(c, based="item" if c.feedback == "explicit" else "user")
         _check_range(c)
-        return _resolved_variant(c)
+        c = _resolved_variant(c)
+        _refuse_unused(c)
+        return c
 
     def as_dict(self) -> dict:
         """JSON-ready: tuples as lists."""
@@ -318,6 +320,27 @@ def _check_range(c: Config) -> None:
     for name, ok, wanted in checks:
         if not ok:
             raise SettingError(name, f"must be {wanted}; got {getattr(c, name)!r}")
+
+
+def _refuse_unused(c: Config) -> None:
+    """SettingError naming a setting given (not its default) that these settings never read:
+    a flag accepted and ignored would say it was used."""
+    if c.implicit:
+        unused = {name: "is for explicit feedback" for name in ("alpha", "beta")}
+        if c.loss == MULTINOMIAL:
+            unused |= {name: "weighs the square loss's entries: the multinomial loss has none "
+                             "to weigh" for name in ("c0", "omega", "uniform_c")}
+        elif c.weighting == "uniform":
+            unused |= {name: "is for popularity weighting (these settings weigh uniformly, "
+                             "by uniform_c)" for name in ("c0", "omega")}
+        else:
+            unused["uniform_c"] = ("is for uniform weighting (these settings weigh by "
+                                   "popularity, by c0 and omega)")
+    else:
+        unused = {name: "is for implicit feedback" for name in ("c0", "omega", "uniform_c")}
+    for name, why in unused.items():
+        if getattr(c, name) != getattr(DEFAULTS, name):
+            raise SettingError(name, why)
 
 
 def _is_int(value) -> bool:
