@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
+from pathlib import Path
 
 from .errors import NcaeError
 from .naming import flag
@@ -34,6 +35,26 @@ def refused(parser: argparse.ArgumentParser, call, *args):
         return call(*args)
     except NcaeError as e:
         parser.error(str(e))
+
+
+def check_seed(parser: argparse.ArgumentParser, seed: int) -> None:
+    """A --seed below 0 refused by parser.error: numpy's generators take none."""
+    if seed < 0:
+        parser.error(f"--seed must be >= 0; got {seed}")
+
+
+def check_file_to_write(parser: argparse.ArgumentParser, flag: str, path: Path | None,
+                        kind: str) -> None:
+    """The file a command writes at its end (`flag`'s value, None where not given; `kind` its
+    format, e.g. CSV) refused by parser.error where it cannot be written: no folder holds it,
+    or a folder stands in its place. Called before the command's work, which a refusal at the
+    end would waste."""
+    if path is None:
+        return
+    if not path.parent.is_dir():
+        parser.error(f"{flag} {path}: there is no folder {path.parent}")
+    if path.is_dir():
+        parser.error(f"{flag} {path}: a folder; name the {kind} file to write")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -686,6 +686,11 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
     # each before any work: baselines' before its data is read (the data set named is none)
     (baselines, ["--dataset", "x.csv", "--cutoffs", "0"], "--cutoffs must be >= 1; got 0"),
     (baselines, ["--dataset", "x.csv", "--seed", "-1"], "--seed must be >= 0; got -1"),
+    (check, ["--device", "cpu", "--no-train", "--seed", "-1"], "--seed must be >= 0; got -1"),
+    (check, ["--device", "cpu", "--no-train", "--json", "nowhere/check.json"],
+     "--json nowhere/check.json: there is no folder nowhere"),
+    (check, ["--device", "cpu", "--no-train", "--json", "FOLDER"],
+     "--json FOLDER: a folder; name the JSON file to write"),
     (experiments, ["configurations", "--repeats", "0"], "--repeats must be >= 1"),
     (experiments, ["recipes"], "recipes: name the recipe files, e.g. --recipes "
                                "recipes/ml-100k-*.toml"),
@@ -696,7 +701,8 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
      "--split-seeds: each split once"),
     (tune, ["--dataset", "synthetic-tiny", "--split-seeds", "-1", "--out", "OUT"],
      "--split-seeds must be >= 0; got -1"),
-], ids=["baselines cutoffs", "baselines seed", "experiments repeats", "experiments recipes",
+], ids=["baselines cutoffs", "baselines seed", "check seed", "check json nowhere",
+        "check json folder", "experiments repeats", "experiments recipes",
         "recommend out", "tune out", "tune split seeds twice", "tune split seeds"])
 def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkeypatch, module,
                                                        argv, message):

@@ -110,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.cutoffs) < 1:                     # the flags first: the data may take a while
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
-    if args.seed < 0:
-        parser.error(f"--seed must be >= 0; got {args.seed}")
+    cli.check_seed(parser, args.seed)
     data, feedback = cli.refused(parser, flags.data_spec(args).resolved, "implicit")
     config = replace(DEFAULTS, feedback=feedback, based="user")    # the rows the split samples
     grids, recipes = {}, {}

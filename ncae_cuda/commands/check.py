@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import ops
-from ..cli import Parser
+from ..cli import Parser, check_file_to_write, check_seed
 from ..ops.conformance import check_op, op_cases
 from ..runs.environment import describe, device_facts, versions
 
@@ -159,10 +159,12 @@ def main(argv=None) -> int:
                         "gpu (CUDA), emulated (the CUDA kernels run on the CPU by g++) "
                         "(default: %(default)s)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs "
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs, >= 0 "
                                                       "(default: %(default)s)")
     p.add_argument("--no-train", action="store_true", help="check the ops only")
     args = p.parse_args(argv)
+    check_seed(p, args.seed)
+    check_file_to_write(p, "--json", args.json, "JSON")     # now, not after minutes of checks
     device = ("gpu" if ops.HAS_CUDA else "cpu") if args.device == "auto" else args.device
     report = run(device, args.seed, train=not args.no_train)
     print(format_report(report), flush=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from ..cli import Parser
+from ..cli import Parser, check_seed
 from ..data.datasets import (
     DATA_ENV,
     DATASETS,
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="seed of a synthetic data set, >= 0 (default: %(default)s)")
     add_file_flags(shown)
     args = parser.parse_args(argv)
-    if args.command == "describe" and args.seed < 0:
-        parser.error(f"--seed must be >= 0; got {args.seed}")
+    if args.command == "describe":
+        check_seed(parser, args.seed)
     if args.command == "list":
         width = max(map(len, DATASETS))
         for name, entry in DATASETS.items():

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import Parser
+from ..cli import Parser, check_file_to_write
 from ..data.atomic_file import atomic_write
 from ..data.interactions import DataError
 from ..errors import NcaeError
@@ -118,10 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("-n must be >= 1")
-    if args.out is not None and not args.out.parent.is_dir():
-        parser.error(f"--out {args.out}: there is no folder {args.out.parent}")
-    if args.out is not None and args.out.is_dir():
-        parser.error(f"--out {args.out}: a folder; name the CSV file to write")
+    check_file_to_write(parser, "--out", args.out, "CSV")
     try:
         ann.require(args.index)
         model = load_model(args.model, device=args.device)
