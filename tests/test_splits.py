@@ -356,6 +356,19 @@ def test_carve_validation():
         carve_validation(split, 0.0)
 
 
+def test_carve_validation_keeps_a_given_part_of_cold_entries():
+    # Before, a given validation part whose entries are all cold (user 3 has no training entry)
+    # was dropped for the carved one, and nothing said so.
+    train = make([0, 1, 1], [0, 0, 1], ratings=[4, 3, 5], user_ids=[7, 9], item_ids=["a", "b"])
+    test = make([0], [0], ratings=[2], user_ids=[7], item_ids=["b"])
+    valid = make([0], [0], ratings=[5], user_ids=[3], item_ids=["b"])
+    split = given_split(train, test, valid)[1]
+    assert (split.valid.nnz, split.cold_valid.nnz) == (0, 1)
+    with pytest.raises(ValueError, match=r"the split already has 1 validation entries \(cold "
+                                         r"ones included\)"):
+        carve_validation(split, 0.5)
+
+
 def test_fold_validation():
     data = random_data()
     split = random_split(data, 0.1, 0.1)

@@ -653,6 +653,21 @@ def test_a_given_test_file_of_new_users_alone_is_refused_in_a_line(tmp_path, cap
             "--train's users and items)")
 
 
+def test_a_given_validation_file_of_new_users_alone_is_refused_in_a_line(tmp_path, capsys):
+    # Before, its entries were set apart as cold and 45 random training entries validated
+    # instead: "validation: 45 random training entries ... carved from train", exit 0.
+    rows = tiny_rows()                       # in user order: the last 100 of the last users
+    train_file = write_table(tmp_path / "train.csv", "user,item,rating",
+                             [r[:3] for k, r in enumerate(rows[:500]) if k % 10])
+    test_file = write_table(tmp_path / "test.csv", "user,item,rating", rows[:500:10])
+    valid_file = write_table(tmp_path / "valid.csv", "user,item,rating", rows[500:])
+    refused(train.main, ["--train", str(train_file), "--test", str(test_file), "--valid",
+                         str(valid_file), *TINY[2:], "--out", str(tmp_path / "run")], capsys,
+            "valid.csv: all 100 validation entries are of users or items new at the validation "
+            "cut, which are scored apart: none is left to choose the epoch on (give validation "
+            "entries of --train's users and items)")
+
+
 def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsys):
     import argparse
     import importlib

@@ -207,8 +207,11 @@ def carve_validation(split: Split, valid_ratio: float, seed: int = 0) -> Split:
     -------
     Split
     """
-    if split.valid.nnz:
-        raise ValueError(f"the split already has {split.valid.nnz} validation entries")
+    # cold ones too: a given validation part all cold was dropped for the carved one, unsaid
+    given = split.valid.nnz + (0 if split.cold_valid is None else split.cold_valid.nnz)
+    if given:
+        raise ValueError(f"the split already has {given} validation entries (cold ones "
+                         "included)")
     _check_ratio("valid_ratio", valid_ratio)
     if valid_ratio == 0.0:
         raise ValueError("valid_ratio must be > 0 to carve a validation part")

@@ -126,7 +126,9 @@ def given_split(spec: DataSpec, config: Config) -> tuple[Interactions, splits.Sp
             if name == "train" and config.feedback == "explicit":
                 scale = parts[name].rating_scale
     data, split = splits.given_split(**parts)
-    if not split.valid.nnz and spec.valid_ratio > 0:
+    # a --valid file whose entries are all cold stays the validation part, which the run then
+    # refuses (refuse_all_cold): before, a carved part replaced it unsaid
+    if spec.valid is None and spec.valid_ratio > 0:
         split = splits.carve_validation(split, spec.valid_ratio, seed=spec.split_seed)
     return data, subsampled(spec, split, config.based)
 
