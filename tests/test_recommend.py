@@ -102,6 +102,9 @@ def test_users_with_fewer_candidates_get_fewer_lines(saved, capsys):
     (["--users", ""], "--users: no user ids in it"),          # before: exit 0, a header only
     (["--users", " , "], "--users: no user ids in it"),
     (["--users-file", "/dev/null"], "--users-file /dev/null: no user ids in it"),
+    (["--users", "1", "--items-file", "/dev/null"],              # before: exit 0, a header
+     "--items-file /dev/null: no item ids in it"),
+    (["--users", "1", "--items-file", "blank.txt"], "--items-file blank.txt: no item ids in it"),
     (["--users-file", "nowhere.txt"], "nowhere.txt: No such file or directory"),
     (["--users-file", "latin1.txt"], "latin1.txt: not UTF-8 text (byte 2)"),
 ])
@@ -109,6 +112,7 @@ def test_bad_input_is_named(saved, tmp_path, monkeypatch, capsys, flags, message
     _, path = saved
     monkeypatch.chdir(tmp_path)
     Path("latin1.txt").write_bytes("1\n\xe9\n".encode("latin-1"))      # é: one byte, not UTF-8
+    Path("blank.txt").write_text("\n \n")
     try:
         code = recommend.main([str(path), *flags])
     except SystemExit as e:

@@ -57,27 +57,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def read_ids(path: Path) -> np.ndarray:
-    """One id per line (UTF-8, a byte-order mark skipped); blank lines skipped."""
+def some_ids(ids: list[str], given: str, kind: str) -> np.ndarray:
+    """`ids` (of users or items: `kind`), refused where there is none: `given` names the flag
+    they came from (before, an empty list wrote the CSV's header alone, exit 0)."""
+    if not ids:
+        raise DataError(f"{given}: no {kind} ids in it")
+    return np.array(ids)
+
+
+def read_ids(path: Path, flag: str, kind: str) -> np.ndarray:
+    """One id per line of `path`, the file `flag` names (UTF-8, a byte-order mark skipped);
+    blank lines skipped, a file of none refused (some_ids)."""
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except OSError as e:
         raise DataError(f"{path}: {e.strerror}", errno=e.errno) from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    return np.array([line.strip() for line in lines if line.strip()])
+    return some_ids([line.strip() for line in lines if line.strip()], f"{flag} {path}", kind)
 
 
 def wanted_users(args, model: Model) -> np.ndarray:
     if args.all:
         return model.user_ids
     if args.users_file:
-        users, given = read_ids(args.users_file), f"--users-file {args.users_file}"
-    else:
-        users, given = np.array([u.strip() for u in args.users.split(",") if u.strip()]), "--users"
-    if not len(users):
-        raise DataError(f"{given}: no user ids in it")
-    return users
+        return read_ids(args.users_file, "--users-file", "user")
+    return some_ids([u.strip() for u in args.users.split(",") if u.strip()], "--users", "user")
 
 
 def write_recommendations(out, model: Model, users: np.ndarray, n: int, filter_seen: bool,
@@ -126,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             model.item_index()
         # unknown ids stop here, before any output is written; known ones as the model has them
         users = model.user_ids[model.data.user_lookup(wanted_users(args, model))]
-        items = None if args.items_file is None else read_ids(args.items_file)
+        items = (None if args.items_file is None else
+                 read_ids(args.items_file, "--items-file", "item"))
         if items is not None:
             items = model.item_ids[model.data.item_lookup(items)]
         start = time.perf_counter()
