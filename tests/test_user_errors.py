@@ -111,6 +111,24 @@ def test_overwrite_keeps_the_finished_run_where_the_new_input_is_refused(tmp_pat
     assert run_files(D).keys() == old.keys() and not (D / rundir.STAGING).exists()
 
 
+def test_a_refused_run_removes_the_folder_it_made(tmp_path, capsys, monkeypatch):
+    # before, runs/nan-<date>-<time>/ (and runs/) stayed, holding only .lock; so did --resume's
+    monkeypatch.chdir(tmp_path)
+    Path("nan.csv").write_text("user,item,rating\n1,1,5\n1,2,nan\n2,1,3\n")
+    nan = ["--dataset", "nan.csv", "--hidden", "4", "--device", "cpu"]
+    refused(train.main, nan, capsys, "nan.csv:3: rating 'nan' is not a finite number")
+    refused(baselines.main, ["--dataset", "nan.csv", "--models", "pop"], capsys,
+            "nan.csv:3: rating 'nan' is not a finite number")
+    refused(train.main, [*TINY, "--resume", "--out", "new/run"], capsys,
+            "--resume: new/run holds no run to continue (no run.json)")
+    assert [p.name for p in tmp_path.iterdir()] == ["nan.csv"]
+    for folder in ("runs", "mine"):                 # the user's folders stay
+        Path(folder).mkdir()
+    refused(train.main, nan, capsys, "is not a finite number")
+    refused(train.main, [*nan, "--out", "mine"], capsys, "is not a finite number")
+    assert not any(Path("runs").iterdir()) and Path("mine").is_dir()
+
+
 def test_a_swap_killed_part_way_is_finished_by_the_next_process(tmp_path, monkeypatch):
     """A finished overwriting run's files replace the old run's in an order that the next
     process to take the folder finishes, wherever a kill stopped it: at each of its 10 steps

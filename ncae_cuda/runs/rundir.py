@@ -16,11 +16,15 @@ with another's.
   killed writer of the run's files left there.
 - A folder that is a file, cannot be created or is not writable is refused before any data is
   loaded.
+- A folder the run made is removed again, with the folders made above it, where the run is
+  refused (its input, or the folder: --resume where there is no run) before it wrote anything
+  there; one that was there before stays, as it was.
 - A sharded run's rank 0 takes the folder; the other ranks join it (on a machine of their own,
   a folder of the same path), each writing its checkpoint files there.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -61,12 +65,21 @@ class RunDirectory:
         self.work = self.path         # where the run writes its files: path, or its STAGING
         self._lock = None
         self._wrote_manifest = False               # the work folder's run.json is this run's
+        self._made: list[Path] = []   # the folders join made: path, then those above, upward
 
     def open(self, resume: bool = False, overwrite: bool = False) -> None:
         """Take the folder for this run (see the module's docstring); RunFolderError says why
-        not."""
-        here = f"--out {self.path}"
+        not, and a folder made for this run is removed again (abandon)."""
         self.join()
+        try:
+            self._take(resume, overwrite)
+        except RunFolderError:
+            self.abandon()
+            raise
+
+    def _take(self, resume: bool, overwrite: bool) -> None:
+        """open's work in the folder: its lock, a swap left half done, the run's manifest."""
+        here = f"--out {self.path}"
         staged = self.path / STAGING
         try:
             self._lock = lock(self.path / LOCK)
@@ -117,7 +130,9 @@ class RunDirectory:
         if self.path.exists() and not self.path.is_dir():
             raise RunFolderError(f"{here}: a file, not a folder: choose another --out")
         try:
+            made = [folder for folder in (self.path, *self.path.parents) if not folder.exists()]
             self.path.mkdir(parents=True, exist_ok=True)
+            self._made = made
             if overwrite or resume and (self.path / STAGING).is_dir():
                 self.work = self.path / STAGING
                 self.work.mkdir(exist_ok=True)
@@ -145,11 +160,22 @@ class RunDirectory:
         """A run that failed before it saved anything leaves no manifest behind, so the same
         command can run again as a fresh run (and an overwriting one, the old run as it was).
         Only its own: a run refused the folder (another run holds it, or has files there)
-        leaves that run's manifest where it is."""
+        leaves that run's manifest where it is. A folder this run made and still holds, left
+        with nothing in it but its lock, is removed, and so are the folders made above it that
+        are then empty (before, a refused input left runs/<name>-<date>-<time>/ holding only
+        .lock); a folder that was there before stays, the user's or an old run's."""
         if self._wrote_manifest and self._files(self.work) == [MANIFEST]:
             (self.work / MANIFEST).unlink(missing_ok=True)
             if self.work != self.path:
                 shutil.rmtree(self.work, ignore_errors=True)
+        if self._lock is not None and self._made and os.listdir(self.path) == [LOCK]:
+            # removed while the lock is held, so no other process takes the folder meanwhile;
+            # one that a file was put in since stays (so does the lock file, open, on Windows)
+            with contextlib.suppress(OSError):
+                (self.path / LOCK).unlink()
+                for folder in self._made:
+                    folder.rmdir()
+            self._made = []
 
     def _files(self, folder: Path | None = None) -> list[str]:
         """The run's files in `folder` (default: the run folder): its manifest, checkpoints,
