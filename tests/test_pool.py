@@ -88,6 +88,34 @@ def test_another_listing_is_refused_and_overwrite_starts_over(tmp_path, capsys):
     assert run["run"]["settings"]["batch_size"] == 32
 
 
+def test_a_data_file_changed_since_the_runs_is_refused(tmp_path):
+    """Runs of a data file (--dataset FILE, a split's files) whose contents have changed since
+    are refused as another listing is (before, the finished ones were skipped and the tables
+    rebuilt from the old data's figures); a data set's name is no file, and a listing written
+    before the files were recorded is taken as of them."""
+    data, folder = tmp_path / "ratings.csv", tmp_path / "runs"
+    data.write_text("user,item,rating\n1,2,3\n")
+    runs = [pool.Run("file", "ncae_cuda.train", ("--dataset", str(data))),
+            pool.Run("split", "ncae_cuda.train", (f"--train={data}", "--test", str(data))),
+            pool.Run("named", "ncae_cuda.train", ("--dataset", "synthetic-tiny"))]
+
+    def take(overwrite: bool = False) -> None:
+        pool.Pool(folder, "check", runs).take(overwrite).close()
+    take()
+    listed = json.loads((folder / pool.LISTING).read_text())
+    assert list(listed.pop("data")) == [str(data)]
+    (folder / pool.LISTING).write_text(json.dumps(listed))
+    take()
+    data.write_text("user,item,rating\n1,2,4\n")
+    with pytest.raises(pool.PoolError) as refused:
+        take()
+    assert str(refused.value) == (f"{folder} holds runs of check with other settings ({data}: "
+                                  "changed since they ran): start over with --overwrite, or "
+                                  "choose another --out")
+    take(overwrite=True)
+    take()
+
+
 def test_runs_another_process_holds_are_refused_and_kept(tmp_path, capsys):
     """A second command on runs that a first is running (its lock held), and --overwrite of
     runs one of which is still in use: each refused in a line naming the process, and

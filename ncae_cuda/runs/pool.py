@@ -4,9 +4,11 @@ resumable as a whole.
 A run is one process (`python -m ncae_cuda.train`, or a bench's cell) that takes --out FOLDER,
 marks the run finished in the folder's run.json (rundir.RunDirectory) and, given --resume,
 continues what a killed one began there. A pool lists its runs before it starts any, in a
-folder of its own whose runs.json names each run and its command:
+folder of its own whose runs.json names each run and its command, and the sha256 of each data
+file the runs read (a run's result is of the file's contents as much as of its flags):
 - the same listing again skips the finished runs and resumes the others; a folder that holds
-  another listing (other settings) is refused, never overwritten; `overwrite` starts over;
+  another listing (other settings, or a data file changed since) is refused, never
+  overwritten; `overwrite` starts over;
 - `jobs` runs at once, each a subprocess in a slot of its own: slot i sees the i-th of `gpus`
   (round robin) as CUDA_VISIBLE_DEVICES and, unless the environment sets NUMBA_NUM_THREADS, an
   equal share of this machine's cores as Numba's threads, so that the runs do not oversubscribe;
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import difflib
+import hashlib
 import json
 import os
 import shutil
@@ -32,6 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data import datasets
 from ..data.atomic_file import atomic_write
 from ..errors import NcaeError
 from ..machine import cores
@@ -41,6 +45,7 @@ LISTING = "runs.json"            # the pool's manifest: its runs and their comma
 LOG = "log.txt"                  # a run's output, in its folder
 POLL = 0.2                       # seconds between looks at the running processes
 PR_SET_PDEATHSIG = 1             # prctl(2): the signal a process gets when its parent dies
+DATA_FLAGS = ("--dataset", "--train", "--valid", "--test")     # a run's data, where a file
 
 
 class PoolError(NcaeError):
@@ -176,8 +181,10 @@ class Pool:
         return self.folder / run.name
 
     def listing(self) -> dict:
+        """What the runs are: their commands, and the sha256 of each data file they read."""
         return {"what": self.what,
-                "runs": {run.name: " ".join([run.module, *run.flags]) for run in self.runs}}
+                "runs": {run.name: " ".join([run.module, *run.flags]) for run in self.runs},
+                "data": {path: _sha256(path) for path in data_paths(self.runs)}}
 
     def take(self, overwrite: bool = False, lock_name: str = rundir.LOCK):
         """The folder, for this listing: made, locked against a second pool process on the same
@@ -194,16 +201,19 @@ class Pool:
         except OSError as e:
             raise PoolError(f"{self.folder}: cannot write there ({e.strerror or e})",
                             errno=e.errno) from None
-        path = self.folder / LISTING
-        listed = json.loads(path.read_text()) if path.exists() else None
-        if listed is not None and listed != self.listing() and not overwrite:
+        path, listing = self.folder / LISTING, self.listing()
+        # a listing written before the data files were recorded is taken as of these files
+        listed = ({"data": listing["data"], **json.loads(path.read_text())} if path.exists()
+                  else None)
+        if listed is not None and listed != listing and not overwrite:
             held.close()
+            rerun = "rerun it with those, " if listed["runs"] != listing["runs"] else ""
             raise PoolError(f"{self.folder} holds runs of {self.what} with other settings "
-                            f"({_changes(listed['runs'], self.listing()['runs'])}): rerun it with "
-                            "those, start over with --overwrite, or choose another --out")
+                            f"({_changes(listed, listing)}): {rerun}start over with "
+                            "--overwrite, or choose another --out")
         if listed is not None and overwrite:
             self._remove(listed["runs"])
-        text = json.dumps(self.listing(), indent=2).encode()
+        text = json.dumps(listing, indent=2).encode()
         atomic_write(path, lambda f: f.write(text))
         return held
 
@@ -289,10 +299,32 @@ class Pool:
               f"{'; '.join(events)}", flush=True)
 
 
-def _changes(before: dict[str, str], now: dict[str, str]) -> str:
-    """What differs between two listings (run name: command), in a few words: the runs gone
-    and new, and the first changed run's flags."""
-    said = []
+def data_paths(runs: list[Run]) -> list[str]:
+    """The data files the runs read, as their flags name them: each value of DATA_FLAGS (as
+    `--flag value` or `--flag=value`) that is not a data set's name."""
+    named = set()
+    for run in runs:
+        for flag, following in zip(run.flags, (*run.flags[1:], None)):
+            name, equals, value = flag.partition("=")
+            if name in DATA_FLAGS:
+                named.add(value if equals else following)
+    return sorted(path for path in named if path is not None and path not in datasets.names())
+
+
+def _sha256(path: str) -> str | None:
+    """The file's sha256; None where there is no such file (its run then refuses it)."""
+    if not datasets.is_file(path):
+        return None
+    with open(Path(path).expanduser(), "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _changes(listed: dict, listing: dict) -> str:
+    """What differs between two listings, in a few words: the data files changed since, the
+    runs gone and new, and the first changed run's flags."""
+    said = [f"{path}: changed since they ran" for path in sorted(listing["data"])
+            if listed["data"].get(path, listing["data"][path]) != listing["data"][path]]
+    before, now = listed["runs"], listing["runs"]
     for names, what in (([n for n in before if n not in now], "no longer listed"),
                         ([n for n in now if n not in before], "new")):
         if names:
