@@ -747,6 +747,20 @@ def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkey
     assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE", "FOLDER"]
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--device", "gpu"], "error: --device gpu needs a CUDA GPU: none here\n"),
+], ids=["no gpu"])
+def test_tune_refuses_a_device_before_any_trial(tmp_path, capsys, monkeypatch, flags, message):
+    # before: ten trials failed on it, kept in the study, then the command asked whether the
+    # space's range was too wide
+    monkeypatch.setattr(ops, "HAS_CUDA", False)
+    monkeypatch.setattr(ops, "NO_CUDA_REASON", "none here")
+    out = tmp_path / "out"
+    code, err = cli(tune.main, ["--dataset", "synthetic-tiny", "--trials", "2", *flags,
+                                "--out", str(out)], capsys)
+    assert code == 2 and err == message and not out.exists(), err
+
+
 @pytest.mark.parametrize("module, argv", [
     (train, []), (tune, []), (baselines, []), (experiments, ["configurations"]),
     (recommend, ["model.npz"]), (datasets_command, []), (datasets_command, ["describe", "x"]),

@@ -41,14 +41,22 @@ def as_backend(device):
 
 def get_backend(device: str = "auto"):
     """The ops module for 'auto' (gpu when there is one, else cpu), 'cpu', 'gpu' or 'reference'."""
+    device = backend_name(device)
+    if device == "gpu":
+        from .gpu import backend
+        return backend()
+    return importlib.import_module(f"{__name__}.{device}")
+
+
+def backend_name(device: str = "auto") -> str:
+    """The name of the backend get_backend(device) gives, checked as it checks it but not made:
+    a command whose work runs in other processes refuses a GPU that is not there up front,
+    holding none of the GPU's memory itself."""
     if device == "auto":
         device = "gpu" if HAS_CUDA else "cpu"
     if device not in BACKENDS:
         raise SettingError("device", f"must be one of auto, {', '.join(BACKENDS)}; got "
                                      f"{device!r}")
-    if device == "gpu":
-        if not HAS_CUDA:
-            raise BackendUnavailable(f"--device gpu needs a CUDA GPU: {NO_CUDA_REASON}")
-        from .gpu import backend
-        return backend()
-    return importlib.import_module(f"{__name__}.{device}")
+    if device == "gpu" and not HAS_CUDA:
+        raise BackendUnavailable(f"--device gpu needs a CUDA GPU: {NO_CUDA_REASON}")
+    return device

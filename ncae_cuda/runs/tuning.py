@@ -23,7 +23,7 @@ from ..model.config import DEFAULTS, Config, SettingError
 from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
-from ..ops import BackendUnavailable, get_backend
+from ..ops import BackendUnavailable, backend_name, get_backend
 from . import factory, pool, protocol, rundir, space
 from .spec import RunSpec, SpecError, data_argv, given_data, given_settings, resolved
 from .study_storage import POLL, TuneError, _shown, import_optuna
@@ -87,7 +87,11 @@ class Setup:
 
 
 def setup(spec: TuneSpec) -> Setup:
-    """What the study tunes, each part checked; SpecError names the flag that is wrong."""
+    """What the study tunes, each part checked; SpecError names the flag that is wrong, and
+    BackendUnavailable a --device that is not here."""
+    # before any work: every trial would fail on it (before, ten did, and the command asked
+    # whether the space's range was too wide)
+    device = backend_name(spec.device)
     try:
         recipe = factory.read_recipe(spec.recipe) if spec.recipe else {}
     except ValueError as e:
@@ -102,7 +106,7 @@ def setup(spec: TuneSpec) -> Setup:
     probe, config = trainer_spec(spec, recipe if model == NCAE else BASELINE_DATA, {},
                                  spec.out / TRIALS)
     with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
-        data, split = protocol.prepare(probe, config, spec.device)
+        data, split = protocol.prepare(probe, config, device)
     # a trial is scored on validation: without it every trial would fail (before, ten did, and
     # the command asked whether the space's range was too wide)
     protocol.refuse_without_validation(probe.data, data, split, "score the trials on")
