@@ -749,10 +749,15 @@ def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkey
 
 @pytest.mark.parametrize("flags, message", [
     (["--device", "gpu"], "error: --device gpu needs a CUDA GPU: none here\n"),
-], ids=["no gpu"])
+    (["--device", "cpu", "--gpus", "0,1"], "python -m ncae_cuda.tune: error: --gpus 0,1: the "
+     "trials run on the CPU (--device cpu): leave out --gpus, or use --device gpu (see "
+     "--help)\n"),
+    (["--gpus", "0"], "python -m ncae_cuda.tune: error: --gpus 0: the trials run on the CPU "
+     "(--device auto): leave out --gpus, or use --device gpu (see --help)\n"),
+], ids=["no gpu", "gpus on the cpu", "gpus where auto is the cpu"])
 def test_tune_refuses_a_device_before_any_trial(tmp_path, capsys, monkeypatch, flags, message):
-    # before: ten trials failed on it, kept in the study, then the command asked whether the
-    # space's range was too wide
+    # before: without a GPU, ten trials failed on it, kept in the study, then the command
+    # asked whether the space's range was too wide; --gpus on the CPU was taken and unused
     monkeypatch.setattr(ops, "HAS_CUDA", False)
     monkeypatch.setattr(ops, "NO_CUDA_REASON", "none here")
     out = tmp_path / "out"
