@@ -466,6 +466,18 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     assert len(journal(tmp_path / "o").get_trials()) == 2
 
 
+def test_a_default_spelled_out_is_the_same_study(tmp_path):
+    # before: --split random (the default here) was refused as another study (data.split:
+    # None -> random)
+    flags = [*files(tmp_path, 2), "--trials", "2", "--out", str(tmp_path / "o")]
+    assert tune.main(flags) == 0
+    assert tune.main([*flags, "--split", "random"]) == 0
+    study = journal(tmp_path / "o")              # as a study made before spelled it out
+    made = study.user_attrs["ncae_cuda"]
+    study.set_user_attr("ncae_cuda", {**made, "data": {**made["data"], "split": "random"}})
+    assert tune.main(flags) == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # a damaged or lost study, a full disk, a server that never answers
 

@@ -150,8 +150,7 @@ class DataSpec:
         except DataError as e:
             raise SpecError(f"{source}: {e}") from None
         if not spec.train:
-            spec = replace(spec, split=spec.split or ("random" if feedback == "explicit"
-                                                      else "loo"))
+            spec = replace(spec, split=spec.split or default_split(feedback))
             if feedback == "implicit" and spec.split not in IMPLICIT_SPLITS:
                 raise SpecError("implicit feedback is evaluated by leave-one-out or a time "
                                 "split: use --split loo or time")
@@ -366,6 +365,20 @@ def given_data(data: DataSpec) -> dict:
     starts."""
     defaults = DataSpec()
     return {k: str(v) for k, v in identity(data).items() if v != getattr(defaults, k)}
+
+
+def default_split(feedback: str) -> str:
+    """The split where --split is not given: random hold-out for explicit feedback,
+    leave-one-out for implicit."""
+    return "random" if feedback == "explicit" else "loo"
+
+
+def as_used(given: dict, feedback: str) -> dict:
+    """given_data()'s flags less those at the value their absence resolves to (--dataset
+    synthetic; --split random of explicit `feedback`): one data and split, however a command
+    spells them."""
+    implied = {"dataset": datasets.DEFAULT, "split": default_split(feedback)}
+    return {k: v for k, v in given.items() if implied.get(k) != v}
 
 
 def data_argv(given: dict) -> list[str]:

@@ -25,7 +25,15 @@ from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
 from ..ops import BackendUnavailable, backend_name, get_backend
 from . import factory, pool, protocol, rundir, space
-from .spec import RunSpec, SpecError, data_argv, given_data, given_settings, resolved
+from .spec import (
+    RunSpec,
+    SpecError,
+    as_used,
+    data_argv,
+    given_data,
+    given_settings,
+    resolved,
+)
 from .study_storage import POLL, TuneError, _shown, import_optuna
 from .select_test import epochs_text, select_refit_test
 from .tune_spec import NCAE, TuneSpec
@@ -67,7 +75,8 @@ class Setup:
     def identity(self, seed: int) -> dict:
         """What makes two commands one study: their trials are comparable (NCAE's studies
         as they were before other models were tuned; a dimension's kind follows its name)."""
-        return json_ready({"metric": self.metric, "data": self.data, "recipe": self.recipe,
+        return json_ready({"metric": self.metric, "data": as_used(self.data, self.feedback),
+                           "recipe": self.recipe,
                            "space": [{k: v for k, v in asdict(d).items() if k != "integer"}
                                      for d in self.dimensions], "seed": seed,
                            "split_seeds": self.split_seeds,
@@ -210,7 +219,11 @@ def open_study(spec: TuneSpec, found: Setup, storage):
         study.set_user_attr("ncae_cuda", identity)
         study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe, found.model),
                             skip_if_exists=True)      # (two machines may both make the study)
-    elif made != identity:
+        return study
+    # a study made before its data was recorded as used may spell out a default (--split
+    # random): the same data and split
+    made = {**made, "data": as_used(made["data"], found.feedback)}
+    if made != identity:
         changed = "; ".join(differences(made, identity)[:3])
         raise TuneError(f"study {found.study} in {found.storage} tunes other settings "
                         f"({changed}): tune with those, choose another --study, or start over "
