@@ -462,6 +462,15 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     refused(tune.main, [*flags, "--storage", f"sqlite:///{tmp_path / 's.db'}"], capsys,
             f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / study_storage.JOURNAL}")
     refused(tune.main, [*flags, "--storage", "nonsense"], capsys, "not a database URL")
+    # another space, named by what differs (before, both spaces whole, on one line)
+    (tmp_path / "space.toml").write_text(SPACE[SPACE.index("[dropout]"):]
+                                         .replace("high = 0.6", "high = 0.5"))
+    refused(tune.main, flags, capsys, "tunes other settings (space: hidden no longer searched; "
+            "space.dropout.high: 0.6 -> 0.5): tune with those")
+    last = SPACE.index("[weight_decay]")
+    (tmp_path / "space.toml").write_text(SPACE[last:] + SPACE[:last])
+    refused(tune.main, flags, capsys, "tunes other settings (space: the same settings in "
+            "another order): tune with those")
     assert tune.main([*flags, "--seed", "1", "--overwrite"]) == 0           # starts over
     assert len(journal(tmp_path / "o").get_trials()) == 2
 

@@ -224,11 +224,26 @@ def open_study(spec: TuneSpec, found: Setup, storage):
     # random): the same data and split
     made = {**made, "data": as_used(made["data"], found.feedback)}
     if made != identity:
-        changed = "; ".join(differences(made, identity)[:3])
+        changed = "; ".join(_changes(made, identity)[:3])
         raise TuneError(f"study {found.study} in {found.storage} tunes other settings "
                         f"({changed}): tune with those, choose another --study, or start over "
                         "with --overwrite")
     return study
+
+
+def _changes(made: dict, identity: dict) -> list[str]:
+    """What differs between a study's identity and this command's, in a few words: the space by
+    its settings, those that one of them searches alone named, the others' changed bounds
+    given (before, both spaces were written out whole, on one line)."""
+    before, now = ({d["name"]: d for d in study["space"]} for study in (made, identity))
+    kept = [name for name in now if name in before]
+    said = [f"space: {', '.join(names)} {what}"
+            for names, what in (([n for n in before if n not in now], "no longer searched"),
+                                ([n for n in now if n not in before], "searched now")) if names]
+    said += differences({n: before[n] for n in kept}, {n: now[n] for n in kept}, "space.")
+    if not said and list(before) != list(now):
+        said = ["space: the same settings in another order"]
+    return differences({**made, "space": None}, {**identity, "space": None}) + said
 
 
 def _pruner(optuna, name: str):
