@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import difflib
-import hashlib
 import json
 import os
 import shutil
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from ..data import datasets
 from ..data.atomic_file import atomic_write
+from ..data.digest import file_sha256
 from ..errors import NcaeError
 from ..machine import cores
 from . import rundir
@@ -315,8 +315,7 @@ def _sha256(path: str) -> str | None:
     """The file's sha256; None where there is no such file (its run then refuses it)."""
     if not datasets.is_file(path):
         return None
-    with open(Path(path).expanduser(), "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return file_sha256(path)
 
 
 def _changes(listed: dict, listing: dict) -> str:

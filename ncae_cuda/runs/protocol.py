@@ -23,7 +23,6 @@ file of the same names, recipes/); a flag on the command line overrides the reci
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import statistics
@@ -38,6 +37,7 @@ import numpy as np
 from ..data import datasets, splits
 from ..data.atomic_file import atomic_write
 from ..data.cold import refuse_all_cold
+from ..data.digest import file_sha256
 from ..data.interactions import DataError, Interactions
 from ..data.reader import read_table
 from ..model import metrics
@@ -207,9 +207,7 @@ class Parent:
     def load(cls, path: Path) -> Parent:
         """The model file at `path`, read on the CPU (a warm start takes its parameters on the
         host); DataError where it is not a model file."""
-        with open(path, "rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-        return cls(load_model(path, device="cpu"), path, digest)
+        return cls(load_model(path, device="cpu"), path, file_sha256(path))
 
     def record(self) -> dict:
         return {"path": str(self.path), "sha256": self.sha256}

@@ -25,15 +25,8 @@ from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
 from ..ops import BackendUnavailable, backend_name, get_backend
 from . import factory, pool, protocol, rundir, space
-from .spec import (
-    RunSpec,
-    SpecError,
-    as_used,
-    data_argv,
-    given_data,
-    given_settings,
-    resolved,
-)
+from .spec import (RunSpec, SpecError, as_used, data_argv, given_data, given_settings,
+                   resolved)
 from .study_storage import POLL, TuneError, _shown, import_optuna
 from .select_test import epochs_text, select_refit_test
 from .tune_spec import NCAE, TuneSpec

@@ -5,20 +5,19 @@ threads and a GPU's stream are never driven from two threads at once."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.digest import file_sha256
 from ..errors import NcaeError
 from ..model.base import Model
 from ..ops import cpu
 from ..runs.factory import load_model
 
 log = logging.getLogger("ncae_cuda.serve")
-READ_BYTES = 1 << 20              # of the model file at a time, for its checksum
 
 
 @dataclass(frozen=True)
@@ -34,14 +33,6 @@ class Served:
         return {"model": str(self.path), "sha256": self.sha256, "users": len(model.user_ids),
                 "items": len(model.item_ids), "feedback": model.config.feedback,
                 "based": model.config.based, "device": model.ops.name, "index": self.index}
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(READ_BYTES):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load(path: Path, device, index: str = "exact") -> Served:
