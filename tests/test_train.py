@@ -251,7 +251,8 @@ def test_ratings_all_equal_ask_for_the_scale_by_the_flags_name(tmp_path, capsys)
                        [(*row[:2], 3) for row in tiny_rows()])
     refused(train.main, ["--dataset", str(path), *TINY[2:], "--out", str(tmp_path / "run")],
             capsys, "same.csv: every rating is 3: give the rating scale (--rating-scale "
-                    "LOW,HIGH; rating_scale=(low, high) in the API)")
+                    "LOW,HIGH; rating_scale=(low, high) in the API), or, where they are "
+                    "interactions rather than ratings, --feedback implicit")
 
 
 @pytest.mark.parametrize("device", GPUS)

@@ -85,7 +85,8 @@ class FitData:
             if not scale[0] < scale[1]:
                 raise DataError(f"{data.name}: every rating is {scale[0]:g}: give the rating "
                                 "scale (--rating-scale LOW,HIGH; rating_scale=(low, high) in "
-                                "the API)")
+                                "the API), or, where they are interactions rather than "
+                                "ratings, --feedback implicit")
             rating_scale = tuple(float(r) for r in scale)
             check_scale(data, rating_scale, data.name)
         return cls(config, ops, _storable(data.user_ids), _storable(data.item_ids),
