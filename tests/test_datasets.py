@@ -156,7 +156,8 @@ def test_names_and_default_feedback():
 
 
 def test_unknown_name():
-    with pytest.raises(DataError, match=r"unknown data set 'ml-7m': neither a name \(ml-100k"):
+    with pytest.raises(DataError, match=r"unknown data set 'ml-7m': neither a data set's name "
+                                        r"nor a file \(names: ml-100k"):
         load("ml-7m")
 
 
@@ -467,6 +468,10 @@ def test_cli_errors_exit_2_without_traceback(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: unknown data set 'ml-9m'") and "Traceback" not in err
     assert "ratings.dat is in neither" in err
+    assert main(["describe", str(tmp_path)]) == 2       # as train says it (before: "unknown")
+    assert capsys.readouterr().err == (f"error: unknown data set {str(tmp_path)!r}: a folder, not "
+                                       f"a data file: name a file in it, or a data set's name "
+                                       f"with --data-dir {tmp_path}\n")
 
 
 # ---- the real MovieLens 100K (skipped where the shared folder lacks it) -------------------------

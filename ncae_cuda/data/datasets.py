@@ -315,9 +315,16 @@ def cache_dir_path(cache_dir: str | os.PathLike | None = None) -> Path:
 
 def _entry(name: str) -> Published | Generated:
     if name not in DATASETS:
-        raise DataError(f"unknown data set {name!r}: neither a name ({', '.join(DATASETS)}) nor "
-                        "a data file")
+        raise DataError(f"unknown data set {name!r}: {not_a_data_set(name)}")
     return DATASETS[name]
+
+
+def not_a_data_set(name: str) -> str:
+    """Why `name`, neither a data set's name nor a data file, is not read, and what to give."""
+    if Path(name).expanduser().is_dir():
+        return (f"a folder, not a data file: name a file in it, or a data set's name with "
+                f"--data-dir {name}")
+    return f"neither a data set's name nor a file (names: {', '.join(DATASETS)})"
 
 
 # ---- files: extracted copy, cache, download --------------------------------------------------

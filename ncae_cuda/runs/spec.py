@@ -137,12 +137,8 @@ class DataSpec:
         else:
             spec = replace(spec, dataset=self.dataset or datasets.DEFAULT)
             if spec.dataset not in datasets.names() and not datasets.is_file(spec.dataset):
-                if Path(spec.dataset).is_dir():
-                    raise SpecError(f"--dataset {spec.dataset}: a folder, not a data file: "
-                                    "name a file in it, or a data set's name with --data-dir "
-                                    f"{spec.dataset}")
-                raise SpecError(f"--dataset {spec.dataset}: neither a data set's name nor a "
-                                f"file (names: {', '.join(datasets.names())})")
+                raise SpecError(f"--dataset {spec.dataset}: "
+                                f"{datasets.not_a_data_set(spec.dataset)}")
         source = "--train" if spec.train else "--dataset"
         try:
             feedback = feedback or datasets.default_feedback(
