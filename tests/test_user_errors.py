@@ -410,9 +410,18 @@ def test_concurrent_saves_to_one_path_each_write_a_whole_file(tmp_path, saved):
     (["configurations", "--ks", "abc"], "--ks: expected comma-separated numbers, got 'abc'"),
     (["augmentation", "--variant-flags", "NCAE*=--lr 1"],
      "--variant-flags 'NCAE*=--lr 1': expected NAME=FLAGS with NAME one of NCAE-, NCAE, NCAE+"),
+    # another experiment's flag: before, accepted and ignored
+    (["pretraining", "--ks", "10"], "--ks: is for configurations, not pretraining: leave it out"),
+    (["configurations", "--recipes", "recipes/ml-100k-explicit.toml"],
+     "--recipes: is for recipes, not configurations"),
+    (["clusters", "--baselines", "ease"], "--baselines: is for factors, topm, not clusters"),
+    (["clusters", "--gpus", "0", "--", "--device", "cpu"],
+     "--gpus 0: the runs run on the CPU (--device cpu): leave out --gpus, or use --device gpu"),
 ])
 def test_experiments_flags(tmp_path, capsys, argv, message):
-    refused(experiments.main, [*argv, "--quick", "--out", str(tmp_path)], capsys, message)
+    cut = argv.index("--") if "--" in argv else len(argv)           # the runs' flags last
+    refused(experiments.main, [*argv[:cut], "--quick", "--out", str(tmp_path), *argv[cut:]],
+            capsys, message)
 
 
 def test_a_network_too_large_for_memory_names_the_sizes(capsys, tmp_path):

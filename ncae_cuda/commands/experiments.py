@@ -43,6 +43,11 @@ from ..runs.paper_tables import EXPERIMENTS, ExperimentRuns, numbers
 from .flags import trainer_run
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
+OWN_FLAGS = {    # a flag one experiment reads (or two), as argparse names it: the others refuse it
+    "ks": ("configurations",), "k": ("pretraining",), "factor_ks": ("factors",),
+    "eps": ("augmentation",), "ps": ("augmentation",), "curve_eps": ("augmentation",),
+    "ms": ("topm",), "ratios": ("robustness",), "recipes": ("recipes",),
+    "baselines": ("factors", "topm")}
 BESIDE = ("ease", "ials", "bpr")        # --baselines' default, of those installed
 
 
@@ -91,6 +96,11 @@ def _baseline_list(text: str) -> tuple[str, ...]:
     return () if text == "none" else beside_ncae(text)
 
 
+def read_by(dest: str) -> str:
+    """The experiments that read a flag of OWN_FLAGS, as its help begins."""
+    return ", ".join(OWN_FLAGS[dest])
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = cli.Parser(
         prog="python -m ncae_cuda.experiments", description=__doc__.split("\n\n")[0],
@@ -114,28 +124,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help='trainer flags for one implicit variant\'s runs, e.g. '
                         '"NCAE-=--weight-decay 1e-2" (repeatable)')
     p.add_argument("--baselines", type=cli.argument_type(_baseline_list), metavar="M1,M2,...|none",
-                   help="factors, topm: these of ease, ials, bpr beside NCAE (python -m "
+                   help=f"{read_by('baselines')}: these of ease, ials, bpr beside NCAE (python -m "
                         "ncae_cuda.baselines; iALS's and BPR's factors are the row's K in "
                         f"factors) (default: those of {','.join(BESIDE)} installed)")
     p.add_argument("--ks", default="100,300,500",
-                   help="configurations: hidden widths K (default: %(default)s)")
+                   help=f"{read_by('ks')}: hidden widths K (default: %(default)s)")
     p.add_argument("--k", type=int, default=500,
-                   help="pretraining: the hidden width (default: %(default)s)")
+                   help=f"{read_by('k')}: the hidden width (default: %(default)s)")
     p.add_argument("--factor-ks", default="8,16,32,64,128",
-                   help="factors: hidden widths K (default: %(default)s)")
+                   help=f"{read_by('factor_ks')}: hidden widths K (default: %(default)s)")
     p.add_argument("--eps", default="0,0.001,0.01,0.05",
-                   help="augmentation: eps values (default: %(default)s)")
+                   help=f"{read_by('eps')}: eps values (default: %(default)s)")
     p.add_argument("--ps", default="0.2,0.5,0.8",
-                   help="augmentation: p values (default: %(default)s)")
+                   help=f"{read_by('ps')}: p values (default: %(default)s)")
     p.add_argument("--curve-eps", type=float, default=0.05,
-                   help="augmentation: eps of the per-epoch curve with augmentation "
+                   help=f"{read_by('curve_eps')}: eps of the per-epoch curve with augmentation "
                         "(default: %(default)s)")
     p.add_argument("--ms", default="50,100,150,200,250",
-                   help="topm: the cutoffs M (default: %(default)s)")
+                   help=f"{read_by('ms')}: the cutoffs M (default: %(default)s)")
     p.add_argument("--ratios", default="0.4,0.6,0.8",
-                   help="robustness: training ratios D (default: %(default)s)")
+                   help=f"{read_by('ratios')}: training ratios D (default: %(default)s)")
     p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE",
-                   help="recipes: the recipe files to run (recipes/*.toml)")
+                   help=f"{read_by('recipes')}: the recipe files to run (recipes/*.toml)")
     cli.add_pool_flags(p)
     return p
 
@@ -153,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             parser.error(f"--{name.replace('_', '-')}: expected comma-separated numbers, got "
                          f"{getattr(args, name)!r}")
+    for dest, readers in OWN_FLAGS.items():     # given to another: not accepted and ignored
+        if args.name not in readers and getattr(args, dest) != parser.get_default(dest):
+            parser.error(f"--{dest.replace('_', '-')}: is for {read_by(dest)}, not "
+                         f"{args.name}: leave it out")
     if args.name == "recipes" and not args.recipes:
         parser.error("recipes: name the recipe files, e.g. --recipes recipes/ml-100k-*.toml")
     feedback = set()
@@ -175,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: a file, not a folder")
     cli.check_pool_flags(parser, args)
+    # the runs' device is theirs, after --: before, --gpus with --device cpu there went unused
+    device = trainer_run(["--dataset", args.dataset, *extra])[0].device
+    unused = cli.refused(parser, pool.unused_gpus, args.gpus, device, "the runs")
+    if unused:
+        parser.error(unused)
     left_out = ""
     if args.baselines is None:
         args.baselines, left_out = installed(BESIDE)

@@ -39,6 +39,7 @@ from ..data.atomic_file import atomic_write
 from ..data.digest import file_sha256
 from ..errors import NcaeError
 from ..machine import cores
+from ..ops import backend_name
 from . import rundir
 
 LISTING = "runs.json"            # the pool's manifest: its runs and their commands
@@ -83,6 +84,16 @@ def slot_env(slot: int, jobs: int, gpus: list[str]) -> dict[str, str]:
     if "NUMBA_NUM_THREADS" not in os.environ:
         env["NUMBA_NUM_THREADS"] = str(max(1, cores() // jobs))
     return env
+
+
+def unused_gpus(gpus: list[str], device: str, what: str) -> str | None:
+    """Why `gpus` (--gpus) would be shared out unused where `what` (the runs, the trials) run on
+    `device`'s backend, not the GPU; None where they are used. Raises get_backend's errors for
+    a device that is none, or a GPU that is not here."""
+    if gpus and backend_name(device) != "gpu":
+        return (f"--gpus {','.join(gpus)}: {what} run on the CPU (--device {device}): leave "
+                "out --gpus, or use --device gpu")
+    return None
 
 
 def _dies_with(parent: int):

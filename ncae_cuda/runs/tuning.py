@@ -94,9 +94,9 @@ def setup(spec: TuneSpec) -> Setup:
     # before any work: every trial would fail on it (before, ten did, and the command asked
     # whether the space's range was too wide)
     device = backend_name(spec.device)
-    if spec.gpus and device != "gpu":          # before, they were shared out and unused
-        raise SpecError(f"--gpus {','.join(spec.gpus)}: the trials run on the CPU (--device "
-                        f"{spec.device}): leave out --gpus, or use --device gpu")
+    unused = pool.unused_gpus(spec.gpus, spec.device, "the trials")
+    if unused:                                 # before, they were shared out and unused
+        raise SpecError(unused)
     try:
         recipe = factory.read_recipe(spec.recipe) if spec.recipe else {}
     except ValueError as e:
