@@ -230,7 +230,7 @@ def test_a_held_out_rating_outside_the_training_files_scale_is_refused(tmp_path,
     # 1-5 trained a model of a 1-10 scale.
     held = [row[:3] for row in mixed_rows()[500:]]
     held[6] = (*held[6][:2], 10)                                        # line 8
-    parts = {"test": held} if part == "test" else {"test": held[:50], "valid": held}
+    parts = {"test": held} if part == "test" else {"test": held[50:], "valid": held[:50]}
     flags = given_split_flags(tmp_path, **parts)
     refused(train.main, [*flags, "--out", str(tmp_path / "a")], capsys,
             f"error: {tmp_path / part}.csv:8: rating '10' is outside the rating scale [1, 5]\n")

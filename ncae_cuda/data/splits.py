@@ -155,9 +155,15 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
     split : Split
         The parts on that map. The rating scale is the training part's: held-out ratings
         never widen it (read the held-out files on it, as the command line does, to refuse a
-        rating outside it). A note counts the test and validation entries whose (user, item)
-        pair is in the training part too. Held-out entries of users or items new there are
-        held apart in cold_valid and cold_test, as by_time's.
+        rating outside it). Held-out entries of users or items new there are held apart in
+        cold_valid and cold_test, as by_time's.
+
+    Raises
+    ------
+    DataError
+        A validation or test (user, item) pair that the training part (or, for test, the
+        validation part, which the refit trains on) holds too, naming the file: a pair held
+        out is one the model has not seen, and scoring it would fail after the training.
     """
     parts = {"train": train, "valid": valid, "test": test}
     parts = {name: part for name, part in parts.items() if part is not None}
@@ -175,12 +181,14 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
                    n_duplicates_merged=sum(part.n_duplicates_merged for part in parts.values()))
     notes = ["given split: " + ", ".join(f"{part.name} ({part.nnz} {name})"
                                          for name, part in parts.items())]
-    trained = _pair_keys(on_one_map["train"])
-    for name in ("valid", "test"):
-        also = int(np.isin(_pair_keys(on_one_map[name]), trained).sum()) if name in parts else 0
-        if also:
-            notes.append(f"{also} {name} entries are (user, item) pairs of the training part "
-                         "too")
+    for name, earlier in (("valid", "train"), ("test", "train"), ("test", "valid")):
+        if name not in parts or earlier not in parts:
+            continue
+        also = np.isin(_pair_keys(on_one_map[name]), _pair_keys(on_one_map[earlier]))
+        if also.any():
+            raise DataError(f"{parts[name].name}: {int(also.sum())} of its (user, item) pairs "
+                            f"are in {parts[earlier].name} too: a held-out pair must be one the "
+                            "model is not trained on; remove them from one file")
     train = on_one_map["train"]
     split = Split(train, on_one_map.get("valid", _empty(train)), on_one_map["test"], notes,
                   _empty(train), _empty(train))
