@@ -6,9 +6,10 @@ CUDA graph: --cuda-graphs on).
     python -m bench.epoch_time --devices cpu,gpu,gpu-graphs --out bench/results/run   # full shapes
     python -m bench.epoch_time --devices cpu --quick --out /tmp/t          # a smoke test
 
-Writes epoch_time.json and epoch_time.md under --out: device names, commit, date, and per case
-the seconds of each training epoch and their median after the first (which holds start-up: the
-GPU's kernel compilation and warm-up), beside the epoch's floor on that device
+Writes epoch_time.json and epoch_time.md under --out: device names, commit, date, whether
+--quick's tiny data and width ran in place of the shapes (bench.report leaves such a run out),
+and per case the seconds of each training epoch and their median after the first (which holds
+start-up: the GPU's kernel compilation and warm-up), beside the epoch's floor on that device
 (ncae_cuda/ops/floors.py: the case's work over the memory bandwidth and matrix-product rate
 measured there first) and the multiple of it, and the run's wall time (data, compilation,
 epochs, test and checkpoint: what a time limit has to hold). Both files are written again after
@@ -95,12 +96,21 @@ def chosen_cases(p: argparse.ArgumentParser, cases: str) -> list[str]:
 
 
 def case_flags(case: str, quick: bool = False) -> tuple[str, list[str]]:
-    """A case's title and the trainer's flags for it; --quick's tiny data in place of its
-    own."""
+    """A case's title and the trainer's flags for it; with quick, --quick's tiny data and width
+    in place of its own, and a title that says what ran (the case's shape never did)."""
     title, flags = CASES[case]
     if quick:
-        return f"quick (synthetic-tiny) in place of {title}", [*flags, *QUICK]
+        return f"quick: {case}'s flags with {' '.join(QUICK)}", [*flags, *QUICK]
     return title, flags
+
+
+def quick_note(result: dict) -> list[str]:
+    """A quick run's markdown opens with this line: its figures are tiny data's, not the
+    shapes'."""
+    if not result.get("quick"):
+        return []
+    return [f"--quick: every case ran with {' '.join(QUICK)}, not at its own shape: a smoke "
+            "test's figures, no case's", ""]
 
 
 def device_name(device: str) -> str:
@@ -199,7 +209,7 @@ def seconds_table(result: dict) -> list[str]:
 
 def markdown(result: dict) -> list[str]:
     """epoch_time.md's lines: devices and ceilings, then seconds per epoch and rows/s."""
-    lines = [f"commit {result['commit']}, {result['date']}"]
+    lines = [*quick_note(result), f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
     lines += [f"- {d} ceilings: memory {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
               f"{c['gflop_s']:.0f} GFLOP/s, on TF32 "
@@ -240,7 +250,7 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "devices": {d: device_name(d) for d in devices}, "cases": {}}
+              "quick": args.quick, "devices": {d: device_name(d) for d in devices}, "cases": {}}
     measured = {d: ceilings(d, args.quick) for d in devices}
     result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9,
                               "tf32_gflop_s": c.recorded_tf32(1e9)} for d, c in measured.items()}

@@ -22,7 +22,14 @@ import sys
 from pathlib import Path
 
 from bench.cli import out_folder, write_results
-from bench.epoch_time import add_case_flags, case_flags, chosen_cases, commit, epoch_work_of
+from bench.epoch_time import (
+    add_case_flags,
+    case_flags,
+    chosen_cases,
+    commit,
+    epoch_work_of,
+    quick_note,
+)
 from ncae_cuda.ops.floors import Ceilings, tf32_rate
 
 
@@ -47,11 +54,13 @@ def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
 
 
 def table(result: dict) -> list[str]:
-    """floors.json's result as a line saying where the ceilings came from, then a table."""
+    """floors.json's result as a line saying where the ceilings came from (after a quick run's
+    note), then a table."""
     c = result["ceilings"]
     tf32 = (f"{c['tf32_gflop_s']:,.0f} on TF32" if c.get("tf32_gflop_s")
             else "none measured on TF32, so a TF32 case's FLOPs bound nothing")
-    return [f"Epochs counted at commit {result['commit']} ({result['date']}), not timed, over "
+    return [*quick_note(result),
+            f"Epochs counted at commit {result['commit']} ({result['date']}), not timed, over "
             f"the ceilings measured on {c['device']} (commit {c['commit']}, {c['date']}: "
             f"{c['bandwidth_gb_s']:,.0f} GB/s, {c['gflop_s']:,.0f} GFLOP/s float32, {tf32}; "
             f"{c['source']}).", "",

@@ -40,9 +40,11 @@ VAE_CF = ("NVIDIA's figures for VAE-CF, the same shape's autoencoder in their "
 
 
 def _load(name: str) -> list[tuple[Path, dict]]:
-    """Every results file called `name`, at any depth: a gpu_check.sh phase unpacked keeps each
-    step's files in a folder of its own."""
-    return [(path, json.loads(path.read_text())) for path in sorted(RESULTS.glob(f"**/{name}"))]
+    """Every results file called `name`, at any depth (a gpu_check.sh phase unpacked keeps each
+    step's files in a folder of its own), but a --quick run's: its tiny data's figures would
+    read as its cases' shapes'."""
+    loaded = [(path, json.loads(path.read_text())) for path in sorted(RESULTS.glob(f"**/{name}"))]
+    return [(path, result) for path, result in loaded if not result.get("quick")]
 
 
 def _link(path: Path) -> str:

@@ -123,6 +123,12 @@ def test_epoch_time_quick(tmp_path, temporary, device):
     assert result["cases"]["ml10m"][device]["dense_output_tflop_s"] == 0     # explicit
     assert result["ceilings"][device]["bandwidth_gb_s"] > 0
     assert list(temporary.iterdir()) == []
+    # every case ran at --quick's hidden 16, which its title says (before: its own shape's)
+    assert result["quick"] is True
+    assert result["cases"]["ml10m"]["title"] == ("quick: ml10m's flags with --dataset "
+                                                 "synthetic-tiny --hidden 16")
+    assert (out / "epoch_time.md").read_text().startswith("--quick: every case ran with "
+                                                          "--dataset synthetic-tiny --hidden 16")
 
 
 def test_a_tf32_product_that_fails_leaves_the_other_ceilings_and_cases(tmp_path, monkeypatch,
@@ -301,7 +307,10 @@ def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
         assert 0 <= row["adam_gb"] * 1e9 - row["steps"] * 32 * params <= row["steps"] * 32 * 12
         assert row["adam_gb"] < row["gb"]
     assert small["steps"] > whole["steps"] == 1 and small["adam_gb"] > whole["adam_gb"]
-    assert "| quick (synthetic-tiny) in place of synthetic-ml20m" in (out / "floors.md").read_text()
+    text = (out / "floors.md").read_text()
+    assert result["quick"] is True and text.startswith("--quick: every case ran with")
+    assert "| quick: ml20m's flags with --dataset synthetic-tiny --hidden 16 |" in text
+    assert "hidden 600" not in text                    # before, the title of a shape not run
     timed = tmp_path / "epoch_time.json"
     timed.write_text(json.dumps({
         "commit": "def", "date": "2026-01-02", "devices": {"cpu": "CPU", "gpu": "Test GPU"},

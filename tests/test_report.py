@@ -55,3 +55,23 @@ def test_check_fails_where_the_readme_speed_lines_are_stale(tmp_path, monkeypatc
     assert "speed lines are not what bench/results give" in capsys.readouterr().err
     assert report.main([]) == 0
     assert readme.read_text() == report.README.read_text()
+
+
+def test_a_quick_run_is_no_figure_of_the_page(tmp_path, monkeypatch):
+    """A --quick run's files (tiny data under its cases' names) left in bench/results are not
+    drawn into the page or the speed lines as the shapes' figures; before, they were."""
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    timed = {"quick": True, "commit": "abc1234", "date": "2026-03-01",
+             "devices": {"gpu": "H100"},
+             "ceilings": {"gpu": {"bandwidth_gb_s": 1000.0, "gflop_s": 10000.0}},
+             "cases": {"ml20m": {"title": "quick: ml20m's flags", "rows": 10,
+                                 "gpu": {"median_after_first": 0.01, "x_floor": 2.0,
+                                         "rows_per_s": 1000.0, "dense_output_tflop_s": 1.0}}}}
+    write(tmp_path / "quick", "epoch_time.json", timed)
+    write(tmp_path / "quick", "floors.json", {"quick": True, "floors": []})
+    assert report.section() == "\n".join([report.BEGIN, "", "No benchmark results are "
+                                                             "committed yet.", "", report.END])
+    assert "users/s" not in " ".join(report.speed_lines())
+    write(tmp_path / "full", "epoch_time.json", {**timed, "quick": False})
+    assert "| quick: ml20m's flags | 0.01 (2.0x) |" in report.section()
