@@ -335,6 +335,9 @@ BENCH_ERRORS = [
     (epoch_time, ["--cases", "ml10m,x", "--quick", "--out", "OUT"], "--cases: no case x; "),
     (epoch_time, ["--devices", "tpu", "--quick", "--out", "OUT"], "--devices: no device tpu; "
      "of: cpu, gpu, gpu-graphs"),
+    # before, one epoch's median after the first was that first epoch, start-up and all
+    (epoch_time, ["--devices", "cpu", "--epochs", "1", "--quick", "--out", "OUT"],
+     "--epochs must be >= 2, the first being start-up; got 1"),
     (epoch_time, ["--devices", "cpu", "--quick", "--out", "/proc/x"], "--out /proc/x: cannot "
      "write there"),
     (launches, ["--quick", "--out", "FILE"], "--out FILE: cannot write there (File exists)"),
