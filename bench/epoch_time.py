@@ -175,14 +175,32 @@ def epoch_work_of(flags: list[str]) -> EpochCount:
                       batch, steps, dense, adam, config.matmul == TF32)
 
 
+SHORT_ID = 7                # hex digits of a commit id as results give it (git's --short)
+CHECKOUT = Path(__file__).parent                # where git is asked: the code measured
+
+
 def commit() -> str:
+    """The commit measured, as short_id gives it: from $COMMIT where it is set (a GPU machine's
+    copy of the tree has no .git), else from git, marked "+dirty" where tracked files differ
+    from it; "unknown" where neither tells."""
     if os.environ.get("COMMIT"):
-        return os.environ["COMMIT"]
+        return short_id(os.environ["COMMIT"])
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                              cwd=CHECKOUT).stdout.strip()
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        return short_id(git("rev-parse", "HEAD") + ("+dirty" if dirty else ""))
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def short_id(commit: str) -> str:
+    """A commit id cut to SHORT_ID hex digits, a "+dirty" after it kept: one form for ids given
+    whole ($COMMIT, the results of GPU runs) and ids git shortened."""
+    head, plus, mark = commit.partition("+")
+    return head[:SHORT_ID] + plus + mark
 
 
 def case_table(result: dict, unit: str, fmt) -> list[str]:

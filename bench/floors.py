@@ -29,6 +29,7 @@ from bench.epoch_time import (
     commit,
     epoch_work_of,
     quick_note,
+    short_id,
 )
 from ncae_cuda.ops.floors import Ceilings, tf32_rate
 
@@ -60,8 +61,9 @@ def table(result: dict) -> list[str]:
     tf32 = (f"{c['tf32_gflop_s']:,.0f} on TF32" if c.get("tf32_gflop_s")
             else "none measured on TF32, so a TF32 case's FLOPs bound nothing")
     return [*quick_note(result),
-            f"Epochs counted at commit {result['commit']} ({result['date']}), not timed, over "
-            f"the ceilings measured on {c['device']} (commit {c['commit']}, {c['date']}: "
+            f"Epochs counted at commit {short_id(result['commit'])} ({result['date']}), not "
+            f"timed, over the ceilings measured on {c['device']} (commit "
+            f"{short_id(c['commit'])}, {c['date']}: "
             f"{c['bandwidth_gb_s']:,.0f} GB/s, {c['gflop_s']:,.0f} GFLOP/s float32, {tf32}; "
             f"{c['source']}).", "",
             "| case | rows a step | steps | GB (Adam's) | TFLOP | floor s | set by | rows/s at "

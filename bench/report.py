@@ -52,7 +52,12 @@ def _link(path: Path) -> str:
 
 
 def _origin(result: dict) -> str:
-    return f"{result['device']}, commit {result['commit']}, {result['date']}"
+    return f"{result['device']}, commit {_commit(result)}, {result['date']}"
+
+
+def _commit(result: dict) -> str:
+    """The file's commit in one form: a GPU run's files hold the id whole ($COMMIT)."""
+    return epoch_time.short_id(result["commit"])
 
 
 def scalability_tables() -> list[str]:
@@ -103,7 +108,8 @@ def kernel_tables() -> list[str]:
         info = r["machine_info"]
         parts += [f"Kernel microbenchmarks, one training batch of each shape: "
                   f"{info.get('cpu', {}).get('brand_raw', info.get('processor', '?'))}, "
-                  f"commit {r['commit_info'].get('id', '?')[:7]}, {r['datetime'][:10]} "
+                  f"commit {epoch_time.short_id(r['commit_info'].get('id', '?'))}, "
+                  f"{r['datetime'][:10]} "
                   f"({_link(path)}).", "",
                   "| op | shape | backend | median ms | GB/s | GFLOP/s |",
                   "|---|---|---|---:|---:|---:|"]
@@ -122,8 +128,8 @@ def kernel_peer_tables() -> list[str]:
     parts = []
     for path, r in _load("kernel_peers.json"):
         parts += [f"Kernels beside what a user would otherwise call (bench.kernel_peers), the "
-                  f"first training step of each shape: {r['device']}, commit {r['commit']}, "
-                  f"{r['date']} ({_link(path)}).", "", *kernel_peers.table(r), ""]
+                  f"first training step of each shape: {_origin(r)} ({_link(path)}).", "",
+                  *kernel_peers.table(r), ""]
     return parts
 
 
@@ -142,7 +148,7 @@ def epoch_time_tables() -> list[str]:
                               f", float32 product {r['ceilings'][d]['gflop_s']:.0f} GFLOP/s"
                               + _on_tf32(r["ceilings"][d]) + " measured)"
                               for d, name in r["devices"].items())
-                  + f", commit {r['commit']}, {r['date']} ({_link(path)}).", "",
+                  + f", commit {_commit(r)}, {r['date']} ({_link(path)}).", "",
                   *epoch_time.seconds_table(r), ""]
     return parts
 
@@ -161,7 +167,7 @@ def serve_load_tables() -> list[str]:
     for path, r in _load("serve_load.json"):
         parts += [f"python -m ncae_cuda.serve under load (python -m bench.serve_load): "
                   f"{r['machine']}, {r['device']}, top-{r['n']} a request, commit "
-                  f"{r['commit']}, {r['date']} ({_link(path)}).", "",
+                  f"{_commit(r)}, {r['date']} ({_link(path)}).", "",
                   "| shape | clients | /recommend req/s | p50 ms | p99 ms | mean batch "
                   "| /healthz req/s | offline users/s |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -5,6 +5,7 @@ import errno
 import itertools
 import json
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -279,6 +280,30 @@ def test_epoch_time_goes_on_past_a_run_that_fails(tmp_path, monkeypatch, capsys)
         "cases": {"ml20m": {**cases["ml20m"], "gpu": cases["lastfm"]["cpu"]}}})]
         if name == "epoch_time.json" else [])
     assert "users/s" not in " ".join(report.speed_lines())    # a failed run is no figure
+
+
+def test_commit_is_one_short_form_marked_where_the_tree_differs(tmp_path, monkeypatch):
+    """commit(): $COMMIT (a GPU machine's, given whole) cut to git's short length, and git's
+    own id marked "+dirty" where a tracked file differs from it (an untracked one does not).
+    Before, $COMMIT came whole, 40 digits beside the CPU runs' 7, and no tree was marked."""
+    monkeypatch.setenv("COMMIT", "c74178d3469506ad1b89a325e9607ec977af94c5")
+    assert epoch_time.commit() == "c74178d"
+    monkeypatch.delenv("COMMIT")
+    monkeypatch.setattr(epoch_time, "CHECKOUT", tmp_path)
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=tmp_path, check=True, capture_output=True,
+                              text=True).stdout.strip()
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("1")
+    git("add", "a.py")
+    git("commit", "-qm", "a")
+    head = git("rev-parse", "HEAD")[:7]
+    (tmp_path / "new.py").write_text("untracked")
+    assert epoch_time.commit() == head
+    (tmp_path / "a.py").write_text("2")
+    assert epoch_time.commit() == f"{head}+dirty"
 
 
 def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):

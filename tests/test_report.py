@@ -75,3 +75,15 @@ def test_a_quick_run_is_no_figure_of_the_page(tmp_path, monkeypatch):
     assert "users/s" not in " ".join(report.speed_lines())
     write(tmp_path / "full", "epoch_time.json", {**timed, "quick": False})
     assert "| quick: ml20m's flags | 0.01 (2.0x) |" in report.section()
+
+
+def test_commits_show_in_one_short_form(tmp_path, monkeypatch):
+    """A GPU run's file holds its commit whole ($COMMIT), a CPU run's as git shortens it: the
+    page shows both short (before, 40 digits beside 7)."""
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    write(tmp_path / "gpu", "kernel_peers.json", {
+        "device": "H200", "commit": "c74178d3469506ad1b89a325e9607ec977af94c5",
+        "date": "2026-11-28", "bandwidth_gb_s": 4000.0, "shapes": {}})
+    text = report.section()
+    assert "H200, commit c74178d, 2026-11-28" in text and "c74178d3" not in text
