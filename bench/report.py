@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -34,6 +35,9 @@ PEERS = ("ncae_cuda", "torch")     # bench.peer_torch's models (not imported her
 # NVIDIA's VAE-CF's (ML-20M, user-based implicit, hidden 600) in training users a second
 HEADLINE = {"dataset": "synthetic-ml10m", "feedback": "explicit", "based": "item",
             "hidden": [500, 500]}
+# a NaN figure as kernel_peers.table formats it ("nan", "nan%", "nanx"): a dash on the page, as
+# a figure missing reads in the other tables
+NAN_CELL = re.compile(r"(?<=\| )nan[%x]?(?= \|)")
 VAE_CF = ("NVIDIA's figures for VAE-CF, the same shape's autoencoder in their "
           "DeepLearningExamples: 116k users/s on a V100 in FP32, 219k in mixed precision, at "
           "24,576 users a step")
@@ -66,7 +70,9 @@ def scalability_tables() -> list[str]:
         ks = sorted({row["K"] for row in r["table7"]})
         ratios = sorted({row["D"] for row in r["table7"]})
         cell = {(row["K"], row["D"]): row for row in r["table7"]}
-        parts += [f"Seconds per epoch, ML-10M shape ({r['data']}: item-based, explicit, "
+        whole = cell[ks[0], ratios[-1]]              # the largest share of the file's data set
+        parts += [f"Seconds per epoch on {r['data']} ({whole['rows']:,} rows x "
+                  f"{whole['columns']:,} columns at D = {ratios[-1]:.0%}: item-based, explicit, "
                   f"hidden K,K), and in brackets the multiple of the epoch's floor: "
                   f"{_origin(r)} ({_link(path)}).", "",
                   "| K | " + " | ".join(f"D = {d:.0%}" for d in ratios) + " |",
@@ -129,7 +135,7 @@ def kernel_peer_tables() -> list[str]:
     for path, r in _load("kernel_peers.json"):
         parts += [f"Kernels beside what a user would otherwise call (bench.kernel_peers), the "
                   f"first training step of each shape: {_origin(r)} ({_link(path)}).", "",
-                  *kernel_peers.table(r), ""]
+                  *(NAN_CELL.sub("-", line) for line in kernel_peers.table(r)), ""]
     return parts
 
 
@@ -162,6 +168,12 @@ def floor_tables() -> list[str]:
     return parts
 
 
+def _or_dash(figure: float | None, spec: str) -> str:
+    """A figure formatted, or a dash where the file holds none (serve_load's mean batch of a
+    level that no batch reached)."""
+    return "-" if figure is None else format(figure, spec)
+
+
 def serve_load_tables() -> list[str]:
     parts = []
     for path, r in _load("serve_load.json"):
@@ -176,7 +188,7 @@ def serve_load_tables() -> list[str]:
             index = f", index {shape['index']}" if "index" in shape else ""
             parts += [f"| {shape['shape']}{index} | {lv['clients']} | "
                       f"{lv['requests_per_s']:.0f} | {lv['p50_ms']:.2f} | {lv['p99_ms']:.2f} | "
-                      f"{lv['mean_batch']:.1f} | "
+                      f"{_or_dash(lv['mean_batch'], '.1f')} | "
                       f"{floor[lv['clients']]['requests_per_s']:.0f} | "
                       f"{shape['offline_users_per_s']:.0f} |"
                       for lv in shape["levels"] if lv["endpoint"] == "recommend"]
@@ -237,7 +249,8 @@ def speed_section() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.report", allow_abbrev=False,
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="compare instead of writing")
     args = p.parse_args(argv)
     parts = [(PAGE, BEGIN, END, section, "performance tables"),
