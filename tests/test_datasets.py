@@ -120,6 +120,13 @@ def test_split_files(tmp_path):
     assert read_movielens_100k(test).nnz == 1
 
 
+def test_a_split_of_a_data_set_without_split_files_is_refused_naming_it():
+    """Before, load_split asked a generated data set for its reader first: AttributeError."""
+    with pytest.raises(DataError, match=r"^synthetic-tiny has no split files \(data sets with "
+                                        r"them: ml-100k\)$"):
+        datasets.load_split("synthetic-tiny", "u1")
+
+
 def test_a_data_sets_own_split_is_read_on_its_declared_scale(tmp_path):
     folder = make_ml100k(tmp_path / "ml-100k")
     (folder / "u1.test").write_text("1\t10\t4\t100\n2\t11\t10\t300\n")

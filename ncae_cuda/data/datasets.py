@@ -277,9 +277,10 @@ def load_split(name: str, split: str, data_dir: str | os.PathLike | None = None,
                cache_dir: str | os.PathLike | None = None,
                download: bool = True) -> tuple[Interactions, Interactions]:
     """(base, test) of a data set's own split, read by the data set's reader. Each has its own
-    id maps: splits.file_split maps them onto the whole data set's."""
-    reader = _entry(name).read
+    id maps: splits.file_split maps them onto the whole data set's. A data set without split
+    files raises DataError naming it (split_files'), before its reader is asked for."""
     base, test = split_files(name, split, data_dir, cache_dir, download)
+    reader = _entry(name).read
     return reader(base), reader(test)
 
 
