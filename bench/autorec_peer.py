@@ -32,10 +32,13 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from bench.cli import out_folder, write_results
+from ncae_cuda import cli
 from ncae_cuda.commands.flags import run_flags
 from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
+from ncae_cuda.errors import NcaeError
 from ncae_cuda.model import metrics
+from ncae_cuda.model.config import read_recipe
 from ncae_cuda.runs import protocol
 from ncae_cuda.runs.spec import DataSpec
 
@@ -176,8 +179,7 @@ def table(peer: list[dict], ncae: list[dict], seeds: list[int]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.autorec_peer", allow_abbrev=False,
-                                description=__doc__.split("\n\n")[0])
+    p = cli.Parser(prog="python -m bench.autorec_peer", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", type=Path, metavar="RECIPE",
                    help="also train NCAE with this recipe on the same split and seeds, in this "
                         "command (e.g. recipes/ml-100k-explicit.toml)")
@@ -190,11 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--valid-ratio", type=float, default=0.1,
                    help="validation share, as ncae_cuda.train (default: %(default)g)")
     p.add_argument("--split-seed", type=int, default=0, help="(default: %(default)s)")
-    p.add_argument("--hidden", type=int, default=500, help="K (default: %(default)s, the paper's)")
+    p.add_argument("--hidden", type=cli.count, default=500, help="K (default: %(default)s, the paper's)")
     p.add_argument("--lambdas", default="100,200,300,400,500",
                    help="L2 strengths, chosen on validation (default: %(default)s; a wider "
                         "screen, 1..300, chose 200-300 on u1)")
-    p.add_argument("--maxiter", type=int, default=300, help="most L-BFGS iterations "
+    p.add_argument("--maxiter", type=cli.count, default=300, help="most L-BFGS iterations "
                                                             "(default: %(default)s)")
     p.add_argument("--every", type=int, default=25,
                    help="score validation every this many iterations: the iteration count is "
@@ -219,14 +221,26 @@ def main(argv: list[str] | None = None) -> int:
         lambdas = [float(v) for v in args.lambdas.split(",")]
     except ValueError:
         parser.error("--seeds and --lambdas take comma-separated numbers")
-    data = datasets.load(args.dataset, data_dir=args.data_dir)
-    if data.ratings is None:
-        parser.error(f"--dataset {args.dataset} has no ratings: I-AutoRec is for explicit "
-                     "feedback")
-    split = protocol.make_split(DataSpec(dataset=args.dataset, data_dir=args.data_dir,
-                                         split=args.split, test_ratio=args.test_ratio,
-                                         valid_ratio=args.valid_ratio,
-                                         split_seed=args.split_seed), data, "item")
+    if args.every < 0:
+        parser.error(f"--every must be >= 0; got {args.every}")
+    if args.config:
+        # NCAE trains after each seed's I-AutoRec: a recipe it cannot read is said before any
+        try:
+            read_recipe(args.config)
+        except ValueError as e:
+            parser.error(f"--config {args.config}: {e}")
+    try:
+        data = datasets.load(args.dataset, data_dir=args.data_dir)
+        if data.ratings is None:
+            parser.error(f"--dataset {args.dataset} has no ratings: I-AutoRec is for explicit "
+                         "feedback")
+        split = protocol.make_split(DataSpec(dataset=args.dataset, data_dir=args.data_dir,
+                                             split=args.split, test_ratio=args.test_ratio,
+                                             valid_ratio=args.valid_ratio,
+                                             split_seed=args.split_seed), data, "item")
+    except NcaeError as e:                      # no such data set, or no such split of it
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     scale = data.rating_scale or (float(data.ratings.min()), float(data.ratings.max()))
     print(f"{data.name}: train {split.train.nnz}, valid {split.valid.nnz}, test "
           f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas {args.lambdas}, "

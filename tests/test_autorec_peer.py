@@ -3,6 +3,7 @@ learns synthetic ratings, and one command scoring it beside NCAE on the same spl
 import json
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from bench import autorec_peer
@@ -60,3 +61,29 @@ def test_one_command_scores_both_models_on_the_same_split(tmp_path):
     table = (out / "autorec_peer.md").read_text()
     mean = np.mean([p["test_rmse"] for p in result["peer"]])
     assert "| NCAE |" in table and "| I-AutoRec |" in table and f"{mean:.4f} |" in table
+
+
+@pytest.mark.parametrize("argv, message", [
+    # before, a DataError's traceback, and load_split's AttributeError
+    (["--dataset", "bogus"], "error: unknown data set 'bogus': "),
+    (["--dataset", "synthetic-tiny"], "error: synthetic-tiny has no split files (data sets "
+                                      "with them: ml-100k)\n"),
+    # before, said only once the first seed's I-AutoRec had trained
+    (["--dataset", "synthetic-tiny", "--split", "random", "--config", "MISSING"],
+     "error: --config MISSING: cannot read it (No such file or directory)"),
+    # before, each ran and reported RMSEs
+    (["--hidden", "0"], "error: argument --hidden: expected an integer >= 1, got '0'"),
+    (["--maxiter", "0"], "error: argument --maxiter: expected an integer >= 1, got '0'"),
+    (["--every", "-1"], "error: --every must be >= 0; got -1"),
+])
+def test_a_mistake_is_refused_in_a_line_before_any_training(tmp_path, monkeypatch, capsys,
+                                                             argv, message):
+    monkeypatch.setattr(autorec_peer, "fit", None)              # no training may start
+    argv = [str(tmp_path / a) if a == "MISSING" else a for a in argv]
+    try:
+        code = autorec_peer.main([*argv, "--out", str(tmp_path / "out")])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and message.replace("MISSING", str(tmp_path / "MISSING")) in err
+    assert len(err.splitlines()) == 1, err
