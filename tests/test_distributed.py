@@ -277,3 +277,9 @@ def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(sharded, tmp_pat
         monkeypatch.delenv(launchers, raising=False)
     assert train.main(["--shard", "columns", *flags, "--out", str(tmp_path / "x")]) == 2
     assert "launch it with torchrun" in capsys.readouterr().err
+    monkeypatch.setenv("WORLD_SIZE", "2")            # torchrun's, without --shard columns
+    with pytest.raises(SystemExit):
+        train.main([*flags, "--out", str(tmp_path / "y")])
+    assert ("this process is one of 2 of a torch.distributed job (torchrun): one model across "
+            "them takes --shard columns") in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()

@@ -36,7 +36,15 @@ from .flags import build_parser, run_spec
 
 
 def main(argv: list[str] | None = None) -> int:
-    spec, config = run_spec(build_parser(__doc__.split("\n\n")[0]), argv)
+    parser = build_parser(__doc__.split("\n\n")[0])
+    spec, config = run_spec(parser, argv)
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if spec.shard == "none" and world > 1:
+        # before: each process trained a model of its own into the one --out, and all but one
+        # were told another run held the folder
+        parser.error(f"this process is one of {world} of a torch.distributed job (torchrun): "
+                     "one model across them takes --shard columns; without it, run one "
+                     "process")
     job = contextlib.nullcontext()
     if spec.shard != "none":
         from ..model import distributed
