@@ -643,6 +643,11 @@ def test_a_data_file_that_cannot_be_read_is_named(tmp_path, capsys, monkeypatch,
     (["--train", "t.csv", "--test", "t.csv", "--split", "random"], "--split random: with"),
     (["--train", "t.csv", "--test", "nowhere.csv"], "--test nowhere.csv: no such file"),
     (["--test-r", "0.2"], "unrecognized arguments: --test-r"),     # no abbreviations
+    # ratios the files' parts leave unread: before, accepted and ignored
+    (["--train", "t.csv", "--test", "t.csv", "--test-ratio", "0.3"],
+     "--test-ratio 0.3: with --train and --test the test part is the --test file"),
+    (["--train", "t.csv", "--test", "t.csv", "--valid", "t.csv", "--valid-ratio", "0"],
+     "--valid-ratio 0: with --valid the validation part is that file"),
 ])
 def test_a_given_split_and_its_flags(tmp_path, capsys, monkeypatch, flags, message):
     monkeypatch.chdir(tmp_path)

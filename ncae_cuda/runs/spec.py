@@ -184,6 +184,13 @@ class DataSpec:
             raise SpecError(f"--valid-item {self.valid_item}: with --train and --test the "
                             "validation part is --valid, or carved from --train by "
                             "--valid-ratio")
+        defaults = type(self)()             # a ratio given that the files' parts leave unread
+        if self.test_ratio != defaults.test_ratio:
+            raise SpecError(f"--test-ratio {self.test_ratio:g}: with --train and --test the "
+                            "test part is the --test file")
+        if self.valid is not None and self.valid_ratio != defaults.valid_ratio:
+            raise SpecError(f"--valid-ratio {self.valid_ratio:g}: with --valid the validation "
+                            "part is that file")
         for name, path in (("--train", self.train), ("--test", self.test),
                            ("--valid", self.valid)):
             if path is not None and not path.is_file():
