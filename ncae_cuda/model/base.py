@@ -273,8 +273,9 @@ class Model(abc.ABC):
         dict
             Explicit: 'rmse' and the number of entries scored ('entries'). Implicit: HR@M,
             Recall@M and NDCG@M at each cutoff ('hr@10', 'recall@10', 'ndcg@10', ...) and the
-            number of users scored ('rows'); with per_user, the table of users grouped by their
-            number of fit interactions. Where `held` has cold entries (user or item with no fit
+            number of held-out entries scored ('rows': a user's each, where a user has several);
+            with per_user, the table of users grouped by their number of fit interactions (its
+            'rows' are users). Where `held` has cold entries (user or item with no fit
             interaction), the figures are the warm entries', and 'cold' holds the cold ones'.
         """
         return self.evaluator(held, exclude, popularity)(per_user)
