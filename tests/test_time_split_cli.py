@@ -388,3 +388,16 @@ def test_the_baselines_without_validation_say_so(tmp_path, capsys, ratio, messag
         refused(train.main, [*flags, "--feedback", "implicit", "--baselines", "ease", "--out",
                              str(tmp_path / "t")], capsys, message)
         assert not (tmp_path / "t" / "model.npz").exists()
+
+
+@pytest.mark.parametrize("feedback, count", [("explicit", "entries"), ("implicit", "rows")])
+def test_without_the_refit_every_test_entry_is_scored(tmp_path, feedback, count):
+    """--no-refit tests the model fit before validation, to which the test entries of users
+    who came during validation are cold. Before, those were left out of both tables (in
+    metrics.json's test['cold'] only, a dict in the printed implicit table)."""
+    split = time_split()
+    code, out = run(tmp_path, *TIME, "--feedback", feedback, "--epochs", "1", "--no-refit")
+    result = metrics(out)
+    assert code == 0 and "cold" not in result["test"]
+    assert (result["test"][count] + result["cold_test"][count]
+            == split.test.nnz + split.cold_test.nnz)

@@ -72,8 +72,14 @@ def tested(model: Model, split: splits.Split, seen) -> dict:
     """The test figures of a fitted model (select_refit_test's keys): the test part scored
     once, excluding `seen` (train + validation); cold entries scored apart, never mixed."""
     result = {"test": model.evaluate(split.test, exclude=seen, per_user=True)}
-    if split.cold_test is not None and split.cold_test.nnz:
-        result["cold_test"] = model.evaluate(split.cold_test, exclude=seen)["cold"]
+    cold = split.cold_test if split.cold_test is not None and split.cold_test.nnz else None
+    if cold is not None and "cold" in result["test"]:
+        # test entries cold to this model though not at the cut (without the refit, those of
+        # users who came during validation): scored with the cut's cold ones, none left out
+        cold = cold.concat(split.test)
+    if cold is not None:
+        result["cold_test"] = model.evaluate(cold, exclude=seen)["cold"]
+        result["test"].pop("cold", None)
     elif "cold" in result["test"]:
         result["cold_test"] = result["test"].pop("cold")
     if "cold_test" in result and not model.config.implicit:
@@ -83,9 +89,8 @@ def tested(model: Model, split: splits.Split, seen) -> dict:
         test = model.evaluate(split.test, exclude=seen, popularity=True)
         result["pop"] = {k: v for k, v in test.items() if k not in ("clusters", "cold")}
         if "cold_test" in result:
-            result["cold_pop"] = model.evaluate(
-                split.test if split.cold_test is None else split.cold_test,
-                exclude=seen, popularity=True)["cold"]
+            result["cold_pop"] = model.evaluate(split.test if cold is None else cold,
+                                                exclude=seen, popularity=True)["cold"]
     return result
 
 
