@@ -244,6 +244,12 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
     "warm start": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, warm_start="model.npz"),
                    "warm_start must be a fitted NCAE; got str"),
     "epochs": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, epochs=0), "epochs must be an integer"),
+    "partial fit's warm start": (
+        lambda: NCAE(**NCAE_SETTINGS).partial_fit(TRAIN, warm_start=NCAE(**NCAE_SETTINGS)),
+        "warm_start is this model itself in partial_fit"),
+    "warm start of another output": (
+        lambda: NCAE(**NCAE_SETTINGS, output="identity").fit(TRAIN, warm_start=NCAE(
+            **NCAE_SETTINGS).fit(TRAIN, verbose=False)), "output must be the warm start's"),
 }
 
 

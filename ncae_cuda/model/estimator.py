@@ -153,9 +153,9 @@ class NCAE(Recommender):
             start from zero, as in any fit (the model's, carried over, tested no better), and
             there is no pre-training (its stages train each layer against a freshly drawn
             temporary one, which would pull the model's layers away from what they learned).
-            hidden, feedback and based must be the model's; any other setting may change: a
-            lower lr than a fresh fit's (a third, on MovieLens 100K cut by time) tests as well
-            as a fresh fit, where a fresh fit's rate moves it off what it knew.
+            hidden, feedback, based, output and loss must be the model's; any other setting
+            may change: a lower lr than a fresh fit's (a third, on MovieLens 100K cut by time)
+            tests as well as a fresh fit, where a fresh fit's rate moves it off what it knew.
 
         Returns
         -------
@@ -168,8 +168,8 @@ class NCAE(Recommender):
             Bad data (duplicate entries; negative, NaN or infinite values), or a checkpoint of
             another fit.
         SettingError
-            A warm start whose hidden, feedback or based differ from this model's, named; an
-            epochs, checkpoint_every or callback that is none.
+            A warm start whose hidden, feedback, based, output or loss differ from this
+            model's, named; an epochs, checkpoint_every or callback that is none.
         OutOfMemory
             The device's memory is too small: the message names what needed it and the setting
             that lowers it.
@@ -280,6 +280,9 @@ class NCAE(Recommender):
         NCAE
             The model, fitted on from where it was.
         """
+        if "warm_start" in fitting:
+            raise SettingError("warm_start", "is this model itself in partial_fit: start from "
+                                             "another with fit(X, warm_start=model)")
         return self.fit(X, validation, epochs, warm_start=self, **fitting)
 
     def check_warm_start(self, model) -> None:

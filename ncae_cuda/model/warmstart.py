@@ -19,8 +19,10 @@ from ..data.interactions import DataError
 from ..ops.layout import SHARDED, NCAELayout
 from .config import Config, SettingError
 
-# The settings that make the network's shape (or what its outputs mean): a warm start keeps them.
-SHAPE_SETTINGS = ("hidden", "feedback", "based")
+# The settings that make the network's shape (or what its outputs mean: explicit, a scaled tanh
+# or the identity; implicit, a weighted square's tanh or a softmax's logits): a warm start keeps
+# them.
+SHAPE_SETTINGS = ("hidden", "feedback", "based", "output", "loss")
 
 
 @dataclass(frozen=True)

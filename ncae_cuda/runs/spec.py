@@ -238,9 +238,9 @@ class RunSpec:
     warm_start: Path | None = flag(
         None, "start the fits from this model (its model.npz, or a run folder holding one) "
         "instead of a fresh draw: the columns whose ids it knows keep its parameters, new ones "
-        "are drawn; hidden, feedback and based must be its own; run.json records the file and "
-        "its sha256; a lower --lr than a fresh fit's suits it (docs: Data that grows) "
-        "(default: a fresh draw)", Path, metavar="MODEL", identity=False)
+        "are drawn; hidden, feedback, based, output and loss must be its own; run.json records "
+        "the file and its sha256; a lower --lr than a fresh fit's suits it (docs: Data that "
+        "grows) (default: a fresh draw)", Path, metavar="MODEL", identity=False)
     refit: bool = flag(True, "score test with the best-validation model instead of retraining "
                              "on training + validation", action="store_false",
                        name="--no-refit")
