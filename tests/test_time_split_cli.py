@@ -270,6 +270,12 @@ def test_a_warm_start_that_changes_the_shape_is_refused_in_a_line(tmp_path, caps
     assert not (out / "run.json").exists()
     refused(train.main, [*TINY, "--warm-start", str(tmp_path / "none"), "--out", str(out)],
             capsys, f"--warm-start {tmp_path / 'none'}: no such model file")
+    # before: --overwrite replaced the model the run started from
+    before = (parent / "model.npz").read_bytes()
+    refused(train.main, [*TINY, "--epochs", "1", "--warm-start", str(parent), "--out",
+                         str(parent), "--overwrite"], capsys,
+            f"--warm-start {parent}: the model in --out {parent}, which this run would replace")
+    assert (parent / "model.npz").read_bytes() == before
 
 
 def test_a_warm_start_that_knows_none_of_the_datas_ids_is_refused_in_a_line(tmp_path, capsys):

@@ -296,8 +296,13 @@ class RunSpec:
         trials = self.baseline_trials or (study["trials"] if study and self.baselines
                                           else None)
         spec = replace(self, data=data, warm_start=self.warm_start and self.parent_model(),
-                       baseline_trials=trials)
-        return spec.with_folder(data.name), config
+                       baseline_trials=trials).with_folder(data.name)
+        if spec.warm_start and spec.warm_start.resolve() == rundir.model_file(spec.out).resolve():
+            # with --overwrite the run would replace the model it starts from (run.json then
+            # recording the old file's sha256 under the new one's path)
+            raise SpecError(f"--warm-start {self.warm_start}: the model in --out {spec.out}, "
+                            "which this run would replace: give the new run another --out")
+        return spec, config
 
     def parent_model(self) -> Path:
         """--warm-start's model file: the path given, or the model.npz in the folder given;
