@@ -1,6 +1,7 @@
-"""What the benches' command lines share: the folder their results go to, made before any work
-(a long run must not find at its end that it cannot write), or refused in one line; and the
-pair of files each writes there, <name>.json and <name>.md."""
+"""What the benches' command lines share: the devices they run on, refused in one line before any
+work where one cannot run here; the folder their results go to, made before any work (a long
+run must not find at its end that it cannot write), or refused in one line; and the pair of
+files each writes there, <name>.json and <name>.md."""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +9,16 @@ import json
 import sys
 from pathlib import Path
 
+from ncae_cuda import cli, ops
 from ncae_cuda.data.atomic_file import atomic_write
 from ncae_cuda.errors import NcaeError
+
+
+def check_devices(parser: argparse.ArgumentParser, devices) -> None:
+    """Each of `devices` (get_backend's names) refused by the parser's error where it cannot run
+    here (gpu without a CUDA GPU: the reason said), before any work and holding no GPU memory."""
+    for device in devices:
+        cli.refused(parser, ops.backend_name, device)
 
 
 def out_folder(parser: argparse.ArgumentParser, path: Path) -> Path:

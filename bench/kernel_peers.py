@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from bench.cli import out_folder, write_results
+from bench.cli import check_devices, out_folder, write_results
 from bench.epoch_time import ceilings, commit
 from bench.launches import SHAPES
 from bench.timing import cpu_seconds, gpu_seconds
@@ -246,6 +246,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny data: a smoke test")
     p.add_argument("--out", type=Path, required=True, help="folder for kernel_peers.json and .md")
     args = p.parse_args(argv)
+    check_devices(p, [args.device])
     out_folder(p, args.out)
     shapes = args.shapes.split(",")
     if unknown := set(shapes) - set(SHAPES):

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder, write_results
+from bench.cli import check_devices, out_folder, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import ops
 from ncae_cuda.data import datasets
@@ -205,16 +205,13 @@ def main(argv=None) -> int:
             raise ValueError
     except ValueError:
         p.error(f"--ranks: comma-separated numbers of processes >= 1; got {args.ranks!r}")
-    out_folder(p, args.out)
     if args.device == "gpu":
-        try:
-            backend, device = ops.get_backend("gpu"), device_name("gpu")
-        except ops.BackendUnavailable as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        check_devices(p, ["gpu"])
+        backend, device = ops.get_backend("gpu"), device_name("gpu")
     else:
         backend = emulated_backend(runs=lambda kernel: kernel in RUN)
         device = "emulated (the batch cutting runs; the other kernels are counted)"
+    out_folder(p, args.out)
     result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
               "shapes": {}}
     for name in names:

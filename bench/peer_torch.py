@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.cli import out_folder, write_results
+from bench.cli import check_devices, out_folder, write_results
 from bench.epoch_time import ceilings, commit, device_name
 from ncae_cuda.commands import flags
 from ncae_cuda.data import datasets
@@ -412,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         vars(args).update(QUICK)
     if args.epochs < 1:
         parser.error("--epochs must be >= 1")
+    check_devices(parser, [args.device])
     out_folder(parser, args.out)
     argv = trainer_argv(args)
     spec, config = flags.run_spec(flags.build_parser(),            # --out unused by the peer

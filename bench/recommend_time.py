@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.cli import out_folder, write_results
+from bench.cli import check_devices, out_folder, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import NCAE
 from ncae_cuda.data import datasets
@@ -68,6 +68,8 @@ def main(argv=None) -> int:
                         "repeat")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
+    devices = args.devices.split(",")
+    check_devices(p, devices)
     out_folder(p, args.out)
     if args.quick:
         args.dataset = QUICK[0]
@@ -75,7 +77,6 @@ def main(argv=None) -> int:
     result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
               "interactions": data.nnz, "n": args.n, "commit": commit(),
               "date": datetime.date.today().isoformat(), "runs": []}
-    devices = args.devices.split(",")
     planned = len(devices) * len(KINDS)
     for device in devices:
         for settings in KINDS:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder, write_results
+from bench.cli import check_devices, out_folder, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import cli, ops
 from ncae_cuda.data import datasets
@@ -167,6 +167,7 @@ def main(argv=None) -> int:
     if args.cell:
         return time_cell(args)
     cli.check_pool_flags(p, args)
+    check_devices(p, [args.device])
     out_folder(p, args.out)
     listed = cells(args)
     runs = pool.Pool(args.out / "runs", "scalability", [

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder, write_results
+from bench.cli import check_devices, out_folder, write_results
 from bench.epoch_time import commit
 from ncae_cuda import NCAE
 from ncae_cuda.data import datasets
@@ -287,6 +287,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="a tiny model, 1 and 4 clients, 40 requests a level")
     args = p.parse_args(argv)
+    check_devices(p, [args.device])
     out_folder(p, args.out)
     args.clients = [int(c) for c in args.clients.split(",")]
     args.server_flags = args.server_flags.split()

@@ -372,13 +372,15 @@ BENCH_ERRORS = [
      "whole numbers, comma-separated; got '8,x'"),
     (warm_start, ["--quick", "--warm-lr", "0", "--out", "OUT"], "--warm-lr must be > 0; got 0"),
 ]
-if not ops.HAS_CUDA:
-    BENCH_ERRORS += [
-        (epoch_time, ["--devices", "cpu,gpu", "--quick", "--out", "OUT"],
-         "error: --device gpu needs a CUDA GPU"),
-        (launches, ["--quick", "--device", "gpu", "--out", "OUT"],
-         "error: --device gpu needs a CUDA GPU"),
-    ]
+if not ops.HAS_CUDA:           # each bench that takes a GPU refuses one not there, before work
+    BENCH_ERRORS += [(bench, [*flags, "--quick", "--out", "OUT"],
+                      "error: --device gpu needs a CUDA GPU")
+                     for bench, flags in [(epoch_time, ["--devices", "cpu,gpu"]),
+                                          (launches, ["--device", "gpu"]),
+                                          (kernel_peers, ["--device", "gpu"]),
+                                          (recommend_time, ["--devices", "cpu,gpu"]),
+                                          (serve_load, ["--device", "gpu"]),
+                                          (scalability, ["--device", "gpu"])]]
 
 
 @pytest.mark.parametrize("bench, argv, message", BENCH_ERRORS)

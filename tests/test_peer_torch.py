@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch", reason=missing_extra("bench"))
 from helpers import cut_first, random_matrix  # noqa: E402
 
 from bench import peer_torch, report  # noqa: E402
+from ncae_cuda import ops  # noqa: E402
 from ncae_cuda.model.network import Network, Objective  # noqa: E402
 from ncae_cuda.ops import reference as ref  # noqa: E402
 from ncae_cuda.ops.common import CSR  # noqa: E402
@@ -99,6 +100,14 @@ def test_quick_run_reports_both_models(tmp_path, feedback, metric):
     assert "unfinished" not in result
     assert result["config"]["feedback"] == feedback and result["commit"]
     assert "| ncae_cuda" in (tmp_path / "peer_torch.md").read_text()
+
+
+@pytest.mark.skipif(ops.HAS_CUDA, reason="a GPU is there")
+def test_a_gpu_not_there_is_refused_in_a_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as refused:
+        peer_torch.main(["--quick", "--device", "gpu", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "error: --device gpu needs a CUDA GPU" in err, err
 
 
 def test_a_run_stopped_in_the_peer_keeps_ncae_cuda_and_the_report_dashes_the_rest(

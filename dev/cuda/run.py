@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.cli import check_devices
 from bench.launches import SHAPES
 from bench.timing import gpu_seconds
 from ncae_cuda import ops
@@ -169,6 +170,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", choices=("gpu", "emulated"),
                    default="gpu" if ops.HAS_CUDA else "emulated")
     args = p.parse_args(argv)
+    if args.device == "gpu":
+        check_devices(p, ["gpu"])
     path = HERE / f"{args.op}.cu"
     source = gpu.module_source([path])
     dataset, feedback, based, hidden = SHAPES[args.shape]
