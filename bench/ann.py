@@ -37,8 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder, write_results
+from bench.cli import integers, names, out_folder, write_results
 from bench.epoch_time import commit
+from ncae_cuda import cli
 from ncae_cuda.model.ann import CORES, IndexSettings, ItemIndex
 from ncae_cuda.model.evaluate import top_m
 from ncae_cuda.ops import get_backend
@@ -224,19 +225,21 @@ def table(result: dict) -> list[str]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--users", type=int, default=1024,
+    p.add_argument("--users", type=cli.count, default=1024,
                    help="users timed in one call, and whose recall is counted")
-    p.add_argument("--calls", type=int, default=200, help="one-user calls of the index")
-    p.add_argument("--exact-calls", type=int, default=20, help="one-user calls of the exact path")
-    p.add_argument("--probes", type=lambda t: [int(v) for v in t.split(",")],
-                   default=[8, 16, 32], help="the probes swept, beside the default")
-    p.add_argument("--shapes", default=",".join(SHAPES), help="of: " + ", ".join(SHAPES))
+    p.add_argument("--calls", type=cli.count, default=200, help="one-user calls of the index")
+    p.add_argument("--exact-calls", type=cli.count, default=20,
+                   help="one-user calls of the exact path")
+    p.add_argument("--probes", type=integers(1), default="8,16,32",
+                   help="the probes swept, beside the default")
+    p.add_argument("--shapes", type=names(SHAPES), default=",".join(SHAPES),
+                   help="of: " + ", ".join(SHAPES))
     p.add_argument("--libraries", action="store_true",
                    help="also faiss's and usearch's HNSW at the Delicious shape")
     p.add_argument("--quick", action="store_true", help="a small shape, few users")
     args = p.parse_args(argv)
     out_folder(p, args.out)
-    shapes = QUICK_SHAPES if args.quick else {n: SHAPES[n] for n in args.shapes.split(",")}
+    shapes = QUICK_SHAPES if args.quick else {n: SHAPES[n] for n in args.shapes}
     if args.quick:
         args.users, args.calls, args.exact_calls = 64, 5, 3
     import faiss

@@ -1,5 +1,5 @@
 """What the benches' command lines share: the devices they run on, refused in one line before any
-work where one cannot run here; the folder their results go to, made before any work (a long
+work where one cannot run here; the types of their comma-separated flags; the folder their results go to, made before any work (a long
 run must not find at its end that it cannot write), or refused in one line; and the pair of
 files each writes there, <name>.json and <name>.md."""
 from __future__ import annotations
@@ -52,3 +52,45 @@ def write_results(out: Path, name: str, result: dict, markdown: str,
         except NcaeError as e:                       # atomic_write's DataError: errno and why
             print(f"error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# argparse types of the benches' comma-separated flags, refused by the parser before any work
+
+def listed(parse, what: str):
+    """The argparse type of comma-separated values, each parse(value): its ValueError refuses
+    the whole, as not `what` ("integers >= 1")."""
+    def parsed(text: str) -> list:
+        try:
+            return [parse(value) for value in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {what}, got {text!r}") from None
+    return parsed
+
+
+def integers(least: int):
+    """An argparse type: comma-separated integers >= least."""
+    def integer(text: str) -> int:
+        if int(text) < least:
+            raise ValueError(text)
+        return int(text)
+    return listed(integer, f"integers >= {least}")
+
+
+def _share(text: str) -> float:
+    if not 0 < float(text) <= 1:
+        raise ValueError(text)
+    return float(text)
+
+
+shares = listed(_share, "shares in (0, 1]")
+
+
+def names(choices):
+    """An argparse type: comma-separated names, each one of `choices`."""
+    def name(text: str) -> str:
+        if text not in choices:
+            raise ValueError(text)
+        return text
+    return listed(name, "names of: " + ", ".join(choices))

@@ -32,12 +32,12 @@ from typing import Callable
 
 import numpy as np
 
-from bench.cli import check_devices, out_folder, write_results
+from bench.cli import check_devices, names, out_folder, write_results
 from bench.epoch_time import ceilings, commit
 from bench.launches import SHAPES
 from bench.timing import cpu_seconds, gpu_seconds
 from dev.cuda.run import first_step
-from ncae_cuda import ops
+from ncae_cuda import cli, ops
 from ncae_cuda.data import datasets
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import adam_state
@@ -240,17 +240,14 @@ def markdown(result: dict) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cpu", "gpu"), default="gpu" if ops.HAS_CUDA else "cpu")
-    p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated, of: "
-                   + ", ".join(SHAPES))
-    p.add_argument("--repeats", type=int, default=20, help="timed runs per op (median)")
+    p.add_argument("--shapes", type=names(SHAPES), default=",".join(SHAPES),
+                   help="comma-separated, of: " + ", ".join(SHAPES))
+    p.add_argument("--repeats", type=cli.count, default=20, help="timed runs per op (median)")
     p.add_argument("--quick", action="store_true", help="tiny data: a smoke test")
     p.add_argument("--out", type=Path, required=True, help="folder for kernel_peers.json and .md")
     args = p.parse_args(argv)
     check_devices(p, [args.device])
     out_folder(p, args.out)
-    shapes = args.shapes.split(",")
-    if unknown := set(shapes) - set(SHAPES):
-        p.error(f"--shapes: no shape {', '.join(sorted(unknown))} (shapes: {', '.join(SHAPES)})")
     backend = ops.get_backend(args.device)
     measured = ceilings(args.device, args.quick)
     timer = gpu_seconds if args.device == "gpu" else cpu_seconds
@@ -261,7 +258,7 @@ def main(argv=None) -> int:
               "bandwidth_gb_s": measured.bandwidth / 1e9,
               "torch": "installed" if torch_device else "not installed: its peers left out",
               "shapes": {}}
-    for name in shapes:
+    for name in args.shapes:
         dataset, feedback, based, hidden = SHAPES[name]
         if args.quick:
             dataset, hidden = QUICK
@@ -271,7 +268,7 @@ def main(argv=None) -> int:
         result["shapes"][name] = [measure(make(step), seconds, measured.bandwidth)
                                   for make in PAIRS if torch_device or make not in NEEDS_TORCH]
         write_results(args.out, "kernel_peers", result, markdown(result),   # after each shape
-                      (len(result["shapes"]), len(shapes), "shapes measured"))
+                      (len(result["shapes"]), len(args.shapes), "shapes measured"))
     print(markdown(result))
     return 0
 

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, out_folder, write_results
+from bench.cli import check_devices, integers, names, out_folder, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import ops
 from ncae_cuda.data import datasets
@@ -100,6 +100,7 @@ def ledger_of_epoch(backend, data, feedback: str, based: str, hidden: tuple,
 
 STATE_COPIES = 5      # floats a parameter: itself, its gradient, Adam's m and v, the best copy
 CATALOGUE = (10_000_000, 10**9)        # columns, training entries
+SHARDED = ("ml10m", "10m-columns")     # the shapes --ranks plans
 
 
 def shard_counts(name: str, quick: bool) -> tuple[np.ndarray, tuple]:
@@ -186,35 +187,31 @@ def parallelism_by_kernel(result: dict) -> list:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for launches.json and .md")
-    p.add_argument("--shapes", default=",".join(SHAPES),
+    p.add_argument("--shapes", type=names(SHAPES), default=",".join(SHAPES),
                    help=f"comma-separated, of: {', '.join(SHAPES)}")
     p.add_argument("--device", choices=("emulated", "gpu"), default="emulated",
                    help="emulated: no GPU needed, the kernels counted; gpu: every kernel runs")
     p.add_argument("--quick", action="store_true",
                    help="synthetic-tiny, in batches of 16, trained as each shape is")
-    p.add_argument("--ranks", metavar="R1,R2,...",
+    p.add_argument("--ranks", type=integers(1), default=[], metavar="R1,R2,...",
                    help="also plan column-sharded fits of these numbers of processes")
     args = p.parse_args(argv)
-    names = args.shapes.split(",")
-    unknown = set(names) - set(SHAPES)
-    if unknown:
-        p.error(f"unknown shapes: {', '.join(sorted(unknown))}")
-    try:
-        ranks = [int(r) for r in args.ranks.split(",")] if args.ranks else []
-        if any(r < 1 for r in ranks):
-            raise ValueError
-    except ValueError:
-        p.error(f"--ranks: comma-separated numbers of processes >= 1; got {args.ranks!r}")
     if args.device == "gpu":
         check_devices(p, ["gpu"])
+    sharded = {shape: shard_counts(shape, args.quick) for shape in SHARDED if args.ranks}
+    for shape, (counts, _) in sharded.items():
+        if max(args.ranks) > len(counts):
+            p.error(f"--ranks {max(args.ranks)}: {shape} has {len(counts):,} columns to share, "
+                    "fewer than the processes")
+    out_folder(p, args.out)                         # before the emulator's build
+    if args.device == "gpu":
         backend, device = ops.get_backend("gpu"), device_name("gpu")
     else:
         backend = emulated_backend(runs=lambda kernel: kernel in RUN)
         device = "emulated (the batch cutting runs; the other kernels are counted)"
-    out_folder(p, args.out)
     result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
               "shapes": {}}
-    for name in names:
+    for name in args.shapes:
         dataset, feedback, based, hidden = SHAPES[name]
         dataset = "synthetic-tiny" if args.quick else dataset
         start = time.perf_counter()
@@ -231,12 +228,10 @@ def main(argv=None) -> int:
             (args.out / f"graph-{name}.dot").write_text(dot)
         result["shapes"][name] = figures
         write_results(args.out, "launches", result, markdown(result),     # after each shape
-                      (len(result["shapes"]), len(names), "shapes counted"))
-    if ranks:
-        result["shards"] = {}
-        for shape in ("ml10m", "10m-columns"):
-            counts, hidden = shard_counts(shape, args.quick)
-            result["shards"][shape] = {r: shard_plan(counts, hidden, r) for r in ranks}
+                      (len(result["shapes"]), len(args.shapes), "shapes counted"))
+    if sharded:
+        result["shards"] = {shape: {r: shard_plan(counts, hidden, r) for r in args.ranks}
+                            for shape, (counts, hidden) in sharded.items()}
         write_results(args.out, "launches", result, markdown(result))
     print(markdown(result))
     return 0

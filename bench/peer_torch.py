@@ -42,6 +42,7 @@ from torch import nn
 
 from bench.cli import check_devices, out_folder, write_results
 from bench.epoch_time import ceilings, commit, device_name
+from ncae_cuda import cli
 from ncae_cuda.commands import flags
 from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
@@ -389,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the trainer's (item for explicit, user for implicit)")
     p.add_argument("--hidden", default="500,500",
                    help="hidden widths K1,K2,...: one per hidden layer (default %(default)s)")
-    p.add_argument("--epochs", type=int, default=3,
+    p.add_argument("--epochs", type=cli.count, default=3,
                    help="epochs of each model; the first holds start-up and is left out of "
                         "the median (default %(default)s)")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
@@ -410,8 +411,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         vars(args).update(QUICK)
-    if args.epochs < 1:
-        parser.error("--epochs must be >= 1")
     check_devices(parser, [args.device])
     out_folder(parser, args.out)
     argv = trainer_argv(args)

@@ -19,12 +19,13 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.cli import check_devices, out_folder, write_results
+from bench.cli import check_devices, names, out_folder, write_results
 from bench.epoch_time import commit, device_name
-from ncae_cuda import NCAE
+from ncae_cuda import NCAE, cli
 from ncae_cuda.data import datasets
 
 QUICK = ("synthetic-tiny", (8,))       # data set and hidden widths of --quick
+DEVICES = ("cpu", "gpu")
 KINDS = [dict(feedback="implicit", based="user", hidden=(128,)),
          dict(feedback="explicit", based="item", hidden=(500, 500))]
 
@@ -59,26 +60,26 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="ml-100k")
     p.add_argument("--data-dir", type=Path)
-    p.add_argument("--devices", default="cpu", help="comma-separated: cpu, gpu")
-    p.add_argument("-n", type=int, default=100, help="M: items recommended per user")
-    p.add_argument("--epochs", type=int, default=2, help="training epochs before timing")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--devices", type=names(DEVICES), default="cpu",
+                   help="comma-separated: " + ", ".join(DEVICES))
+    p.add_argument("-n", type=cli.count, default=100, help="M: items recommended per user")
+    p.add_argument("--epochs", type=cli.count, default=2, help="training epochs before timing")
+    p.add_argument("--repeats", type=cli.count, default=5)
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: synthetic-tiny in place of --dataset, tiny models, one "
                         "repeat")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    devices = args.devices.split(",")
-    check_devices(p, devices)
+    check_devices(p, args.devices)
     out_folder(p, args.out)
     if args.quick:
         args.dataset = QUICK[0]
-    data = datasets.load(args.dataset, data_dir=args.data_dir)
+    data = cli.refused(p, lambda: datasets.load(args.dataset, data_dir=args.data_dir))
     result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
               "interactions": data.nnz, "n": args.n, "commit": commit(),
               "date": datetime.date.today().isoformat(), "runs": []}
-    planned = len(devices) * len(KINDS)
-    for device in devices:
+    planned = len(args.devices) * len(KINDS)
+    for device in args.devices:
         for settings in KINDS:
             if args.quick:
                 settings = {**settings, "hidden": QUICK[1]}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, out_folder, write_results
+from bench.cli import check_devices, integers, out_folder, shares, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import cli, ops
 from ncae_cuda.data import datasets
@@ -86,10 +86,9 @@ def cell(backend, ceilings, m, hidden, epochs, **labels) -> dict:
 def cells(args) -> list[dict]:
     """Every cell of the two tables, by its labels: K and D (Table 7), or what is grown, its
     share and K (growth; the whole, measured once, is grown 'all')."""
-    ks = [int(k) for k in args.ks.split(",")]
-    table7 = [{"K": k, "D": float(d)} for d in args.ratios.split(",") for k in ks]
+    table7 = [{"K": k, "D": d} for d in args.ratios for k in args.ks]
     growth = []
-    for share in (float(s) for s in args.shares.split(",")):
+    for share in args.shares:
         grown = ("all",) if share == 1 else GROWN
         growth += [{"grown": g, "share": share, "K": args.growth_k} for g in grown]
     return table7 + growth
@@ -150,11 +149,13 @@ def time_cell(args) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--ks", default="100,300,500")
-    p.add_argument("--ratios", default="0.1,0.3,0.5,1.0", help="training ratios D")
-    p.add_argument("--growth-k", type=int, default=300)
-    p.add_argument("--shares", default="0.25,0.5,1.0", help="growth: shares of the whole")
-    p.add_argument("--epochs", type=int, default=2, help="epochs per cell; the last is reported")
+    p.add_argument("--ks", type=integers(1), default="100,300,500")
+    p.add_argument("--ratios", type=shares, default="0.1,0.3,0.5,1.0", help="training ratios D")
+    p.add_argument("--growth-k", type=cli.count, default=300)
+    p.add_argument("--shares", type=shares, default="0.25,0.5,1.0",
+                   help="growth: shares of the whole")
+    p.add_argument("--epochs", type=cli.count, default=2,
+                   help="epochs per cell; the last is reported")
     p.add_argument("--quick", action="store_true", help="small data and widths, for tests")
     p.add_argument("--out", type=Path, required=True)
     cli.add_pool_flags(p)
@@ -162,8 +163,8 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.ks, args.ratios, args.growth_k, args.shares, args.epochs = "8,16", "0.5,1.0", 8, \
-            "0.5,1.0", 2
+        args.ks, args.ratios, args.growth_k, args.shares, args.epochs = [8, 16], [0.5, 1.0], 8, \
+            [0.5, 1.0], 2
     if args.cell:
         return time_cell(args)
     cli.check_pool_flags(p, args)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, out_folder, write_results
+from bench.cli import check_devices, integers, out_folder, write_results
 from bench.epoch_time import commit
 from ncae_cuda import NCAE
 from ncae_cuda.data import datasets
@@ -273,7 +273,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--data-dir", type=Path, help="the folder that holds ml-100k/")
     p.add_argument("-n", type=int, default=10, help="items a request (default: %(default)s)")
-    p.add_argument("--clients", default="1,8,64", help="concurrent clients of each level")
+    p.add_argument("--clients", type=integers(1), default="1,8,64",
+                   help="concurrent clients of each level")
     p.add_argument("--requests", type=int, default=20_000, help="a level's requests at most")
     p.add_argument("--seconds", type=float, default=10.0, help="a level's seconds at most")
     p.add_argument("--client-processes", type=int,
@@ -289,7 +290,6 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     check_devices(p, [args.device])
     out_folder(p, args.out)
-    args.clients = [int(c) for c in args.clients.split(",")]
     args.server_flags = args.server_flags.split()
     args.indexes = ["exact", "approximate"] if args.index else ["exact"]
     shapes = SHAPES

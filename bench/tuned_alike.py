@@ -32,8 +32,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.cli import out_folder, write_results
+from bench.cli import integers, out_folder, write_results
 from bench.epoch_time import commit
+from ncae_cuda import cli
 from ncae_cuda.runs import effort
 from ncae_cuda.runs.factory import read_recipe
 
@@ -154,13 +155,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="as train's --valid-item (default: train's)")
     p.add_argument("--models", default=",".join(MODELS),
                    help="which models, NCAE among them (default: %(default)s)")
-    p.add_argument("--trials", type=int, default=40,
+    p.add_argument("--trials", type=cli.count, default=40,
                    help="each model's, its --also studies' counted (default: %(default)s)")
     p.add_argument("--ncae-config", type=Path, metavar="RECIPE",
                    help="the recipe NCAE's study starts from and leaves what its space does "
                         "not search at, e.g. one saying feedback = \"implicit\" for data with "
                         "ratings (default: the trainer's defaults)")
-    p.add_argument("--split-seeds", default="0,1,2",
+    p.add_argument("--split-seeds", type=integers(0), default="0,1,2",
                    help="the studies tune on the first's validation; each is tested "
                         "(default: %(default)s)")
     p.add_argument("--quick", action="store_true",
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         p.error(f"--models: {unknown[0]!r} is not one of {', '.join(MODELS)}")
-    seeds = [0] if args.quick else [int(s) for s in args.split_seeds.split(",")]
+    seeds = [0] if args.quick else args.split_seeds
     trials = 2 if args.quick else args.trials
     data = ["--dataset", args.dataset]
     for flag in ("data_dir", "split", "valid_item"):

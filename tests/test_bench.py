@@ -371,6 +371,35 @@ BENCH_ERRORS = [
     (floors, ["--ceilings", "FILE", "--batch-sizes", "8,x", "--out", "OUT"], "--batch-sizes: "
      "whole numbers, comma-separated; got '8,x'"),
     (warm_start, ["--quick", "--warm-lr", "0", "--out", "OUT"], "--warm-lr must be > 0; got 0"),
+    # each before a traceback, after --out was made or after the work; or, --repeats 0 and
+    # --probes 0, an all-nan table and a faiss abort
+    (scalability, ["--ks", "", "--out", "OUT"], "argument --ks: expected comma-separated "
+     "integers >= 1, got ''"),
+    (scalability, ["--ks", "abc", "--out", "OUT"], "argument --ks: expected comma-separated "
+     "integers >= 1, got 'abc'"),
+    (scalability, ["--ratios", "x", "--out", "OUT"], "argument --ratios: expected "
+     "comma-separated shares in (0, 1], got 'x'"),
+    (scalability, ["--shares", "0.5,2", "--out", "OUT"], "argument --shares: expected "
+     "comma-separated shares in (0, 1], got '0.5,2'"),
+    (serve_load, ["--clients", "", "--out", "OUT"], "argument --clients: expected "
+     "comma-separated integers >= 1, got ''"),
+    (tuned_alike, ["--dataset", "synthetic-tiny", "--split-seeds", "x", "--out", "OUT"],
+     "argument --split-seeds: expected comma-separated integers >= 0, got 'x'"),
+    (tuned_alike, ["--dataset", "synthetic-tiny", "--trials", "0", "--out", "OUT"],
+     "argument --trials: expected an integer >= 1, got '0'"),
+    (ann, ["--shapes", "bogus", "--out", "OUT"], "argument --shapes: expected comma-separated "
+     "names of: ML-20M, Delicious, 1M synthetic, got 'bogus'"),
+    (ann, ["--quick", "--probes", "0", "--out", "OUT"], "argument --probes: expected "
+     "comma-separated integers >= 1, got '0'"),
+    (kernel_peers, ["--quick", "--repeats", "0", "--out", "OUT"], "argument --repeats: "
+     "expected an integer >= 1, got '0'"),
+    (launches, ["--quick", "--ranks", "100", "--out", "OUT"], "--ranks 100: ml10m has 60 "
+     "columns to share, fewer than the processes"),
+    (recommend_time, ["--quick", "--devices", "bogus", "--out", "OUT"], "argument --devices: "
+     "expected comma-separated names of: cpu, gpu, got 'bogus'"),
+    *[(recommend_time, ["--quick", flag, "0", "--out", "OUT"], f"argument {flag}: expected an "
+       "integer >= 1, got '0'") for flag in ("--repeats", "-n", "--epochs")],
+    (recommend_time, ["--dataset", "bogus", "--out", "OUT"], "error: unknown data set 'bogus'"),
 ]
 if not ops.HAS_CUDA:           # each bench that takes a GPU refuses one not there, before work
     BENCH_ERRORS += [(bench, [*flags, "--quick", "--out", "OUT"],
