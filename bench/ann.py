@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import integers, names, out_folder, write_results
+from bench.cli import add_quick, integers, names, out_folder, parse, write_results
 from bench.epoch_time import commit
 from ncae_cuda import cli
 from ncae_cuda.model.ann import CORES, IndexSettings, ItemIndex
@@ -47,6 +47,7 @@ from ncae_cuda.runs.environment import describe, device_facts, versions
 
 SHAPES = {"ML-20M": (26_744, 500), "Delicious": (69_226, 500), "1M synthetic": (1_000_000, 256)}
 QUICK_SHAPES = {"quick": (5_000, 64)}
+QUICK = {"users": 64, "calls": 5, "exact_calls": 3}
 K = 10                               # recall@K, and the k each user asks for
 TOPICS, RANK = 256, 48
 RECALL_TARGET = 0.98
@@ -236,12 +237,10 @@ def main(argv=None) -> int:
                    help="of: " + ", ".join(SHAPES))
     p.add_argument("--libraries", action="store_true",
                    help="also faiss's and usearch's HNSW at the Delicious shape")
-    p.add_argument("--quick", action="store_true", help="a small shape, few users")
-    args = p.parse_args(argv)
+    add_quick(p, "a small shape in place of --shapes", QUICK)
+    args = parse(p, argv, QUICK)
     out_folder(p, args.out)
     shapes = QUICK_SHAPES if args.quick else {n: SHAPES[n] for n in args.shapes}
-    if args.quick:
-        args.users, args.calls, args.exact_calls = 64, 5, 3
     import faiss
     result = {"machine": describe("cpu", device_facts("cpu")),
               "versions": {**versions(), "faiss": faiss.__version__}, "commit": commit(),

@@ -1,5 +1,6 @@
 """What the benches' command lines share: the devices they run on, refused in one line before any
-work where one cannot run here; the types of their comma-separated flags; the folder their results go to, made before any work (a long
+work where one cannot run here; the types of their comma-separated flags; --quick's values,
+which only replace defaults; the folder their results go to, made before any work (a long
 run must not find at its end that it cannot write), or refused in one line; and the pair of
 files each writes there, <name>.json and <name>.md."""
 from __future__ import annotations
@@ -19,6 +20,25 @@ def check_devices(parser: argparse.ArgumentParser, devices) -> None:
     here (gpu without a CUDA GPU: the reason said), before any work and holding no GPU memory."""
     for device in devices:
         cli.refused(parser, ops.backend_name, device)
+
+
+def add_quick(parser: argparse.ArgumentParser, what: str, quick: dict) -> None:
+    """The --quick flag: `what` it does ("tiny data: a smoke test"), and `quick`'s values of the
+    flags not given ({dest: value}, parse's)."""
+    given = ", ".join(f"--{dest.replace('_', '-')} {value}" for dest, value in quick.items())
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{what}; where not given, {given}")
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None,
+          quick: dict) -> argparse.Namespace:
+    """The flags; with --quick, `quick`'s values ({dest: value}, a string parsed by the flag's
+    type) in place of the defaults, so that a flag given on the command line still wins."""
+    args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**quick)
+        args = parser.parse_args(argv)
+    return args
 
 
 def out_folder(parser: argparse.ArgumentParser, path: Path) -> Path:

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.cli import check_devices, out_folder, write_results
+from bench.cli import add_quick, check_devices, out_folder, parse, write_results
 from bench.epoch_time import ceilings, commit, device_name
 from ncae_cuda import cli
 from ncae_cuda.commands import flags
@@ -399,18 +399,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--matmul", choices=MATMULS, default=FLOAT32,
                    help="both models' products: float32 (default), or tf32 (torch's "
                         "allow_tf32: on a GPU's tensor cores; the CPU's torch stays float32)")
-    p.add_argument("--quick", action="store_true",
-                   help=f"smoke test: {QUICK['dataset']}, hidden {QUICK['hidden']}, "
-                        f"{QUICK['epochs']} epochs")
+    add_quick(p, "a smoke test", QUICK)
     p.add_argument("--out", type=Path, required=True, help="folder for peer_torch.json and .md")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.quick:
-        vars(args).update(QUICK)
+    args = parse(parser, argv, QUICK)
     check_devices(parser, [args.device])
     out_folder(parser, args.out)
     argv = trainer_argv(args)

@@ -19,12 +19,13 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.cli import check_devices, names, out_folder, write_results
+from bench.cli import add_quick, check_devices, names, out_folder, parse, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda import NCAE, cli
 from ncae_cuda.data import datasets
 
-QUICK = ("synthetic-tiny", (8,))       # data set and hidden widths of --quick
+QUICK = {"dataset": "synthetic-tiny", "repeats": 1}
+QUICK_HIDDEN = (8,)                    # --quick's models' widths
 DEVICES = ("cpu", "gpu")
 KINDS = [dict(feedback="implicit", based="user", hidden=(128,)),
          dict(feedback="explicit", based="item", hidden=(500, 500))]
@@ -65,15 +66,11 @@ def main(argv=None) -> int:
     p.add_argument("-n", type=cli.count, default=100, help="M: items recommended per user")
     p.add_argument("--epochs", type=cli.count, default=2, help="training epochs before timing")
     p.add_argument("--repeats", type=cli.count, default=5)
-    p.add_argument("--quick", action="store_true",
-                   help="a smoke test: synthetic-tiny in place of --dataset, tiny models, one "
-                        "repeat")
+    add_quick(p, "a smoke test: tiny models", QUICK)
     p.add_argument("--out", type=Path, required=True)
-    args = p.parse_args(argv)
+    args = parse(p, argv, QUICK)
     check_devices(p, args.devices)
     out_folder(p, args.out)
-    if args.quick:
-        args.dataset = QUICK[0]
     data = cli.refused(p, lambda: datasets.load(args.dataset, data_dir=args.data_dir))
     result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
               "interactions": data.nnz, "n": args.n, "commit": commit(),
@@ -82,10 +79,10 @@ def main(argv=None) -> int:
     for device in args.devices:
         for settings in KINDS:
             if args.quick:
-                settings = {**settings, "hidden": QUICK[1]}
+                settings = {**settings, "hidden": QUICK_HIDDEN}
             kind = label(settings)
             model = NCAE(device=device, **settings).fit(data, epochs=args.epochs, verbose=False)
-            seconds = measure(model, data.user_ids, args.n, 1 if args.quick else args.repeats)
+            seconds = measure(model, data.user_ids, args.n, args.repeats)
             result["runs"].append({"device": device, "device_name": device_name(device),
                                    "model": kind, "seconds": seconds,
                                    "median_seconds": statistics.median(seconds)})

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, integers, out_folder, shares, write_results
+from bench.cli import (add_quick, check_devices, integers, out_folder, parse, shares,
+                       write_results)
 from bench.epoch_time import commit, device_name
 from ncae_cuda import cli, ops
 from ncae_cuda.data import datasets
@@ -46,6 +47,7 @@ from ncae_cuda.runs.rundir import RunDirectory
 BATCH = 128
 CELL = "cell.json"                 # a cell's row, in its folder
 GROWN = ("rows", "columns", "interactions")
+QUICK = {"ks": "8,16", "ratios": "0.5,1.0", "growth_k": 8, "shares": "0.5,1.0"}   # --quick's
 
 
 def time_epochs(backend, m, hidden: tuple[int, ...], epochs: int) -> list[float]:
@@ -156,15 +158,12 @@ def main(argv=None) -> int:
                    help="growth: shares of the whole")
     p.add_argument("--epochs", type=cli.count, default=2,
                    help="epochs per cell; the last is reported")
-    p.add_argument("--quick", action="store_true", help="small data and widths, for tests")
+    add_quick(p, "small data, for tests", QUICK)
     p.add_argument("--out", type=Path, required=True)
     cli.add_pool_flags(p)
     p.add_argument("--cell", help=argparse.SUPPRESS)        # a cell's process: time it alone
     p.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.quick:
-        args.ks, args.ratios, args.growth_k, args.shares, args.epochs = [8, 16], [0.5, 1.0], 8, \
-            [0.5, 1.0], 2
+    args = parse(p, argv, QUICK)
     if args.cell:
         return time_cell(args)
     cli.check_pool_flags(p, args)

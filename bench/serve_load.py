@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, integers, out_folder, write_results
+from bench.cli import add_quick, check_devices, integers, out_folder, parse, write_results
 from bench.epoch_time import commit
 from ncae_cuda import NCAE
 from ncae_cuda.data import datasets
@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"ML-100K implicit, hidden 128": ("ml-100k", "synthetic", (128,)),
           "Delicious (synthetic), hidden 500": ("synthetic-delicious", None, (500,))}
 QUICK_SHAPE = ("synthetic-tiny", None, (8,))
+QUICK = {"clients": "1,4", "requests": 40, "seconds": 2.0, "client_processes": 1}
 OFFLINE_USERS = 4096              # users in the offline recommend call, at most
 OFFLINE_REPEATS = 3
 START_SECONDS = 300               # a server's start: imports, the model, the ready line
@@ -285,17 +286,13 @@ def main(argv=None) -> int:
     p.add_argument("--index", action="store_true",
                    help="also a server answering through the approximate index (--index "
                         "approximate, the [ann] extra), beside the exact one")
-    p.add_argument("--quick", action="store_true",
-                   help="a tiny model, 1 and 4 clients, 40 requests a level")
-    args = p.parse_args(argv)
+    add_quick(p, "a tiny model", QUICK)
+    args = parse(p, argv, QUICK)
     check_devices(p, [args.device])
     out_folder(p, args.out)
     args.server_flags = args.server_flags.split()
     args.indexes = ["exact", "approximate"] if args.index else ["exact"]
-    shapes = SHAPES
-    if args.quick:
-        shapes, args.clients = {"tiny (quick)": QUICK_SHAPE}, [1, 4]
-        args.requests, args.seconds, args.client_processes = 40, 2.0, 1
+    shapes = {"tiny (quick)": QUICK_SHAPE} if args.quick else SHAPES
     facts = device_facts(args.device)
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "device": args.device, "machine": describe(args.device, facts), "facts": facts,

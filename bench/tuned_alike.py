@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.cli import integers, out_folder, write_results
+from bench.cli import add_quick, integers, out_folder, parse, write_results
 from bench.epoch_time import commit
 from ncae_cuda import cli
 from ncae_cuda.runs import effort
@@ -40,6 +40,7 @@ from ncae_cuda.runs.factory import read_recipe
 
 MODELS = ("ncae", "ease", "item-knn", "rp3beta", "ials", "bpr")
 METRIC = "ndcg@100"                    # what every study and table is scored by
+QUICK = {"trials": 2, "split_seeds": "0"}
 
 
 def run(command: list[str], log: Path) -> None:
@@ -164,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split-seeds", type=integers(0), default="0,1,2",
                    help="the studies tune on the first's validation; each is tested "
                         "(default: %(default)s)")
-    p.add_argument("--quick", action="store_true",
-                   help="a smoke test: 2 trials a model, one split seed")
+    add_quick(p, "a smoke test", QUICK)
     p.add_argument("--also", action="append", default=[], metavar="MODEL=STUDY",
                    help="an earlier study of MODEL (a tune --out folder) on the same data, "
                         "validation part and score: its trials count in MODEL's --trials and "
@@ -173,15 +173,14 @@ def main(argv: list[str] | None = None) -> int:
                         "(repeatable)")
     p.add_argument("--work", type=Path, help="the runs' folders (default: --out/runs)")
     p.add_argument("--out", type=Path, required=True, help="tuned_alike.json and .md")
-    args = p.parse_args(argv)
+    args = parse(p, argv, QUICK)
     out = out_folder(p, args.out)
     work = out_folder(p, args.work or out / "runs")
     models = [m.strip() for m in args.models.split(",")]
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         p.error(f"--models: {unknown[0]!r} is not one of {', '.join(MODELS)}")
-    seeds = [0] if args.quick else args.split_seeds
-    trials = 2 if args.quick else args.trials
+    seeds, trials = args.split_seeds, args.trials
     data = ["--dataset", args.dataset]
     for flag in ("data_dir", "split", "valid_item"):
         if getattr(args, flag) is not None:

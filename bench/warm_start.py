@@ -35,7 +35,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.cli import out_folder, write_results
+from bench.cli import add_quick, out_folder, parse, write_results
 from bench.epoch_time import commit
 from ncae_cuda import cli
 from ncae_cuda.commands.flags import build_parser, run_spec
@@ -61,6 +61,7 @@ PARENT_VALID = "0.1"                   # the parent's validation: a random share
 TEST_FIGURES = {"explicit": ("rmse",), "implicit": ("recall@100", "ndcg@100")}
 QUICK_EPOCHS = 4
 QUICK = ["--hidden", "8", "--epochs", str(QUICK_EPOCHS), "--batch-size", "16"]
+QUICK_FLAGS = {"dataset": "synthetic-tiny", "seeds": "0"}     # --quick's, where not given
 
 
 def parent_files(data, folder: Path) -> tuple[Path, Path]:
@@ -224,23 +225,20 @@ def main(argv=None) -> int:
                    help="the model's seeds, a parent, cold and warm fit each (default: "
                         "%(default)s)")
     p.add_argument("--device", default="auto", choices=DEVICES, help="(default: %(default)s)")
-    p.add_argument("--quick", action="store_true",
-                   help="synthetic-tiny, small networks, few epochs, one seed: a smoke test")
+    add_quick(p, "small networks, few epochs: a smoke test", QUICK_FLAGS)
     p.add_argument("--warm-lr", type=float, metavar="LR",
                    help="the warm fits' learning rate (default: the recipe's, as the cold fits')")
     p.add_argument("--out", type=Path, required=True, help="folder for warm_start.json and .md")
-    args = p.parse_args(argv)
+    args = parse(p, argv, QUICK_FLAGS)
     if min(args.seeds) < 0:
         p.error(f"--seeds must be >= 0; got {','.join(map(str, args.seeds))}")
     if args.warm_lr is not None and not args.warm_lr > 0:
         p.error(f"--warm-lr must be > 0; got {args.warm_lr:g}")
-    dataset, seeds = ("synthetic-tiny", args.seeds[:1]) if args.quick else (args.dataset,
-                                                                             args.seeds)
     out_folder(p, args.out)
-    source = ["--dataset", dataset, *(["--data-dir", str(args.data_dir)] if args.data_dir
+    source = ["--dataset", args.dataset, *(["--data-dir", str(args.data_dir)] if args.data_dir
                                       else [])]
     try:
-        data = datasets.load(dataset, data_dir=args.data_dir)
+        data = datasets.load(args.dataset, data_dir=args.data_dir)
         device = get_backend(args.device).name
         with tempfile.TemporaryDirectory(prefix="ncae-warm-start-") as folder:
             runs = Path(folder)
@@ -249,12 +247,12 @@ def main(argv=None) -> int:
                           QUICK_EPOCHS if args.quick else CURVE_EPOCHS,
                           [] if args.warm_lr is None else ["--lr", str(args.warm_lr)])
             found = {case: {"recipe": CASES[case].name, "seeds": {
-                seed: compare(setup, case, seed) for seed in seeds}} for case in CASES}
+                seed: compare(setup, case, seed) for seed in args.seeds}} for case in CASES}
     except NcaeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "dataset": dataset, "quick": args.quick, "warm_lr": args.warm_lr,
+              "dataset": args.dataset, "quick": args.quick, "warm_lr": args.warm_lr,
               "device": device,
               "machine": describe(device, device_facts(device)), "versions": versions(),
               "cases": found}

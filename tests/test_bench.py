@@ -425,6 +425,39 @@ def test_a_bench_says_what_is_wrong_in_a_line(tmp_path, capsys, bench, argv, mes
     assert code == 2 and message in err and "Traceback" not in err, err
 
 
+class Reached(Exception):
+    """Raised in place of a bench's part: what the part was called with, its work not done."""
+
+
+# --quick's values stand only for the flags not given (before, they replaced those given too):
+# (bench, its part that the flags reach, flags beside --quick, what of the part's arguments,
+# as the flags and --quick's values set them)
+QUICK_GIVEN = [
+    (scalability, "cells", ["--ks", "4", "--epochs", "1"],
+     lambda args: (args.ks, args.ratios, args.epochs), ([4], [0.5, 1.0], 1)),
+    pytest.param(serve_load, "measure_shape", ["--clients", "2"],
+                 lambda name, shape, args, folder: (args.clients, args.requests), ([2], 40),
+                 marks=pytest.mark.extra("serve")),
+    pytest.param(tuned_alike, "tuned", ["--dataset", "synthetic-tiny", "--trials", "7"],
+                 lambda model, data, trials, work, recipe: trials, 7,
+                 marks=pytest.mark.extra("tune")),
+    (recommend_time, "measure", ["--repeats", "3"], lambda model, users, n, repeats: repeats, 3),
+    pytest.param(ann, "measure_shape", ["--users", "10"],
+                 lambda name, items, hidden, args: (name, args.users, args.calls),
+                 ("quick", 10, 5), marks=pytest.mark.extra("ann")),
+]
+
+
+@pytest.mark.parametrize("bench, part, flags, read, expected", QUICK_GIVEN)
+def test_quick_leaves_the_flags_given(tmp_path, monkeypatch, bench, part, flags, read, expected):
+    def reached(*args):
+        raise Reached(read(*args))
+    monkeypatch.setattr(bench, part, reached)
+    with pytest.raises(Reached) as got:
+        bench.main(["--quick", *flags, "--out", str(tmp_path)])
+    assert got.value.args[0] == expected
+
+
 @pytest.mark.extra("bench", optional=True)         # the PyTorch peers beside the NumPy ones
 def test_kernel_peers_quick(tmp_path):
     assert kernel_peers.main(["--device", "cpu", "--quick", "--shapes", "lastfm", "--repeats",

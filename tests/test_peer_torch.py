@@ -102,6 +102,20 @@ def test_quick_run_reports_both_models(tmp_path, feedback, metric):
     assert "| ncae_cuda" in (tmp_path / "peer_torch.md").read_text()
 
 
+def test_quick_leaves_the_flags_given(tmp_path, monkeypatch, capsys):
+    """--quick's data set, hidden widths and epochs only where not given (before, they
+    replaced those given, and --epochs 0 with them)."""
+    def reached(args):
+        raise RuntimeError(args.dataset, args.hidden, args.epochs)
+    monkeypatch.setattr(peer_torch, "trainer_argv", reached)
+    with pytest.raises(RuntimeError) as got:
+        peer_torch.main(["--quick", "--hidden", "8", "--epochs", "3", "--out", str(tmp_path)])
+    assert got.value.args == ("synthetic-tiny", "8", 3)
+    with pytest.raises(SystemExit):
+        peer_torch.main(["--quick", "--epochs", "0", "--out", str(tmp_path)])
+    assert "argument --epochs: expected an integer >= 1, got '0'" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(ops.HAS_CUDA, reason="a GPU is there")
 def test_a_gpu_not_there_is_refused_in_a_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
