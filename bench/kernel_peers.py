@@ -34,7 +34,7 @@ import numpy as np
 
 from bench.cli import check_devices, names, out_folder, write_results
 from bench.epoch_time import ceilings, commit
-from bench.launches import SHAPES
+from bench.launches import SHAPES, quick_mark
 from bench.timing import cpu_seconds, gpu_seconds
 from dev.cuda.run import first_step
 from ncae_cuda import cli, ops
@@ -234,7 +234,7 @@ def _torch_device(device: str):
 def markdown(result: dict) -> str:
     """kernel_peers.md: the device and versions, then the table."""
     return "\n".join([f"{result['device']}, commit {result['commit']}, {result['date']}; torch "
-                      f"{result['torch']}", "", *table(result)])
+                      f"{result['torch']}" + quick_mark(result), "", *table(result)])
 
 
 def main(argv=None) -> int:
@@ -254,7 +254,7 @@ def main(argv=None) -> int:
     seconds = lambda fn: timer(fn, repeats=args.repeats)                  # noqa: E731
     torch_device = _torch_device(args.device)
     result = {"device": measured.device, "commit": commit(),
-              "date": datetime.date.today().isoformat(),
+              "date": datetime.date.today().isoformat(), "quick": args.quick,
               "bandwidth_gb_s": measured.bandwidth / 1e9,
               "torch": "installed" if torch_device else "not installed: its peers left out",
               "shapes": {}}

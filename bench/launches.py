@@ -103,6 +103,12 @@ CATALOGUE = (10_000_000, 10**9)        # columns, training entries
 SHARDED = ("ml10m", "10m-columns")     # the shapes --ranks plans
 
 
+def quick_mark(result: dict) -> str:
+    """What a title line adds for a --quick result: its rows are named by the shapes, whose
+    data it did not draw."""
+    return " (quick: synthetic-tiny in place of each shape's data)" if result["quick"] else ""
+
+
 def shard_counts(name: str, quick: bool) -> tuple[np.ndarray, tuple]:
     """(each column's training entries, hidden widths) of a sharded shape."""
     if name == "ml10m":
@@ -148,7 +154,8 @@ def shard_markdown(shards: dict) -> str:
 def markdown(result: dict) -> str:
     """launches.md: a row per shape counted, its kernels' parallelism, and the column shards'
     plans where --ranks asked for them."""
-    lines = [f"commit {result['commit']}, {result['date']}, {result['device']}", "",
+    lines = [f"commit {result['commit']}, {result['date']}, {result['device']}"
+             + quick_mark(result), "",
              "| shape | ops per step | allocations per step | transfers per epoch | "
              "syncs per epoch | work balance (kernel) | graph nodes per step | "
              "parallel slack (kernel) | serial tail (kernel) |",
@@ -210,7 +217,7 @@ def main(argv=None) -> int:
         backend = emulated_backend(runs=lambda kernel: kernel in RUN)
         device = "emulated (the batch cutting runs; the other kernels are counted)"
     result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
-              "shapes": {}}
+              "quick": args.quick, "shapes": {}}
     for name in args.shapes:
         dataset, feedback, based, hidden = SHAPES[name]
         dataset = "synthetic-tiny" if args.quick else dataset

@@ -458,6 +458,9 @@ def test_quick_leaves_the_flags_given(tmp_path, monkeypatch, bench, part, flags,
     assert got.value.args[0] == expected
 
 
+QUICK_MARK = " (quick: synthetic-tiny in place of each shape's data)"
+
+
 @pytest.mark.extra("bench", optional=True)         # the PyTorch peers beside the NumPy ones
 def test_kernel_peers_quick(tmp_path):
     assert kernel_peers.main(["--device", "cpu", "--quick", "--shapes", "lastfm", "--repeats",
@@ -469,7 +472,9 @@ def test_kernel_peers_quick(tmp_path):
     for row in result["shapes"]["lastfm"]:
         assert row["gb_per_s"] == pytest.approx(row["bytes"] / row["seconds"] / 1e9)
         assert row["peer_over_ours"] == pytest.approx(row["peer_seconds"] / row["seconds"])
-    assert "| lastfm | gather_forward |" in (tmp_path / "kernel_peers.md").read_text()
+    md = (tmp_path / "kernel_peers.md").read_text()
+    assert "| lastfm | gather_forward |" in md
+    assert result["quick"] and md.splitlines()[0].endswith(QUICK_MARK)   # not lastfm's data
 
 
 def test_kernel_peers_refuse_a_peer_that_computes_something_else(monkeypatch, tmp_path):
@@ -505,6 +510,7 @@ def test_launches_quick(tmp_path, temporary, capsys):
         assert f["serial_tail"] == max(f["serial_tail_by_kernel"].values())
     md = (tmp_path / "launches.md").read_text()
     assert "| lastfm |" in md and "| gather_forward_kernel |" in md
+    assert result["quick"] and md.splitlines()[0].endswith(QUICK_MARK)   # not lastfm's data
 
 
 def test_launches_plans_column_shards(tmp_path):
