@@ -210,7 +210,7 @@ def table(result: dict) -> list[str]:
                          f"{shape['lists']} lists{mark} | {row['recall']:.3f} | "
                          f"{row['users_per_s']:,.0f} | {row['p50_ms']:.2f} | "
                          f"{row['p99_ms']:.2f} | {row['cold_p50_ms']:.2f} | "
-                         f"{row['users_per_s'] / exact['users_per_s']:,.0f} |")
+                         f"{row['users_per_s'] / exact['users_per_s']:,.2f} |")
     lines += ["", "| shape | index build s | index size MiB |", "|---|---:|---:|"]
     lines += [f"| {s['shape']} | {s['build_s']:.1f} | {s['size_bytes'] / 2**20:,.0f} |"
               for s in result["shapes"]]

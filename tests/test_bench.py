@@ -578,6 +578,16 @@ def test_ann_quick_measures_recall_against_the_exact_path(tmp_path):
     assert "(default)" in (tmp_path / "ann.md").read_text()
 
 
+def test_ann_tables_the_index_over_the_exact_path_to_two_decimals():
+    """An index slower than the exact path shows its ratio (before, 0.34 printed 0)."""
+    timing = {"p50_ms": 1.0, "p99_ms": 2.0, "cold_p50_ms": 3.0}
+    shape = {"shape": "s", "items": 100, "hidden": 8, "lists": 4, "build_s": 0.1,
+             "size_bytes": 4096, "exact": {"users_per_s": 100.0, **timing},
+             "index": [{"probes": 1, "default": True, "recall": 0.5, "users_per_s": 34.0,
+                        **timing}]}
+    assert ann.table({"shapes": [shape]})[3].endswith("| 3.00 | 0.34 |")
+
+
 @pytest.mark.extra("tune")
 def test_tuned_alike_quick_tables_each_models_study_and_tests(tmp_path):
     """Each model's study (2 trials) and its best recipe tested: the table holds the study's
