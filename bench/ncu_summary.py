@@ -91,7 +91,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("csv", type=Path, help="ncu --import REPORT --page raw --csv, saved")
     args = p.parse_args(argv)
-    rows, units = read(args.csv)
+    try:
+        rows, units = read(args.csv)
+    except OSError as e:                             # none there, a folder, not readable
+        p.error(f"{args.csv}: cannot read it ({e.strerror or e})")
     if not rows:
         print(f"error: {args.csv} holds no profiled launches", file=sys.stderr)
         return 2

@@ -1,5 +1,7 @@
 """bench/ncu_summary.py on a raw-page CSV written by hand in Nsight Compute's layout (metric
 names, a units row, a row per launch), with the figures worked out by hand."""
+import pytest
+
 from bench import ncu_summary
 
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
@@ -43,3 +45,12 @@ def test_nanoseconds_without_a_units_row_and_an_empty_profile(tmp_path, capsys):
     assert ncu_summary.summarize(rows, units)[0]["us"] == 0.04        # ncu's default: ns
     assert ncu_summary.main([str(write(tmp_path, [HEADER, UNITS]))]) == 2
     assert "no profiled launches" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, why", [("none.csv", "No such file or directory"),
+                                       (".", "Is a directory")])
+def test_a_file_that_cannot_be_read_is_refused_in_a_line(tmp_path, capsys, name, why):
+    with pytest.raises(SystemExit) as refused:
+        ncu_summary.main([str(tmp_path / name)])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and f"cannot read it ({why})" in err, err
