@@ -9,6 +9,10 @@ once).
         --ncae-config recipes/ml-100k-implicit.toml --out bench/results/run
     python -m bench.tuned_alike --dataset synthetic-tiny --quick --out /tmp/t     # a smoke test
 
+Every model learns from implicit feedback, as the baselines do (of data with ratings: who rated
+what), so NCAE's study starts from --ncae-config's recipe on implicit feedback, which it writes
+to --work's ncae-start.toml.
+
 The runs go to --work (default: --out/runs): tune-MODEL/ (the study, trials.csv, best.toml)
 and test-MODEL-sS/ (python -m ncae_cuda.train's or ncae_cuda.baselines' folder, and beside it
 test-MODEL-sS.toml, the recipe it ran). A step whose output is there is not run again, so the
@@ -36,7 +40,7 @@ from bench.cli import add_quick, integers, out_folder, parse, write_results
 from bench.epoch_time import commit
 from ncae_cuda import cli
 from ncae_cuda.runs import effort
-from ncae_cuda.runs.factory import read_recipe
+from ncae_cuda.runs.factory import read_recipe, recipe_text
 
 MODELS = ("ncae", "ease", "item-knn", "rp3beta", "ials", "bpr")
 METRIC = "ndcg@100"                    # what every study and table is scored by
@@ -96,6 +100,24 @@ def study_row(model: str, studies: list[Path]) -> dict:
             str(best / "best.toml"), "trials": sum(s["trials"] for s in searched),
             "minutes": sum(s["minutes"] for s in searched),
             "chosen": ", ".join(f"{name} {shown(value)}" for name, value in chosen.items())}
+
+
+def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Path:
+    """work/ncae-start.toml, the recipe NCAE's study starts from: --ncae-config's settings (None:
+    the trainer's defaults) on implicit feedback, as the baselines learn (they rank the items
+    each user interacted with, ratings or not) and as METRIC scores; p.error where the recipe
+    cannot be read or says explicit feedback."""
+    try:
+        settings = read_recipe(given) if given else {}
+    except ValueError as e:
+        p.error(f"--ncae-config {given}: {e}")
+    if settings.setdefault("feedback", "implicit") != "implicit":
+        p.error(f"--ncae-config {given}: feedback {settings['feedback']}: every model here is "
+                f"tuned alike on implicit feedback, scored by {METRIC}")
+    start = work / "ncae-start.toml"
+    start.write_text(recipe_text(settings, f"NCAE's study starts from: {given or 'defaults'}, "
+                                           "on implicit feedback"))
+    return start
 
 
 def earlier_studies(p: argparse.ArgumentParser, given: list[str], models: list[str]
@@ -160,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="each model's, its --also studies' counted (default: %(default)s)")
     p.add_argument("--ncae-config", type=Path, metavar="RECIPE",
                    help="the recipe NCAE's study starts from and leaves what its space does "
-                        "not search at, e.g. one saying feedback = \"implicit\" for data with "
-                        "ratings (default: the trainer's defaults)")
+                        "not search at, its feedback implicit where it does not say (default: "
+                        "the trainer's defaults, on implicit feedback)")
     p.add_argument("--split-seeds", type=integers(0), default="0,1,2",
                    help="the studies tune on the first's validation; each is tested "
                         "(default: %(default)s)")
@@ -186,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, flag) is not None:
             data += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
     earlier = earlier_studies(p, args.also, models)
+    start = ncae_start(p, args.ncae_config, work) if "ncae" in models else None
     own = {model: trials - sum(effort.of_study(study / "best.toml")["trials"]
                                for study in earlier.get(model, [])) for model in models}
     for model, left in own.items():
@@ -195,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for model in models:
         studies = [*earlier.get(model, []), tuned(model, data, own[model], work,
-                                                  args.ncae_config if model == "ncae" else None)]
+                                                  start if model == "ncae" else None)]
         row = study_row(model, studies)
         figures = [tested(model, Path(row["recipe"]), data, seed, work) for seed in seeds]
         rows.append({**row, "valid": [f["valid"] for f in figures],

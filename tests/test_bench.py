@@ -618,6 +618,27 @@ def test_tuned_alike_quick_tables_each_models_study_and_tests(tmp_path):
     assert [log.stat().st_mtime_ns for log in logs] == stamps
 
 
+def test_tuned_alike_tunes_ncae_on_implicit_feedback(tmp_path, monkeypatch, capsys):
+    """NCAE's study starts from its recipe on implicit feedback where the recipe does not say,
+    as the baselines learn (before, it trained on synthetic-tiny's ratings, which ndcg@100 does
+    not score: a KeyError at the end); a recipe saying explicit is refused in a line."""
+    def reached(model, data, trials, work, recipe):
+        raise Reached(read_recipe(recipe))
+    monkeypatch.setattr(tuned_alike, "tuned", reached)
+    recipe = tmp_path / "ncae.toml"
+    argv = ["--dataset", "synthetic-tiny", "--quick", "--models", "ncae", "--ncae-config",
+            str(recipe), "--out", str(tmp_path / "out")]
+    recipe.write_text("hidden = [8]\n")
+    with pytest.raises(Reached) as got:
+        tuned_alike.main(argv)
+    assert got.value.args[0] == {**read_recipe(recipe), "feedback": "implicit"}
+    recipe.write_text('feedback = "explicit"\n')
+    with pytest.raises(SystemExit):
+        tuned_alike.main(argv)
+    assert (f"error: --ncae-config {recipe}: feedback explicit: every model here is tuned alike "
+            "on implicit feedback") in capsys.readouterr().err
+
+
 @pytest.mark.extra("tune")
 def test_tuned_alike_counts_an_earlier_study_continues_its_own_and_retests_a_stale_run(tmp_path):
     """--also's study counts in the model's trials and minutes and the recipe is the best of
