@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder, write_results
+from bench.cli import check_devices, out_folder, write_results
 from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
 from ncae_cuda.errors import NcaeError
@@ -261,13 +261,8 @@ def main(argv=None) -> int:
     if args.epochs is not None and args.epochs < 2:
         # the figure is the median of the epochs after the first (start-up, compilation)
         p.error(f"--epochs must be >= 2, the first being start-up; got {args.epochs}")
+    check_devices(p, {"gpu" if d.startswith("gpu") else d for d in devices})
     out_folder(p, args.out)
-    try:
-        if any(d.startswith("gpu") for d in devices):
-            ops.get_backend("gpu")
-    except ops.BackendUnavailable as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "quick": args.quick, "devices": {d: device_name(d) for d in devices}, "cases": {}}
     measured = {d: ceilings(d, args.quick) for d in devices}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import textwrap
 from pathlib import Path
@@ -35,9 +34,6 @@ PEERS = ("ncae_cuda", "torch")     # bench.peer_torch's models (not imported her
 # NVIDIA's VAE-CF's (ML-20M, user-based implicit, hidden 600) in training users a second
 HEADLINE = {"dataset": "synthetic-ml10m", "feedback": "explicit", "based": "item",
             "hidden": [500, 500]}
-# a NaN figure as kernel_peers.table formats it ("nan", "nan%", "nanx"): a dash on the page, as
-# a figure missing reads in the other tables
-NAN_CELL = re.compile(r"(?<=\| )nan[%x]?(?= \|)")
 VAE_CF = ("NVIDIA's figures for VAE-CF, the same shape's autoencoder in their "
           "DeepLearningExamples: 116k users/s on a V100 in FP32, 219k in mixed precision, at "
           "24,576 users a step")
@@ -135,7 +131,7 @@ def kernel_peer_tables() -> list[str]:
     for path, r in _load("kernel_peers.json"):
         parts += [f"Kernels beside what a user would otherwise call (bench.kernel_peers), the "
                   f"first training step of each shape: {_origin(r)} ({_link(path)}).", "",
-                  *(NAN_CELL.sub("-", line) for line in kernel_peers.table(r)), ""]
+                  *kernel_peers.table(r), ""]
     return parts
 
 
