@@ -52,12 +52,17 @@ mkdir -p "$work"
 # still fails the step
 # (a dry run's limits 4 times the device's: the emulator on a busy CI machine's 2 cores is no
 # GPU, and the dry run checks the commands, not their time)
+# The shapes' values a step names itself (data, widths, clients) are tiny ones on a dry run:
+# a bench's --quick changes only what its flags leave to their defaults.
 if [ -z "$dry" ]; then
     gpu=gpu emulated=gpu epoch_devices=gpu,gpu-graphs quick='' collect='' slack=1
     drawn="synthetic-ml10m synthetic-ml20m"
+    ml10m=synthetic-ml10m ml20m=synthetic-ml20m ml10m_hidden=500,500 ml20m_hidden=600
+    clients=1,64
 else
     gpu=cpu emulated=emulated epoch_devices=cpu quick=--quick collect=--collect-only slack=4
     drawn=synthetic-tiny
+    ml10m=synthetic-tiny ml20m=synthetic-tiny ml10m_hidden=16 ml20m_hidden=16 clients=1,4
 fi
 
 # step NAME SECONDS COMMAND...: logged to NAME.log; a failure is named at the end (in a file,
@@ -115,12 +120,13 @@ first)
     # at 1,024 on TF32, beside their floors (the synthetic sets drawn once, then read back)
     step epoch-time 180 "$python" -m bench.epoch_time --devices $epoch_devices --epochs 4 \
         --cases ml10m,ml20m,ml20m-batch1024,ml20m-tf32 $quick --out "$work/epoch-time"
-    step peer-ml10m 45 "$python" -m bench.peer_torch --device $gpu --dataset synthetic-ml10m \
-        --feedback explicit --based item --hidden 500,500 --epochs 3 $quick \
+    step peer-ml10m 45 "$python" -m bench.peer_torch --device $gpu --dataset $ml10m \
+        --feedback explicit --based item --hidden $ml10m_hidden --epochs 3 $quick \
         --out "$work/peer-ml10m"
-    step peer-ml20m 45 "$python" -m bench.peer_torch --device $gpu --dataset synthetic-ml20m \
-        --feedback implicit --based user --hidden 600 --epochs 3 $quick --out "$work/peer-ml20m"
-    step recommend 45 "$python" -m bench.recommend_time --dataset synthetic-ml20m \
+    step peer-ml20m 45 "$python" -m bench.peer_torch --device $gpu --dataset $ml20m \
+        --feedback implicit --based user --hidden $ml20m_hidden --epochs 3 $quick \
+        --out "$work/peer-ml20m"
+    step recommend 45 "$python" -m bench.recommend_time --dataset $ml20m \
         --devices $gpu --epochs 1 --repeats 3 $quick --out "$work/recommend"
     # each peer's two rows (seconds per epoch, test figures) and its ratio, or, where a limit
     # stopped it, the model it kept and its "unfinished" line
@@ -138,7 +144,7 @@ more)
     done
     step kernel-peers 60 "$python" -m bench.kernel_peers --device $gpu --shapes ml10m $quick \
         --repeats 5 --out "$work/kernel-peers"
-    step serve-load 70 "$python" -m bench.serve_load --device $gpu --clients 1,64 --seconds 3 \
+    step serve-load 70 "$python" -m bench.serve_load --device $gpu --clients $clients --seconds 3 \
         $quick --out "$work/serve-load"
     summary=$(cat "$work"/launches/*.md "$work"/kernel-peers/*.md "$work"/serve-load/*.md
               tail -q -n 5 "$work"/versions-*.log) ;;
