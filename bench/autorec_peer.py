@@ -31,7 +31,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from bench.cli import out_folder, write_results
+from bench.cli import integers, numbers, out_folder, write_results
 from ncae_cuda import cli
 from ncae_cuda.commands.flags import run_flags
 from ncae_cuda.data import datasets
@@ -192,8 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--valid-ratio", type=float, default=0.1,
                    help="validation share, as ncae_cuda.train (default: %(default)g)")
     p.add_argument("--split-seed", type=int, default=0, help="(default: %(default)s)")
-    p.add_argument("--hidden", type=cli.count, default=500, help="K (default: %(default)s, the paper's)")
-    p.add_argument("--lambdas", default="100,200,300,400,500",
+    p.add_argument("--hidden", type=cli.count, default=500,
+                   help="K (default: %(default)s, the paper's)")
+    p.add_argument("--lambdas", type=numbers(float, 0), default="100,200,300,400,500",
                    help="L2 strengths, chosen on validation (default: %(default)s; a wider "
                         "screen, 1..300, chose 200-300 on u1)")
     p.add_argument("--maxiter", type=cli.count, default=300, help="most L-BFGS iterations "
@@ -201,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--every", type=int, default=25,
                    help="score validation every this many iterations: the iteration count is "
                         "chosen on validation with lambda (0: maxiter only; default: %(default)s)")
-    p.add_argument("--seeds", default="0",
+    p.add_argument("--seeds", type=integers(0), default="0",
                    help="initialization seeds, e.g. 0,1,2 (default: %(default)s)")
     p.add_argument("--no-refit", dest="refit", action="store_false",
                    help="score test with the chosen validation model instead of retraining "
@@ -215,12 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    out_folder(parser, args.out)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",")]
-        lambdas = [float(v) for v in args.lambdas.split(",")]
-    except ValueError:
-        parser.error("--seeds and --lambdas take comma-separated numbers")
+    seeds, lambdas = args.seeds, args.lambdas
     if args.every < 0:
         parser.error(f"--every must be >= 0; got {args.every}")
     if args.config:
@@ -241,9 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     except NcaeError as e:                      # no such data set, or no such split of it
         print(f"error: {e}", file=sys.stderr)
         return 2
+    out_folder(parser, args.out)                # once the flags and the data are sound
     scale = data.rating_scale or (float(data.ratings.min()), float(data.ratings.max()))
     print(f"{data.name}: train {split.train.nnz}, valid {split.valid.nnz}, test "
-          f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas {args.lambdas}, "
+          f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas "
+          f"{','.join(f'{v:g}' for v in lambdas)}, "
           f"at most {args.maxiter} iterations")
     command = ("python -m bench.autorec_peer "
                + " ".join(argv if argv is not None else sys.argv[1:]))

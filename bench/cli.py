@@ -91,11 +91,38 @@ def listed(parse, what: str):
 
 def integers(least: int):
     """An argparse type: comma-separated integers >= least."""
-    def integer(text: str) -> int:
-        if int(text) < least:
+    return numbers(int, least)
+
+
+def numbers(kind: type, least):
+    """An argparse type: comma-separated numbers of `kind` (int, float) >= least."""
+    return listed(_at_least(kind, least), f"{_kind(kind)} >= {least}")
+
+
+def number(kind: type, least):
+    """An argparse type: one number of `kind` (int, float) >= least."""
+    check = _at_least(kind, least)
+
+    def parsed(text: str):
+        try:
+            return check(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'} >= {least}, got "
+                f"{text!r}") from None
+    return parsed
+
+
+def _at_least(kind: type, least):
+    def value(text: str):
+        if not kind(text) >= least:             # NaN too
             raise ValueError(text)
-        return int(text)
-    return listed(integer, f"integers >= {least}")
+        return kind(text)
+    return value
+
+
+def _kind(kind: type) -> str:
+    return "integers" if kind is int else "numbers"
 
 
 def _share(text: str) -> float:

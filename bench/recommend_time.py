@@ -70,8 +70,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True)
     args = parse(p, argv, QUICK)
     check_devices(p, args.devices)
-    out_folder(p, args.out)
     data = cli.refused(p, lambda: datasets.load(args.dataset, data_dir=args.data_dir))
+    out_folder(p, args.out)                     # once the flags and the data are sound
     result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
               "interactions": data.nnz, "n": args.n, "commit": commit(),
               "date": datetime.date.today().isoformat(), "runs": []}

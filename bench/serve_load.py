@@ -38,9 +38,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import add_quick, check_devices, integers, out_folder, parse, write_results
+from bench.cli import (add_quick, check_devices, integers, number, out_folder, parse,
+                       write_results)
 from bench.epoch_time import commit
-from ncae_cuda import NCAE
+from ncae_cuda import NCAE, cli
 from ncae_cuda.data import datasets
 from ncae_cuda.runs.environment import describe, device_facts, versions
 
@@ -273,12 +274,14 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--data-dir", type=Path, help="the folder that holds ml-100k/")
-    p.add_argument("-n", type=int, default=10, help="items a request (default: %(default)s)")
+    p.add_argument("-n", type=cli.count, default=10, help="items a request (default: %(default)s)")
     p.add_argument("--clients", type=integers(1), default="1,8,64",
                    help="concurrent clients of each level")
-    p.add_argument("--requests", type=int, default=20_000, help="a level's requests at most")
-    p.add_argument("--seconds", type=float, default=10.0, help="a level's seconds at most")
-    p.add_argument("--client-processes", type=int,
+    p.add_argument("--requests", type=cli.count, default=20_000,
+                   help="a level's requests at most")
+    p.add_argument("--seconds", type=number(float, 0.1), default=10.0,
+                   help="a level's seconds at most, 0.1 or more")
+    p.add_argument("--client-processes", type=cli.count,
                    default=max(1, min(4, (os.cpu_count() or 1) // 4)),
                    help="processes the clients are shared among (default: %(default)s)")
     p.add_argument("--server-flags", default="",

@@ -75,6 +75,10 @@ def test_one_command_scores_both_models_on_the_same_split(tmp_path):
     (["--hidden", "0"], "error: argument --hidden: expected an integer >= 1, got '0'"),
     (["--maxiter", "0"], "error: argument --maxiter: expected an integer >= 1, got '0'"),
     (["--every", "-1"], "error: --every must be >= 0; got -1"),
+    (["--seeds", "0,-1"], "error: argument --seeds: expected comma-separated integers >= 0, "
+                          "got '0,-1'"),
+    (["--lambdas", "10,-5"], "error: argument --lambdas: expected comma-separated numbers >= 0, "
+                             "got '10,-5'"),
 ])
 def test_a_mistake_is_refused_in_a_line_before_any_training(tmp_path, monkeypatch, capsys,
                                                              argv, message):
@@ -87,3 +91,4 @@ def test_a_mistake_is_refused_in_a_line_before_any_training(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert code == 2 and message.replace("MISSING", str(tmp_path / "MISSING")) in err
     assert len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()          # before, made first

@@ -399,7 +399,12 @@ BENCH_ERRORS = [
      "expected comma-separated names of: cpu, gpu, got 'bogus'"),
     *[(recommend_time, ["--quick", flag, "0", "--out", "OUT"], f"argument {flag}: expected an "
        "integer >= 1, got '0'") for flag in ("--repeats", "-n", "--epochs")],
-    (recommend_time, ["--dataset", "bogus", "--out", "OUT"], "error: unknown data set 'bogus'"),
+    (recommend_time, ["--dataset", "bogus", "--out", "OUT/made"], "error: unknown data set 'bogus'"),
+    *[(serve_load, ["--quick", flag, value, "--out", "OUT"], f"argument {flag}: expected "
+       f"{what}, got '{value}'") for flag, value, what in (
+        ("--seconds", "0", "a number >= 0.1"), ("--seconds", "nan", "a number >= 0.1"),
+        ("--requests", "0", "an integer >= 1"), ("--client-processes", "0", "an integer >= 1"),
+        ("-n", "-3", "an integer >= 1"))],
 ]
 if not ops.HAS_CUDA:           # each bench that takes a GPU refuses one not there, before work
     BENCH_ERRORS += [(bench, [*flags, "--quick", "--out", "OUT"],
@@ -415,7 +420,7 @@ if not ops.HAS_CUDA:           # each bench that takes a GPU refuses one not the
 @pytest.mark.parametrize("bench, argv, message", BENCH_ERRORS)
 def test_a_bench_says_what_is_wrong_in_a_line(tmp_path, capsys, bench, argv, message):
     (tmp_path / "FILE").write_text("x")
-    argv = [str(tmp_path / a) if a in ("OUT", "FILE") else a for a in argv]
+    argv = [str(tmp_path / a) if a.split("/")[0] in ("OUT", "FILE") else a for a in argv]
     message = message.replace("FILE", str(tmp_path / "FILE"))
     try:
         code = bench.main(argv)
@@ -423,6 +428,7 @@ def test_a_bench_says_what_is_wrong_in_a_line(tmp_path, capsys, bench, argv, mes
         code = e.code
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "OUT" / "made").exists()        # refused before --out is made
 
 
 class Reached(Exception):
