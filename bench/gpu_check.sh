@@ -19,7 +19,8 @@
 #     bench/gpu_check.sh scale   "$OUT"  # the K x D table (the paper's Table 7) on the GPU
 #
 # A phase's steps' time limits add up to its minutes above, or to at most 9.
-# --dry (after OUT; `first` and `more`): every step with the same flags on tiny data (--quick),
+# --dry (after OUT; `first` and `more`): every step with the same flags on tiny data (--quick,
+# and the tiny sets and widths in place of the shapes' values the steps name),
 # the GPU's steps on the emulated backend where they have one and on the CPU where not, the GPU's
 # test cases collected but not run (CI's suite runs them), writing the same files and printing
 # the same summary, so that a renamed flag or a missing file fails CI
