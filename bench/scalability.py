@@ -168,6 +168,7 @@ def main(argv=None) -> int:
         return time_cell(args)
     cli.check_pool_flags(p, args)
     check_devices(p, [args.device])
+    cli.refused(p, pool.check_gpus, args.gpus, args.device, "the cells")
     out_folder(p, args.out)
     listed = cells(args)
     runs = pool.Pool(args.out / "runs", "scalability", [

@@ -400,6 +400,8 @@ BENCH_ERRORS = [
     *[(recommend_time, ["--quick", flag, "0", "--out", "OUT"], f"argument {flag}: expected an "
        "integer >= 1, got '0'") for flag in ("--repeats", "-n", "--epochs")],
     (recommend_time, ["--dataset", "bogus", "--out", "OUT/made"], "error: unknown data set 'bogus'"),
+    (scalability, ["--quick", "--gpus", "0", "--out", "OUT/made"], "--gpus 0: the cells run on "
+     "the CPU (--device cpu): leave out --gpus, or use --device gpu"),
     *[(serve_load, ["--quick", flag, value, "--out", "OUT"], f"argument {flag}: expected "
        f"{what}, got '{value}'") for flag, value, what in (
         ("--seconds", "0", "a number >= 0.1"), ("--seconds", "nan", "a number >= 0.1"),

@@ -191,9 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.check_pool_flags(parser, args)
     # the runs' device is theirs, after --: before, --gpus with --device cpu there went unused
     device = trainer_run(["--dataset", args.dataset, *extra])[0].device
-    unused = cli.refused(parser, pool.unused_gpus, args.gpus, device, "the runs")
-    if unused:
-        parser.error(unused)
+    cli.refused(parser, pool.check_gpus, args.gpus, device, "the runs")
     left_out = ""
     if args.baselines is None:
         args.baselines, left_out = installed(BESIDE)

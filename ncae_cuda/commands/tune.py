@@ -57,7 +57,7 @@ from pathlib import Path
 from .. import cli
 from ..data import datasets
 from ..errors import NcaeError
-from ..runs import space, tune_study
+from ..runs import pool, space, tune_study
 from ..runs.spec import RunSpec, SpecError
 from ..runs.study_storage import JOURNAL
 from ..runs.tune_spec import TuneSpec
@@ -166,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = tune_spec(parser.parse_args(argv))
     if spec.out.exists() and not spec.out.is_dir():
         parser.error(f"--out {spec.out}: a file, not a folder")
+    cli.refused(parser, pool.check_gpus, spec.gpus, spec.device, "the trials")
 
     def worker_command(i: int) -> list[str]:
         """Worker i's process: this command's flags but --overwrite (this command has started

@@ -86,14 +86,13 @@ def slot_env(slot: int, jobs: int, gpus: list[str]) -> dict[str, str]:
     return env
 
 
-def unused_gpus(gpus: list[str], device: str, what: str) -> str | None:
-    """Why `gpus` (--gpus) would be shared out unused where `what` (the runs, the trials) run on
-    `device`'s backend, not the GPU; None where they are used. Raises get_backend's errors for
-    a device that is none, or a GPU that is not here."""
+def check_gpus(gpus: list[str], device: str, what: str) -> None:
+    """PoolError where `gpus` (--gpus) would be shared out unused, `what` (the runs, the
+    trials) running on `device`'s backend, not the GPU; get_backend's errors for a device that
+    is none, or a GPU that is not here."""
     if gpus and backend_name(device) != "gpu":
-        return (f"--gpus {','.join(gpus)}: {what} run on the CPU (--device {device}): leave "
-                "out --gpus, or use --device gpu")
-    return None
+        raise PoolError(f"--gpus {','.join(gpus)}: {what} run on the CPU (--device {device}): "
+                        "leave out --gpus, or use --device gpu")
 
 
 def _dies_with(parent: int):

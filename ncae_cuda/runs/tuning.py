@@ -94,9 +94,6 @@ def setup(spec: TuneSpec) -> Setup:
     # before any work: every trial would fail on it (before, ten did, and the command asked
     # whether the space's range was too wide)
     device = backend_name(spec.device)
-    unused = pool.unused_gpus(spec.gpus, spec.device, "the trials")
-    if unused:                                 # before, they were shared out and unused
-        raise SpecError(unused)
     try:
         recipe = factory.read_recipe(spec.recipe) if spec.recipe else {}
     except ValueError as e:
