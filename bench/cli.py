@@ -96,20 +96,19 @@ def integers(least: int):
 
 def numbers(kind: type, least):
     """An argparse type: comma-separated numbers of `kind` (int, float) >= least."""
-    return listed(_at_least(kind, least), f"{_kind(kind)} >= {least}")
+    return listed(_at_least(kind, least), f"{'integers' if kind is int else 'numbers'} >= {least}")
 
 
-def number(kind: type, least):
-    """An argparse type: one number of `kind` (int, float) >= least."""
-    check = _at_least(kind, least)
+def number(least: float):
+    """An argparse type: one number >= least (an integer's is ncae_cuda.cli.count)."""
+    check = _at_least(float, least)
 
-    def parsed(text: str):
+    def parsed(text: str) -> float:
         try:
             return check(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected {'an integer' if kind is int else 'a number'} >= {least}, got "
-                f"{text!r}") from None
+            message = f"expected a number >= {least}, got {text!r}"
+            raise argparse.ArgumentTypeError(message) from None
     return parsed
 
 
@@ -119,10 +118,6 @@ def _at_least(kind: type, least):
             raise ValueError(text)
         return kind(text)
     return value
-
-
-def _kind(kind: type) -> str:
-    return "integers" if kind is int else "numbers"
 
 
 def _share(text: str) -> float:

@@ -22,15 +22,8 @@ import sys
 from pathlib import Path
 
 from bench.cli import out_folder, write_results
-from bench.epoch_time import (
-    add_case_flags,
-    case_flags,
-    chosen_cases,
-    commit,
-    epoch_work_of,
-    quick_note,
-    short_id,
-)
+from bench.epoch_time import (add_case_flags, case_flags, chosen_cases, commit, epoch_work_of,
+                               quick_note, short_id)
 from ncae_cuda.ops.floors import Ceilings, tf32_rate
 
 

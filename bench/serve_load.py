@@ -279,7 +279,7 @@ def main(argv=None) -> int:
                    help="concurrent clients of each level")
     p.add_argument("--requests", type=cli.count, default=20_000,
                    help="a level's requests at most")
-    p.add_argument("--seconds", type=number(float, 0.1), default=10.0,
+    p.add_argument("--seconds", type=number(0.1), default=10.0,
                    help="a level's seconds at most, 0.1 or more")
     p.add_argument("--client-processes", type=cli.count,
                    default=max(1, min(4, (os.cpu_count() or 1) // 4)),

@@ -325,7 +325,7 @@ def new_rows(new: Interactions, config: Config, times) -> sp.csr_matrix:
     that grow with time, e.g. seconds); DataError where such a model is given none."""
     if config.recency_boost and times is None:
         raise DataError("the model scores from rows weighted by recency (recency_boost): "
-                         "give times=, each interaction's time at its place in X_new")
+                        "give times=, each interaction's time at its place in X_new")
     if times is not None:
         new = replace(new, timestamps=_times_at(times, new))
     return scored_rows(new, config, "X_new")
