@@ -239,3 +239,14 @@ def test_serve_index_rebuilds_on_sighup_and_answers_as_the_offline_index(models,
         np.testing.assert_allclose(got["scores"], scores[0], rtol=1e-5)
     finally:
         assert server.stop() == 0, server.logged()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_users_get_no_rows_through_the_index_as_through_the_exact_top_k(kind, models):
+    """recommend([]) through the index: (0, n) arrays of the exact top-k's dtypes (it raised
+    numpy's ValueError, concatenating no batch of user codes)."""
+    model = models[kind]
+    exact = model.recommend([], n=5)
+    approximate = model.recommend([], n=5, index="approximate")
+    for got, expected in zip(approximate, exact):
+        assert got.shape == expected.shape == (0, 5) and got.dtype == expected.dtype

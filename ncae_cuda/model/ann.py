@@ -267,8 +267,11 @@ def user_queries(model, users: np.ndarray) -> np.ndarray:
     """(B, d) the users' query vectors of the model's index."""
     net, inputs = model._net, model.data.inputs()
     if model.config.based == "user":
-        codes = np.concatenate([net.codes(model.ops.cut_rows(inputs, users[i:i + EVAL_BATCH]))
-                                for i in range(0, len(users), EVAL_BATCH)])    # (B, K)
+        # no users (recommend([])) is no batch: (0, K) queries, as the exact top-k's (0, n)
+        codes = np.empty((0, net.layout.hidden[-1]), net.params.dtype)
+        codes = np.concatenate([codes] + [
+            net.codes(model.ops.cut_rows(inputs, users[i:i + EVAL_BATCH]))
+            for i in range(0, len(users), EVAL_BATCH)])                         # (B, K)
         return _with_column(codes, 1.0)
     return _with_column(net.p["V"][users], net.p["c"][users])
 
