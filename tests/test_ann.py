@@ -250,3 +250,25 @@ def test_no_users_get_no_rows_through_the_index_as_through_the_exact_top_k(kind,
     approximate = model.recommend([], n=5, index="approximate")
     for got, expected in zip(approximate, exact):
         assert got.shape == expected.shape == (0, 5) and got.dtype == expected.dtype
+
+
+@pytest.mark.parametrize("n_items", [1, 2, 3, 15])
+def test_a_catalogue_of_fewer_items_than_a_code_has_centroids_is_searched(n_items):
+    """Fewer items than a 4-bit code's 16 centroids (faiss refused to train on them): the
+    index finds each user's float64 top n of its unseen items, a user who has seen them all
+    padded with -1 and -inf, as the exact top-k pads it."""
+    rng = np.random.default_rng(n_items)
+    X = (rng.random((12, n_items)) < 0.5).astype(float)
+    X[0], X[1] = 1, 0                                   # every item seen; none
+    model = NCAE(device="cpu", hidden=(4,), feedback="implicit").fit(
+        sp.csr_matrix(X), epochs=1, verbose=False)
+    users = np.arange(len(model.user_ids))
+    items, scores = model.recommend(model.user_ids, n=n_items, index="approximate")
+    best, logits = reference_top(model, users, n_items)
+    found = np.isfinite(logits)
+    np.testing.assert_array_equal(items, np.where(found, model.item_ids[best], -1))
+    np.testing.assert_allclose(scores, logits, rtol=1e-4, atol=1e-5)
+    assert not found[0].any() and found[1].all()
+    _, _, short = model.item_index().top(ann.user_queries(model, users), users, n_items,
+                                         model.data.seen)
+    assert not short.any()                               # the index's answers, not exact's

@@ -49,8 +49,9 @@ log = logging.getLogger("ncae_cuda.ann")
 INDEXES = ("exact", "approximate")           # recommend(index=...), --index
 MISSING_EXTRA = "the approximate index needs the [ann] extra: pip install -e '.[ann]'"
 SUFFIX = ".ann"                              # model.npz -> model.ann
-LAYOUT = "(x, sqrt(R^2 - |x|^2)) / R, IVF,PQx4fs,RFlat"   # in the digest: a saved index of
-                                             # another layout is rebuilt
+BITS = 4                                     # a coordinate's code: 2^BITS centroids
+LAYOUT = f"(x, sqrt(R^2 - |x|^2)) / R, IVF,PQx{BITS}fs,RFlat"  # in the digest: a saved index
+                                             # of another layout is rebuilt
 PARALLEL_QUERIES = 16                        # a search of as many queries runs on every core
 CORES = cores()
 
@@ -170,8 +171,11 @@ class ItemIndex:
         points = _on_sphere(self.items)                                        # (N, d + 1)
         n, d = points.shape
         lists = s.lists(n)
+        # a code's k-means needs a point per centroid (faiss raised on fewer), and one item's
+        # residual is 0, its 4-bit distance NaN: fewer items are kept as they are, in one list
+        codes = f"PQ{d}x{BITS}fs" if n >= 2 ** BITS else "Flat"
         self.index = faiss.index_factory(
-            d, f"IVF{lists},PQ{d}x4fs,RFlat", faiss.METRIC_INNER_PRODUCT)
+            d, f"IVF{lists},{codes},RFlat", faiss.METRIC_INNER_PRODUCT)
         sample = np.random.default_rng(0).permutation(n)[:lists * s.train_per_list]
         self.index.train(points[np.sort(sample)])
         self.index.add(points)
