@@ -272,3 +272,19 @@ def test_a_catalogue_of_fewer_items_than_a_code_has_centroids_is_searched(n_item
     _, _, short = model.item_index().top(ann.user_queries(model, users), users, n_items,
                                          model.data.seen)
     assert not short.any()                               # the index's answers, not exact's
+
+
+@pytest.mark.parametrize("n_items", [3, 300])
+def test_a_small_catalogue_is_indexed_without_faiss_warning_on_every_coordinate(n_items,
+                                                                                 capfd):
+    """A sample under 39 points a centroid made faiss print a warning a coordinate (hundreds
+    of lines at a server's start): the index is built as before, quietly, its search exact
+    where every list is scanned."""
+    items = items_of_every_norm()[:n_items]
+    index = ann.ItemIndex(items, ann.IndexSettings(probes=ann.IndexSettings().lists(n_items)))
+    index.build()
+    assert "WARNING" not in capfd.readouterr().err
+    queries = np.random.default_rng(6).standard_normal((20, 9)).astype(np.float32)
+    idx, _ = index.search(queries, 3)
+    best = np.argsort(-(queries.astype(np.float64) @ items.T.astype(np.float64)), axis=1)
+    np.testing.assert_array_equal(np.sort(idx, axis=1), np.sort(best[:, :3], axis=1))

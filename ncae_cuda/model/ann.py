@@ -176,6 +176,12 @@ class ItemIndex:
         codes = f"PQ{d}x{BITS}fs" if n >= 2 ** BITS else "Flat"
         self.index = faiss.index_factory(
             d, f"IVF{lists},{codes},RFlat", faiss.METRIC_INNER_PRODUCT)
+        # faiss warns of a k-means of under 39 points a centroid, a line for each coordinate's
+        # code (hundreds, on every build of a catalogue under 640 items): the sample is the
+        # settings' choice, and the bound is read by that warning alone
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(self.index))
+        for clustering in (ivf.cp, *([ivf.pq.cp] if hasattr(ivf, "pq") else [])):
+            clustering.min_points_per_centroid = 1
         sample = np.random.default_rng(0).permutation(n)[:lists * s.train_per_list]
         self.index.train(points[np.sort(sample)])
         self.index.add(points)
