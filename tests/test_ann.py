@@ -288,3 +288,19 @@ def test_a_small_catalogue_is_indexed_without_faiss_warning_on_every_coordinate(
     idx, _ = index.search(queries, 3)
     best = np.argsort(-(queries.astype(np.float64) @ items.T.astype(np.float64)), axis=1)
     np.testing.assert_array_equal(np.sort(idx, axis=1), np.sort(best[:, :3], axis=1))
+
+
+def test_a_loaded_model_fit_on_leaves_the_index_of_its_file_as_it_was(models, tmp_path):
+    """partial_fit of a loaded model, then an index: the refit model's index replaced the
+    file's, though the file still holds the model it was built of (the next load rebuilt it)."""
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    model = NCAE.load(path, device="cpu")
+    model.item_index()
+    saved = ann.index_path(path).read_bytes()
+    model.partial_fit(datasets.load("synthetic"), epochs=1, verbose=False)
+    model.item_index()
+    assert ann.index_path(path).read_bytes() == saved
+    with np.load(ann.index_path(path)) as index:
+        assert str(index["digest"]) == ann.ItemIndex.for_model(NCAE.load(path, device="cpu")
+                                                               ).digest

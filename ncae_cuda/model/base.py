@@ -58,7 +58,7 @@ class Model(abc.ABC):
     comm
         A column shard's collectives, or None.
     source : pathlib.Path or None
-        The file the model was loaded from.
+        The file the model was loaded from (an NCAE's: None once fit again, no longer the file's).
     best_epoch : int, dict or None
         What the last fit chose on validation: NCAE's epoch count (a blend's per member),
         iALS's and BPR's iteration count (a fit without validation: the count it ran); None

@@ -207,6 +207,9 @@ class NCAE(Recommender):
         valid = None if validation is None else data.held_out(validation, "validation")
         known = None if start is None else start.known(data.column_ids, c.based)
         self.data, verbose = data, verbose and self.leader
+        # the model is no longer the file it was loaded from: its index is not saved beside it
+        # (model/ann.py), where it would replace the one of the file's model
+        self.source = None
         B = c.batch_size                # the batch, until the rows it is capped at are known
         with self.ops.session():
             try:
