@@ -365,6 +365,10 @@ BAD_INPUT = [
     (read_table, "user,rating\n1,2\n", 1, "the header names no item column"),
     (read_table, "userId,user_id,movieId\n", 1, "names the user column twice: userId, user_id"),
     (lambda p: read_table(p, rating_scale=(1, 5)), "a,b,1\na,c,9\n", 2, "outside the rating"),
+    # csv's errors: before, a traceback where line 1 had them, and csv's own words elsewhere
+    (read_table, "user,item\r1,2\r1,3\r", 1, "a carriage return (\\r) without a line feed"),
+    (read_table, "user,item\n1,2\r1,3\r", 2, "lines that end in \\r alone (classic Mac OS)"),
+    (read_table, "x" * 200_000 + ",1\n", 1, "field larger than field limit"),
 ]
 
 

@@ -152,7 +152,7 @@ def table_layout(path: str | os.PathLike, sep: str | None = None,
         if sep is None:
             raise DataError(f"{path}:{line}: cannot tell the separator: line {line} has no tab, "
                             "comma or semicolon (give it with --sep)")
-    fields = split_fields(text, sep)
+    fields = split_fields(text, sep, f"{path}:{line}")
     known = [_COLUMN_OF.get(re.sub(r"[\s_-]", "", field.lower())) for field in fields]
     if all(known):
         _check_names(path, line, fields, known)

@@ -326,9 +326,24 @@ def _first_bad(values: dict, layout: Layout) -> tuple[int, str, str] | None:
     return min(failed, default=None)
 
 
-def split_fields(text: str, sep: str) -> list[str]:
-    """The fields of one line, as csv reads them."""
-    return next(_csv_reader([text], sep), [])
+def split_fields(text: str, sep: str, where: str) -> list[str]:
+    """The fields of one line, as csv reads them; a DataError starting `where` (path:line)
+    where csv cannot."""
+    try:
+        return next(_csv_reader([text], sep), [])
+    except csv.Error as e:
+        raise DataError(f"{where}: {_csv_problem(e)}") from None
+
+
+def _csv_problem(error: csv.Error) -> str:
+    """csv's error in a user's terms: its 'new-line character seen in unquoted field - do you
+    need to open the file in universal-newline mode?' is a carriage return without a line feed,
+    which the user meets as a file whose lines end in CR alone (classic Mac OS)."""
+    if "new-line character" not in str(error):
+        return str(error)
+    return ("a carriage return (\\r) without a line feed (\\n) in an unquoted field: lines "
+            "that end in \\r alone (classic Mac OS) are not read; save the file with \\n or "
+            "\\r\\n line ends")
 
 
 def _csv_reader(lines: list[str], sep: str):
@@ -347,7 +362,8 @@ def _records(path: str | os.PathLike, layout: Layout) -> Iterator[list[tuple[int
         try:
             records = [(first - 1 + reader.line_num, fields) for fields in reader if fields]
         except csv.Error as e:
-            raise DataError(f"{path}:{first - 1 + reader.line_num}: {e}") from None
+            raise DataError(f"{path}:{first - 1 + reader.line_num}: {_csv_problem(e)}"
+                            ) from None
         if records:
             yield records
 
