@@ -5,6 +5,7 @@ import gzip
 import lzma
 import re
 import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -462,6 +463,19 @@ def test_a_compressed_file_is_read_as_such_whatever_its_name(tmp_path, compress)
         assert entries(read_table(path)) == RATED
     path.write_bytes(compress(b"user,item\n1,2\n1,x\xff\n"))
     with pytest.raises(DataError, match=rf"^{path}:3: not utf-8 text"):
+        read_table(path)
+
+
+def test_an_archive_is_refused_as_one_not_as_text_of_another_encoding(tmp_path):
+    # before: "not utf-8 text ...: give the file's encoding with --encoding (e.g. latin-1)"
+    path = tmp_path / "ml-latest-small.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("ratings.csv", "userId,movieId,rating\n1,2,3\n")
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: a zip archive, not a "
+                                        "table: extract the table from it"):
+        read_table(path)
+    path.write_bytes(b"(\xb5/\xfd" + bytes(range(256)))
+    with pytest.raises(DataError, match="compressed with Zstandard, not a table"):
         read_table(path)
 
 

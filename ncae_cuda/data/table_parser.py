@@ -37,6 +37,10 @@ LABELS = {"user": "user id", "item": "item id", "rating": "rating",     # a colu
 SEP_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon"}
 # A compressed file is told by its first bytes, not its name.
 _COMPRESSED = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
+# What a file of other first bytes is that a user may give for a table (MovieLens ships as .zip):
+# read as text, it would be refused as a byte that is not text, and --encoding suggested.
+_ARCHIVES = {b"PK\x03\x04": "a zip archive", b"PK\x05\x06": "a zip archive",
+             b"(\xb5/\xfd": "compressed with Zstandard", b"7z\xbc\xaf'\x1c": "a 7-Zip archive"}
 _UNIT_SEP = "\x1f"           # ASCII unit separator: what a separator of several characters becomes
 
 _ARROW_TYPES = {"user": "string", "item": "string", "timestamp": "int64",     # pyarrow's names
@@ -407,7 +411,8 @@ def _byte_blocks(f: BinaryIO, whole: bool) -> Iterator[bytes]:
 
 
 def _open(path: str | os.PathLike) -> BinaryIO:
-    """The file as bytes, decompressed where its first bytes say it is compressed."""
+    """The file as bytes, decompressed where its first bytes say it is compressed; a DataError
+    where they say it is an archive this reader does not open (_ARCHIVES)."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -417,7 +422,11 @@ def _open(path: str | os.PathLike) -> BinaryIO:
     except OSError as error:
         raise DataError(f"{path}: cannot read: {error.strerror}", errno=error.errno) from None
     with f:
-        start = f.read(max(map(len, _COMPRESSED)))
+        start = f.read(max(map(len, [*_COMPRESSED, *_ARCHIVES])))
+    archive = next((what for magic, what in _ARCHIVES.items() if start.startswith(magic)), None)
+    if archive:
+        raise DataError(f"{path}: {archive}, not a table: extract the table from it (a file "
+                        "compressed with gzip, bzip2 or xz is read as it is)")
     opener = next((opener for magic, opener in _COMPRESSED.items() if start.startswith(magic)),
                   open)
     return opener(path, "rb")
