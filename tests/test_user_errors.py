@@ -685,6 +685,19 @@ def test_a_given_test_file_of_new_users_alone_is_refused_in_a_line(tmp_path, cap
             "--train's users and items)")
 
 
+@pytest.mark.parametrize("header, held_out", [("user,item", 1), ("user,item,rating", 2)])
+def test_a_file_of_one_user_is_refused_as_cold_not_as_a_learning_rate(tmp_path, capsys, header,
+                                                                      held_out):
+    # One user: every held-out item is one no training entry has. Before: "the validation
+    # ndcg@100 (rmse) became nan after epoch 1: lower the learning rate (lr, --lr)".
+    path = write_table(tmp_path / "one.csv", header, [("me", f"item{k}", k % 5 + 1)
+                                                     for k in range(20)])
+    refused(train.main, ["--dataset", str(path), *TINY[2:], "--epochs", "2", "--out",
+                         str(tmp_path / "run")], capsys,
+            f"error: validation: all {held_out} entries are of users or items with no training "
+            "entry (cold, scored apart): none is left to choose the epoch on")
+
+
 def test_a_given_validation_file_of_new_users_alone_is_refused_in_a_line(tmp_path, capsys):
     # Before, its entries were set apart as cold and 45 random training entries validated
     # instead: "validation: 45 random training entries ... carved from train", exit 0.

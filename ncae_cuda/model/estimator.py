@@ -165,8 +165,8 @@ class NCAE(Recommender):
         Raises
         ------
         DataError
-            Bad data (duplicate entries; negative, NaN or infinite values), or a checkpoint of
-            another fit.
+            Bad data (duplicate entries; negative, NaN or infinite values), a validation part
+            whose entries are all cold, or a checkpoint of another fit.
         SettingError
             A warm start whose hidden, feedback, based, output or loss differ from this
             model's, named; an epochs, checkpoint_every or callback that is none.
@@ -205,6 +205,13 @@ class NCAE(Recommender):
         if comm is not None:
             data.shard(comm.rank, comm.world)
         valid = None if validation is None else data.held_out(validation, "validation")
+        if valid is not None and valid.nnz and not data.cold_apart(valid)[0].nnz:
+            # the warm entries' figure early stopping follows would be NaN, and the trainer's
+            # "lower the learning rate" mislead (a file of one user: every held-out item is new)
+            raise DataError(f"validation: all {valid.nnz} entries are of users or items with no "
+                            "training entry (cold, scored apart): none is left to choose the "
+                            "epoch on; hold out entries of users and items the training data "
+                            "has")
         known = None if start is None else start.known(data.column_ids, c.based)
         self.data, verbose = data, verbose and self.leader
         # the model is no longer the file it was loaded from: its index is not saved beside it
