@@ -250,6 +250,8 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     # flags the other settings never read, each run bit for bit as without it before
     (["--feedback", "implicit", "--alpha", "2"], "--alpha: is for explicit feedback"),
     (["--feedback", "implicit", "--beta", "3"], "--beta: is for explicit feedback"),
+    (["--feedback", "implicit", "--rating-scale", "1,5"],
+     "--rating-scale: is for explicit feedback"),
     (["--feedback", "implicit", "--variant", "NCAE-", "--c0", "5"],
      "--c0: is for popularity weighting"),
     (["--feedback", "implicit", "--weighting", "uniform", "--omega", "0.3"],

@@ -326,7 +326,7 @@ def _refuse_unused(c: Config) -> None:
     """SettingError naming a setting given (not its default) that these settings never read:
     a flag accepted and ignored would say it was used."""
     if c.implicit:
-        unused = {name: "is for explicit feedback" for name in ("alpha", "beta")}
+        unused = {name: "is for explicit feedback" for name in ("alpha", "beta", "rating_scale")}
         if c.loss == MULTINOMIAL:
             unused |= {name: "weighs the square loss's entries: the multinomial loss has none "
                              "to weigh" for name in ("c0", "omega", "uniform_c")}
