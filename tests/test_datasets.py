@@ -145,6 +145,18 @@ def test_a_files_rating_scale_is_given_or_read_off_it(tmp_path):
         load(str(path), rating_scale=(1, 3))
 
 
+def test_how_to_read_a_file_is_refused_for_a_named_data_set(tmp_path, capsys):
+    # before: read in its own format, the separator and encoding given were never read, unsaid
+    with pytest.raises(DataError, match=r"^synthetic-tiny is read in its own format: --sep "
+                                        r"\(sep in datasets.load\) is for a data file given"):
+        load("synthetic-tiny", sep=";")
+    with pytest.raises(DataError, match="--encoding .encoding in datasets.load. is for"):
+        datasets.default_feedback("ml-100k", encoding="latin-1")
+    assert load("synthetic-tiny", encoding="UTF8").nnz == load("synthetic-tiny").nnz
+    assert main(["describe", "synthetic-tiny", "--sep", "tab"]) == 2
+    assert "--sep (sep in datasets.load) is for" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name, split, message", [
     ("ml-1m", "u1", "ml-1m has no split files"),
     ("ml-100k", "u6", "its splits are u1, u2, u3, u4, u5, ua, ub"),

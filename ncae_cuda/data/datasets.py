@@ -36,7 +36,7 @@ from .reader import (
 )
 from .synthetic import PRESETS, synthetic
 from .synthetic_cache import kept_synthetic
-from .table_parser import ENCODING
+from .table_parser import ENCODING, codecs_name
 
 DEFAULT = "synthetic"
 KEPT_FROM = 1_000_000       # synthetic sets of this many interactions are kept once drawn
@@ -199,9 +199,10 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
     Raises
     ------
     DataError
-        An unknown name, a file that cannot be read as a table (naming its file and line), or
-        a published data set that is neither extracted nor in the cache where `download` is
-        off or the download fails (naming the file to fetch and where to put it).
+        An unknown name, a file that cannot be read as a table (naming its file and line), a
+        named data set given `sep` or `encoding` (read in its own format), or a published data
+        set that is neither extracted nor in the cache where `download` is off or the download
+        fails (naming the file to fetch and where to put it).
 
     Warns
     -----
@@ -218,6 +219,7 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
     if is_file(name):
         return read_table(name, sep, rating_scale, encoding)
     entry = _entry(name)
+    _refuse_table_options(name, sep, encoding)
     if isinstance(entry, Generated):
         drawn = (synthetic(entry.preset, seed) if PRESETS[entry.preset].nnz < KEPT_FROM
                  else kept_synthetic(entry.preset, seed, cache_dir_path(cache_dir)))
@@ -305,7 +307,21 @@ def default_feedback(name: str, sep: str | None = None, encoding: str = ENCODING
     explicit when it has a rating column."""
     if is_file(name):
         return "explicit" if "rating" in table_layout(name, sep, encoding).columns else "implicit"
-    return _entry(name).feedback
+    feedback = _entry(name).feedback
+    _refuse_table_options(name, sep, encoding)
+    return feedback
+
+
+def _refuse_table_options(name: str, sep: str | None, encoding: str) -> None:
+    """DataError where a named data set is given how to read a file of one's own, which its
+    reader never reads: given and unsaid, a separator would seem to have been used."""
+    given = [setting for setting, value in (("sep", sep), ("encoding", encoding))
+             if value is not None and (setting == "sep" or codecs_name(value) != ENCODING)]
+    if given:
+        flags = " and ".join(f"--{setting}" for setting in given)
+        raise DataError(f"{name} is read in its own format: {flags} ({', '.join(given)} in "
+                        f"datasets.load) {'is' if len(given) == 1 else 'are'} for a data file "
+                        "given by its path")
 
 
 def cache_dir_path(cache_dir: str | os.PathLike | None = None) -> Path:
