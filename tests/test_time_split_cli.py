@@ -194,6 +194,20 @@ def test_the_baselines_score_a_time_splits_cold_part_apart(tmp_path, capsys):
     assert shown.count("| EASE") == 2 and "recall@20" in shown
 
 
+def test_the_baselines_show_no_cold_part_where_a_time_split_has_none(tmp_path, capsys):
+    # Before: "warm test" over the table, then "cold test, scored apart: 0 entries of 0 users
+    # and 0 items, ..." with no table; the trainer shows "test" alone.
+    rng = np.random.default_rng(0)
+    rows = [(u, i, 1, int(t)) for u in range(20) for i in range(15)
+            for t in rng.integers(0, 10**6, 1)]
+    path = write_table(tmp_path / "clicks.csv", "user,item,timestamp", rows)
+    assert splits.by_time(datasets.load(str(path)), 0.1, 0.1).cold_test.nnz == 0
+    assert baselines.main(["--dataset", str(path), "--split", "time", "--models", "pop",
+                           "--out", str(tmp_path / "b")]) == 0
+    shown = (tmp_path / "b" / "baselines.md").read_text()
+    assert "\ntest\n| model" in shown and "cold" not in shown, shown
+
+
 def test_train_baselines_on_a_time_split_show_their_cold_figures(tmp_path, capsys):
     code, out = run(tmp_path, "--feedback", "implicit", *TIME, "--epochs", "1",
                     "--baselines", "ease")

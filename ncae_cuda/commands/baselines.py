@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
 def tables(split, results: dict, cutoffs: tuple[int, ...]) -> str:
     """The test table, and where a time split holds cold test entries apart, theirs apart."""
     cold = protocol.cold_parts(split).get("cold_test")
-    if cold is None:
+    if cold is None or not cold["entries"]:     # as the trainer's report: no empty cold part
         return f"test\n{format_table(comparison.table(results, cutoffs))}"
     text = (f"warm test\n{format_table(comparison.table(results, cutoffs))}\n\n"
             f"{protocol.cold_title(cold)}")
