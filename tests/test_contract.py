@@ -220,9 +220,13 @@ def test_a_misused_query_is_the_packages_error_saying_what(fitted):
 
 @pytest.mark.parametrize("name", PARAMS)
 def test_a_model_not_fitted_says_so(name, tmp_path):
-    """Before: a RuntimeError, not an NcaeError."""
+    """Before: a RuntimeError, not an NcaeError; refit, which repeats what a fit chose: iALS's
+    and BPR's an AttributeError (best_iteration), a blend's a KeyError ('item'), NCAE's
+    'epochs must be an integer >= 1 ... got 0'."""
     model = make_model(CASES[name].settings, device="cpu")
-    for call in (lambda: model.recommend([0], n=N), lambda: model.save(tmp_path / "m.npz")):
+    assert model.best_epoch in (None, 0, {})                    # nothing chosen, no error
+    for call in (lambda: model.recommend([0], n=N), lambda: model.save(tmp_path / "m.npz"),
+                 lambda: model.refit(TRAIN)):
         with pytest.raises(NotFitted, match="model is not fitted: call fit"):
             call()
 

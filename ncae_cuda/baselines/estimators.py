@@ -132,7 +132,8 @@ class BaselineModel(Model):
 
     def refit(self, X, **fitting) -> BaselineModel:
         """A new model of these settings (iALS's and BPR's iterations those chosen on
-        validation) fit on X."""
+        validation) fit on X; NotFitted before a fit, which has chosen nothing yet."""
+        self._check_fitted()
         return type(self)(device=self.ops, cutoffs=self.config.cutoffs,
                           **self._chosen()).fit(X, **fitting)
 
@@ -287,7 +288,7 @@ class FactorModel(BaselineModel):
     iteration count of the best validation figure (NDCG at the last cutoff) is kept, its
     factors the model's."""
 
-    best_iteration: int
+    best_iteration: int | None = None     # before a fit: nothing chosen yet
     step = "iteration"
 
     @abc.abstractmethod
@@ -322,8 +323,9 @@ class FactorModel(BaselineModel):
         return best["arrays"]
 
     @property
-    def best_epoch(self) -> int:
-        """The iteration count of the best validation figure (the count run, without one)."""
+    def best_epoch(self) -> int | None:
+        """The iteration count of the best validation figure (the count run, without one;
+        None before a fit)."""
         return self.best_iteration
 
     def _chosen(self) -> dict:

@@ -187,7 +187,9 @@ class BlendedNCAE(RatingModel):
 
     def refit(self, X, **fitting) -> BlendedNCAE:
         """A new blend of the same settings and weights fit on X for the epochs of each member's
-        best_epoch (the run protocol's refit on training + validation)."""
+        best_epoch (the run protocol's refit on training + validation); NotFitted before a
+        fit, which has chosen no epochs yet."""
+        self._check_fitted()
         model = BlendedNCAE(device=self.ops, **asdict(self.config))
         model.weights = self.weights.copy()
         return model.fit(X, epochs=dict(self.best_epoch), **fitting)

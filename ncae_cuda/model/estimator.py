@@ -262,7 +262,8 @@ class NCAE(Recommender):
     def refit(self, X, **fitting) -> NCAE:
         """A new model of the same settings fit on X for best_epoch epochs: the run protocol's
         refit on training + validation of the epoch chosen on validation. **fitting: fit's
-        other keywords."""
+        other keywords. NotFitted before a fit, which has chosen no epoch yet."""
+        self._check_fitted()
         model = NCAE(device=self.ops, shard=self.shard, **asdict(self.config))
         return model.fit(X, epochs=self.best_epoch, **fitting)
 
