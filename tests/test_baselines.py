@@ -516,11 +516,9 @@ def test_factors_past_the_fewer_of_users_and_items_are_scored_once_at_that_count
         "factors": (8, 16)} and len(lines) == len(result["validation"]) + 2
 
 
-def test_the_comparison_sets_cold_entries_apart_as_ncaes_evaluator_does():
-    """A held-out item with no training entry is cold: the comparison's test figures are the
-    warm entries', the cold ones under cold_test, as Model.evaluate scores NCAE (before, a
-    baseline's cold entries were ranked among the rest, each a miss, while NCAE's were set
-    apart). The same EASE through the model contract gives the same figures."""
+def cold_item_split() -> tuple[splits.Split, np.ndarray]:
+    """(a leave-one-out split, (test entries,) whether each is of an item with no training nor
+    validation entry): some of them are, not all."""
     rng = np.random.default_rng(0)
     X = sp.random(60, 40, density=0.2, format="lil", random_state=rng, dtype=np.float32)
     X[:, 30:] = 0
@@ -532,6 +530,16 @@ def test_the_comparison_sets_cold_entries_apart_as_ncaes_evaluator_does():
     fold = split.fold_validation().train
     cold_items = np.bincount(fold.items, minlength=data.n_items)[split.test.items] == 0
     assert cold_items.any() and not cold_items.all()
+    return split, cold_items
+
+
+def test_the_comparison_sets_cold_entries_apart_as_ncaes_evaluator_does():
+    """A held-out item with no training entry is cold: the comparison's test figures are the
+    warm entries', the cold ones under cold_test, as Model.evaluate scores NCAE (before, a
+    baseline's cold entries were ranked among the rest, each a miss, while NCAE's were set
+    apart). The same EASE through the model contract gives the same figures."""
+    split, cold_items = cold_item_split()
+    fold = split.fold_validation().train
     result = comparison.select_and_test("ease", split, (5, 20), CPU, 0,
                                         {"l2": (50.0,), **{k: (v,) for k, v in
                                                            NO_RECENCY.items()}}, log=print)
@@ -542,3 +550,26 @@ def test_the_comparison_sets_cold_entries_apart_as_ncaes_evaluator_does():
         assert result["test"][key] == pytest.approx(value, abs=1e-6), key
     assert result["cold_test"]["rows"] == cold["rows"] == cold_items.sum()
     assert result["test"]["rows"] == len(split.test.items) - cold_items.sum()
+
+
+def test_the_commands_table_shows_cold_test_entries_apart_as_the_trainers_does():
+    """Leave-one-out whose test holds items no fit has seen: the table is the warm entries',
+    titled so, and the cold ones' follows, their figures the model's own evaluate's (before,
+    only a time split's were shown: the table said 'test' of the warm entries alone, and the
+    cold ones were in baselines.json only)."""
+    split, _ = cold_item_split()
+    results = comparison.compare(split, ("ease",), (5, 20), CPU,
+                                 grids={"ease": {"l2": (50.0,), "recency_boost": (0.0,)}},
+                                 log=print)
+    expected = estimators.EASE(CPU, cutoffs=(5, 20), l2=50.0).fit(
+        split.fold_validation().train).evaluate(split.test, exclude=split.valid)["cold"]
+    shown = baselines.tables(split, results, (5, 20))
+    warm, cold = shown.split("cold test, scored apart: entries of users or items with no "
+                             "training entry\n")
+    assert warm.startswith("warm test\n") and "| EASE" in warm
+    header, _, row = ([cell.strip() for cell in line.split("|")[1:-1]]
+                      for line in cold.splitlines()[:3])
+    assert row[0] == "EASE" and len(header) == len(expected)               # less rows, + model
+    assert {name: float(cell) for name, cell in zip(header[1:], row[1:])} == {
+        name: pytest.approx(value, abs=5e-5) for name, value in expected.items()
+        if name != "rows"}

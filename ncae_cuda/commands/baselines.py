@@ -180,13 +180,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def tables(split, results: dict, cutoffs: tuple[int, ...]) -> str:
-    """The test table, and where a time split holds cold test entries apart, theirs apart."""
-    cold = protocol.cold_parts(split).get("cold_test")
-    if cold is None or not cold["entries"]:     # as the trainer's report: no empty cold part
+    """The test table, and where cold test entries were scored apart (a time split's, or
+    items no fit has seen, as the trainer's table shows them), theirs apart."""
+    cold, rows = protocol.cold_parts(split).get("cold_test"), comparison.cold_table(results)
+    if not (cold and cold["entries"]) and not rows:   # as the trainer's: no empty cold part
         return f"test\n{format_table(comparison.table(results, cutoffs))}"
     text = (f"warm test\n{format_table(comparison.table(results, cutoffs))}\n\n"
-            f"{protocol.cold_title(cold)}")
-    rows = comparison.cold_table(results)
+            f"{protocol.cold_heading(cold)}")
     return text + (f"\n{format_table(rows)}" if rows else "")
 
 

@@ -432,6 +432,14 @@ def cold_title(counts: dict) -> str:
             f"{counts['new_items']} items are new at the test cut")
 
 
+def cold_heading(counts: dict | None) -> str:
+    """A cold test table's title: a time split's counts (cold_title), or where the evaluator
+    set the cold entries apart itself (`counts` None: a held-out item no fit has seen), what
+    they are."""
+    return (cold_title(counts) if counts else
+            "cold test, scored apart: entries of users or items with no training entry")
+
+
 def cold_predictions(model: NCAE | BlendedNCAE) -> str:
     """What the model gave the cold test entries, in words."""
     if model.config.implicit:
@@ -468,8 +476,7 @@ def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) ->
     print("\ntest by user's number of training entries\n"
           + metrics.format_table(test["clusters"]))
     if "cold_test" in result:
-        print("\n" + (cold_title(cold) if cold else "cold test, scored apart: entries of users "
-                      "or items with no training entry") + f"; {cold_predictions(model)}")
+        print(f"\n{cold_heading(cold)}; {cold_predictions(model)}")
         rows = [{"model": model.config.model_name, **result["cold_test"]}]
         if model.config.implicit:
             rows += [{"model": "POP", **result["cold_pop"]},
