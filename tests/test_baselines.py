@@ -330,10 +330,11 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
     """train --config STUDY/best.toml --baselines ease,item-knn: each baseline is tuned by tune
     --model with as many trials as NCAE's study finished, in the run's folder, and run at its
     best recipe; the table prints each model's trials and minutes (--baseline-trials sets
-    them; without --baselines it is refused in a line)."""
+    them; without --baselines it is refused in a line). Their trials are scored as NCAE's
+    were, at its recipe's cutoffs (before: at NDCG@100, whatever NCAE's study was scored at)."""
     from ncae_cuda.commands import tune
     recipe, space = tmp_path / "recipe.toml", tmp_path / "space.toml"
-    recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\n')
+    recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\ncutoffs = [5, 20]\n')
     space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
     data = ["--dataset", "synthetic-tiny"]
     assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "2",
@@ -351,6 +352,7 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
         assert result["search"]["trials"] == 2 and "validation" not in result    # no grid
         best = comparison.recipe_settings(out / f"tune-{name}" / "best.toml", name)[1]
         assert result["chosen"] == best
+        assert "validation ndcg@20 " in (out / f"tune-{name}" / "best.toml").read_text()
     table = capsys.readouterr().out.split("\ntest\n")[1]
     assert table.count("| 2 (study) ") == 3
     # --overwrite starts the studies over, and they are the run's: swapped in with its files

@@ -9,6 +9,7 @@ from helpers import missing_extra
 from ncae_cuda import load_model
 from ncae_cuda.baselines.estimators import MODELS
 from ncae_cuda.commands import baselines, tune
+from ncae_cuda.data import datasets, splits
 from ncae_cuda.runs import factory, space, study_storage
 
 pytestmark = pytest.mark.extra("tune")
@@ -77,6 +78,24 @@ def test_a_baseline_study_scores_validation_as_its_recipe_scores_it_again(tmp_pa
     fitted = load_model(again / "model.npz")
     assert fitted.settings == {**recipe, **({"seed": 0, "iterations": result["best_epoch"]}
                                             if model == "ials" else {})}
+
+
+def test_a_baseline_study_scores_its_trials_at_the_cutoffs_it_is_given(tmp_path, capsys):
+    """tune --model --cutoffs 5,20: each trial is scored by NDCG@20 of validation, the same
+    figure the recipe's model gives fit on the training part (train --baselines gives NCAE's
+    cutoffs: before, a baseline's study was scored at NDCG@100 whatever NCAE's study was
+    scored at); best.toml's command scores it at them again. NCAE's come from its recipe."""
+    out = tmp_path / "study"
+    assert tune.main(["--model", "ease", *DATA, "--cutoffs", "5,20", "--trials", "2",
+                      "--out", str(out)]) == 0
+    assert "--cutoffs 5,20" in (out / "best.toml").read_text()
+    split = splits.leave_one_out(datasets.load(DATA[1]))
+    for trial in study(out).get_trials():
+        model = MODELS["ease"](device="cpu", cutoffs=(5, 20), **trial.params)
+        expected = model.fit(split.train).evaluate(split.valid)["ndcg@20"]
+        assert trial.value == pytest.approx(expected, abs=1e-6)
+    refused(tune.main, [*DATA, "--cutoffs", "5,20", "--out", str(tmp_path / "o")], capsys,
+            "--cutoffs: an NCAE study's are its recipe's")
 
 
 def test_a_recipe_of_another_model_is_refused_in_a_line(tmp_path, capsys):

@@ -57,6 +57,7 @@ from pathlib import Path
 from .. import cli
 from ..data import datasets
 from ..errors import NcaeError
+from ..model.config import DEFAULTS
 from ..runs import pool, space, tune_study
 from ..runs.spec import RunSpec, SpecError
 from ..runs.study_storage import JOURNAL
@@ -109,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "scored by, NDCG@M or Recall@M of each user's held-out items (a trial's "
                         "epoch is still the one of the best NDCG, as the trainer chooses it) "
                         f"(default: {RANKING_FIGURES[0]})")
+    g.add_argument("--cutoffs", type=cli.int_list, metavar="M1,M2,...",
+                   help="a baseline's study: the M of HR@M and NDCG@M, the last the one a "
+                        "trial is scored by, as NCAE's recipe's cutoffs are NCAE's (train "
+                        "--baselines gives NCAE's) (default: "
+                        f"{','.join(map(str, DEFAULTS.cutoffs))})")
     g.add_argument("--seed", type=int, default=0,
                    help="seed of the sampler and of every trial's training (default: "
                         "%(default)s)")
@@ -157,7 +163,8 @@ def tune_spec(args: argparse.Namespace) -> TuneSpec:
         trials=args.trials, budget=args.budget, pruner=args.pruner, storage=args.storage,
         study=args.study or args.out.resolve().name, jobs=args.jobs, gpus=tuple(args.gpus),
         device=args.device, overwrite=args.overwrite,
-        started=args.started or time.monotonic(), worker=args.worker, model=args.model)
+        started=args.started or time.monotonic(), worker=args.worker, model=args.model,
+        cutoffs=args.cutoffs)
 
 
 def main(argv: list[str] | None = None) -> int:

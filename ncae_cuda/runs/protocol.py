@@ -368,7 +368,7 @@ def beside(spec: RunSpec, split: splits.Split, cutoffs: tuple[int, ...], ops,
     if spec.baseline_trials:
         for name in names:
             if name not in recipes and name in space.TUNED:          # (POP has no setting)
-                recipes[name] = tuned_recipe(name, spec, seed)
+                recipes[name] = tuned_recipe(name, spec, seed, cutoffs)
     results = compare(split, names, cutoffs, ops, seed,
                       recipes={name: recipe_settings(path, name, "--baselines")[1]
                                for name, path in recipes.items()})
@@ -377,13 +377,15 @@ def beside(spec: RunSpec, split: splits.Split, cutoffs: tuple[int, ...], ops,
     return results
 
 
-def tuned_recipe(model: str, spec: RunSpec, seed: int) -> Path:
+def tuned_recipe(model: str, spec: RunSpec, seed: int, cutoffs: tuple[int, ...]) -> Path:
     """The best.toml of `model` tuned by python -m ncae_cuda.tune --model with
-    spec.baseline_trials trials on the run's data, in --out/tune-MODEL (a study there is
-    continued), its lines on this process's output; TuneError where the study fails."""
+    spec.baseline_trials trials on the run's data, its trials scored at NCAE's `cutoffs` (as
+    NCAE's study scored its own), in --out/tune-MODEL (a study there is continued), its lines
+    on this process's output; TuneError where the study fails."""
     study = spec.out / f"tune-{model}"
     command = ["ncae_cuda.tune", "--model", model,
                *data_argv(given_data(spec.data)),
+               "--cutoffs", ",".join(map(str, cutoffs)),
                "--trials", str(spec.baseline_trials), "--seed", str(seed),
                "--device", spec.device, "--out", str(study)]
     print(f"{model}: tuned as the NCAE it is compared with, {spec.baseline_trials} trials: "

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from ..data.atomic_file import atomic_write
+from ..model.config import DEFAULTS
 from . import space
 from .effort import TABLE
 from .factory import recipe_text
@@ -32,7 +33,9 @@ def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
                         f"under {spec.out / TRIALS}") from None
     finished = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
     trains = "train" if found.model == NCAE else "baselines"
-    command = (f"python -m ncae_cuda.{trains} --config {spec.out / BEST} "
+    scored = ("" if found.model == NCAE or found.cutoffs == DEFAULTS.cutoffs   # (NCAE's: its
+              else f"--cutoffs {','.join(map(str, found.cutoffs))} ")        # recipe's)
+    command = (f"python -m ncae_cuda.{trains} --config {spec.out / BEST} {scored}"
                f"{found.data_text()}")
     over = (f" (the mean over split seeds {','.join(map(str, found.split_seeds))})"
             if len(found.split_seeds) > 1 else "")

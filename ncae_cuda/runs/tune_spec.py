@@ -37,3 +37,5 @@ class TuneSpec:
     worker: int | None = None      # this process's number among the workers (None: the command)
     model: str | None = None       # what the trials fit (space.TUNED; None: the recipe's, or
                                    # else NCAE)
+    cutoffs: tuple[int, ...] | None = None  # a baseline's M of HR@M and NDCG@M, the last
+                                   # scoring a trial (None: NCAE's default; NCAE's: its recipe's)

@@ -64,6 +64,7 @@ class Setup:
     study: str
     feedback: str = DEFAULTS.feedback   # the trials' (the recipe's, or else the data's)
     model: str = NCAE                   # what the trials fit (ncae_cuda.runs.factory.MODELS)
+    cutoffs: tuple = DEFAULTS.cutoffs   # a baseline's trials' (NCAE's: the recipe's)
 
     def identity(self, seed: int) -> dict:
         """What makes two commands one study: their trials are comparable (NCAE's studies
@@ -120,8 +121,12 @@ def setup(spec: TuneSpec) -> Setup:
     except ValueError as e:
         raise SpecError(f"{named}: {e}") from None
     timed = [name for name in space.TIMED if name in tables]
+    if model == NCAE and spec.cutoffs:
+        raise SpecError("--cutoffs: an NCAE study's are its recipe's (cutoffs = [10, 100]); "
+                        "--cutoffs gives a baseline's, which its recipe does not hold")
     if model != NCAE:                   # the recency weights a baseline's recipe scores by
-        config = replace(config, **{k: v for k, v in recipe.items() if k in space.TIMED})
+        config = replace(config, **{k: v for k, v in recipe.items() if k in space.TIMED},
+                         **({"cutoffs": tuple(spec.cutoffs)} if spec.cutoffs else {}))
     unweighted = (_unweighted(spec, config, split) if timed or config.recency_boost
                   else None)
     if timed and unweighted:
@@ -145,7 +150,7 @@ def setup(spec: TuneSpec) -> Setup:
         raise SpecError("--split-seed and --split-seeds: give one")
     return Setup(recipe, dimensions, metric, higher, given,
                  spec.split_seeds or (probe.data.split_seed,), _shown(spec),
-                 spec.study, config.feedback, model)
+                 spec.study, config.feedback, model, config.cutoffs)
 
 
 def under(model: str, recipe: dict, feedback: str) -> dict:
@@ -423,8 +428,9 @@ def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int
     run's summary has them (protocol.run's, validation only). The split is made as a trainer
     run's, once a worker."""
     data, split = _split(spec, split_seed, found.model)
-    model = factory.make_model({"model": found.model, **found.recipe, **settings,
-                                **factory.seeded(found.model, spec.seed)}, spec.device)
+    model = factory.BASELINES[found.model](device=spec.device, cutoffs=found.cutoffs,
+                                           **found.recipe, **settings,
+                                           **factory.seeded(found.model, spec.seed))
     print(f"{data.name}: {model!r} on split seed {split_seed}")
     callback = None if on_epoch is None else lambda _, record: on_epoch(record)
     result = select_refit_test(model, split, lambda phase, part: {"callback": callback},
