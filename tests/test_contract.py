@@ -181,6 +181,8 @@ def test_save_and_load_give_the_same_recommendations_and_settings(fitted, tmp_pa
     model.save(path)
     loaded = load_model(path, device="cpu")
     assert type(loaded) is type(model) and loaded.settings == model.settings
+    # before: a baseline's file lost them (None), NCAE's kept them
+    assert loaded.best_validation == model.best_validation is not None
     for got, want in zip(loaded.recommend(np.arange(USERS), n=N),
                          model.recommend(np.arange(USERS), n=N)):
         np.testing.assert_array_equal(got, want)

@@ -160,9 +160,12 @@ class BaselineModel(Model):
         return self.ops.to_device(np.ascontiguousarray(scores, np.float32))
 
     def contents(self) -> tuple[dict, dict]:
-        return {}, {**self.data.arrays(), **self._arrays}
+        # the validation figures too, as NCAE's file keeps them (its history's)
+        return ({"best_validation": self.best_validation},
+                {**self.data.arrays(), **self._arrays})
 
     def restore(self, meta: dict, arrays: dict) -> None:
+        self.best_validation = meta.get("best_validation")      # (None: a file before them)
         self.data = FitData.from_arrays(self.config, self.ops, arrays, None)
         self._take({k: v for k, v in arrays.items() if k not in self.data.arrays()})
 
@@ -336,7 +339,8 @@ class FactorModel(BaselineModel):
         self._users, self._items = arrays["user_factors"], arrays["item_factors"]
 
     def contents(self) -> tuple[dict, dict]:
-        return {"best_iteration": self.best_iteration}, super().contents()[1]
+        meta, arrays = super().contents()
+        return {**meta, "best_iteration": self.best_iteration}, arrays
 
     def restore(self, meta: dict, arrays: dict) -> None:
         super().restore(meta, arrays)

@@ -235,10 +235,11 @@ class BlendedNCAE(RatingModel):
     # saving and loading
 
     def contents(self) -> tuple[dict, dict]:
-        """(meta, arrays): what save() writes beside the settings: the weights, each member's
-        parameters and, once, the fit interactions."""
+        """(meta, arrays): what save() writes beside the settings: the weights, the validation
+        figures, each member's parameters and, once, the fit interactions."""
         meta = {"rating_scale": list(self.rating_scale), "weights": self.weights.tolist(),
-                "history": self.history, "best_epoch": self.best_epoch, "members": {}}
+                "history": self.history, "best_epoch": self.best_epoch,
+                "best_validation": self.best_validation, "members": {}}
         arrays = dict(self.data.arrays())
         for name, member in self.members.items():
             member_meta, member_arrays = member.contents()
@@ -259,6 +260,7 @@ class BlendedNCAE(RatingModel):
             raise ValueError(f"weights of shape {weights.shape}; a blend has {MEAN.shape}")
         self.weights, self.data = weights, self.members["user"].data
         self.history, self.best_epoch = meta["history"], meta["best_epoch"]
+        self.best_validation = meta.get("best_validation")      # (None: a file before them)
 
 
 def member_checkpoint(path, name: str) -> Path | None:
