@@ -122,8 +122,9 @@ def setup(spec: TuneSpec) -> Setup:
         raise SpecError(f"{named}: {e}") from None
     timed = [name for name in space.TIMED if name in tables]
     if model == NCAE and spec.cutoffs:
-        raise SpecError("--cutoffs: an NCAE study's are its recipe's (cutoffs = [10, 100]); "
-                        "--cutoffs gives a baseline's, which its recipe does not hold")
+        raise SpecError(f"--cutoffs: an NCAE study's are its recipe's (cutoffs = "
+                        f"{list(DEFAULTS.cutoffs)}); --cutoffs gives a baseline's, which its "
+                        "recipe does not hold")
     if model != NCAE:                   # the recency weights a baseline's recipe scores by
         config = replace(config, **{k: v for k, v in recipe.items() if k in space.TIMED},
                          **({"cutoffs": tuple(spec.cutoffs)} if spec.cutoffs else {}))
