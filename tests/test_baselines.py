@@ -239,6 +239,20 @@ def test_ials_and_bpr_score_each_iteration_count_along_one_fit_and_repeat(split)
     assert short["ials"]["validation"][0]["valid"] == one["ials"]["validation"][0]["valid"]
 
 
+@pytest.mark.extra("baselines")
+def test_a_recipes_chosen_settings_are_those_the_tested_model_ran_at(split):
+    """iALS and BPR at a recipe choose their iteration count on validation up to the recipe's:
+    'chosen' (the table's column) holds the count chosen, the other settings as given (before,
+    the recipe's 30 beside a model tested after fewer)."""
+    for key, settings in (("ials", {"factors": 8, "regularization": 1.0, "alpha": 4.0}),
+                          ("bpr", {"factors": 8, "learning_rate": 0.05,
+                                   "regularization": 0.01})):
+        _, result = comparison.at_recipe(key, {**settings, "iterations": 30}, split, (10,), CPU,
+                                         seed=3)
+        assert result["best_epoch"] < 30
+        assert result["chosen"] == {**settings, "iterations": result["best_epoch"]}
+
+
 def test_the_command_writes_its_table_and_json(tmp_path, capsys):
     code = baselines.main(["--dataset", "synthetic-tiny", "--models", "ease,pop", "--grid",
                            "ease.l2=5,50", "--cutoffs", "5,20", "--out", str(tmp_path)])

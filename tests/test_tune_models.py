@@ -66,9 +66,11 @@ def test_a_baseline_study_scores_validation_as_its_recipe_scores_it_again(tmp_pa
     assert baselines.main(["--config", str(out / "best.toml"), *DATA, "--out", str(again)]) == 0
     result = json.loads((again / "baselines.json").read_text())["models"][model]
     assert result["best_validation"]["ndcg@100"] == pytest.approx(best.value, abs=1e-6)
-    assert result["chosen"] == best.params
-    if model == "ials":             # the iteration count chosen again, as the trial chose it
-        assert result["best_epoch"] == int(best.user_attrs["best_epoch"])
+    if model == "ials":             # the iteration count chosen again, as the trial chose it,
+        assert result["best_epoch"] == int(best.user_attrs["best_epoch"])     # and run
+        assert result["chosen"] == {**best.params, "iterations": result["best_epoch"]}
+    else:
+        assert result["chosen"] == best.params
     assert set(result["test"]) >= {"hr@10", "ndcg@100"}
     # a run of one recipe writes the trainer's files: metrics.json of its keys, model.npz
     metrics = json.loads((again / "metrics.json").read_text())

@@ -57,10 +57,12 @@ def at_recipe(key: str, settings: dict, split: splits.Split, cutoffs: tuple[int,
               seed: int) -> tuple[Model, dict]:
     """(the tested model, its result) of model `key` at `settings` through the protocol
     (select_refit_test): its iteration count (iALS, BPR) chosen on validation up to the
-    settings' own, as a tune trial chose it."""
+    settings' own, as a tune trial chose it; 'chosen' holds the settings the tested model ran
+    at (that iteration count, not the settings' ceiling)."""
     model = MODELS[key](device=ops, cutoffs=cutoffs, **settings, **seeded(key, seed))
     model, result = select_refit_test(model, split)
-    return model, {"name": model.title, "chosen": settings, **result}
+    return model, {"name": model.title, "chosen": {name: model.values[name] for name in settings},
+                   **result}
 
 
 def recipe_settings(path, name: str | None = None, flag: str = "--config") -> tuple[str, dict]:
