@@ -345,13 +345,15 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
     --model with as many trials as NCAE's study finished, in the run's folder, and run at its
     best recipe; the table prints each model's trials and minutes (--baseline-trials sets
     them; without --baselines it is refused in a line). Their trials are scored as NCAE's
-    were, at its recipe's cutoffs (before: at NDCG@100, whatever NCAE's study was scored at)."""
+    were: at its recipe's cutoffs, by its --metric, over its --split-seeds (before: NDCG@100 on
+    the run's split, whatever NCAE's study was scored by)."""
     from ncae_cuda.commands import tune
     recipe, space = tmp_path / "recipe.toml", tmp_path / "space.toml"
     recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\ncutoffs = [5, 20]\n')
     space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
     data = ["--dataset", "synthetic-tiny"]
     assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "2",
+                      "--metric", "recall", "--split-seeds", "0,1",
                       "--out", str(tmp_path / "tune-ncae")]) == 0
     capsys.readouterr()
     out = tmp_path / "run"
@@ -366,7 +368,8 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
         assert result["search"]["trials"] == 2 and "validation" not in result    # no grid
         best = comparison.recipe_settings(out / f"tune-{name}" / "best.toml", name)[1]
         assert result["chosen"] == best
-        assert "validation ndcg@20 " in (out / f"tune-{name}" / "best.toml").read_text()
+        said = (out / f"tune-{name}" / "best.toml").read_text()
+        assert "validation recall@20 " in said and "(the mean over split seeds 0,1)" in said
     table = capsys.readouterr().out.split("\ntest\n")[1]
     assert table.count("| 2 (study) ") == 3
     # --overwrite starts the studies over, and they are the run's: swapped in with its files

@@ -27,7 +27,8 @@ from helpers import missing_extra
 from ncae_cuda.commands import train, tune
 from ncae_cuda.data import atomic_file, datasets
 from ncae_cuda.model.config import DEFAULTS, read_recipe
-from ncae_cuda.runs import protocol, rundir, space, study_outputs, study_storage, tuning
+from ncae_cuda.runs import (effort, protocol, rundir, space, study_outputs, study_storage,
+                            tuning)
 
 pytestmark = pytest.mark.extra("tune")
 optuna = pytest.importorskip("optuna", reason=missing_extra("tune"))
@@ -511,7 +512,7 @@ def test_a_study_whose_storage_lost_its_trials_is_refused_and_best_toml_kept(fin
     flags, restore = finished
     out = restore()
     best = min(journal(out).get_trials(), key=lambda t: t.value)
-    held = json.loads((out / tuning.MARKER).read_text())
+    held = json.loads((out / effort.MARKER).read_text())
     assert held["best"] == {"trial": best.number, "value": best.value}
     recipe = (out / "best.toml").read_bytes()
     (out / study_storage.JOURNAL).write_bytes(b"")                 # the journal emptied
@@ -546,12 +547,12 @@ def test_a_journal_line_cut_short_by_a_crash_is_dropped_and_the_study_goes_on(fi
     (study_storage.JOURNAL, lambda b: b"\x00" + b, "{path}:1: damaged"),
     (study_storage.JOURNAL, lambda b: b + b"{}\n", "{path}:{lines}: damaged"),
     (study_storage.JOURNAL, lambda b: b + b"[1, 2]\n" + b, "{path}:{lines}: damaged"),
-    (tuning.MARKER, lambda b: b[:20], "{path}: damaged, not the record of a study (its name and "
+    (effort.MARKER, lambda b: b[:20], "{path}: damaged, not the record of a study (its name and "
      "storage): remove it and run the same command again"),
-    (tuning.MARKER, lambda b: b"[1, 2]", "{path}: damaged"),
-    (tuning.MARKER, lambda b: b'{"study": "o"}', "{path}: damaged"),
-    (tuning.MARKER, lambda b: b"\xff\xfe" + b, "{path}: damaged"),
-    (tuning.MARKER, lambda b: b.replace(b'"trial": ', b'"trial": 0.5, "was": '), "{path}: damaged"),
+    (effort.MARKER, lambda b: b"[1, 2]", "{path}: damaged"),
+    (effort.MARKER, lambda b: b'{"study": "o"}', "{path}: damaged"),
+    (effort.MARKER, lambda b: b"\xff\xfe" + b, "{path}: damaged"),
+    (effort.MARKER, lambda b: b.replace(b'"trial": ', b'"trial": 0.5, "was": '), "{path}: damaged"),
 ])
 def test_a_damaged_journal_or_tune_json_is_refused_in_a_line(finished, capsys, name, damage,
                                                              message):

@@ -1,12 +1,15 @@
 """What a model's search cost, as a comparison prints it beside the figures: the trials of a
-tune study (its trials.csv, beside its best.toml) and their minutes, or a grid's points.
+tune study (its trials.csv, beside its best.toml) and their minutes, or a grid's points; and
+how the study scored them (its tune.json), for the studies tuned alike beside it.
 """
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 TABLE = "trials.csv"                     # a study's trials, in its folder beside best.toml
+MARKER = "tune.json"                     # the study's record there (study_outputs writes it)
 FINISHED = ("COMPLETE", "PRUNED")        # the trials a study's --trials counts
 
 
@@ -21,6 +24,18 @@ def of_study(recipe: Path | None) -> dict | None:
         finished = [row for row in csv.DictReader(f) if row["state"] in FINISHED]
     return {"by": "study", "trials": len(finished),
             "minutes": sum(float(row["seconds"]) for row in finished) / 60}
+
+
+def scoring(recipe: Path | None) -> dict | None:
+    """{'metric', 'split_seeds'}: the validation figure (e.g. 'recall@100') and the split seeds
+    by which the study whose best.toml is `recipe` scored its trials, from the tune.json beside
+    it; None where there is none (a recipe written by hand, a study's record before it held
+    them)."""
+    try:
+        held = json.loads((Path(recipe).parent / MARKER).read_text())
+    except (TypeError, OSError, ValueError):
+        return None
+    return held.get("scored") if isinstance(held, dict) else None
 
 
 def of_grid(points: int, seconds: float) -> dict:

@@ -379,13 +379,18 @@ def beside(spec: RunSpec, split: splits.Split, cutoffs: tuple[int, ...], ops,
 
 def tuned_recipe(model: str, spec: RunSpec, seed: int, cutoffs: tuple[int, ...]) -> Path:
     """The best.toml of `model` tuned by python -m ncae_cuda.tune --model with
-    spec.baseline_trials trials on the run's data, its trials scored at NCAE's `cutoffs` (as
-    NCAE's study scored its own), in --out/tune-MODEL (a study there is continued), its lines
-    on this process's output; TuneError where the study fails."""
+    spec.baseline_trials trials on the run's data, its trials scored as NCAE's study (--config's)
+    scored its own: at NCAE's `cutoffs`, by its figure, on its split seeds (effort.scoring); in
+    --out/tune-MODEL (a study there is continued), its lines on this process's output;
+    TuneError where the study fails."""
     study = spec.out / f"tune-{model}"
-    command = ["ncae_cuda.tune", "--model", model,
-               *data_argv(given_data(spec.data)),
-               "--cutoffs", ",".join(map(str, cutoffs)),
+    data, alike = given_data(spec.data), ["--cutoffs", ",".join(map(str, cutoffs))]
+    scored = effort.scoring(spec.config)
+    if scored:          # the study's split seeds in place of the run's own
+        data.pop("split_seed", None)
+        alike += ["--metric", scored["metric"].split("@")[0],
+                  "--split-seeds", ",".join(map(str, scored["split_seeds"]))]
+    command = ["ncae_cuda.tune", "--model", model, *data_argv(data), *alike,
                "--trials", str(spec.baseline_trials), "--seed", str(seed),
                "--device", spec.device, "--out", str(study)]
     print(f"{model}: tuned as the NCAE it is compared with, {spec.baseline_trials} trials: "

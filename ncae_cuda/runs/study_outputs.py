@@ -13,11 +13,11 @@ from pathlib import Path
 from ..data.atomic_file import atomic_write
 from ..model.config import DEFAULTS
 from . import space
-from .effort import TABLE
+from .effort import MARKER, TABLE
 from .factory import recipe_text
 from .study_storage import TuneError
 from .tune_spec import NCAE, TuneSpec
-from .tuning import MARKER, TRIALS, Setup
+from .tuning import TRIALS, Setup
 
 BEST, FIGURE = "best.toml", "tune.png"      # the study's outputs in --out, beside TABLE
 
@@ -53,9 +53,12 @@ def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
     for name, content in files.items():
         atomic_write(spec.out / name, lambda f, content=content: f.write(content))
     # what a later command checks its storage against (tune_study's check): the study that holds
-    # this trial, with this score, is the one best.toml came from, and its best is no worse
+    # this trial, with this score, is the one best.toml came from, and its best is no worse;
+    # and how it scored its trials, which the baselines tuned beside it follow (effort.scoring)
     write_marker(spec.out, {"study": found.study, "storage": found.storage,
-                         "best": {"trial": best.number, "value": best.value}})
+                         "best": {"trial": best.number, "value": best.value},
+                         "scored": {"metric": found.metric,
+                                    "split_seeds": list(found.split_seeds)}})
     print(f"best: trial {best.number}, validation {found.metric} {best.value:.4f}: "
           + ", ".join(f"{k} {v}" for k, v in space.settings(found.dimensions,
                                                               best.params).items()))

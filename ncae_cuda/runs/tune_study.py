@@ -11,13 +11,12 @@ import signal
 import sys
 
 from . import pool
-from .effort import TABLE
+from .effort import MARKER, TABLE
 from .study_outputs import BEST, FIGURE, write_marker, write_outputs
 from .study_storage import JOURNAL, TuneError, import_optuna, make_out, open_storage, parsed_json
 from .tune_spec import TuneSpec
 from .tuning import (
     ASK,
-    MARKER,
     TRIALS,
     WORKERS,
     Setup,

@@ -37,7 +37,7 @@ FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often sto
 # --metric: the figures at the last cutoff an implicit study may be scored by (the first: the
 # one a trial's early stopping follows, Config.selection_metric)
 RANKING_FIGURES = ("ndcg", "recall")
-MARKER, TRIALS, WORKERS, ASK = "tune.json", "trials", "workers", ".ask"
+TRIALS, WORKERS, ASK = "trials", "workers", ".ask"
 # what a trial's run can fail of, its settings' fault: the trial fails, the study goes on
 TRIAL_ERRORS = (SettingError, DataError, rundir.RunFolderError, BackendUnavailable, Diverged,
                 OutOfMemory)
