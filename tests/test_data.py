@@ -370,6 +370,15 @@ BAD_INPUT = [
     (read_table, "user,item\r1,2\r1,3\r", 1, "a carriage return (\\r) without a line feed"),
     (read_table, "user,item\n1,2\r1,3\r", 2, "lines that end in \\r alone (classic Mac OS)"),
     (read_table, "x" * 200_000 + ",1\n", 1, "field larger than field limit"),
+    # a timestamp in milliseconds: before, read as seconds (a date in the year 56,000, every
+    # time between interactions 1,000 times as long), pyarrow's way and line by line
+    (read_table, "user,item,timestamp\na,b,1709074989\na,c,1709074989123\n", 3,
+     "timestamp '1709074989123' is after the year 9999 as Unix seconds: in milliseconds?"),
+    (read_table, "user,item,time\na,b,2024-03-01\na,c,1709074989123\n", 3, "after the year 9999"),
+    (lambda p: read_movielens_dat(p, (1, 5)), "1::2::3::253402300799\n1::3::3::253402300800\n",
+     2, "timestamp '253402300800' is after the year 9999"),
+    (read_delicious, "userID\tbookmarkID\ttagID\ttimestamp\n1\t2\t3\t253402300800000\n", 2,
+     "timestamp '253402300800000' is after the year 9999"),
 ]
 
 

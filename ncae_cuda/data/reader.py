@@ -198,9 +198,9 @@ def _read_ratings(path: str | os.PathLike, sep: str, header: bool,
 
 
 def _read_tag_assignments(path: str | os.PathLike) -> Interactions:
-    layout = Layout("\t", ("user", "item", "", "timestamp"), header=True)
+    layout = Layout("\t", ("user", "item", "", "timestamp"), header=True, per_second=1000)
     columns, _ = parse(path, layout)
-    columns["timestamp"] //= 1000           # milliseconds -> seconds
+    columns["timestamp"] //= layout.per_second            # milliseconds -> seconds
     return _interactions(path, columns, rating_scale=None, keep="earliest")
 
 

@@ -58,6 +58,8 @@ class Layout:
     rating_scale: tuple[float, float] | None = None   # ratings outside it are errors
     encoding: str = ENCODING
     names: tuple[str, ...] = ()     # the header's names, where the columns were mapped by them
+    per_second: int = 1             # the timestamps' units in a second: 1, or the HetRec tag
+                                    # files' milliseconds (1000)
 
     def described(self) -> str:
         labels = [LABELS[key] for key in self.columns]
@@ -252,6 +254,10 @@ def unix_seconds(text: str) -> int:
 
 
 TIMESTAMP_FORMS = "Unix seconds (an integer) or an ISO 8601 date and time"
+# The last second a date can name (9999-12-31T23:59:59Z): a timestamp after it is not seconds,
+# and read as seconds it would skew every time between interactions (--recency-halflife's)
+LATEST_SECONDS = int(datetime.datetime(9999, 12, 31, 23, 59, 59,
+                                        tzinfo=datetime.timezone.utc).timestamp())
 _KINDS = {"user": str, "item": str, "timestamp": unix_seconds, "rating": float, "weight": float}
 _DTYPES = {unix_seconds: np.int64, float: np.float64, str: str}
 _WHAT = {unix_seconds: TIMESTAMP_FORMS, float: "a number"}      # what a field of a kind must be
@@ -312,6 +318,12 @@ def _first_bad(values: dict, layout: Layout) -> tuple[int, str, str] | None:
             row = int(np.argmax(bad if codes is None else bad[codes]))
             text = texts[row if codes is None else codes[row]]
             failed.append((row, key, integer_id_problem(text) if layout.int_ids else "is empty"))
+    stamps = values.get("timestamp")
+    if stamps is not None and (stamps > LATEST_SECONDS * layout.per_second).any():
+        failed.append((int(np.argmax(stamps > LATEST_SECONDS * layout.per_second)), "timestamp",
+                       "is after the year 9999" + (" as Unix seconds: in milliseconds? give "
+                                                   "seconds (divide by 1000)"
+                                                   if layout.per_second == 1 else "")))
     for key, value in values.items():
         if key not in ("rating", "weight"):
             continue
