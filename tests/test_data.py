@@ -120,6 +120,10 @@ def test_table_reads_iso_8601_timestamps_as_unix_seconds(tmp_path):
     assert entries(read_table(path)) == [(1, 2, None, midnight + 11 * 3600 + 30 * 60),
                                          (1, 3, None, 1700000000), (2, 2, None, midnight),
                                          (2, 3, None, midnight + 59)]
+    # without a header, an ISO time on line 1 is data too (before: "neither data (timestamp
+    # '2024-03-01' is not a number) nor a header")
+    path = write(tmp_path, "bare.csv", "2,2,5,2024-03-01\n1,3,4,1700000000\n")
+    assert entries(read_table(path)) == [(2, 2, 5.0, midnight), (1, 3, 4.0, 1700000000)]
 
 
 def test_ids_are_matched_as_written():
@@ -374,7 +378,7 @@ BAD_INPUT = [
     # time between interactions 1,000 times as long), pyarrow's way and line by line
     (read_table, "user,item,timestamp\na,b,1709074989\na,c,1709074989123\n", 3,
      "timestamp '1709074989123' is after the year 9999 as Unix seconds: in milliseconds?"),
-    (read_table, "user,item,time\na,b,2024-03-01\na,c,1709074989123\n", 3, "after the year 9999"),
+    (read_table, "a,b,5,2024-03-01\na,c,5,1709074989123\n", 2, "after the year 9999"),
     (lambda p: read_movielens_dat(p, (1, 5)), "1::2::3::253402300799\n1::3::3::253402300800\n",
      2, "timestamp '253402300800' is after the year 9999"),
     (read_delicious, "userID\tbookmarkID\ttagID\ttimestamp\n1\t2\t3\t253402300800000\n", 2,

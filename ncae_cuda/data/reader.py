@@ -28,11 +28,10 @@ import scipy.sparse as sp
 from .interactions import DataError, Interactions, index_ids
 from .table_parser import (
     ENCODING,
-    LABELS,
     SEP_NAMES,
     Layout,
     codecs_name,
-    is_number,
+    field_problem,
     parse,
     sep_name,
     split_fields,
@@ -162,9 +161,9 @@ def table_layout(path: str | os.PathLike, sep: str | None = None,
         raise DataError(f"{path}:{line}: expected 2 to 4 {sep_name(sep)}-separated columns "
                         f"(user, item[, rating[, timestamp]]), found {len(fields)}")
     columns = _TABLE_COLUMNS[:len(fields)]
-    not_numbers = [f"{LABELS[key]} {field!r} is not a number" for field, key
-                   in zip(fields, columns) if key in ("rating", "timestamp")
-                   and not is_number(field)]
+    # (a timestamp may be an ISO 8601 time: a date is data, not a column's name)
+    not_numbers = [problem for field, key in zip(fields, columns)
+                   if key in ("rating", "timestamp") and (problem := field_problem(field, key))]
     if any(known) or not_numbers:
         unknown = ", ".join(repr(field) for field, key in zip(fields, known) if key is None)
         what = (f"a header with names this reader does not know ({unknown})" if any(known) else

@@ -303,6 +303,11 @@ def is_number(text: str) -> bool:
     return _field_problem(text, "", float) is None
 
 
+def field_problem(text: str, key: str) -> str | None:
+    """What is wrong with one field of column `key` (a key of LABELS), or None."""
+    return _field_problem(text, LABELS[key], _KINDS[key])
+
+
 def _first_bad(values: dict, layout: Layout) -> tuple[int, str, str] | None:
     """(row, column, what is wrong) of the first row whose values fail a check, or None."""
     failed = []                                        # (row, key, what)
