@@ -26,8 +26,9 @@ def add_model_file(parser) -> None:
     """The saved model a command reads: the file, or the run folder that holds it (read as
     its file)."""
     parser.add_argument("model", type=lambda text: rundir.model_file(Path(text)),
-                        help=f"{rundir.MODEL} written by ncae_cuda.train or NCAE.save, or the "
-                             "run folder that holds it")
+                        help=f"any model's file (NCAE, a blend or a baseline: the {rundir.MODEL} "
+                             "of ncae_cuda.train or of baselines --config, or a model's save()), "
+                             "or the run folder that holds it")
 
 
 def add_index(parser) -> None:
