@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from bench import autorec_peer
 
 from helpers import random_matrix
+from test_user_errors import mixed_rows
 
 
 def test_gradient_matches_finite_differences():
@@ -61,6 +62,31 @@ def test_one_command_scores_both_models_on_the_same_split(tmp_path):
     table = (out / "autorec_peer.md").read_text()
     mean = np.mean([p["test_rmse"] for p in result["peer"]])
     assert "| NCAE |" in table and "| I-AutoRec |" in table and f"{mean:.4f} |" in table
+
+
+def test_both_models_are_scored_on_every_test_entry_cold_ones_too(tmp_path):
+    """Split files whose test part holds items the base file lacks (ML-100K's u1: 32 of
+    20,000), here a stand-in ml-100k folder: both models are scored over every test entry, as
+    docs/results.md's figures are, NCAE by its all_test. Before, both read the warm part alone,
+    and the peer's cold entries would have come from weights that never saw them."""
+    folder = tmp_path / "ml-100k"
+    folder.mkdir()
+    rows = mixed_rows()
+    base = [row for row in rows[:500] if row[1] != rows[0][1]]      # rows[0]'s item: cold
+    test = [row for row in rows if row not in base]
+    for name, part in (("u.data", rows), ("u1.base", base), ("u1.test", test)):
+        (folder / name).write_text("".join(f"{u}\t{i}\t{r:g}\t{t}\n" for u, i, r, t in part))
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('hidden = [8]\noutput = "identity"\nepochs = 2\n')
+    out = tmp_path / "cmp"
+    assert autorec_peer.main(["--dataset", "ml-100k", "--data-dir", str(tmp_path), "--split", "u1",
+                              "--config", str(recipe), "--hidden", "6", "--lambdas", "1",
+                              "--maxiter", "5", "--every", "5", "--out", str(out)]) == 0
+    result = json.loads((out / "autorec_peer.json").read_text())
+    metrics = json.loads((out / "ncae-seed0" / "metrics.json").read_text())
+    assert metrics["cold_test"]["entries"] > 0                      # the case: cold test entries
+    assert result["ncae"][0]["test_rmse"] == metrics["all_test"]["rmse"]
+    assert [r["test_entries"] for r in result["ncae"] + result["peer"]] == [len(test)] * 2
 
 
 @pytest.mark.parametrize("argv, message", [
