@@ -367,6 +367,9 @@ BAD_INPUT = [
                                          "'r')"),
     (read_table, "user,item,stars,when\n", 1, "names this reader does not know ('when')"),
     (read_table, "user,title,rating\n1,2,3\n", 1, "does not know ('title')"),
+    # a fifth column's name (before: "expected 2 to 4 comma-separated columns, found 5")
+    (read_table, "user,item,rating,timestamp,extra\n1,2,3,4,5\n", 1,
+     "a header with names this reader does not know ('extra')"),
     (read_table, "user,rating\n1,2\n", 1, "the header names no item column"),
     (read_table, "userId,user_id,movieId\n", 1, "names the user column twice: userId, user_id"),
     (lambda p: read_table(p, rating_scale=(1, 5)), "a,b,1\na,c,9\n", 2, "outside the rating"),

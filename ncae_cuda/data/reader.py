@@ -157,6 +157,12 @@ def table_layout(path: str | os.PathLike, sep: str | None = None,
         _check_names(path, line, fields, known)
         return Layout(sep, tuple(known), header=True, int_ids=False, encoding=encoding,
                        names=tuple(fields))
+    rename = ("name the columns user, item, rating, timestamp (or userId, movieId, ...: "
+              "ncae_cuda.data.reader.COLUMN_NAMES)")
+    if any(known):          # a header, of as many columns as it names (a fifth: its name said)
+        unknown = ", ".join(repr(field) for field, key in zip(fields, known) if key is None)
+        raise DataError(f"{path}:{line}: a header with names this reader does not know "
+                        f"({unknown}): {rename}")
     if not 2 <= len(fields) <= len(_TABLE_COLUMNS):
         raise DataError(f"{path}:{line}: expected 2 to 4 {sep_name(sep)}-separated columns "
                         f"(user, item[, rating[, timestamp]]), found {len(fields)}")
@@ -164,12 +170,9 @@ def table_layout(path: str | os.PathLike, sep: str | None = None,
     # (a timestamp may be an ISO 8601 time: a date is data, not a column's name)
     not_numbers = [problem for field, key in zip(fields, columns)
                    if key in ("rating", "timestamp") and (problem := field_problem(field, key))]
-    if any(known) or not_numbers:
-        unknown = ", ".join(repr(field) for field, key in zip(fields, known) if key is None)
-        what = (f"a header with names this reader does not know ({unknown})" if any(known) else
-                f"neither data ({not_numbers[0]}) nor a header of known names")
-        raise DataError(f"{path}:{line}: {what}: name the columns user, item, rating, timestamp "
-                        "(or userId, movieId, ...: ncae_cuda.data.reader.COLUMN_NAMES)")
+    if not_numbers:
+        raise DataError(f"{path}:{line}: neither data ({not_numbers[0]}) nor a header of known "
+                        f"names: {rename}")
     return Layout(sep, columns, header=False, int_ids=False, encoding=encoding)
 
 
