@@ -43,7 +43,7 @@ def describe(data: Interactions, entry: Published | Generated | None) -> str:
     ]
     if data.n_duplicates_merged:
         lines.append(f"  merged        {data.n_duplicates_merged:,} duplicate records "
-                     "(see ncae_cuda.data.interactions)")
+                     "(rule: ncae_cuda.data.reader)")
     return "\n".join(lines)
 
 

@@ -75,7 +75,7 @@ def prepare(spec: RunSpec, config: Config, device: str,
           f"{trained}, device {device}")
     if data.n_duplicates_merged:
         print(f"note: {data.n_duplicates_merged} duplicate (user, item) records merged into "
-              "others (rule: ncae_cuda.data.interactions)")
+              "others (rule: ncae_cuda.data.reader)")
     for note in split.notes:
         print(f"note: {note}")
     return data, split
