@@ -110,7 +110,14 @@ def test_held_out_sets_by_hand():
     evaluated, per_user = per_user_figures(ranks, users, (3,))
     np.testing.assert_array_equal(evaluated, [1, 4, 7])
     np.testing.assert_allclose(per_user["hr@3"], [2 / 3, 0, 0], rtol=1e-15)
+    # each user's figures, the hand-computed ones above
+    np.testing.assert_allclose(per_user["recall@3"], [2 / 3, 0, 0], rtol=1e-15)
+    np.testing.assert_allclose(per_user["ndcg@3"], [1.5 / (1.5 + 1 / math.log2(3)), 0, 0],
+                               rtol=1e-15)
     assert list(per_user) == ["hr@3", "recall@3", "ndcg@3"]
+    per_user = per_user_figures(ranks, users, (2,))[1]         # user 1: HR 1/3, recall 1/2
+    np.testing.assert_allclose(per_user["hr@2"], [1 / 3, 0, 0], rtol=1e-15)
+    np.testing.assert_allclose(per_user["recall@2"], [1 / 2, 0, 0], rtol=1e-15)
 
 
 def test_one_held_out_item_a_user_is_hr_and_the_one_item_ndcg():
