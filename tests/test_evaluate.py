@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from ncae_cuda.model import evaluate
 from ncae_cuda.model.evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
 from ncae_cuda.model.network import Network, Objective
 from ncae_cuda.ops.common import CSR
@@ -33,7 +34,13 @@ def make(backend, feedback, n_rows=30, n_cols=20, hidden=(6, 5), seed=0):
     return net, CSR.from_scipy(backend, X), X.toarray().astype(np.float64), host, rng
 
 
-def test_predict_ratings_in_query_order(backend):
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Evaluation in batches of 7 rows: the last one short, as on real data (1024 a batch)."""
+    monkeypatch.setattr(evaluate, "EVAL_BATCH", 7)
+
+
+def test_predict_ratings_in_query_order(backend, small_batches):
     net, inputs, X, host, rng = make(backend, "explicit")
     rows = rng.integers(0, X.shape[0], 200)                # unsorted, repeated rows
     cols = rng.integers(0, X.shape[1], 200)
@@ -51,7 +58,7 @@ def brute_force_ranks(scores, seen, users, items):
 
 
 @pytest.mark.parametrize("based", ["user", "item"])
-def test_model_ranks_match_brute_force(backend, based):
+def test_model_ranks_match_brute_force(backend, based, small_batches):
     net, inputs, X, host, rng = make(backend, "implicit", n_rows=30 if based == "user" else 20,
                                      n_cols=20 if based == "user" else 30)
     logits = dense_logits(host, X, 2)
