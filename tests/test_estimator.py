@@ -11,7 +11,7 @@ from test_cold_entries import shrunk_means_by_hand
 
 from ncae_cuda import NCAE
 from ncae_cuda.data.interactions import DataError, Interactions, UnknownIds, from_matrix
-from ncae_cuda.model import loop, modelfile, stopping, trainer
+from ncae_cuda.model import evaluate, loop, modelfile, stopping, trainer
 from ncae_cuda.model.network import Network
 from ncae_cuda.ops import cpu
 
@@ -141,9 +141,10 @@ def ratings(out):
 @pytest.mark.parametrize("backend, feedback, based", with_backends(
     [("implicit", "user"), ("explicit", "user"), ("implicit", "item"), ("explicit", "item")],
     emulated_cases=[("implicit", "user"), ("explicit", "item")]))
-def test_recommend_equals_brute_force_ranking(request, backend, feedback, based):
+def test_recommend_equals_brute_force_ranking(request, backend, feedback, based, monkeypatch):
     X = matrix()
     model = fit(X, feedback, backend=backend, request=request, based=based)
+    monkeypatch.setattr(evaluate, "EVAL_BATCH", 7)     # batches of 7 users, the last one short
     users = np.random.default_rng(1).permutation(N_USERS)
     ids, vals = model.recommend(users, n=8)
     assert ids.dtype.kind == "i" and vals.dtype == np.float32
