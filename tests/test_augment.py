@@ -30,6 +30,9 @@ def test_eps_selects_the_sparse_rows():
     # eps * N = 3.6: only rows with fewer than 3.6 entries (rows 1 and 2)
     extra = sparse_row_copies(MATRIX, eps=0.6, p=0.5)
     np.testing.assert_array_equal(extra.toarray(), [[0, 0, 1, 0, 1, 0], [0, 1, 0, 0, 0, 0]])
+    # eps * N = 3 exactly: |R|/N < eps is strict, so row 1 (3 entries) is not sparse
+    extra = sparse_row_copies(MATRIX, eps=0.5, p=0.5)
+    np.testing.assert_array_equal(extra.toarray(), [[0, 1, 0, 0, 0, 0]])
 
 
 @pytest.mark.parametrize("eps, p", [(0.0, 0.8), (0.9, 1.0), (0.9, 0.2)])
@@ -49,6 +52,10 @@ def test_popularity_weights_follow_the_formula():
     share = counts / counts.sum()
     expect = 512 * share ** 0.5 / (share ** 0.5).sum()
     np.testing.assert_allclose(popularity_weights(counts, 512, 0.5), expect, rtol=1e-6)
+    # by hand, at an omega other than 1/2 (where f^omega and f^(1-omega) agree): counts 1, 0,
+    # 8, 0 at omega 1/3 are c0 * (1, 0, 2, 0) / 3
+    np.testing.assert_allclose(popularity_weights(np.array([1, 0, 8, 0]), 6.0, 1 / 3),
+                               [2.0, 0.0, 4.0, 0.0], rtol=1e-6)
     np.testing.assert_array_equal(uniform_weights(3, 0.05), np.float32([0.05] * 3))
 
 
