@@ -1,6 +1,7 @@
 """Greedy pre-training: each stage trains exactly its own parameters, the dense stage's gradient
 is right, and on synthetic data S+U+S starts fine-tuning from a lower loss than BP."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -58,6 +59,34 @@ def test_each_stage_changes_only_its_parameters(feedback, train_stage, changed):
             np.testing.assert_array_equal(value, before[key], err_msg=key)
 
 
+@pytest.mark.parametrize("variant, calls", [
+    ("BP", []), ("U+U", [("first", "U"), ("dense", 2), ("dense", 3)]),
+    ("S+S", [("first", "S"), ("supervised", 2), ("supervised", 3)]),
+    ("S+U+S", [("first", "S"), ("dense", 2), ("dense", 3), ("output",)])])
+def test_each_variant_runs_its_stages_in_order(monkeypatch, variant, calls):
+    # the stages' names (test_plan) are not what runs: a Y of U must run the dense
+    # auto-encoder on each higher layer, S the supervised stage
+    ran = []
+    for name, kind in (("train_first_layer", "first"), ("train_dense_layer", "dense"),
+                       ("train_supervised_layer", "supervised"), ("train_output_layer", "output")):
+        monkeypatch.setattr(pretrain, name, lambda net, stage, *arg, kind=kind:
+                            ran.append((kind, *arg)) or [0.0])
+    pretrain.pretrain(*setup("explicit"), variant)
+    assert ran == calls
+
+
+def test_first_layer_s_targets_the_clean_row_and_u_the_corrupted_input(monkeypatch):
+    net, stage = setup("implicit")
+    objectives, real = [], pretrain.Network
+    monkeypatch.setattr(pretrain, "Network", lambda layout, ops, objective, *args, **kwargs:
+                        objectives.append(objective) or real(layout, ops, objective, *args,
+                                                             **kwargs))
+    for kind in ("S", "U"):
+        pretrain.train_first_layer(net, replace(stage, epochs=1), kind)
+    assert [o.target_corrupted for o in objectives] == [False, True]
+    assert replace(objectives[1], target_corrupted=False) == objectives[0] == net.objective
+
+
 def test_pretraining_resets_adam_for_fine_tuning():
     net, stage = setup("explicit")
     losses = pretrain.pretrain(net, stage, "S+U+S")
@@ -77,6 +106,12 @@ def test_dense_stage_gradient_matches_finite_differences():
         ae.grads.fill(0)
         return float(pretrain.reconstruction_loss_and_grad(ae, a_in, row_weight) @ row_weight)
 
+    # the loss itself, in float64 from the parameters: each row's mean over its 5 units of
+    # (tanh(tanh(a W^T + b) Wd^T + bd) - a)^2
+    p = ae.p
+    r = np.tanh(np.tanh(a_in @ p["W"].T + p["b"]) @ p["Wd"].T + p["bd"])
+    np.testing.assert_allclose(pretrain.reconstruction_loss_and_grad(ae, a_in, row_weight),
+                               ((r - a_in) ** 2).mean(axis=1), rtol=1e-12)
     loss()
     analytic = ae.grads.copy()
     numeric = np.empty_like(analytic)

@@ -74,7 +74,7 @@ def pretrain(net: Network, stage: Stage, variant: str) -> dict[str, list[float]]
     losses = {}
     if steps.first:
         losses[f"layer 1 {steps.first}"] = train_first_layer(net, stage, steps.first)
-    for layer in range(2, net.layout.n_layers + 1):
+    for layer in range(2, net.layout.n_layers + 1) if steps.higher else ():
         train = train_dense_layer if steps.higher == "U" else train_supervised_layer
         losses[f"layer {layer} {steps.higher}"] = train(net, stage, layer)
     if steps.top:
