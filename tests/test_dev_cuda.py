@@ -16,6 +16,28 @@ def test_every_version_matches_the_reference(op, capsys):
     assert "1: " in out and "2: " in out and "3: " in out and "(in use)" in out
 
 
+def no_step(backend):
+    return lambda params, batch, host, m, v, grads, counter, state: None
+
+
+def weight_decay_negated(backend):
+    settings = {**run.ADAM, "weight_decay": -run.ADAM["weight_decay"]}
+    return lambda params, batch, host, m, v, grads, counter, state: backend.adam(
+        params, m, v, grads, state, **settings)
+
+
+@pytest.mark.skipif(CXX is None, reason="no g++")
+@pytest.mark.parametrize("wrong", [no_step, weight_decay_negated])
+def test_a_version_off_the_reference_fails_the_harness(wrong, monkeypatch, capsys):
+    # the version in use, then a wrong one: an Adam that takes no step, or one whose weight
+    # decay pulls the wrong way (both passed while the parameters, not the step, were compared)
+    real = run.versions
+    monkeypatch.setattr(run, "versions", lambda op, backend, *args: [
+        real(op, backend, *args)[2], ("9: wrong", wrong(backend))])
+    assert run.main(["adam", "--device", "emulated"]) == 1
+    assert "9: wrong: does not match the reference" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(ops.HAS_CUDA, reason="a GPU is there")
 def test_a_gpu_not_there_is_refused_in_a_line(capsys):
     with pytest.raises(SystemExit) as refused:
