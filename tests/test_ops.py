@@ -560,6 +560,11 @@ def test_adam_first_step_is_a_signed_lr_step():
     p, g = np.array([1.0, 1.0, 1.0]), np.array([0.5, -2.0, 0.0])
     ref.adam(p, np.zeros(3), np.zeros(3), g, np.array([0]), 0.1, 0.9, 0.999, 1e-8, 0.0)
     np.testing.assert_allclose(p, [0.9, 1.1, 1.0], rtol=1e-7)
+    # weight decay 0.1 adds 0.1 p to the gradient: (0.15, 0.05, -0.1) here, the second
+    # element's sign the L2 term's, not its gradient's
+    p, g = np.array([1.0, 1.0, -2.0]), np.array([0.05, -0.05, 0.1])
+    ref.adam(p, np.zeros(3), np.zeros(3), g, np.array([0]), 0.1, 0.9, 0.999, 1e-8, 0.1)
+    np.testing.assert_allclose(p, [0.9, 0.9, -1.9], rtol=1e-6)
 
 
 def test_adam_learning_rate_decays_by_epoch():
