@@ -116,6 +116,27 @@ def test_a_data_file_changed_since_the_runs_is_refused(tmp_path):
     take()
 
 
+def test_a_recipe_changed_since_the_runs_is_refused(tmp_path):
+    """A recipe (--config FILE) edited since its runs is refused as a changed data file is
+    (before, its finished runs were skipped and the recipes table showed the old recipe's
+    figures under its name); a listing written before recipes were recorded is taken as of
+    them."""
+    recipe, folder = tmp_path / "mine.toml", tmp_path / "runs"
+    recipe.write_text("hidden = [8]\n")
+    runs = [pool.Run("mine-seed0", "ncae_cuda.train", ("--config", str(recipe)))]
+
+    def take() -> None:
+        pool.Pool(folder, "recipes", runs).take().close()
+    take()
+    listed = json.loads((folder / pool.LISTING).read_text())
+    assert list(listed["data"]) == [str(recipe)]
+    (folder / pool.LISTING).write_text(json.dumps({**listed, "data": {}}))
+    take()
+    recipe.write_text("hidden = [64]\n")
+    with pytest.raises(pool.PoolError, match=f"{recipe}: changed since they ran"):
+        take()
+
+
 def test_runs_another_process_holds_are_refused_and_kept(tmp_path, capsys):
     """A second command on runs that a first is running (its lock held), and --overwrite of
     runs one of which is still in use: each refused in a line naming the process, and

@@ -5,9 +5,10 @@ A run is one process (`python -m ncae_cuda.train`, or a bench's cell) that takes
 marks the run finished in the folder's run.json (rundir.RunDirectory) and, given --resume,
 continues what a killed one began there. A pool lists its runs before it starts any, in a
 folder of its own whose runs.json names each run and its command, and the sha256 of each data
-file the runs read (a run's result is of the file's contents as much as of its flags):
+file and recipe the runs read (a run's result is of the file's contents as much as of its
+flags):
 - the same listing again skips the finished runs and resumes the others; a folder that holds
-  another listing (other settings, or a data file changed since) is refused, never
+  another listing (other settings, or a data file or recipe changed since) is refused, never
   overwritten; `overwrite` starts over;
 - `jobs` runs at once, each a subprocess in a slot of its own: slot i sees the i-th of `gpus`
   (round robin) as CUDA_VISIBLE_DEVICES and, unless the environment sets NUMBA_NUM_THREADS, an
@@ -46,7 +47,9 @@ LISTING = "runs.json"            # the pool's manifest: its runs and their comma
 LOG = "log.txt"                  # a run's output, in its folder
 POLL = 0.2                       # seconds between looks at the running processes
 PR_SET_PDEATHSIG = 1             # prctl(2): the signal a process gets when its parent dies
-DATA_FLAGS = ("--dataset", "--train", "--valid", "--test")     # a run's data, where a file
+# the files a run reads, where a file: its data, and its recipe (the recipes experiment's
+# cells are named by the file, so an edited one is not told apart by the flags)
+FILE_FLAGS = ("--dataset", "--train", "--valid", "--test", "--config")
 
 
 class PoolError(NcaeError):
@@ -191,7 +194,8 @@ class Pool:
         return self.folder / run.name
 
     def listing(self) -> dict:
-        """What the runs are: their commands, and the sha256 of each data file they read."""
+        """What the runs are: their commands, and the sha256 of each file they read (data,
+        recipes)."""
         return {"what": self.what,
                 "runs": {run.name: " ".join([run.module, *run.flags]) for run in self.runs},
                 "data": {path: _sha256(path) for path in data_paths(self.runs)}}
@@ -212,9 +216,11 @@ class Pool:
             raise PoolError(f"{self.folder}: cannot write there ({e.strerror or e})",
                             errno=e.errno) from None
         path, listing = self.folder / LISTING, self.listing()
-        # a listing written before the data files were recorded is taken as of these files
-        listed = ({"data": listing["data"], **json.loads(path.read_text())} if path.exists()
-                  else None)
+        # a listing written before the data files (or the recipes) were recorded is taken as
+        # of these files
+        listed = json.loads(path.read_text()) if path.exists() else None
+        if listed is not None:
+            listed["data"] = {**listing["data"], **listed.get("data", {})}
         if listed is not None and listed != listing and not overwrite:
             held.close()
             rerun = "rerun it with those, " if listed["runs"] != listing["runs"] else ""
@@ -310,13 +316,13 @@ class Pool:
 
 
 def data_paths(runs: list[Run]) -> list[str]:
-    """The data files the runs read, as their flags name them: each value of DATA_FLAGS (as
+    """The files the runs read, as their flags name them: each value of FILE_FLAGS (as
     `--flag value` or `--flag=value`) that is not a data set's name."""
     named = set()
     for run in runs:
         for flag, following in zip(run.flags, (*run.flags[1:], None)):
             name, equals, value = flag.partition("=")
-            if name in DATA_FLAGS:
+            if name in FILE_FLAGS:
                 named.add(value if equals else following)
     return sorted(path for path in named if path is not None and path not in datasets.names())
 
@@ -329,8 +335,8 @@ def _sha256(path: str) -> str | None:
 
 
 def _changes(listed: dict, listing: dict) -> str:
-    """What differs between two listings, in a few words: the data files changed since, the
-    runs gone and new, and the first changed run's flags."""
+    """What differs between two listings, in a few words: the files changed since (data,
+    recipes), the runs gone and new, and the first changed run's flags."""
     said = [f"{path}: changed since they ran" for path in sorted(listing["data"])
             if listed["data"].get(path, listing["data"][path]) != listing["data"][path]]
     before, now = listed["runs"], listing["runs"]
