@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,6 +158,28 @@ def test_runs_another_process_holds_are_refused_and_kept(tmp_path, capsys):
     assert code == 2 and (f"--overwrite: {busy} is in use (process {os.getpid()}): stop it "
                           "first") in capsys.readouterr().err
     assert sorted(runs.glob("*/metrics.json")) == finished and len(finished) == 4
+
+
+def test_a_finished_runs_results_removed_or_damaged_by_hand_are_named(tmp_path, capsys):
+    """A finished run whose metrics.json was since removed or damaged: one line naming it and
+    what to do (before, "metrics.json: cannot write it" and a JSONDecodeError's traceback),
+    and the same command, once its folder is removed, runs it again."""
+    out = tmp_path / "exp"
+    assert experiments.main([*ONE_SEED, *TWO, "--out", str(out)]) == 0
+    folder = out / "runs" / "configurations" / "K16-SINGLE-BP-seed0"
+    for damage, said in ((lambda path: path.unlink(), "there is none"),
+                         (lambda path: path.write_text('{"test": '),
+                          "not JSON (Expecting value: line 1 column 10 (char 9))")):
+        damage(folder / "metrics.json")
+        capsys.readouterr()
+        assert experiments.main([*ONE_SEED, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.splitlines() == [
+            f"error: {folder / 'metrics.json'}: {said}, though the run finished: remove "
+            f"{folder} and run the same command again, which reruns it"], err
+    shutil.rmtree(folder)
+    assert experiments.main([*ONE_SEED, "--out", str(out)]) == 0
+    assert "3 finished before (skipped), 0 to resume, 1 to start" in capsys.readouterr().out
 
 
 def test_two_experiments_never_share_runs(tmp_path, capsys):

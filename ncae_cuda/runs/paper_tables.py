@@ -57,7 +57,7 @@ class ExperimentRuns:
 
     def results(self, cell: str, file: str = "metrics.json") -> list[dict]:
         """`file` of the cell's run for each seed (a trainer's metrics.json by default)."""
-        return [json.loads((self.folder / f"{cell}-seed{seed}" / file).read_text())
+        return [_read_result(self.folder / f"{cell}-seed{seed}", file)
                 for seed in range(self.args.repeats)]
 
     def baselines(self, cell: str, flags: list[str], own: list[str] = ()) -> None:
@@ -80,6 +80,27 @@ class ExperimentRuns:
         """Each seed's {model key: its figures} of a cell of baselines (empty without them)."""
         return ([r["models"] for r in self.results(cell, "baselines.json")]
                 if self.args.baselines else [])
+
+
+def _read_result(folder: Path, file: str) -> dict:
+    """A finished run's `file` (the pool builds tables of finished runs only); PoolError where
+    it was since removed or damaged by hand, naming the run to rerun."""
+    path = folder / file
+    try:
+        result = json.loads(path.read_text())
+        said = None if isinstance(result, dict) else "not a run's results"
+    except FileNotFoundError:
+        said = "there is none"
+    except ValueError as e:                 # JSONDecodeError, UnicodeDecodeError
+        said = f"not JSON ({e})"
+    except OSError as e:
+        said = f"unreadable ({e.strerror or e})"
+    if said is not None:
+        # the run's manifest still says finished, so the pool would skip it again and again:
+        # without its folder it is a new run
+        raise pool.PoolError(f"{path}: {said}, though the run finished: remove {folder} and "
+                             "run the same command again, which reruns it")
+    return result
 
 
 def stat(results: list[dict], value) -> tuple[float, float | None]:
