@@ -265,3 +265,22 @@ def test_a_failed_run_is_counted_as_failed_not_done(tmp_path, capsys):
         runs.run([refused, never], jobs=1, gpus=[])
     assert capsys.readouterr().out.splitlines()[-1].startswith(
         "check: 0 done, 1 failed, 0 running, 1 left,")
+
+
+class _Killed(pool.Run):
+    """A run killed by SIGKILL (the system's out-of-memory killer, a user's kill -9) once it
+    has written a line of progress."""
+
+    def command(self, folder: Path, resume: bool) -> list[str]:
+        return [sys.executable, "-c", "import os, signal; print('epoch  31 | loss 0.1491', "
+                "flush=True); os.kill(os.getpid(), signal.SIGKILL)"]
+
+
+def test_a_killed_run_is_said_to_be_killed(tmp_path):
+    """Before, the error gave a killed run's last line as its reason: "failed: epoch  31 |
+    loss 0.1491"."""
+    killed = _Killed("killed", "ncae_cuda.train", ())
+    with pytest.raises(pool.PoolError) as failed:
+        pool.Pool(tmp_path, "check", [killed]).run([killed], jobs=1, gpus=[])
+    assert str(failed.value).splitlines()[0] == (
+        f"killed failed: killed by SIGKILL (see {tmp_path / 'killed' / pool.LOG})")

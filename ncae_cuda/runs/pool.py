@@ -257,14 +257,15 @@ class Pool:
     def run(self, share: list[Run], jobs: int, gpus: list[str]) -> None:
         """Every run of `share` finished: skipped where it is, resumed where it began, started
         where it did not; `jobs` at once. PoolError names the runs that failed, with the last
-        line each wrote; Stopped where a signal stopped the pool."""
+        line each wrote or the signal that killed it; Stopped where a signal stopped the
+        pool."""
         states = {run.name: self.state(run) for run in share}
         todo = [run for run in share if states[run.name] != "finished"]
         counts = {s: sum(v == s for v in states.values()) for s in ("finished", "unfinished")}
         print(f"{self.what}: {len(share)} runs in {self.folder}: {counts['finished']} finished "
               f"before (skipped), {counts['unfinished']} to resume, "
               f"{len(todo) - counts['unfinished']} to start; {jobs} at once", flush=True)
-        seconds, failed = [], []
+        seconds, failed, codes = [], [], {}
         with Processes(jobs, gpus) as processes:
             while processes.running or todo and not failed and not processes.stopped:
                 while todo and processes.free and not failed and not processes.stopped:
@@ -283,6 +284,7 @@ class Pool:
                         events.append(f"{run.name} finished in {took:.1f} s")
                     else:
                         failed.append(run)
+                        codes[run.name] = code
                         events.append(f"{run.name} {'stopped' if processes.stopped else 'failed'}")
                 if events:
                     self._progress(share, processes, todo, seconds, failed, events)
@@ -290,7 +292,7 @@ class Pool:
             raise Stopped(processes.stopped)
         if failed:
             raise PoolError("\n".join(
-                f"{run.name} failed: {_last_line(self.folder_of(run) / LOG)} (see "
+                f"{run.name} failed: {_why(codes[run.name], self.folder_of(run) / LOG)} (see "
                 f"{self.folder_of(run) / LOG})" for run in failed)
                 + "\nthe same command reruns the failed runs; the finished ones are kept")
 
@@ -369,6 +371,17 @@ def duration(seconds: float) -> str:
     minutes, s = divmod(round(seconds), 60)
     hours, m = divmod(minutes, 60)
     return f"{hours} h {m:02d} min" if hours else f"{m} min {s:02d} s" if m else f"{s} s"
+
+
+def _why(code: int, log: Path) -> str:
+    """Why a run failed: the signal that killed it (its last line is then only its progress),
+    or else the last line it wrote (a trainer's error message)."""
+    if code >= 0:
+        return _last_line(log)
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:                      # a signal Python has no name for
+        return f"killed by signal {-code}"
 
 
 def _last_line(path: Path) -> str:
