@@ -176,6 +176,16 @@ def test_a_second_process_on_one_folder_refuses_at_start(tmp_path):
     assert held.path.is_dir()
 
 
+@pytest.mark.parametrize("text", ['{"run": 5}', '{"run": null}', '[1]', "garbage"])
+def test_an_edited_manifest_is_refused_in_a_line(tmp_path, capsys, text):
+    # before, a manifest whose run was not an object ended --resume in an AttributeError
+    (tmp_path / "D").mkdir()
+    (tmp_path / "D" / "run.json").write_text(text)
+    for flags in (["--resume"], []):
+        refused(train.main, [*TINY, "--out", str(tmp_path / "D"), *flags], capsys,
+                "run.json: not a run manifest")
+
+
 @pytest.mark.parametrize("held", [True, False], ids=["in use", "another run's files"])
 def test_a_command_refused_a_folder_leaves_the_other_runs_manifest(tmp_path, capsys, held):
     other = RunDirectory(tmp_path / "D", {"settings": {"other": 1}})

@@ -281,7 +281,9 @@ def read_manifest(folder: Path) -> dict | None:
         return None
     try:
         manifest = json.loads(path.read_text())
-        if not isinstance(manifest, dict) or "run" not in manifest:
+        # a run that is not an object (an edited file) would fail later, comparing its
+        # settings with this run's, as a traceback
+        if not (isinstance(manifest, dict) and isinstance(manifest.get("run"), dict)):
             raise ValueError("no run in it")
     except ValueError as e:
         raise RunFolderError(f"{path}: not a run manifest ({e}): remove it, or choose "
