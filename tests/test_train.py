@@ -101,6 +101,26 @@ def test_resume_refuses_other_settings(tmp_path, capsys):
     assert code == 2 and "lr: 0.001 -> 0.01" in capsys.readouterr().err
 
 
+def test_resume_refuses_other_curves(tmp_path, monkeypatch, capsys):
+    # before, --curves was not of the run: resumed without it, the history held the test
+    # figures of the epochs before the stop and of none after
+    flags = ["--epochs", "3", "--patience", "0", "--checkpoint-every", "0"]
+    real_epoch = loop.run_epoch
+    def interrupted(*args, **kwargs):
+        if args[-1] == "epoch 2":
+            raise KeyboardInterrupt
+        return real_epoch(*args, **kwargs)
+    monkeypatch.setattr(loop, "run_epoch", interrupted)
+    assert run(tmp_path, *flags, "--curves")[0] == 130
+    monkeypatch.setattr(loop, "run_epoch", real_epoch)
+    capsys.readouterr()
+    assert run(tmp_path, *flags, "--resume")[0] == 2
+    assert "settings.curves: True -> False" in capsys.readouterr().err
+    assert run(tmp_path, *flags, "--curves", "--resume")[0] == 0
+    history = json.loads((tmp_path / "run" / "metrics.json").read_text())["history"]
+    assert all("test" in record for record in history)
+
+
 def test_resume_without_a_run_says_so(tmp_path, capsys):
     assert run(tmp_path, "--resume")[0] == 2
     assert "holds no run to continue" in capsys.readouterr().err

@@ -250,7 +250,9 @@ class RunSpec:
         "epoch's validation figures", action="store_true")
     curves: bool = flag(False, "also score the training (explicit) and test parts after every "
                                "epoch, for learning curves; never used to choose anything",
-                        action="store_true", identity=False)
+                        # of the run: its history holds the figures, and a resume that changed
+                        # it would leave them for only some of the epochs
+                        action="store_true")
     out: Path | None = flag(None, "the run's folder (default: runs/<data set>-<date>-<time>)",
                             Path, identity=False)
     resume: bool = flag(False, "continue the run in --out where it stopped",
