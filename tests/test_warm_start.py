@@ -183,6 +183,28 @@ def test_a_warm_fit_resumes_only_from_the_same_model(tmp_path):
                                           resume=True, verbose=False)
 
 
+def test_a_stopped_partial_fit_leaves_the_model_and_resumes(tmp_path):
+    # before, the stop left the model half trained, and the resume, which starts from the
+    # model, was refused as another fit's checkpoint
+    data = datasets.load("synthetic-tiny")
+    whole = new_model("implicit", "user").fit(data, epochs=1, verbose=False)
+    whole.partial_fit(data, epochs=3, verbose=False)
+    model = new_model("implicit", "user").fit(data, epochs=1, verbose=False)
+    before = model._whole_params()
+
+    def stop(fitted, record):
+        if record["epoch"] == 2:
+            raise KeyboardInterrupt
+    path = tmp_path / "checkpoint.npz"
+    with pytest.raises(KeyboardInterrupt):
+        model.partial_fit(data, epochs=3, callback=stop, checkpoint=path, checkpoint_every=0,
+                          verbose=False)
+    np.testing.assert_array_equal(model._whole_params(), before)
+    assert [record["epoch"] for record in model.history] == [1]
+    model.partial_fit(data, epochs=3, checkpoint=path, resume=True, verbose=False)
+    np.testing.assert_array_equal(model._whole_params(), whole._whole_params())
+
+
 def test_a_time_splits_held_out_sets_scored_as_sets():
     # Every user's test items as a set, and the cold ones apart: each against a loop over the
     # model's own scores of every item (its logits, as recommend gives them).

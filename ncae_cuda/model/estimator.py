@@ -21,6 +21,7 @@ without the training data at hand.
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
 from dataclasses import asdict
 
@@ -137,7 +138,9 @@ class NCAE(Recommender):
         resume : bool
             Continue the fit saved in `checkpoint` instead of starting over; it ends exactly
             where an uninterrupted fit does. The checkpoint must be this fit's: the same
-            settings, epochs, data and backend; another's is refused, naming what differs.
+            settings, epochs, data and backend; another's is refused, naming what differs. A
+            fit that raises (Ctrl-C too) leaves the model as it was, so a stopped partial_fit
+            resumes alike.
         checkpoint_every : float
             Seconds between checkpoints, the most training a kill can cost (0: after every
             epoch).
@@ -213,12 +216,13 @@ class NCAE(Recommender):
                             "epoch on; hold out entries of users and items the training data "
                             "has")
         known = None if start is None else start.known(data.column_ids, c.based)
-        self.data, verbose = data, verbose and self.leader
-        # the model is no longer the file it was loaded from: its index is not saved beside it
-        # (model/ann.py), where it would replace the one of the file's model
-        self.source = None
+        verbose = verbose and self.leader
         B = c.batch_size                # the batch, until the rows it is capped at are known
-        with self.ops.session():
+        with self._as_it_was_unless_fitted(), self.ops.session():
+            self.data = data
+            # the model is no longer the file it was loaded from: its index is not saved beside
+            # it (model/ann.py), where it would replace the one of the file's model
+            self.source = None
             try:
                 self._net = self._new_network(start)
                 if known is not None and verbose:
@@ -258,6 +262,19 @@ class NCAE(Recommender):
         self.still_improving = stopping.still_improving(self.history, self.best_epoch,
                                                         int(epochs), c.patience)
         return self
+
+    @contextlib.contextmanager
+    def _as_it_was_unless_fitted(self):
+        """Within it, a fit replaces the model's data and network; where the fit raises (a
+        stop, a failing callback, a divergence), the model is put back as it was: a stopped
+        partial_fit resumes from the model it started from, which its checkpoint names, and a
+        fitted model is never left half trained."""
+        before = self.data, self._net, self.source
+        try:
+            yield
+        except BaseException:
+            self.data, self._net, self.source = before
+            raise
 
     def refit(self, X, **fitting) -> NCAE:
         """A new model of the same settings fit on X for best_epoch epochs: the run protocol's
