@@ -206,6 +206,32 @@ def test_a_warm_start_starts_each_member_from_its_own():
         np.testing.assert_array_equal(member._whole_params(), members[name]._whole_params())
 
 
+def test_a_partial_fit_stopped_in_the_second_member_resumes(tmp_path):
+    # before, the stop left the first member fitted anew, and the resume, which starts each
+    # member from its own, was refused as another fit's checkpoint
+    parent, split = fitted(epochs=1)
+    whole = BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, split.valid, epochs=1,
+                                                      verbose=False)
+    whole.partial_fit(split.train, split.valid, epochs=2, verbose=False)
+
+    def stop(member, record):
+        if record["member"] == blend.MEMBERS[1] and record["epoch"] == 2:
+            raise KeyboardInterrupt
+    path = tmp_path / "checkpoint.npz"
+    before = {name: m._whole_params() for name, m in parent.members.items()}
+    with pytest.raises(KeyboardInterrupt):
+        parent.partial_fit(split.train, split.valid, epochs=2, callback=stop, checkpoint=path,
+                           checkpoint_every=0, verbose=False)
+    for name, member in parent.members.items():
+        np.testing.assert_array_equal(member._whole_params(), before[name])
+        assert [record["epoch"] for record in member.history] == [1]
+    parent.partial_fit(split.train, split.valid, epochs=2, checkpoint=path, resume=True,
+                       verbose=False)
+    for name, member in parent.members.items():
+        np.testing.assert_array_equal(member._whole_params(),
+                                      whole.members[name]._whole_params())
+
+
 def test_without_validation_a_blend_says_it_blends_the_plain_mean(capsys):
     _, split = fitted(epochs=1)
     BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, epochs=1)

@@ -23,6 +23,7 @@ blend (docs/results.md has what it gives on MovieLens 100K).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -121,18 +122,23 @@ class BlendedNCAE(RatingModel):
                   "blended by their plain mean", flush=True)
         fit = as_interactions(X, "X")
         history = []
-        for name, member in self.members.items():
-            if verbose:
-                print(f"{name}-based member", flush=True)
+        with contextlib.ExitStack() as kept:
+            # a stop in the second member leaves the first as it was too: a stopped
+            # partial_fit's resume starts each member from what its checkpoint names
+            for member in self.members.values():
+                kept.enter_context(member._as_it_was_unless_fitted())
+            for name, member in self.members.items():
+                if verbose:
+                    print(f"{name}-based member", flush=True)
 
-            def heard(fitted, record, name=name):
-                record["member"] = name
-                if callback is not None:
-                    callback(fitted, record)
-            member.fit(fit, validation, epochs[name] if isinstance(epochs, dict) else epochs,
-                       heard, member_checkpoint(checkpoint, name), resume, checkpoint_every,
-                       verbose, None if warm_start is None else warm_start.members[name])
-            history += member.history
+                def heard(fitted, record, name=name):
+                    record["member"] = name
+                    if callback is not None:
+                        callback(fitted, record)
+                member.fit(fit, validation, epochs[name] if isinstance(epochs, dict) else epochs,
+                           heard, member_checkpoint(checkpoint, name), resume, checkpoint_every,
+                           verbose, None if warm_start is None else warm_start.members[name])
+                history += member.history
         self.data = self.members["user"].data
         self.history, self.best_validation = history, None
         self.best_epoch = {name: m.best_epoch for name, m in self.members.items()}

@@ -265,15 +265,17 @@ class NCAE(Recommender):
 
     @contextlib.contextmanager
     def _as_it_was_unless_fitted(self):
-        """Within it, a fit replaces the model's data and network; where the fit raises (a
+        """Within it, a fit replaces the model's data, network and history; where it raises (a
         stop, a failing callback, a divergence), the model is put back as it was: a stopped
         partial_fit resumes from the model it started from, which its checkpoint names, and a
         fitted model is never left half trained."""
-        before = self.data, self._net, self.source
+        names = ("data", "_net", "source", "history", "best_epoch", "still_improving")
+        before = [getattr(self, name) for name in names]
         try:
             yield
         except BaseException:
-            self.data, self._net, self.source = before
+            for name, value in zip(names, before):
+                setattr(self, name, value)
             raise
 
     def refit(self, X, **fitting) -> NCAE:
