@@ -270,6 +270,7 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--feedback", "implicit", "--loss", "multinomial", "--c0", "5"],
      "--c0: weighs the square loss's entries: the multinomial loss has none to weigh"),
     (["--c0", "5"], "--c0: is for implicit feedback"),
+    (["--resume", "--overwrite"], "--resume continues the run in --out, --overwrite starts"),
 ])
 def test_train_flags(tmp_path, capsys, flags, message):
     refused(train.main, [*TINY, "--out", str(tmp_path / "r"), *flags], capsys, message)

@@ -288,6 +288,10 @@ class RunSpec:
         if self.baselines and self.validation_only:
             raise SpecError("--baselines are scored on the test part; --validation-only never "
                             "scores it")
+        if self.resume and self.overwrite:
+            # (before, the run resumed and --overwrite was ignored, unsaid)
+            raise SpecError("--resume continues the run in --out, --overwrite starts another "
+                            "there: give one")
         if self.validation_only and self.curves:
             raise SpecError("--curves scores the test part after every epoch; "
                             "--validation-only never scores it")
