@@ -767,6 +767,10 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
     (experiments, ["configurations", "--repeats", "0"], "--repeats must be >= 1"),
     (experiments, ["recipes"], "recipes: name the recipe files, e.g. --recipes "
                                "recipes/ml-100k-*.toml"),
+    # before, listed and run: every run failed on it, and the corrected name was then refused
+    # as other settings than the folder's runs were listed with
+    (experiments, ["configurations", "--dataset", "nosuch", "--out", "OUT"],
+     "--dataset nosuch: neither a data set's name nor a file"),
     (recommend, ["model.npz", "--all", "--out", "FOLDER"],
      "--out FOLDER: a folder; name the CSV file to write"),
     (tune, ["--dataset", "synthetic-tiny", "--out", "FILE"], "--out FILE: a file, not a folder"),
@@ -775,7 +779,7 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
     (tune, ["--dataset", "synthetic-tiny", "--split-seeds", "-1", "--out", "OUT"],
      "--split-seeds must be >= 0; got -1"),
 ], ids=["baselines cutoffs", "baselines seed", "check seed", "check json nowhere",
-        "check json folder", "experiments repeats", "experiments recipes",
+        "check json folder", "experiments repeats", "experiments recipes", "experiments data",
         "recommend out", "tune out", "tune split seeds twice", "tune split seeds"])
 def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkeypatch, module,
                                                        argv, message):

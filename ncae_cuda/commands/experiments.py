@@ -35,7 +35,7 @@ from pathlib import Path
 from ..baselines.models import beside_ncae, installed
 from .. import cli
 from ..data.atomic_file import atomic_write
-from ..data.datasets import DATA_ENV
+from ..data import datasets
 from ..model.config import VARIANT_SETTINGS, read_recipe
 from ..model.metrics import format_table
 from ..runs import pool
@@ -189,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: a file, not a folder")
     cli.check_pool_flags(parser, args)
+    if why := datasets.unknown(args.dataset):
+        # before the runs are listed: each would fail on it, and the corrected name then be
+        # refused as other settings than those the folder's runs were listed with
+        parser.error(f"--dataset {args.dataset}: {why}")
     # the runs' device is theirs, after --: before, --gpus with --device cpu there went unused
     device = trainer_run(["--dataset", args.dataset, *extra])[0].device
     cli.refused(parser, pool.check_gpus, args.gpus, device, "the runs")
@@ -200,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):
         print(f"{args.name}: {left_out}", flush=True)
     # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is
-    runs = pool.Pool(plan.folder, args.name, plan.runs,
-                     env={DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None)
+    runs = pool.Pool(plan.folder, args.name, plan.runs, env={
+        datasets.DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         if not pool.run_share(runs, args):

@@ -336,6 +336,11 @@ def _entry(name: str) -> Published | Generated:
     return DATASETS[name]
 
 
+def unknown(name: str) -> str | None:
+    """Why `name` is neither a data set's name nor a data file (not_a_data_set), or None."""
+    return None if name in DATASETS or is_file(name) else not_a_data_set(name)
+
+
 def not_a_data_set(name: str) -> str:
     """Why `name`, neither a data set's name nor a data file, is not read, and what to give."""
     if Path(name).expanduser().is_dir():

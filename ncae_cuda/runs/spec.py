@@ -136,9 +136,9 @@ class DataSpec:
             self._check_given_split()
         else:
             spec = replace(spec, dataset=self.dataset or datasets.DEFAULT)
-            if spec.dataset not in datasets.names() and not datasets.is_file(spec.dataset):
-                raise SpecError(f"--dataset {spec.dataset}: "
-                                f"{datasets.not_a_data_set(spec.dataset)}")
+            why = datasets.unknown(spec.dataset)
+            if why:
+                raise SpecError(f"--dataset {spec.dataset}: {why}")
         source = "--train" if spec.train else "--dataset"
         try:
             feedback = feedback or datasets.default_feedback(
