@@ -429,9 +429,9 @@ def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int
     run's summary has them (protocol.run's, validation only). The split is made as a trainer
     run's, once a worker."""
     data, split = _split(spec, split_seed, found.model)
-    model = factory.BASELINES[found.model](device=spec.device, cutoffs=found.cutoffs,
-                                           **found.recipe, **settings,
-                                           **factory.seeded(found.model, spec.seed))
+    model = factory.make_model({"model": found.model, "cutoffs": found.cutoffs, **found.recipe,
+                                **settings, **factory.seeded(found.model, spec.seed)},
+                               spec.device)
     print(f"{data.name}: {model!r} on split seed {split_seed}")
     callback = None if on_epoch is None else lambda _, record: on_epoch(record)
     result = select_refit_test(model, split, lambda phase, part: {"callback": callback},
