@@ -324,8 +324,9 @@ def _first_bad(values: dict, layout: Layout) -> tuple[int, str, str] | None:
             text = texts[row if codes is None else codes[row]]
             failed.append((row, key, integer_id_problem(text) if layout.int_ids else "is empty"))
     stamps = values.get("timestamp")
-    if stamps is not None and (stamps > LATEST_SECONDS * layout.per_second).any():
-        failed.append((int(np.argmax(stamps > LATEST_SECONDS * layout.per_second)), "timestamp",
+    late = None if stamps is None else stamps > LATEST_SECONDS * layout.per_second
+    if late is not None and late.any():
+        failed.append((int(np.argmax(late)), "timestamp",
                        "is after the year 9999" + (" as Unix seconds: in milliseconds? give "
                                                    "seconds (divide by 1000)"
                                                    if layout.per_second == 1 else "")))
