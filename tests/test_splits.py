@@ -298,6 +298,16 @@ def test_given_split_maps_ids_across_files():
                               "before the test cut: scored apart from the other 0")
 
 
+def test_given_split_notes_which_file_held_duplicates():
+    """Before: one total for all files ('3 duplicate (user, item) records merged')."""
+    train = replace(make([0, 1], [0, 0], name="train.csv"), n_duplicates_merged=2)
+    test = replace(make([0], [1], item_ids=[0, 1], name="test.csv"), n_duplicates_merged=1)
+    data, split = given_split(train, test)
+    assert data.n_duplicates_merged == 3
+    assert split.notes[0] == ("given split: train.csv (2 train, 2 duplicate records merged), "
+                              "test.csv (1 test, 1 duplicate records merged)")
+
+
 @pytest.mark.parametrize("held, also", [("valid", "train"), ("test", "train"),
                                         ("test", "valid")])
 def test_given_split_refuses_a_held_out_pair_trained_on(held, also):

@@ -179,7 +179,7 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
     on_one_map = {name: _reindex(part, shell) for name, part in parts.items()}
     data = replace(functools.reduce(Interactions.concat, on_one_map.values()),
                    n_duplicates_merged=sum(part.n_duplicates_merged for part in parts.values()))
-    notes = ["given split: " + ", ".join(f"{part.name} ({part.nnz} {name})"
+    notes = ["given split: " + ", ".join(f"{part.name} ({part.nnz} {name}{_merged(part)})"
                                          for name, part in parts.items())]
     for name, earlier in (("valid", "train"), ("test", "train"), ("test", "valid")):
         if name not in parts or earlier not in parts:
@@ -193,6 +193,12 @@ def given_split(train: Interactions, test: Interactions, valid: Interactions | N
     split = Split(train, on_one_map.get("valid", _empty(train)), on_one_map["test"], notes,
                   _empty(train), _empty(train))
     return data, with_cold_notes(set_cold_apart(split))
+
+
+def _merged(part: Interactions) -> str:
+    """How many of a file's duplicate records were merged, for its note; nothing if none."""
+    merged = part.n_duplicates_merged
+    return f", {merged} duplicate records merged" if merged else ""
 
 
 def _pair_keys(part: Interactions) -> np.ndarray:
