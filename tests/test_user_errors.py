@@ -925,3 +925,16 @@ def test_out_of_memory_names_the_batch_at_the_size_it_has(monkeypatch, feedback,
         NCAE(device="cpu", feedback=feedback, hidden=(8, 6), batch_size=10**9).fit(
             X, epochs=1, verbose=False)
     assert f"{lines} = 0 MiB (lower --batch-size)" in str(e.value), str(e.value)
+
+
+def test_a_cutoff_past_the_catalogue_is_noted(tmp_path, capsys):
+    """Before: HR@50 of 1 for any model on synthetic-tiny's 50 items, unsaid (a tuner of
+    Recall@50 ties every trial)."""
+    out = tmp_path / "run"
+    assert train.main([*TINY, "--feedback", "implicit", "--cutoffs", "5,50", "--epochs", "1",
+                       "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert ("note: cutoff @50 at or above the 50 items: HR and Recall there are 1 for any model "
+            "(--cutoffs sets smaller ones)") in printed
+    test = json.loads((out / "metrics.json").read_text())["test"]
+    assert test["hr@50"] == 1 and test["hr@5"] < 1

@@ -76,9 +76,20 @@ def prepare(spec: RunSpec, config: Config, device: str,
     if data.n_duplicates_merged:
         print(f"note: {data.n_duplicates_merged} duplicate (user, item) records merged into "
               "others (rule: ncae_cuda.data.reader)")
-    for note in split.notes:
+    for note in split.notes + _cutoffs_past_catalogue(config, data.n_items):
         print(f"note: {note}")
     return data, split
+
+
+def _cutoffs_past_catalogue(config: Config, n_items: int) -> list[str]:
+    """A note where a cutoff M reaches the catalogue's size: every held-out item is in any
+    model's top M, so HR@M and Recall@M are 1 and tell no models apart."""
+    past = [m for m in config.cutoffs if m >= n_items] if config.implicit else []
+    if not past:
+        return []
+    named = ", ".join(f"@{m}" for m in past)
+    return [f"cutoff {named} at or above the {n_items} items: HR and Recall there are 1 for any "
+            "model (--cutoffs sets smaller ones)"]
 
 
 def dataset_split(spec: DataSpec, config: Config) -> tuple[Interactions, splits.Split]:
