@@ -182,6 +182,25 @@ def test_a_finished_runs_results_removed_or_damaged_by_hand_are_named(tmp_path, 
     assert "3 finished before (skipped), 0 to resume, 1 to start" in capsys.readouterr().out
 
 
+def test_a_finished_runs_manifest_removed_by_hand_is_named(tmp_path, capsys):
+    """Before: the run was taken for a new one, the trainer refused its files ("continue it
+    with --resume, start over with --overwrite", flags the pool does not take), and "the same
+    command reruns the failed runs" failed the same way every time."""
+    out = tmp_path / "exp"
+    assert experiments.main([*ONE_SEED, *TWO, "--out", str(out)]) == 0
+    folder = out / "runs" / "configurations" / "K16-SINGLE-BP-seed0"
+    (folder / "run.json").unlink()
+    capsys.readouterr()
+    assert experiments.main([*ONE_SEED, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {folder} holds a run's files (checkpoint-select.npz, checkpoint-refit.npz, "
+        f"model.npz, metrics.json) but not its run.json: remove {folder} and run the same "
+        "command again, which reruns it"]
+    shutil.rmtree(folder)
+    assert experiments.main([*ONE_SEED, "--out", str(out)]) == 0
+    assert "3 finished before (skipped), 0 to resume, 1 to start" in capsys.readouterr().out
+
+
 def test_two_experiments_never_share_runs(tmp_path, capsys):
     out = str(tmp_path)
     for name in ("topm", "clusters"):

@@ -86,6 +86,18 @@ def test_a_stale_run_is_never_taken_for_this_one(tmp_path, capsys, monkeypatch):
     assert run_files(D).keys() == old.keys() and not (D / rundir.STAGING).exists()
 
 
+def test_a_runs_files_without_their_manifest_are_not_offered_to_resume(tmp_path, capsys):
+    """A run folder whose run.json was removed by hand: before, "...; unfinished): continue it
+    with --resume", which then said "holds no run to continue"."""
+    out = trained(tmp_path, "--epochs", "1")
+    (out / "run.json").unlink()
+    refused(train.main, [*TINY, "--out", str(out)], capsys,
+            f"--out {out} holds a run's files (checkpoint-select.npz, checkpoint-refit.npz, "
+            "model.npz, metrics.json) but not its run.json: start over with --overwrite, or "
+            "choose another --out")
+    assert train.main([*TINY, "--epochs", "1", "--out", str(out), "--overwrite"]) == 0
+
+
 def run_files(folder: Path) -> dict:
     """{name: bytes} of the files in a run folder, its lock and staged run left out."""
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".lock"}

@@ -109,9 +109,14 @@ class RunDirectory:
                                      f"({'; '.join(changed)}): resume with its settings, or "
                                      "choose another --out")
         else:
-            present = self._files() + [f"{STAGING}/{name}" for name in self._files(staged)]
+            present = run_files(self.path) + [f"{STAGING}/{name}" for name in run_files(staged)]
             if present and not overwrite:
                 manifest = read_manifest(self.path)
+                if manifest is None and not (staged / MANIFEST).exists():
+                    # removed by hand: no run --resume could continue
+                    raise RunFolderError(f"{here} holds a run's files ({', '.join(present)}) "
+                                         f"but not its {MANIFEST}: start over with --overwrite, "
+                                         "or choose another --out")
                 status = "finished" if manifest and manifest.get("finished") else "unfinished"
                 raise RunFolderError(f"{here} holds another run's files ({', '.join(present)}; "
                                      f"{status}): continue it with --resume, start over "
@@ -164,7 +169,7 @@ class RunDirectory:
         with nothing in it but its lock, is removed, and so are the folders made above it that
         are then empty (before, a refused input left runs/<name>-<date>-<time>/ holding only
         .lock); a folder that was there before stays, the user's or an old run's."""
-        if self._wrote_manifest and self._files(self.work) == [MANIFEST]:
+        if self._wrote_manifest and run_files(self.work) == [MANIFEST]:
             (self.work / MANIFEST).unlink(missing_ok=True)
             if self.work != self.path:
                 shutil.rmtree(self.work, ignore_errors=True)
@@ -177,13 +182,6 @@ class RunDirectory:
                     folder.rmdir()
             self._made = []
 
-    def _files(self, folder: Path | None = None) -> list[str]:
-        """The run's files in `folder` (default: the run folder): its manifest, checkpoints,
-        model and metrics, and the folders of its baselines' studies."""
-        folder = self.path if folder is None else folder
-        return ([name for name in FILES if (folder / name).exists()]
-                + sorted(p.name for pattern in PATTERNS for p in folder.glob(pattern)))
-
     def _swap(self) -> None:
         """Where STAGING holds a finished run, it replaces the folder's: the old files removed,
         their manifest last, then the new ones moved in, theirs last. Done again from where it
@@ -193,13 +191,13 @@ class RunDirectory:
         if not (manifest and manifest.get("finished")):
             return
         if (self.path / MANIFEST).exists():
-            for name in self._files():
+            for name in run_files(self.path):
                 if (self.path / name).is_dir():                  # a baseline's study
                     shutil.rmtree(self.path / name)
                 elif name != MANIFEST:
                     (self.path / name).unlink()
             (self.path / MANIFEST).unlink()
-        for name in sorted(self._files(staged), key=lambda name: name == MANIFEST):
+        for name in sorted(run_files(staged), key=lambda name: name == MANIFEST):
             os.replace(staged / name, self.path / name)
         shutil.rmtree(staged)
 
@@ -267,11 +265,25 @@ def lock(path: Path):
 
 def state(path: Path) -> str:
     """What a run folder holds: 'finished', 'unfinished' (a run began there, and --resume
-    continues it) or 'new' (no run's manifest)."""
+    continues it) or 'new' (no run's files); RunFolderError where it holds a run's files
+    without their manifest (removed by hand: a fresh run would be refused them every time)."""
     manifest = read_manifest(path)
-    if manifest is None:
-        return "new"
-    return "finished" if manifest.get("finished") else "unfinished"
+    if manifest is not None:
+        return "finished" if manifest.get("finished") else "unfinished"
+    # a swap killed part way holds the new files before their manifest: the next run ends it
+    orphaned = [] if (path / STAGING / MANIFEST).exists() else run_files(path)
+    if orphaned:
+        raise RunFolderError(f"{path} holds a run's files ({', '.join(orphaned)}) but not its "
+                             f"{MANIFEST}: remove {path} and run the same command again, "
+                             "which reruns it")
+    return "new"
+
+
+def run_files(folder: Path) -> list[str]:
+    """The run's files in `folder`: its manifest, checkpoints, model and metrics, and the
+    folders of its baselines' studies."""
+    return ([name for name in FILES if (folder / name).exists()]
+            + sorted(p.name for pattern in PATTERNS for p in folder.glob(pattern)))
 
 
 def read_manifest(folder: Path) -> dict | None:
