@@ -161,6 +161,18 @@ def test_by_time_random_data_against_loops(seed, test_ratio, valid_ratio):
     assert split.test.nnz + split.cold_test.nnz >= n_test   # ties go to the later part
 
 
+def test_by_time_says_why_its_validation_is_empty_where_the_test_cut_takes_it():
+    # test: the 2 latest (round(0.2 * 10)) reach time 8; validation: the next one,
+    # (round(0.1 * 10)), is at 8 too, so at the test cut: all three entries at 8 are test
+    data = make([0, 1, 0, 1, 0, 1, 0, 1, 0, 1], [0, 1, 1, 0, 2, 3, 3, 2, 4, 4],
+                timestamps=[1, 2, 3, 4, 5, 6, 7, 8, 8, 8])
+    split = by_time(data, test_ratio=0.2, valid_ratio=0.1)
+    assert (split.train.nnz, split.valid.nnz, split.cold_valid.nnz) == (7, 0, 0)
+    assert split.test.nnz + split.cold_test.nnz == 3
+    assert ("validation is empty: the 1 entries valid_ratio asks for are at the test cut's "
+            "time, 8 (1970-01-01 00:00:08 UTC), which goes to test") in split.notes
+
+
 def test_by_time_refuses_data_it_cannot_cut():
     with pytest.raises(DataError, match="has no timestamps"):
         by_time(random_data(timestamps=False))

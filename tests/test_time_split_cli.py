@@ -392,6 +392,25 @@ def test_a_time_split_whose_validation_entries_are_all_cold_says_so(tmp_path, ca
                 "holds out each user's own latest interaction instead)")
 
 
+@pytest.mark.parametrize("times, ratio, why", [
+    # every user's second interaction at one time: the test cut takes validation's 6 entries
+    ("tied", "0.1", "the 6 entries --valid-ratio 0.1 of 60 asks for are at the test cut's time, "
+                    "which goes to test"),
+    ("apart", "0.005", "--valid-ratio 0.005 of 60 entries is none")])
+def test_a_validation_part_asked_for_and_left_empty_is_refused(tmp_path, capsys, times, ratio,
+                                                               why):
+    # before, it trained --epochs epochs without validation, choosing no epoch, unsaid
+    path = write_table(tmp_path / "pairs.csv", "user,item,timestamp",
+                       [(u, (u + k) % 7, None, 1000 if k and times == "tied" else 100 * k + u)
+                        for u in range(30) for k in range(2)])
+    refused(train.main, ["--dataset", str(path), "--split", "time", "--test-ratio", "0.2",
+                         "--valid-ratio", ratio, "--hidden", "4", "--device", "cpu", "--out",
+                         str(tmp_path / "run")], capsys,
+            f"error: pairs.csv: this split has no validation entry to choose the epoch on "
+            f"({why}): raise --valid-ratio")
+    assert not (tmp_path / "run" / "model.npz").exists()
+
+
 @pytest.mark.parametrize("ratio, message", [
     ("0.1", "all 5 validation entries are of users or items new at the validation cut, which "
             "are scored apart: none is left to choose the baselines' settings on"),

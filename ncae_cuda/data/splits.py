@@ -104,7 +104,7 @@ def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float
         raise ValueError(f"test_ratio + valid_ratio must be < 1 to leave training data, got "
                          f"{test_ratio} + {valid_ratio}")
     rng = np.random.default_rng(seed)
-    n_test, n_valid = _round_half_up(np.array([test_ratio, valid_ratio]) * data.nnz)
+    n_test, n_valid = held_out_counts(data.nnz, test_ratio, valid_ratio)
     label = _random_labels(data.nnz, [(TEST, n_test), (VALID, n_valid)], rng)
     split = _partition(data, label, [
         f"random hold-out (seed {seed}): {data.nnz - n_test - n_valid} train, "
@@ -352,7 +352,7 @@ def by_time(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.
     if data.timestamps is None:
         raise DataError(f"{data.name} has no timestamps: a time split cuts the interactions "
                         "by their time (use a random or leave-one-out split)")
-    n_test, n_valid = _round_half_up(np.array([test_ratio, valid_ratio]) * data.nnz)
+    n_test, n_valid = held_out_counts(data.nnz, test_ratio, valid_ratio)
     times = np.sort(data.timestamps)                                   # (nnz,) ascending
     cuts = []                          # (the cut time, the part from it on), latest first
     for part, n_later in ((TEST, n_test), (VALID, n_test + n_valid)):
@@ -375,6 +375,9 @@ def by_time(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.
              "test entries; interactions at a cut time go to the later part"]
     notes += [f"{name} from {_when(cut)} on" for (part, cut), name in
               zip(cuts, ("test" if n_test else "validation", "validation")) if counts[part]]
+    if n_valid and not counts[VALID]:       # its cut fell on the test cut's time
+        notes.append(f"validation is empty: the {n_valid} entries valid_ratio asks for are at "
+                     f"the test cut's time, {_when(cuts[0][1])}, which goes to test")
     undated = int(np.count_nonzero(data.timestamps == NO_TIME))
     if undated:
         notes.append(f"{undated} interactions have no time and count as earlier than any dated "
@@ -382,6 +385,13 @@ def by_time(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.
     split = _partition(data, label, notes)
     split = replace(split, cold_valid=_empty(data), cold_test=_empty(data))
     return with_cold_notes(set_cold_apart(split))
+
+
+def held_out_counts(nnz: int, test_ratio: float, valid_ratio: float) -> tuple[int, int]:
+    """(test, validation) entries of `nnz` the ratios ask for, rounded half up (a time split's
+    parts may hold more: the entries tied at a cut go to the later part)."""
+    n_test, n_valid = _round_half_up(np.array([test_ratio, valid_ratio]) * nnz)
+    return int(n_test), int(n_valid)
 
 
 def _when(t: int) -> str:

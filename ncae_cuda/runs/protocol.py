@@ -4,12 +4,13 @@ Protocol (docs/design.md): train on the training part and score the validation p
 every epoch, keeping the best epoch (early stopping after --patience epochs without
 improvement); then retrain from scratch on training + validation for that many epochs and score
 the test part once (--no-refit scores the best-validation model instead). Without a validation
-part it trains --epochs epochs. Explicit feedback is scored by RMSE over held-out ratings,
-implicit by HR@M, Recall@M and NDCG@M of each user's held-out items ranked against every item
-the user has not interacted with, next to the POP baseline. A time split's cold test entries
-(of users or items new at the test cut) are scored apart, in their own table and keys
-(cold_test, cold_pop), never mixed into the test figures. --warm-start starts both fits from a
-saved model (run.json records its path and sha256).
+part (--valid-ratio 0, or leave-one-out finding no user of 3 interactions) it trains --epochs
+epochs; one asked for by --valid-ratio that the split leaves empty is refused. Explicit feedback
+is scored by RMSE over held-out ratings, implicit by HR@M, Recall@M and NDCG@M of each user's
+held-out items ranked against every item the user has not interacted with, next to the POP
+baseline. A time split's cold test entries (of users or items new at the test cut) are scored
+apart, in their own table and keys (cold_test, cold_pop), never mixed into the test figures.
+--warm-start starts both fits from a saved model (run.json records its path and sha256).
 
 Each run has its own folder, --out (default runs/<data set>-<date>-<time>): run.json (the
 run's settings; a run never writes into another run's folder), checkpoint-select.npz and
@@ -178,6 +179,10 @@ def refuse_without_validation(spec: DataSpec, data: Interactions, split: splits.
                "feedback")
     elif spec.valid_ratio == 0:
         why = "--valid-ratio 0", "give --valid-ratio above 0"
+    elif spec.split == "time" and (asked := splits.held_out_counts(
+            data.nnz, spec.test_ratio, spec.valid_ratio)[1]):       # the test cut took them
+        why = (f"the {asked} entries --valid-ratio {spec.valid_ratio:g} of {data.nnz} asks for "
+               "are at the test cut's time, which goes to test", "raise --valid-ratio")
     else:
         entries = (f"{data.nnz} entries" if spec.split in ("random", "time")
                    else f"the training part's {split.train.nnz} entries")
@@ -288,9 +293,11 @@ def train_and_test(spec: RunSpec, config: Config, model: NCAE | BlendedNCAE, dat
                "leave-one-out tests the users with 2 or more interactions; there are none")
         raise DataError(f"{data.name}: the split has no test entries ({why}): there is nothing "
                         "to score")
-    if not has_valid:           # asked for, all cold: not a fit of --epochs without it
+    if not has_valid:       # asked for, all cold or none: not a fit of --epochs without it
         refuse_all_cold(split.cold_valid, "validation", "choose the epoch on",
                         bool(spec.data.valid))
+        if spec.data.valid_ratio and spec.data.split != "loo":   # (loo reads no ratio)
+            refuse_without_validation(spec.data, data, split, "choose the epoch on")
     if spec.validation_only:
         refuse_without_validation(spec.data, data, split, "choose the epoch on")
     if spec.baselines:          # before NCAE trains
