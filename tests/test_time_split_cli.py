@@ -166,6 +166,15 @@ def test_data_without_timestamps_is_refused_for_a_time_split(tmp_path, capsys):
     (["--split", "time", "--valid-item", "latest"], "use it with --split loo"),
     (["--split", "time", "--test-ratio", "0.6", "--valid-ratio", "0.4"],
      "--test-ratio + --valid-ratio must be < 1"),
+    # before, leave-one-out and a data set's split files read no ratio given them, unsaid
+    (["--split", "loo", "--test-ratio", "0.3"], "--test-ratio 0.3: --split loo holds out each "
+     "user's latest interaction, not a share of the entries (--split time holds out the "
+     "latest share)"),
+    (["--split", "loo", "--valid-ratio", "0"], "--valid-ratio 0: --split loo holds out a "
+     "validation item of each user with 3 or more interactions, not a share of the entries "
+     "(--valid-item chooses which)"),
+    (["--dataset", "ml-100k", "--split", "u1", "--test-ratio", "0.3"],
+     "--test-ratio 0.3: --split u1's test part is its test file"),
 ])
 def test_time_split_flags_are_checked(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as e:

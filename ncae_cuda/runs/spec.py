@@ -157,6 +157,7 @@ class DataSpec:
                                                                          spec.split):
                 raise SpecError(f"--split {spec.split}: {spec.dataset} has no such split files "
                                 "(they ship with ml-100k); use --split random, loo or time")
+            spec._check_ratios_read()
         ratios = [("--test-ratio", spec.test_ratio, 0 < spec.test_ratio < 1, "in (0, 1)"),
                   ("--valid-ratio", spec.valid_ratio, 0 <= spec.valid_ratio < 1, "in [0, 1)"),
                   ("--data-ratio", spec.data_ratio, 0 < spec.data_ratio <= 1, "in (0, 1]")]
@@ -169,6 +170,22 @@ class DataSpec:
         if spec.split_seed < 0:
             raise SpecError(f"--split-seed must be >= 0; got {spec.split_seed}")
         return spec, feedback
+
+    def _check_ratios_read(self) -> None:
+        """A ratio given that --split does not read is refused, not ignored: leave-one-out
+        holds out entries of each user, a data set's split files their own test part."""
+        defaults, split = type(self)(), self.split
+        if split == "loo" and self.test_ratio != defaults.test_ratio:
+            raise SpecError(f"--test-ratio {self.test_ratio:g}: --split loo holds out each "
+                            "user's latest interaction, not a share of the entries (--split "
+                            "time holds out the latest share)")
+        if split == "loo" and self.valid_ratio != defaults.valid_ratio:
+            raise SpecError(f"--valid-ratio {self.valid_ratio:g}: --split loo holds out a "
+                            "validation item of each user with 3 or more interactions, not a "
+                            "share of the entries (--valid-item chooses which)")
+        if split not in ("random", "time", "loo") and self.test_ratio != defaults.test_ratio:
+            raise SpecError(f"--test-ratio {self.test_ratio:g}: --split {split}'s test part is "
+                            "its test file")
 
     def _check_given_split(self) -> None:
         """--train FILE --test FILE [--valid FILE]: the files are there, and no other data
