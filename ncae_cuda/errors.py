@@ -1,8 +1,8 @@
 """The package's one error family: what a command answers in a line, not a traceback.
 
 Each error the package raises for a user's mistake or a machine's fault derives from NcaeError:
-bad data (data.DataError), a setting (SettingError, below: a model's or a device's), a run folder
-(rundir.RunFolderError), a backend (ops.BackendUnavailable), the device's memory
+bad data (data.DataError), a setting (SettingError, below: a model's, a split's or a device's),
+a run folder (rundir.RunFolderError), a backend (ops.BackendUnavailable), the device's memory
 (estimator.OutOfMemory), a fit that diverged (loop.Diverged), a sharded job's lost process
 (distributed.ShardLost), a study (study_storage.TuneError), a pool of runs (pool.PoolError),
 an approximate index that does not apply (ann.IndexUnavailable), a query a model does not

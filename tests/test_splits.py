@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ncae_cuda.data.interactions import NO_TIME, DataError, Interactions
+from ncae_cuda.errors import NcaeError
 from ncae_cuda.data.cold import with_cold_notes
 from ncae_cuda.data.splits import (
     Split,
@@ -91,8 +92,11 @@ def test_random_split_is_seeded():
 @pytest.mark.parametrize("test_ratio, valid_ratio", [
     (-0.1, 0.0), (1.0, 0.0), (0.1, 1.0), (float("nan"), 0.1), (0.6, 0.4)])
 def test_random_split_rejects_bad_ratios(test_ratio, valid_ratio):
-    with pytest.raises(ValueError, match="ratio"):
+    # the package's error, a command's one line (before: a plain ValueError, its traceback)
+    with pytest.raises(NcaeError, match="ratio"):
         random_split(random_data(), test_ratio, valid_ratio)
+    with pytest.raises(NcaeError, match="ratio"):
+        by_time(random_data(), test_ratio, valid_ratio)
 
 
 def test_random_split_notes_cold_users():
@@ -386,9 +390,9 @@ def test_carve_validation():
     assert rows_of(carved.train) | rows_of(carved.valid) == rows_of(split.train)
     assert carved.notes[:len(split.notes)] == split.notes and len(carved.notes) > len(split.notes)
     assert_same_split(carved, carve_validation(split, 0.2, seed=1))
-    with pytest.raises(ValueError, match="already"):
+    with pytest.raises(NcaeError, match="already"):
         carve_validation(carved, 0.1)
-    with pytest.raises(ValueError, match="valid_ratio"):
+    with pytest.raises(NcaeError, match="valid_ratio"):
         carve_validation(split, 0.0)
 
 
@@ -494,7 +498,7 @@ def test_leave_one_out_latest_validation_random_data():
 def test_leave_one_out_latest_validation_without_timestamps_is_random():
     data = hand_data(timestamps=False)
     assert_same_split(leave_one_out(data, 4, valid_item="latest"), leave_one_out(data, 4))
-    with pytest.raises(ValueError, match="valid_item must be one of random, latest"):
+    with pytest.raises(NcaeError, match="valid_item must be one of random, latest"):
         leave_one_out(data, valid_item="second")
 
 
@@ -538,7 +542,7 @@ def test_subsample_edges():
     assert np.bincount(subsample(small, 0.01).users).tolist() == [1, 1]   # at least 1 per row
     assert np.bincount(subsample(small, 0.5).users).tolist() == [1, 2]    # 1.5 rounds up to 2
     for bad in (0.0, -0.5, 1.5, float("nan")):
-        with pytest.raises(ValueError, match="ratio"):
+        with pytest.raises(NcaeError, match="ratio"):
             subsample(train, bad)
-    with pytest.raises(ValueError, match="based"):
+    with pytest.raises(NcaeError, match="based"):
         subsample(train, 0.5, based="row")

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from ..errors import SettingError
 from .cold import cold_notes, set_cold_apart, with_cold_notes
 from .interactions import NO_TIME, DataError, Interactions
 from .row_draws import latest_in_row, pick_one_per_row, random_order_within_rows
@@ -88,7 +89,7 @@ def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float
 
     Raises
     ------
-    ValueError
+    SettingError
         A ratio outside [0, 1), or ratios that leave nothing to train on.
 
     Examples
@@ -98,11 +99,7 @@ def random_split(data: Interactions, test_ratio: float = 0.1, valid_ratio: float
     >>> split.train.nnz, split.valid.nnz, split.test.nnz
     (480, 60, 60)
     """
-    _check_ratio("test_ratio", test_ratio)
-    _check_ratio("valid_ratio", valid_ratio)
-    if test_ratio + valid_ratio >= 1.0:
-        raise ValueError(f"test_ratio + valid_ratio must be < 1 to leave training data, got "
-                         f"{test_ratio} + {valid_ratio}")
+    _check_ratios(test_ratio, valid_ratio)
     rng = np.random.default_rng(seed)
     n_test, n_valid = held_out_counts(data.nnz, test_ratio, valid_ratio)
     label = _random_labels(data.nnz, [(TEST, n_test), (VALID, n_valid)], rng)
@@ -224,11 +221,11 @@ def carve_validation(split: Split, valid_ratio: float, seed: int = 0) -> Split:
     # cold ones too: a given validation part all cold was dropped for the carved one, unsaid
     given = split.valid.nnz + (0 if split.cold_valid is None else split.cold_valid.nnz)
     if given:
-        raise ValueError(f"the split already has {given} validation entries (cold ones "
-                         "included)")
+        raise DataError(f"the split already has {given} validation entries (cold ones "
+                        "included)")
     _check_ratio("valid_ratio", valid_ratio)
     if valid_ratio == 0.0:
-        raise ValueError("valid_ratio must be > 0 to carve a validation part")
+        raise SettingError("valid_ratio", "must be > 0 to carve a validation part")
     train = split.train
     n_valid = int(_round_half_up(valid_ratio * train.nnz))
     label = _random_labels(train.nnz, [(VALID, n_valid)], np.random.default_rng(seed))
@@ -269,7 +266,8 @@ def leave_one_out(data: Interactions, seed: int = 0, valid_item: str = "random")
     True
     """
     if valid_item not in VALID_ITEMS:
-        raise ValueError(f"valid_item must be one of {', '.join(VALID_ITEMS)}; got {valid_item!r}")
+        raise SettingError("valid_item", f"must be one of {', '.join(VALID_ITEMS)}; got "
+                                         f"{valid_item!r}")
     rng = np.random.default_rng(seed)
     counts = np.bincount(data.users, minlength=data.n_users)   # (n_users,) int64
     row_count = counts[data.users]                             # (nnz,) the entry's user's
@@ -344,11 +342,7 @@ def by_time(data: Interactions, test_ratio: float = 0.1, valid_ratio: float = 0.
     >>> int(split.train.timestamps.max()) < int(split.test.timestamps.min())
     True
     """
-    _check_ratio("test_ratio", test_ratio)
-    _check_ratio("valid_ratio", valid_ratio)
-    if test_ratio + valid_ratio >= 1.0:
-        raise ValueError(f"test_ratio + valid_ratio must be < 1 to leave training data, got "
-                         f"{test_ratio} + {valid_ratio}")
+    _check_ratios(test_ratio, valid_ratio)
     if data.timestamps is None:
         raise DataError(f"{data.name} has no timestamps: a time split cuts the interactions "
                         "by their time (use a random or leave-one-out split)")
@@ -423,9 +417,9 @@ def subsample(train: Interactions, ratio: float, seed: int = 0,
         The entries kept, on the same id maps.
     """
     if not 0.0 < ratio <= 1.0:
-        raise ValueError(f"ratio must be in (0, 1], got {ratio}")
+        raise SettingError("ratio", f"must be in (0, 1], got {ratio}")
     if based not in ("user", "item"):
-        raise ValueError(f"based must be 'user' or 'item', not {based!r}")
+        raise SettingError("based", f"must be 'user' or 'item', not {based!r}")
     if ratio == 1.0:
         return train
     rows, n_rows = ((train.users, train.n_users) if based == "user"
@@ -438,9 +432,17 @@ def subsample(train: Interactions, ratio: float, seed: int = 0,
     return train.subset(keep)
 
 
+def _check_ratios(test_ratio: float, valid_ratio: float) -> None:
+    _check_ratio("test_ratio", test_ratio)
+    _check_ratio("valid_ratio", valid_ratio)
+    if test_ratio + valid_ratio >= 1.0:
+        raise SettingError("test_ratio + valid_ratio", f"must be < 1 to leave training data, "
+                                                       f"got {test_ratio} + {valid_ratio}")
+
+
 def _check_ratio(name: str, value: float) -> None:
     if not 0.0 <= value < 1.0:   # also rejects nan
-        raise ValueError(f"{name} must be in [0, 1), got {value}")
+        raise SettingError(name, f"must be in [0, 1), got {value}")
 
 
 def _round_half_up(x):
