@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ncae_cuda import NCAE
+from ncae_cuda.baselines.estimators import POP
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError
 from ncae_cuda.model.config import Config, SettingError
@@ -145,6 +146,9 @@ def test_a_warm_start_refuses_another_shape(settings, message):
                                                            verbose=False)
     with pytest.raises(RuntimeError, match="call fit"):
         new_model("implicit", "user").fit(data, warm_start=new_model("implicit", "user"))
+    with pytest.raises(SettingError, match=r"^warm_start must be an NCAE, whose parameters a fit "
+                                           r"starts from; got POP$"):
+        new_model("implicit", "user").fit(data, warm_start=POP().fit(data))
 
 
 @pytest.mark.parametrize("feedback, based", [("implicit", "user"), ("explicit", "item")])

@@ -328,7 +328,7 @@ class NCAE(Recommender):
                                f"{self.config.based} here): a blend starts only a blend")
         if isinstance(model, Model) and not isinstance(model, NCAE):
             raise SettingError("warm_start", f"must be an NCAE, whose parameters a fit starts "
-                                             f"from; got a {model.title}")
+                                             f"from; got {model.title}")
         if not isinstance(model, NCAE):
             raise SettingError("warm_start", f"must be a fitted NCAE; got "
                                              f"{type(model).__name__}")
