@@ -649,16 +649,27 @@ def test_what_keeps_it_from_starting_is_one_line(models, capsys):
     assert stopped.value.code == 2 and "--max-users must be >= 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("port", ["70000", "-1", "65536", "eighty"])
-def test_a_port_out_of_range_is_one_line_before_the_model_is_read(port, tmp_path, capsys):
-    """Before, 70000 ended in bind()'s OverflowError traceback, -1 in getaddrinfo's 'Servname
-    not supported', after the model was loaded."""
+# a flag's value the parser refuses, and what its line says was expected
+OUT_OF_RANGE = [*(("--port", port, "a port number 0 to 65535")
+                  for port in ["70000", "-1", "65536", "eighty"]),
+                *(("--max-wait-ms", wait, "a number of milliseconds >= 0")
+                  for wait in ["nan", "inf", "-1", "soon"])]
+
+
+@pytest.mark.parametrize("flag, value, expected", OUT_OF_RANGE)
+def test_a_flag_out_of_range_is_one_line_before_the_model_is_read(flag, value, expected,
+                                                                   tmp_path, capsys):
+    """Before, --port 70000 ended in bind()'s OverflowError traceback, -1 in getaddrinfo's
+    'Servname not supported', after the model was loaded; --max-wait-ms nan was taken: the
+    server started, and the first wait for a batch raised inside the batcher (uvloop cannot
+    time out at NaN), so every later /recommend hung unanswered; inf held a batch open until
+    another request came."""
     with pytest.raises(SystemExit) as stopped:
-        serve.main([str(tmp_path / "none.npz"), "--port", port])
+        serve.main([str(tmp_path / "none.npz"), flag, value])
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and err == (
-        f"python -m ncae_cuda.serve: error: argument --port: expected a port number 0 to "
-        f"65535, got {port!r} (see --help)\n"), err
+        f"python -m ncae_cuda.serve: error: argument {flag}: expected {expected}, got "
+        f"{value!r} (see --help)\n"), err
 
 
 def test_without_the_extra_it_says_which_to_install(models, monkeypatch, capsys):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
+import math
 import sys
 from dataclasses import fields
 
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: the GPU when there is one (default: %(default)s)")
     p.add_argument("--max-batch", type=int, default=256,
                    help="users scored in one call at most (default: %(default)s)")
-    p.add_argument("--max-wait-ms", type=float, default=1.0,
+    p.add_argument("--max-wait-ms", type=milliseconds, default=1.0,
                    help="how long the first request of a batch waits for others, where "
                         "others are waiting (default: %(default)s)")
     flags.add_index(p)
@@ -68,6 +69,18 @@ def port(text: str) -> int:
     return value
 
 
+def milliseconds(text: str) -> float:
+    """An argparse type: a batch's window, a finite number of milliseconds >= 0 (a NaN or
+    infinite one would hold a batch open for good: its requests would never be answered)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds >= 0, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -78,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("max_batch", *vars(bounds)):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.max_wait_ms < 0:
-        parser.error("--max-wait-ms must be >= 0")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     try:
         ann.require(args.index)
