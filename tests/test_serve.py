@@ -649,6 +649,16 @@ def test_what_keeps_it_from_starting_is_one_line(models, capsys):
     assert stopped.value.code == 2 and "--max-users must be >= 1" in capsys.readouterr().err
 
 
+def test_a_port_in_use_is_one_line_before_the_model_is_read(tmp_path, capsys):
+    """Before, the port was bound after the model was loaded and warmed up (and its index
+    built, with --index approximate: minutes for a large catalogue), so a port in use was
+    said only then; here the model file is missing, and the port is what the line names."""
+    with socket_in_use() as port:
+        assert serve.main([str(tmp_path / "none.npz"), "--port", str(port)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n")
+
+
 # a flag's value the parser refuses, and what its line says was expected
 OUT_OF_RANGE = [*(("--port", port, "a port number 0 to 65535")
                   for port in ["70000", "-1", "65536", "eighty"]),

@@ -94,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     try:
         ann.require(args.index)
+        # a port in use said at once, not after the model's load and warm-up (and its index's
+        # build: minutes for a large catalogue); the socket served is bound after them, as one
+        # bound now would let a second server bind the port meanwhile (SO_REUSEADDR, neither
+        # listening yet) and one of the two would print its ready line listening on nothing
+        server.listening_socket(args.host, args.port).close()
         served = holder.ModelHolder(args.model, args.device, args.index)
         sock = server.listening_socket(args.host, args.port)
     except NcaeError as e:
