@@ -29,7 +29,9 @@ from ncae_cuda.model.base import Model
 from ncae_cuda.commands import serve
 from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import UnknownIds
+from ncae_cuda.errors import NcaeError
 from ncae_cuda.ops.emulator import CXX
+from ncae_cuda.serving.server import listening_socket
 from ncae_cuda.serving.batcher import Ask, score_batch
 
 pytestmark = pytest.mark.extra("serve")
@@ -657,6 +659,21 @@ def test_a_port_in_use_is_one_line_before_the_model_is_read(tmp_path, capsys):
         assert serve.main([str(tmp_path / "none.npz"), "--port", str(port)]) == 2
     assert capsys.readouterr().err == (
         f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n")
+
+
+def test_the_servers_socket_listens_as_it_is_bound_so_a_second_one_is_refused():
+    """Before, the socket was bound and listened only once uvicorn had started (a fraction of a
+    second later): two servers started together on one port both bound it (SO_REUSEADDR lets
+    sockets that do not listen share a port), and uvloop let the second one's failed listen
+    pass, so it printed its ready line while nothing reached it."""
+    import socket
+    with listening_socket("127.0.0.1", 0) as first:
+        port = first.getsockname()[1]
+        with pytest.raises(NcaeError, match=f"cannot listen on 127.0.0.1:{port}: Address "
+                                            "already in use"):
+            listening_socket("127.0.0.1", port).close()
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass                          # queued by the kernel: the socket listens
 
 
 # a flag's value the parser refuses, and what its line says was expected

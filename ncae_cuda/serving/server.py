@@ -15,7 +15,8 @@ log = logging.getLogger("ncae_cuda.serve")
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to host:port (port 0: a free one); NcaeError where it cannot be."""
+    """A socket bound to host:port and listening (port 0: a free one); NcaeError where it
+    cannot be."""
     try:
         family, kind, proto, _, _ = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                        proto=socket.IPPROTO_TCP)[0]
@@ -24,6 +25,10 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        # listening at once: SO_REUSEADDR lets sockets that do not listen yet share a port, so
+        # a second server could bind it until uvicorn starts, and uvloop lets the listen that
+        # then fails pass (a ready line, and nothing reaches it)
+        sock.listen()
     except OSError as e:
         raise NcaeError(f"cannot listen on {host}:{port}: {e.strerror or e}",
                         errno=e.errno) from None
