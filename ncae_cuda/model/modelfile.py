@@ -93,7 +93,8 @@ def read(path: str | os.PathLike, kind: str) -> tuple[dict, dict]:
     """(meta, arrays) of a `kind` file, every array read into memory."""
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: no such file")
+        why = f"a folder, not an {FORMAT} {kind} file" if path.is_dir() else "no such file"
+        raise DataError(f"{path}: {why}")
     try:
         with open(path, "rb") as f:
             npz = f.read(len(ZIP)) == ZIP
