@@ -9,6 +9,7 @@ ncae_cuda.commands wire.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -44,17 +45,21 @@ def check_seed(parser: argparse.ArgumentParser, seed: int) -> None:
 
 
 def check_file_to_write(parser: argparse.ArgumentParser, flag: str, path: Path | None,
-                        kind: str) -> None:
+                        kind: str, reads: dict[str, Path | None] | None = None) -> None:
     """The file a command writes at its end (`flag`'s value, None where not given; `kind` its
     format, e.g. CSV) refused by parser.error where it cannot be written: no folder holds it,
-    or a folder stands in its place. Called before the command's work, which a refusal at the
-    end would waste."""
+    or a folder stands in its place, or it is one of the files the command reads (`reads`,
+    {what it is: its path or None}), which the output would replace. Called before the
+    command's work, which a refusal at the end would waste."""
     if path is None:
         return
     if not path.parent.is_dir():
         parser.error(f"{flag} {path}: there is no folder {path.parent}")
     if path.is_dir():
         parser.error(f"{flag} {path}: a folder; name the {kind} file to write")
+    for what, read in (reads or {}).items():
+        if read is not None and path.exists() and read.exists() and os.path.samefile(path, read):
+            parser.error(f"{flag} {path}: {what} this command reads; name another file")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -121,6 +121,32 @@ def test_bad_input_is_named(saved, tmp_path, monkeypatch, capsys, flags, message
     assert code == 2 and message in captured.err and captured.out == ""
 
 
+@pytest.mark.parametrize("model_as, read, what", [
+    ("file", "model", "the model file"), ("folder", "model", "the model file"),
+    ("file", "users", "the --users-file"), ("file", "items", "the --items-file")])
+def test_out_that_names_a_file_it_reads_is_refused(saved, tmp_path, capsys, model_as, read,
+                                                    what):
+    """Before, --out naming the model file itself (or through its run folder) replaced the
+    trained model with the CSV, exit 0; an ids file, with the CSV of its ids."""
+    model, path = saved
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "model.npz").write_bytes(path.read_bytes())
+    files = {"model": folder / "model.npz", "users": tmp_path / "users.txt",
+             "items": tmp_path / "items.txt"}
+    files["users"].write_text(f"{model.user_ids[0]}\n")
+    files["items"].write_text("\n".join(map(str, model.item_ids[:3])) + "\n")
+    before = {name: file.read_bytes() for name, file in files.items()}
+    with pytest.raises(SystemExit) as stopped:
+        recommend.main([str(folder if model_as == "folder" else files["model"]),
+                        "--users-file", str(files["users"]), "--items-file",
+                        str(files["items"]), "--out", str(files[read])])
+    assert stopped.value.code == 2 and capsys.readouterr().err == (
+        f"python -m ncae_cuda.recommend: error: --out {files[read]}: {what} this command "
+        "reads; name another file (see --help)\n")
+    assert {name: file.read_bytes() for name, file in files.items()} == before
+
+
 def test_a_truncated_model_is_refused(saved, tmp_path, capsys):
     _, path = saved
     cut = tmp_path / "cut.npz"

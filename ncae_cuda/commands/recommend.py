@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("-n must be >= 1")
-    check_file_to_write(parser, "--out", args.out, "CSV")
+    check_file_to_write(parser, "--out", args.out, "CSV", reads={
+        "the model file": args.model, "the --users-file": args.users_file,
+        "the --items-file": args.items_file})
     try:
         ann.require(args.index)
         model = load_model(args.model, device=args.device)
