@@ -283,3 +283,26 @@ def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(sharded, tmp_pat
     assert ("this process is one of 2 of a torch.distributed job (torchrun): one model across "
             "them takes --shard columns") in capsys.readouterr().err
     assert not (tmp_path / "y").exists()
+
+
+
+@pytest.fixture
+def a_process_of_two(tmp_path, monkeypatch):
+    """This process as torchrun starts rank 0 of 2, in tmp_path, where joining the group would
+    fail at once (no MASTER_ADDR) rather than wait for the other."""
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return ["--shard", "columns", *TINY, "--epochs", "1"]
+
+
+def test_a_sharded_run_without_out_is_refused(a_process_of_two, tmp_path, capsys):
+    # before, each process dated a folder of its own (a second apart, or one taken: -2), and
+    # the ranks' checkpoint files were split among them
+    with pytest.raises(SystemExit):
+        train.main(a_process_of_two)
+    assert ("--shard columns: name the run's folder with --out, the same for every process"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "runs").exists()
+

@@ -299,6 +299,12 @@ class RunSpec:
                             "feedback")
         if self.baselines and self.shard != "none":
             raise SpecError("--baselines run in one process: leave out --shard")
+        if self.shard != "none" and self.out is None:
+            # (before, each process dated a folder of its own, a second apart or one taken
+            # given a suffix, and the ranks' checkpoint files were split among them)
+            raise SpecError("--shard columns: name the run's folder with --out, the same for "
+                            "every process (a folder every machine sees, or the same path on "
+                            "each)")
         if config.based == "both" and self.shard != "none":
             raise SpecError("--based both trains its two NCAEs in one process: leave out "
                             "--shard")
