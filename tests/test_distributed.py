@@ -306,3 +306,13 @@ def test_a_sharded_run_without_out_is_refused(a_process_of_two, tmp_path, capsys
             in capsys.readouterr().err)
     assert not (tmp_path / "runs").exists()
 
+
+@pytest.mark.skipif(ops.HAS_CUDA, reason="a GPU is there")
+def test_a_sharded_run_on_a_missing_gpu_is_refused_before_joining(a_process_of_two, tmp_path,
+                                                                  capsys):
+    # before, CuPy's ImportError as a traceback
+    out = tmp_path / "g"
+    assert train.main([*a_process_of_two, "--device", "gpu", "--out", str(out)]) == 2
+    assert (f"error (rank 0): --device gpu needs a CUDA GPU: {ops.NO_CUDA_REASON}"
+            in capsys.readouterr().err)
+    assert not out.exists()

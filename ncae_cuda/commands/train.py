@@ -30,7 +30,7 @@ import sys
 
 from ..errors import NcaeError
 from ..model import stopping
-from ..ops import HAS_CUDA
+from ..ops import backend_name
 from ..runs.protocol import run
 from .flags import build_parser, run_spec
 
@@ -45,13 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"this process is one of {world} of a torch.distributed job (torchrun): "
                      "one model across them takes --shard columns; without it, run one "
                      "process")
-    job = contextlib.nullcontext()
-    if spec.shard != "none":
-        from ..model import distributed
-        job = distributed.joined("gpu" if spec.device == "gpu" or spec.device == "auto"
-                                 and HAS_CUDA else "cpu")
     try:
-        with job:
+        with joined(spec):
             run(spec, config)
     except NcaeError as e:
         rank = os.environ.get("RANK") if spec.shard != "none" else None
@@ -65,3 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: continue with --resume --out {spec.out}", file=sys.stderr)
         return 130
     return 0
+
+
+def joined(spec):
+    """The context a run of `spec` trains in: for --shard columns, this process one of its job
+    (NCCL on the GPU, gloo on the CPU), once the device is known to be there (before, a missing
+    GPU was CuPy's ImportError); for one process, none."""
+    if spec.shard == "none":
+        return contextlib.nullcontext()
+    from ..model import distributed
+    return distributed.joined(backend_name(spec.device))
