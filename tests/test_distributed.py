@@ -4,6 +4,7 @@ emulated GPU backend (the real kernels, through the API: tests/shard_worker.py).
 agrees with one process to float rounding, reruns bit for bit, resumes after a rank is killed,
 splits columns unevenly (a rank with no entry in a batch), refuses what it cannot do, and
 shares the bytes its formula says."""
+import contextlib
 import json
 import os
 import re
@@ -214,6 +215,18 @@ def _pid_of_rank(parent: int, rank: int) -> int | None:
     return None
 
 
+def past_checkpoint(job: subprocess.Popen, out: Path, generation: int) -> None:
+    """Once `job`'s selection fit in `out` has checkpointed `generation` (or 300 s have
+    passed); the job's output where it ended before."""
+    manifest = out / "checkpoint-select.npz"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert job.poll() is None, job.communicate()[1][-3000:]
+        if manifest.exists() and read(manifest, "checkpoint")[0]["generation"] >= generation:
+            return
+        time.sleep(0.05)
+
+
 KILLED = ["--dataset", "synthetic", "--device", "cpu", "--hidden", "64", "--epochs", "16",
           "--patience", "0", "--valid-ratio", "0", "--checkpoint-every", "0"]
 
@@ -232,12 +245,7 @@ def test_a_killed_rank_ends_the_job_and_resume_ends_where_an_uninterrupted_run_d
     flags = KILLED
     job = torchrun(2, "-m", "ncae_cuda.train", "--shard", "columns", *flags, "--out",
                    tmp_path / "cut", wait=False)
-    manifest = tmp_path / "cut" / "checkpoint-select.npz"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:          # past a few epochs' checkpoints
-        if manifest.exists() and read(manifest, "checkpoint")[0]["generation"] >= 3:
-            break
-        time.sleep(0.05)
+    past_checkpoint(job, tmp_path / "cut", 3)           # past a few epochs' checkpoints
     pid = _pid_of_rank(job.pid, victim)
     assert pid is not None, f"rank {victim} was not found running"
     os.kill(pid, signal.SIGKILL)
@@ -254,6 +262,30 @@ def test_a_killed_rank_ends_the_job_and_resume_ends_where_an_uninterrupted_run_d
     resumed = sharded_train(2, flags, tmp_path / "cut", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     np.testing.assert_array_equal(params(tmp_path / "cut"), params(uninterrupted))
+
+
+def test_a_frozen_rank_ends_the_job_after_shard_timeout(tmp_path):
+    """A process that hangs without ending (SIGSTOP here; a machine that stops answering) is
+    not one the launcher sees stop: before --shard-timeout the other waited in its collective
+    for torch.distributed's default, 30 minutes on gloo."""
+    timeout = 5
+    job = torchrun(2, "-m", "ncae_cuda.train", "--shard", "columns", *KILLED, "--out",
+                   tmp_path / "frozen", "--shard-timeout", timeout, wait=False)
+    past_checkpoint(job, tmp_path / "frozen", 1)
+    pid = _pid_of_rank(job.pid, 1)
+    assert pid is not None, "rank 1 was not found running"
+    os.kill(pid, signal.SIGSTOP)
+    try:        # rank 0 stops after the timeout; torchrun then ends rank 1 (SIGKILL after 30 s)
+        _, stderr = job.communicate(timeout=timeout + 120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        job.kill()
+    assert job.returncode != 0
+    # gloo's error without its source file's name: a line a user reads
+    said = re.search(r"error \(rank 0\): rank 1 stopped \(Timed out [^)[]*\): the job ends; "
+                     "run it again with --resume to continue from its last checkpoint\n", stderr)
+    assert said and "[rank0]: Traceback" not in stderr, stderr[-3000:]
 
 
 def test_what_a_sharded_run_cannot_do_is_refused_with_a_message(sharded, tmp_path, capsys,

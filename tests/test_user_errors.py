@@ -283,6 +283,11 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
      "--c0: weighs the square loss's entries: the multinomial loss has none to weigh"),
     (["--c0", "5"], "--c0: is for implicit feedback"),
     (["--resume", "--overwrite"], "--resume continues the run in --out, --overwrite starts"),
+    (["--shard-timeout", "60"], "--shard-timeout: is for --shard columns"),
+    (["--shard-timeout", "0"], "argument --shard-timeout: expected a number of seconds in "
+                               "(0, 9223372036], got '0'"),
+    (["--shard-timeout", "1e10"], "argument --shard-timeout: expected a number of seconds in "
+                                  "(0, 9223372036], got '1e10'"),
 ])
 def test_train_flags(tmp_path, capsys, flags, message):
     refused(train.main, [*TINY, "--out", str(tmp_path / "r"), *flags], capsys, message)

@@ -69,4 +69,4 @@ def joined(spec):
     if spec.shard == "none":
         return contextlib.nullcontext()
     from ..model import distributed
-    return distributed.joined(backend_name(spec.device))
+    return distributed.joined(backend_name(spec.device), spec.shard_timeout)

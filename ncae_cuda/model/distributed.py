@@ -17,7 +17,9 @@ copy.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
+import re
 import signal
 
 import numpy as np
@@ -59,9 +61,11 @@ def _torch():
 
 
 @contextlib.contextmanager
-def joined(device: str):
+def joined(device: str, timeout: float | None = None):
     """Within it, this process is one of the job the launcher (torchrun, or srun torchrun)
-    describes in the environment: NCCL on the GPU, gloo on the CPU. On a GPU each process takes
+    describes in the environment: NCCL on the GPU, gloo on the CPU, a collective waiting for
+    the others at most `timeout` seconds (None: torch.distributed's default), after which gloo
+    raises (ShardLost) and NCCL's watchdog ends the process. On a GPU each process takes
     the device of its LOCAL_RANK; on the CPU the processes of a machine share its cores among
     Numba's threads, unless NUMBA_NUM_THREADS says otherwise. Leaving it leaves the group, so
     no thread of the engine outlives the interpreter (gloo's would abort the process).
@@ -92,7 +96,8 @@ def joined(device: str):
         share = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         numba.set_num_threads(max(1, numba.config.NUMBA_NUM_THREADS // share))
     try:
-        dist.init_process_group("nccl" if device == "gpu" else "gloo")
+        dist.init_process_group("nccl" if device == "gpu" else "gloo", timeout=None
+                                if timeout is None else datetime.timedelta(seconds=timeout))
         try:
             yield
         finally:
@@ -193,4 +198,5 @@ class Collectives:
 
 def _first_line(error: Exception, most: int = 160) -> str:
     line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    line = re.sub(r"^\[[^]\s]+:\d+\] ", "", line)      # gloo's [source file:line] of the error
     return line if len(line) <= most else line[:most] + "..."

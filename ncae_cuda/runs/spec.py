@@ -79,6 +79,19 @@ def seconds(text: str) -> float:
     return value
 
 
+# --shard-timeout's most, in whole seconds: torch.distributed holds a timeout in int64
+# nanoseconds (a longer one wraps round and times out at once)
+LONGEST_WAIT = (2**63 - 1) // 10**9
+
+
+def timeout_seconds(text: str) -> float:
+    """--shard-timeout: a number of seconds > 0 that torch.distributed can wait."""
+    value = seconds(text)
+    if not 0 < value <= LONGEST_WAIT:
+        raise ValueError(f"expected a number of seconds in (0, {LONGEST_WAIT}], got {text!r}")
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # the records
 
@@ -236,6 +249,13 @@ class RunSpec:
         "(launched by torchrun --nproc-per-node R -m ncae_cuda.train ...), each holding a "
         "share of the columns; on GPUs over NCCL, on CPUs over gloo (default: %(default)s: one "
         "process)", choices=tuple(str(s).lower() for s in SHARDS))
+    shard_timeout: float | None = flag(
+        None, "--shard columns: how long a process waits for the others in a step's "
+        "collective before it ends the job, so that one that hangs without ending (stopped, a "
+        "machine that stops answering) holds the job no longer; more than the longest a "
+        "process works alone (reading the data, rank 0 writing the run's files) (default: "
+        "torch.distributed's: 30 minutes over gloo, 10 over NCCL)", timeout_seconds,
+        metavar="SECONDS", identity=False)
     cuda_graphs: str | None = flag(
         None, "GPU: replay each training step from a CUDA graph captured once, instead of "
         "launching its kernels one by one (default: off, until a GPU measurement shows it "
@@ -305,6 +325,8 @@ class RunSpec:
             raise SpecError("--shard columns: name the run's folder with --out, the same for "
                             "every process (a folder every machine sees, or the same path on "
                             "each)")
+        if self.shard_timeout is not None and self.shard == "none":
+            raise SpecError("--shard-timeout: is for --shard columns")
         if config.based == "both" and self.shard != "none":
             raise SpecError("--based both trains its two NCAEs in one process: leave out "
                             "--shard")
