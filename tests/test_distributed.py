@@ -261,6 +261,9 @@ def test_a_killed_rank_ends_the_job_and_resume_ends_where_an_uninterrupted_run_d
     assert not (tmp_path / "cut" / "model.npz").exists()
     resumed = sharded_train(2, flags, tmp_path / "cut", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # from the checkpoint, past the epochs it holds: a rerun from the start would end with the
+    # same parameters too
+    assert "epoch   1 |" not in resumed.stdout and "epoch  16 |" in resumed.stdout
     np.testing.assert_array_equal(params(tmp_path / "cut"), params(uninterrupted))
 
 
