@@ -31,6 +31,7 @@ class Case:
     implicit: bool = True
     new_users: str = "same"          # recommend_new: "same" as recommend's, "folded", "no"
     similar: bool = True             # similar_items
+    from_history: bool = False       # scores a user (an item) from their interactions alone
     marks: tuple = field(default_factory=tuple)
 
 
@@ -40,14 +41,15 @@ CASES = {
     "ncae-explicit": Case({"feedback": "explicit", **NCAE_SETTINGS}, implicit=False,
                           new_users="no"),             # item-based: no encoder of a new user
     "blend": Case({"based": "both", **NCAE_SETTINGS}, implicit=False, new_users="no"),
-    "ease": Case({"model": "ease", "l2": 3.0}, similar=False),
+    "ease": Case({"model": "ease", "l2": 3.0}, similar=False, from_history=True),
     "ials": Case({"model": "ials", "factors": 4, "iterations": 3}, new_users="folded",
-                 marks=(pytest.mark.extra("baselines"),)),
+                 from_history=True, marks=(pytest.mark.extra("baselines"),)),
     "bpr": Case({"model": "bpr", "factors": 4, "iterations": 3}, new_users="no",
-                marks=(pytest.mark.extra("baselines"),)),
+                from_history=True, marks=(pytest.mark.extra("baselines"),)),
     "pop": Case({"model": "pop"}, similar=False),
-    "item-knn": Case({"model": "item-knn", "k": 6, "shrink": 2.0}),
-    "rp3beta": Case({"model": "rp3beta", "alpha": 0.8, "beta": 0.3, "k": 6}, similar=False),
+    "item-knn": Case({"model": "item-knn", "k": 6, "shrink": 2.0}, from_history=True),
+    "rp3beta": Case({"model": "rp3beta", "alpha": 0.8, "beta": 0.3, "k": 6}, similar=False,
+                    from_history=True),
 }
 PARAMS = [pytest.param(name, marks=case.marks, id=name) for name, case in CASES.items()]
 
@@ -159,7 +161,8 @@ def test_recommend_leaves_out_seen_items_and_ranks_by_the_models_own_scores(fitt
     # explicit: predict gives a cold user or item (no fit rating) the fit data's means, not the
     # network's output: the candidates and users compared are the warm ones
     candidates = SEEN.any(axis=0) | case.implicit                           # (items,)
-    warm = SEEN.any(axis=1) | case.implicit                                 # (users,)
+    # a model that ranks from a user's interactions alone gives one with none no items (below)
+    warm = SEEN.any(axis=1) | (case.implicit and not case.from_history)     # (users,)
     items, scores = model.recommend(np.arange(USERS), n=N,
                                     items=None if case.implicit else np.flatnonzero(candidates))
     reference = reference_scores(name, model)
@@ -287,6 +290,12 @@ def test_the_ids_cannot_change_under_the_lookups_sorted_from_them(fitted, tmp_pa
     assert model.recommend([USERS - 1, 0], n=N)[0].shape == (2, N)
 
 
+def best_first(scores: np.ndarray) -> bool:
+    """Whether a row's scores fall from the first, its padding (-inf) last."""
+    real = scores > -np.inf
+    return bool(real[:real.sum()].all() and np.all(np.diff(scores[real]) <= 0))
+
+
 def answered(model, supported: bool, query):
     """query()'s answer where the model has the query; else None, once query() raised
     Unsupported naming the model."""
@@ -295,6 +304,31 @@ def answered(model, supported: bool, query):
     with pytest.raises(Unsupported, match=type(model).__name__):
         query()
     return None
+
+
+def test_a_user_or_item_without_interactions_is_ranked_or_given_no_items(fitted):
+    """A model that scores a user (an item) from their interactions alone has nothing to rank
+    one with none by: its row is padding, no items. Before: EASE, item-kNN, RP3beta and iALS
+    gave the first item ids at a score of 0, BPR a user's untrained factors' random items.
+    NCAE ranks them from its empty row's code, POP by popularity."""
+    name, case, model = fitted
+    asked = {"recommend": lambda: model.recommend([EMPTY_USER, 0], n=N)}
+    if case.new_users != "no":
+        empty_row = sp.csr_matrix((1, ITEMS))
+        asked["recommend_new"] = lambda: model.recommend_new(sp.vstack([empty_row, TRAIN[0]]),
+                                                             n=N)
+    if case.similar:
+        asked["similar_items"] = lambda: model.similar_items([EMPTY_ITEM, 0], n=N)
+    for query, ask in asked.items():
+        items, scores = ask()
+        assert np.isfinite(scores[1]).all() and (items[1] >= 0).all(), query
+        if case.from_history:
+            assert (items[0] == -1).all() and (scores[0] == -np.inf).all(), query
+        else:
+            assert np.isfinite(scores[0]).all() and (items[0] >= 0).all(), query
+    if name == "pop":            # by hand: the most interactions first, ties to the lower id
+        want = np.lexsort((np.arange(ITEMS), -SEEN.sum(axis=0)))[:N]
+        np.testing.assert_array_equal(model.recommend([EMPTY_USER], n=N)[0][0], want)
 
 
 def test_recommend_new_works_or_is_unsupported(fitted):
@@ -307,7 +341,7 @@ def test_recommend_new_works_or_is_unsupported(fitted):
     items, scores = answer
     assert items.shape == scores.shape == (len(users), N)
     for row, u in enumerate(users):
-        assert not SEEN[u, items[row]].any() and np.all(np.diff(scores[row]) <= 0)
+        assert not SEEN[u, items[row]].any() and best_first(scores[row])
     if case.new_users == "same":         # the row of a fit user is that user
         want_items, want_scores = model.recommend(users, n=N)
         np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-6)
@@ -323,7 +357,7 @@ def test_similar_items_work_or_are_unsupported(fitted):
     items, similarities = answer
     assert items.shape == similarities.shape == (len(asked), N)
     for row, item in enumerate(asked):
-        assert item not in items[row] and np.all(np.diff(similarities[row]) <= 0)
+        assert item not in items[row] and best_first(similarities[row])
     with pytest.raises(UnknownIds):
         model.similar_items([ITEMS + 1], n=N)
 

@@ -281,8 +281,9 @@ def test_similar_is_similar_items(kind, models, servers):
 
 
 def test_a_baseline_is_served_as_ncae_is(models, servers):
-    """EASE's file: /recommend/new is its recommend_new; /similar, which EASE does not answer,
-    is a 400 saying so."""
+    """EASE's file: /recommend/new is its recommend_new (a user with no history: no items, EASE
+    having nothing to rank them by; before, the first item ids at a score of 0); /similar,
+    which EASE does not answer, is a 400 saying so."""
     _, model = models["ease"]
     picked = np.array([0, 3, 5])
     X_new = sp.csr_matrix((np.ones(len(picked)), (np.zeros(len(picked), int), picked)),
@@ -292,6 +293,8 @@ def test_a_baseline_is_served_as_ncae_is(models, servers):
         "items": model.item_ids[picked].tolist(), "n": 8})
     assert status == 200 and not set(got["items"]) & set(model.item_ids[picked].tolist())
     assert_same_ranking(got, items[0], scores[0], 8)
+    status, got = servers["ease"].call("/recommend/new", {"items": [], "n": 8})
+    assert (status, got) == (200, {"items": [], "scores": []})
     status, got = servers["ease"].call("/similar" + query(item=model.item_ids[0], n=3))
     assert status == 400 and got["error"] == "EASE has no similarity of items"
 

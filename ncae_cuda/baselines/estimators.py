@@ -26,7 +26,8 @@ recommend_new folds a new user in where the model does so naturally: EASE, item-
 score the new row times their weights, POP scores everyone alike, iALS solves the new user's
 factors against the item factors (implicit's recalculate_user). BPR has no such step
 (Unsupported). similar_items: the cosine of the item factors (iALS, BPR), item-kNN's
-similarities.
+similarities. Every baseline but POP scores a user (an item) from their interactions alone, so
+a user (an item) with none is answered no items (Model.ranks_without_history).
 """
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ class BaselineModel(Model):
     """
 
     defaults: dict = {}                  # each setting and its default
+    ranks_without_history = False        # its scores of a user come from their interactions
 
     def __init__(self, device="auto", cutoffs: tuple[int, ...] | None = None, **settings):
         unknown = sorted(set(settings) - set(self.defaults))
@@ -223,6 +225,7 @@ class POP(RowModel):
     """Every item scored by its number of fit interactions, for every user alike."""
 
     name = "pop"
+    ranks_without_history = True
 
     def _solve(self, X, valid, callback) -> dict:
         return {}

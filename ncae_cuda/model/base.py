@@ -69,6 +69,11 @@ class Model(abc.ABC):
         A record per epoch or iteration of the last fit: 'epoch', 'seconds', 'valid', ...
     still_improving : bool
         Whether the fit ran out of epochs with its best among the last few.
+    ranks_without_history : bool
+        Whether the model ranks items for a user with no interaction (NCAE from its empty row's
+        code, POP by popularity), and compares an item with none with the others; a model that
+        scores them from their interactions alone has nothing to rank them by, and gives them
+        a row of padding, no items.
     """
 
     name: str
@@ -77,6 +82,7 @@ class Model(abc.ABC):
     data = None
     comm = None
     source: Path | None = None
+    ranks_without_history = True
 
     # -----------------------------------------------------------------------------------------
     # what each model supplies
@@ -140,7 +146,9 @@ class Model(abc.ABC):
             Each (len(users), n). Scores are the model's own: predicted ratings (explicit), the
             output logits (implicit NCAE: the order of tanh(out) without float32 saturation
             ties), a baseline's scores. Ties go to the item earlier in item_ids. A user with
-            fewer than n candidates ends in score -inf, id -1 (integer ids) or "" (text ids).
+            fewer than n candidates ends in score -inf, id -1 (integer ids) or "" (text ids);
+            a user with no interaction in the fit data is all such padding where the model
+            scores a user from their interactions alone (not ranks_without_history).
 
         Raises
         ------
@@ -156,13 +164,16 @@ class Model(abc.ABC):
         u = self.data.user_lookup(users)
         n, candidates = self.data.candidates(n, items)
         searched = self.item_index() if index == "approximate" else None
+        indptr = self.data.seen.indptr
+        without_history = indptr[u + 1] == indptr[u]                        # (len(u),)
         if searched is None or candidates is not None:
-            return self._results(*self._exact_top(u, n, filter_seen, candidates))
+            return self._results(*self._exact_top(u, n, filter_seen, candidates),
+                                 without_history)
         idx, vals, short = searched.top(user_queries(self, u), u, n,
                                         self.data.seen if filter_seen else None)
         if short.any():
             idx[short], vals[short] = self._exact_top(u[short], n, filter_seen, None)
-        return self._results(idx, vals)
+        return self._results(idx, vals, without_history)
 
     def _exact_top(self, u: np.ndarray, n: int, filter_seen: bool, candidates
                    ) -> tuple[np.ndarray, np.ndarray]:
@@ -172,8 +183,18 @@ class Model(abc.ABC):
             return top_m(self.ops, self._scorer(), u, n, excluded, candidates,
                          self.data.item_columns, self.comm)
 
-    def _results(self, idx: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(item ids, scores) of recommend's column indices (padding -1 or "") and scores."""
+    def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """(item ids, scores) of recommend's column indices and scores: _ranked_ids'."""
+        return self._ranked_ids(idx, vals, without_history)
+
+    def _ranked_ids(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """(item ids, values) of column indices (padding -1 or "") and their values, a row of
+        `without_history` ((rows,) bool: a user or item with no interaction) all padding where
+        the model has nothing to rank it by (not ranks_without_history)."""
+        if not self.ranks_without_history:
+            idx[without_history], vals[without_history] = -1, -np.inf
         return self.data.item_ids_of(idx), vals
 
     def item_index(self) -> ItemIndex:
@@ -193,7 +214,8 @@ class Model(abc.ABC):
             New users x items, whose column j is item_ids[j]: every stored entry is an
             interaction, its value the rating (an explicit model's, on its rating scale;
             implicit models read it as an interaction whatever its value). A row with no entry
-            is a user with no history yet.
+            is a user with no history yet, answered as recommend answers a user with no
+            interaction.
         n, filter_seen, items
             As recommend's; filter_seen leaves out the items of X_new's rows.
         times : scipy.sparse matrix, optional
@@ -217,12 +239,13 @@ class Model(abc.ABC):
         new = from_matrix(X_new, "X_new", item_ids=self.item_ids)
         scorer = self._new_user_scorer(new, times)
         n, candidates = self.data.candidates(n, items)
-        seen = self.data.part(new.to_csr("user", implicit=True), self.data.item_columns)
+        rows = new.to_csr("user", implicit=True)                            # (new users, items)
+        seen = self.data.part(rows, self.data.item_columns)
         with self.ops.session():
             idx, vals = top_m(self.ops, scorer(), np.arange(new.n_users), n,
                               excluded_entries(self.ops, seen) if filter_seen else None,
                               candidates, self.data.item_columns, self.comm)
-        return self._results(idx, vals)
+        return self._results(idx, vals, np.diff(rows.indptr) == 0)
 
     def _new_user_scorer(self, new: Interactions, times):
         """() -> Scorer of the rows of `new` (new users, of the model's items), made inside the
@@ -243,7 +266,9 @@ class Model(abc.ABC):
         Returns
         -------
         item_ids, similarities : numpy.ndarray
-            Each (len(items), n), the most similar first.
+            Each (len(items), n), the most similar first; an item with no interaction in the
+            fit data is a row of padding (similarity -inf, id -1 or "") where the model
+            compares items by their interactions alone (not ranks_without_history).
         """
         raise Unsupported(f"{self.title} has no similarity of items")
 
@@ -262,7 +287,7 @@ class Model(abc.ABC):
         with ops.session():
             m = min(self.data.candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
             found, sims = top_m(ops, similarity(), idx, m, itself, None, held, self.comm)
-        return self.data.item_ids_of(found), sims
+        return self._ranked_ids(found, sims, self.data.item_counts[idx] == 0)
 
     def evaluate(self, held, exclude=None, per_user: bool = False,
                  popularity: bool = False) -> dict:

@@ -223,6 +223,12 @@ class FitData:
         """(n_users,) each user's number of fit interactions."""
         return np.diff(self.seen.indptr)
 
+    @functools.cached_property
+    def item_counts(self) -> np.ndarray:
+        """(n_items,) each item's number of fit interactions (counted once: similar_items asks
+        for a few of them a call)."""
+        return np.bincount(self.seen.indices, minlength=len(self.item_ids))
+
     def popularity(self) -> np.ndarray:
         """(items held,) the POP baseline's scores: each item's fit interactions."""
         lo, hi, _ = self.item_columns

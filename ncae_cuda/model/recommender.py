@@ -137,13 +137,14 @@ class Recommender(RatingModel):
     def _scorer(self):
         return model_scorer(self._net, self.data.inputs(), self.config.based)
 
-    def _results(self, idx: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
         """Column indices -> item ids (padding -1 or ""); an explicit model's logits ->
         ratings."""
         if not self.config.implicit:
             real = idx >= 0
             vals[real] = self._net.objective.rating(vals[real])
-        return super()._results(idx, vals)
+        return super()._results(idx, vals, without_history)
 
     def _new_user_scorer(self, new: Interactions, times):
         """The autoencoder encodes any row, so this needs a user-based model (an item-based
