@@ -228,12 +228,24 @@ def test_a_model_not_fitted_says_so(name, tmp_path):
     """Before: a RuntimeError, not an NcaeError; refit, which repeats what a fit chose: iALS's
     and BPR's an AttributeError (best_iteration), a blend's a KeyError ('item'), NCAE's
     'epochs must be an integer >= 1 ... got 0'."""
-    model = make_model(CASES[name].settings, device="cpu")
+    case = CASES[name]
+    model = make_model(case.settings, device="cpu")
     assert model.best_epoch in (None, 0, {})                    # nothing chosen, no error
-    for call in (lambda: model.recommend([0], n=N), lambda: model.save(tmp_path / "m.npz"),
-                 lambda: model.refit(TRAIN)):
-        with pytest.raises(NotFitted, match="model is not fitted: call fit"):
+    calls = {"recommend": lambda: model.recommend([0], n=N),
+             "recommend_new": lambda: model.recommend_new(TRAIN[:1], n=N),
+             "evaluate": lambda: model.evaluate(TEST), "save": lambda: model.save(tmp_path / "m"),
+             "refit": lambda: model.refit(TRAIN)}
+    if case.similar:
+        calls["similar_items"] = lambda: model.similar_items([0], n=N)
+    if not case.settings.get("model"):                         # NCAE's and a blend's
+        calls.update(predict=lambda: model.predict([0], [0]),
+                     partial_fit=lambda: model.partial_fit(TRAIN, verbose=False))
+    # the model asked, by its title: a blend's similar_items and partial_fit named its NCAE
+    for method, call in calls.items():
+        with pytest.raises(NotFitted) as raised:
             call()
+        assert str(raised.value).startswith(f"the {model.title} model is not fitted: call fit"
+                                            ), method
 
 
 MAKING = {   # a mistake in making or fitting a model: (call, what the SettingError says)

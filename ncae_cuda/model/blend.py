@@ -186,6 +186,7 @@ class BlendedNCAE(RatingModel):
             raise SettingError("based", f"must be the warm start's model's "
                                f"({model.config.based} there, both here): a blend starts from "
                                "a blend, each member from its own")
+        model._check_fitted()               # (said of the blend, not of a member)
         for name, member in self.members.items():
             member.check_warm_start(model.members[name])
 
@@ -205,6 +206,7 @@ class BlendedNCAE(RatingModel):
 
     def similar_items(self, items, n: int = 10):
         """NCAE.similar_items of the user-based member: items by their output embeddings."""
+        self._check_fitted()                # (said of the blend, not of a member)
         return self.members["user"].similar_items(items, n)
 
     def _ratings_at(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
