@@ -381,6 +381,12 @@ class Model(abc.ABC):
         return type(self).__name__
 
     @property
+    def based(self) -> str | None:
+        """The rows an NCAE's autoencoder encodes ('item', 'user'; a blend's 'both'); None for
+        a model without them, whose config holds the fit data's layout (users: a baseline)."""
+        return None
+
+    @property
     def leader(self) -> bool:
         """Whether this process speaks and writes for the model: rank 0 of a sharded one."""
         return self.comm is None or self.comm.rank == 0

@@ -36,6 +36,10 @@ class RatingModel(Model):
         """{'model': 'ncae', **the Config's fields}: what save() writes and make_model reads."""
         return {"model": NAME, **self.config.as_dict()}
 
+    @property
+    def based(self) -> str:
+        return self.config.based
+
     def predict(self, users, items) -> np.ndarray:
         """The model's output at each (users[i], items[i]).
 

@@ -30,9 +30,10 @@ class Served:
 
     def facts(self) -> dict:
         model = self.model
-        return {"model": str(self.path), "sha256": self.sha256, "users": len(model.user_ids),
-                "items": len(model.item_ids), "feedback": model.config.feedback,
-                "based": model.config.based, "device": model.ops.name, "index": self.index}
+        return {"model": str(self.path), "sha256": self.sha256, "kind": model.title,
+                "users": len(model.user_ids), "items": len(model.item_ids),
+                "feedback": model.config.feedback, "based": model.based,
+                "device": model.ops.name, "index": self.index}
 
 
 def load(path: Path, device, index: str = "exact") -> Served:
