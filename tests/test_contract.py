@@ -398,6 +398,39 @@ def test_a_fit_without_validation_refits_the_count_it_ran(name):
     assert model.refit(TRAIN + VALID).best_epoch == expected
 
 
+class Stop(Exception):
+    """What a callback raises to end a fit (tune's pruner raises its own)."""
+
+
+def stop_at_the_second(model, record: dict) -> None:
+    if record["epoch"] == 2:
+        raise Stop
+
+
+@pytest.mark.parametrize("name", [p for p in PARAMS if {"epochs", "iterations"} & set(
+    CASES[p.values[0]].settings)])
+def test_a_fit_its_callback_stops_leaves_the_model_as_it_was(name):
+    """Before: a baseline's stopped fit kept the new fit data and the stopped iteration's
+    factors beside the last fit's best_epoch and figures (a model never fitted answered
+    recommend with them); NCAE's put the model back as it was."""
+    settings = CASES[name].settings
+    model = make_model(settings, device="cpu")
+    with pytest.raises(Stop):
+        model.fit(TRAIN, validation=VALID, callback=stop_at_the_second)
+    with pytest.raises(NotFitted):
+        model.recommend([0], n=N)
+    model.fit(TRAIN, validation=VALID)
+    users = np.arange(USERS)
+    before = (model.recommend(users, n=N), model.best_epoch, model.best_validation)
+    with pytest.raises(Stop):
+        model.fit(TRAIN[:20], validation=VALID[:20], callback=stop_at_the_second)
+    assert len(model.user_ids) == USERS
+    after = (model.recommend(users, n=N), model.best_epoch, model.best_validation)
+    for got, want in zip(after[0], before[0]):
+        np.testing.assert_array_equal(got, want)
+    assert after[1:] == before[1:]
+
+
 def test_ease_keeps_its_solution_in_the_smaller_space(tmp_path):
     """Fewer users than items: the file holds K⁻¹X and diag A, no items x items B; the scores
     are still X B's, and load back bit for bit."""

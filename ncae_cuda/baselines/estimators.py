@@ -32,6 +32,7 @@ a user (an item) with none is answered no items (Model.ranks_without_history).
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 import numbers
 import time
@@ -110,22 +111,37 @@ class BaselineModel(Model):
         interaction); with `validation` (of the same ids), its figures (best_validation) and,
         for iALS and BPR, the iteration count chosen on them, each iteration's figures heard
         by callback(model, {"epoch": iteration, "valid": figures}) as NCAE's callback hears
-        an epoch's (tune's pruner: what it raises ends the fit). Returns the model."""
+        an epoch's (tune's pruner: what it raises ends the fit, the model left as it was).
+        Returns the model."""
         check_callback(callback)
         data = FitData.of(as_interactions(X, "X"), self.config, self.ops)
         valid = None if validation is None else data.held_out(validation, "validation")
-        self.data, self.history = data, []
-        last = [time.perf_counter()]
+        with self._as_it_was_unless_fitted():
+            self.data, self.history = data, []
+            last = [time.perf_counter()]
 
-        def heard(model: BaselineModel, record: dict) -> None:
-            now = time.perf_counter()
-            self.history.append({**record, "seconds": now - last[0]})
-            last[0] = now
-            if callback is not None:
-                callback(model, record)
-        self._take(self._solve(binary(data.seen), valid, heard))
-        self.best_validation = None if valid is None else self.evaluate(valid)
+            def heard(model: BaselineModel, record: dict) -> None:
+                now = time.perf_counter()
+                self.history.append({**record, "seconds": now - last[0]})
+                last[0] = now
+                if callback is not None:
+                    callback(model, record)
+            self._take(self._solve(binary(data.seen), valid, heard))
+            self.best_validation = None if valid is None else self.evaluate(valid)
         return self
+
+    @contextlib.contextmanager
+    def _as_it_was_unless_fitted(self):
+        """Within it, a fit replaces the model's fitted state; where it raises (a stop, a
+        failing callback, a refusal of the solve), the model is put back as it was, never half
+        fit (NCAE's alike): every attribute of the fitted state is one fit assigns."""
+        before = dict(vars(self))
+        try:
+            yield
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(before)
+            raise
 
     @property
     def best_epoch(self) -> int | None:
