@@ -360,6 +360,17 @@ def test_recommend_new_works_or_is_unsupported(fitted):
         np.testing.assert_array_equal(items[:, 0], want_items[:, 0])
 
 
+def test_times_for_a_model_without_recency_are_refused_not_ignored(fitted):
+    """Before: recommend_new read times= and ranked as without them (or raised scipy's
+    ValueError on times it could not read)."""
+    _, case, model = fitted
+    if case.new_users == "no":
+        return
+    for times in (TRAIN[:2], "2024-03-01"):
+        with pytest.raises(DataError, match="does not weigh a user's interactions by recency"):
+            model.recommend_new(TRAIN[:2], n=N, times=times)
+
+
 def test_similar_items_work_or_are_unsupported(fitted):
     name, case, model = fitted
     asked = np.array([0, 2, EMPTY_ITEM])

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..data.interactions import Interactions, from_matrix
+from ..data.interactions import DataError, Interactions, from_matrix
 from ..errors import NcaeError
 from ..ops import as_backend
 from . import modelfile
@@ -220,7 +220,7 @@ class Model(abc.ABC):
             As recommend's; filter_seen leaves out the items of X_new's rows.
         times : scipy.sparse matrix, optional
             For a model that weighs a user's interactions by recency (recency_boost): each
-            interaction's time at its place in X_new.
+            interaction's time at its place in X_new; refused for any other model.
 
         Returns
         -------
@@ -232,10 +232,13 @@ class Model(abc.ABC):
         Unsupported
             A model that folds no new user in, naming it.
         DataError
-            X_new with another number of columns than the model has items, or ratings off an
-            explicit model's scale.
+            X_new with another number of columns than the model has items, ratings off an
+            explicit model's scale, or times for a model that reads none.
         """
         self._check_fitted()
+        if times is not None and not self.config.recency_boost:
+            raise DataError(f"the {self.title} model does not weigh a user's interactions by "
+                            "recency (no recency_boost): leave out times=")
         new = from_matrix(X_new, "X_new", item_ids=self.item_ids)
         scorer = self._new_user_scorer(new, times)
         n, candidates = self.data.candidates(n, items)
