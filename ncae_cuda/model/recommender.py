@@ -53,10 +53,10 @@ class RatingModel(Model):
         numpy.ndarray
             (n,) float32: the predicted rating (explicit) or, implicit, the preference
             tanh(out) in (-1, 1) (loss weighted_square) or the item's probability under the
-            softmax over all items (loss multinomial). Explicit: where the user or the item has no fit rating (a cold
-            entry), the fit data's shrunk means instead (ncae_cuda.model.cold_means: the
-            item's for a new user, the user's for a new item, the overall mean where both
-            are new): the network has learnt nothing there.
+            softmax over all items (loss multinomial). Explicit: where the user or the item
+            has no fit rating (a cold entry), the fit data's shrunk means instead
+            (ncae_cuda.model.cold_means: the item's for a new user, the user's for a new
+            item, the overall mean where both are new): the network has learnt nothing there.
 
         Raises
         ------

@@ -1,7 +1,7 @@
 """The HTTP face of a served model: FastAPI endpoints, JSON in and out, every client mistake a
 4xx with a one-line {"error": ...} (an unknown user or item 404, naming it).
 
-    GET  /healthz                the model that answers (file, sha256, kind, shape, device), batches
+    GET  /healthz             the model that answers (file, sha256, kind, shape, device), batches
     GET  /recommend?user=ID&n=N[&keep_seen=true]           the model's recommend, batched
     POST /recommend      {"users": [...], "n": N, "exclude": [...], "keep_seen": false}
     POST /recommend/new  {"items": [...], "n": N, "ratings": [...], "times": [...]}
