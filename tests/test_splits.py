@@ -163,6 +163,15 @@ def test_by_time_random_data_against_loops(seed, test_ratio, valid_ratio):
             part = 4
         assert entry in entries[part]
     assert split.test.nnz + split.cold_test.nnz >= n_test   # ties go to the later part
+    # The notes count the users and items new at each cut, cold validation's known before test
+    for cold, warm, users, items, name, before in (
+            (entries[2], entries[1], train_users, train_items, "validation", "no training entry"),
+            (entries[4], entries[3], before_users, before_items, "test",
+             "no entry before the test cut")):
+        new_users, new_items = ({e[0] for e in cold} - users), ({e[1] for e in cold} - items)
+        note = (f"{len(cold)} {name} entries are cold, of {len(new_users)} users and "
+                f"{len(new_items)} items with {before}: scored apart from the other {len(warm)}")
+        assert (note in split.notes) == bool(cold)
 
 
 def test_by_time_says_why_its_validation_is_empty_where_the_test_cut_takes_it():
