@@ -296,6 +296,22 @@ def test_index_ids_matches_unique_for_compact_and_sparse_ids():
         assert index.dtype == np.int32
 
 
+def test_with_times_dates_each_pair_whatever_the_entry_order():
+    # Entries not in (user, item) order; the times on their own id maps, with a pair the data
+    # lacks (ignored) and one of its pairs missing (NO_TIME).
+    data = interactions.Interactions(
+        users=np.array([1, 0, 1, 0], np.int32), items=np.array([0, 1, 1, 0], np.int32),
+        ratings=None, timestamps=None, user_ids=np.array([10, 20]), item_ids=np.array([7, 8]))
+    times = interactions.Interactions(
+        users=np.array([0, 1, 1, 2], np.int32), items=np.array([0, 1, 0, 0], np.int32),
+        ratings=None, timestamps=np.array([100, 200, 300, 400]),
+        user_ids=np.array([10, 20, 30]), item_ids=np.array([8, 7]))
+    # (10, 8) at 100, (20, 7) at 200, (20, 8) at 300, (30, 8) not in data
+    dated = interactions.with_times(data, times)
+    assert entries(dated) == [(20, 7, None, 200), (10, 8, None, 100), (20, 8, None, 300),
+                              (10, 7, None, interactions.NO_TIME)]
+
+
 # ---- duplicates: one rule per kind of data ------------------------------------------------------
 
 def test_ratings_keep_the_latest_record(tmp_path):
