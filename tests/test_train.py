@@ -432,6 +432,8 @@ def record(epoch, validated=True):
     (300, 286, 300, 15, True, True),      # ran out, early stopping not yet given up
     (300, 285, 300, 15, True, False),     # stopped early on the budget's last epoch
     (290, 275, 300, 15, True, False),     # stopped early
+    (300, 296, 300, 5, True, True),       # the last `patience`, not the last 5%
+    (300, 295, 300, 5, True, False),
     (300, 286, 300, 0, True, True),       # no patience: the last 5%, 15 of 300
     (300, 285, 300, 0, True, False),
     (3, 3, 3, 0, True, True),             # at least the last epoch
