@@ -133,6 +133,8 @@ def test_ids_meet_as_text_where_one_side_is_text():
                        r"a warm start keeps the network's shape; fit from scratch to change it$"),
     ({"based": "item"}, r"^based must be the warm start's model's \(based user there, item "
                         r"here\)"),
+    ({"loss": "multinomial"}, r"^loss must be the warm start's model's \(loss "
+                              r"weighted_square there, multinomial here\)"),
     ({"feedback": "explicit", "hidden": (4, 6)},
      r"^hidden, feedback and based must be the warm start's model's \(hidden 8,6 there, 4,6 "
      r"here; feedback implicit there, explicit here; based user there, item here\)"),
