@@ -97,8 +97,9 @@ def test_the_blend_is_its_members_weighted_by_the_fit_counts(backend):
         assert got["entries"] == part.sum()
 
 
-def test_the_weights_are_chosen_on_validation_and_scored_cross_fitted_once():
-    model, split = fitted_once()
+@pytest.mark.parametrize("seed", [0, 3])   # the halves are the seed's draw
+def test_the_weights_are_chosen_on_validation_and_scored_cross_fitted_once(seed):
+    model, split = fitted_once() if seed == 0 else fitted(epochs=1, seed=seed)
     cold, _ = shrunk_means_by_hand(split.train, split.valid)
     valid = split.valid.subset(~cold)                 # the weights are fit on the warm entries
     users, items = valid.user_ids[valid.users], valid.item_ids[valid.items]
@@ -125,6 +126,17 @@ def test_the_weights_are_chosen_on_validation_and_scored_cross_fitted_once():
     # without validation: the plain mean
     plain = BlendedNCAE(device="cpu", **SETTINGS).fit(split.train, epochs=1, verbose=False)
     np.testing.assert_array_equal(plain.weights, blend.MEAN)
+
+
+def test_each_member_fits_its_own_epochs_and_the_blend_improves_while_one_does():
+    # Steps too small for float32 to see: every epoch scores as the first, the best; without
+    # patience the last epoch counts as improving. The item member ran out of epochs on its
+    # best, still improving; the user member levelled off.
+    model, _ = fitted(epochs={"item": 1, "user": 3}, lr=1e-12, patience=0)
+    assert [len(model.members[name].history) for name in blend.MEMBERS] == [1, 3]
+    assert model.best_epoch == {"item": 1, "user": 1}
+    assert [model.members[name].still_improving for name in blend.MEMBERS] == [True, False]
+    assert model.still_improving is True
 
 
 def test_recommend_ranks_every_unseen_item_by_the_blend(backend):
