@@ -187,6 +187,21 @@ def test_a_refit_model_searches_a_new_index(models):
     assert model.item_index() is not before and model.item_index().digest != before.digest
 
 
+def test_an_index_asked_for_between_a_fits_epochs_is_of_that_epochs_items():
+    # The fit steps one network: the index of epoch 1 is stale at epoch 2.
+    indexes = []
+
+    def heard(model, record):
+        p = model._net.p
+        items = np.column_stack([p["V"], p["c"]]).astype(np.float32)     # user-based: (V, c)
+        indexes.append((model.item_index().digest, ann.ItemIndex(items).digest))
+    NCAE(device="cpu", hidden=(16,), **KINDS["implicit-user"]).fit(
+        datasets.load("synthetic"), epochs=2, callback=heard, verbose=False)
+    assert len(indexes) == 2 and indexes[0][1] != indexes[1][1]
+    for found, wanted in indexes:
+        assert found == wanted
+
+
 def test_the_cli_writes_the_same_rows_through_the_index(models, tmp_path, capsys):
     path = tmp_path / "model.npz"
     models["implicit-user"].save(path)
