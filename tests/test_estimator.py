@@ -279,6 +279,36 @@ def test_evaluate_refuses_held_out_ratings_off_the_scale():
         model.evaluate(held)
 
 
+def test_evaluate_ranks_each_held_out_item_among_items_of_neither_the_fit_data_nor_exclude():
+    # exclude: the protocol's test of a model not refit on validation (exclude=train + valid).
+    # The POP baseline's scores are the fit data's item counts, so the ranks are counted here.
+    X = matrix()
+    model = fit(X, "implicit", cutoffs=(2, 5, 10))
+    seen = X.toarray() > 0
+    popularity = seen.sum(axis=0)
+    rng = np.random.default_rng(3)
+    users, held, excluded = [], [], []
+    for u in range(N_USERS):
+        unseen = np.flatnonzero(~seen[u] & (popularity > 0))       # warm items only
+        if seen[u].any() and len(unseen) >= 3:
+            i, *others = rng.choice(unseen, 3, replace=False)
+            users.append(u)
+            held.append(i)
+            excluded.append(others)
+    ranks = []
+    for u, i, others in zip(users, held, excluded):
+        candidates = ~seen[u]
+        candidates[[i, *others]] = False
+        ranks.append(int((popularity[candidates] >= popularity[i]).sum()))
+    exclude = sp.csr_matrix((np.ones(2 * len(users)), (np.repeat(users, 2),
+                                                        np.ravel(excluded))), shape=X.shape)
+    figures = model.evaluate(sp.csr_matrix((np.ones(len(users)), (users, held)), shape=X.shape),
+                             exclude=exclude, popularity=True)
+    assert figures["rows"] == len(users)
+    for m in (2, 5, 10):
+        assert figures[f"hr@{m}"] == pytest.approx(np.mean(np.array(ranks) < m), abs=1e-6)
+
+
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 @pytest.mark.parametrize("based", ["user", "item"])
 def test_predict_equals_float64_forward(feedback, based):
