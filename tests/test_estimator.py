@@ -279,6 +279,17 @@ def test_evaluate_refuses_held_out_ratings_off_the_scale():
         model.evaluate(held)
 
 
+@pytest.mark.parametrize("based", ["user", "item"])
+def test_the_rows_trained_on_are_those_with_an_entry(based):
+    # an empty row (EMPTY_USER, EMPTY_ITEM) has nothing to reconstruct: training on it would
+    # pull every output toward 0 (implicit) and take steps
+    X = matrix()
+    rows = (X if based == "user" else X.T.tocsr()).getnnz(axis=1)
+    _, trained = fit(X, "implicit", epochs=1, based=based).data.training()
+    np.testing.assert_array_equal(trained, np.flatnonzero(rows > 0))
+    assert (rows == 0).any()
+
+
 def test_evaluate_ranks_each_held_out_item_among_items_of_neither_the_fit_data_nor_exclude():
     # exclude: the protocol's test of a model not refit on validation (exclude=train + valid).
     # The POP baseline's scores are the fit data's item counts, so the ranks are counted here.
