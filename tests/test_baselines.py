@@ -218,6 +218,21 @@ def test_baselines_through_ncae_evaluator_match_an_independent_count(split):
             assert results[key]["test"][f"ndcg@{m}"] == pytest.approx(ndcg, abs=1e-12)
 
 
+def test_a_grid_points_validation_figures_are_of_the_model_fit_on_the_training_ones(split):
+    # the split's entries are ratings 1-5: a baseline fits the interactions, ones
+    grid = {"l2": (10.0,), **{name: (value,) for name, value in NO_RECENCY.items()}}
+    result = comparison.grid_search(models.BASELINES["ease"], split, (5, 20), CPU, 0, grid,
+                                    log=lambda _: 0)
+    train = split.train.to_csr("user", implicit=True)
+    scores = np.asarray(train @ ease_weights(train, 10.0), np.float32)
+    warm = split.valid.subset(train.getnnz(axis=0)[split.valid.items] > 0)
+    assert split.train.ratings.max() > 1 and warm.nnz
+    for m in (5, 20):
+        hr, ndcg = independent_figures(scores, train, warm, m)
+        assert result["validation"][0]["valid"][f"hr@{m}"] == pytest.approx(hr, abs=1e-12)
+        assert result["validation"][0]["valid"][f"ndcg@{m}"] == pytest.approx(ndcg, abs=1e-12)
+
+
 @pytest.mark.extra("baselines")
 def test_ials_and_bpr_score_each_iteration_count_along_one_fit_and_repeat(split):
     grids = {"ials": {"factors": (8,), "regularization": (1.0,), "alpha": (1.0, 4.0),
