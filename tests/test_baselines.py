@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from ncae_cuda.baselines import estimators, models
 from ncae_cuda.baselines.models import Baseline, ease, ease_weights
@@ -252,6 +253,48 @@ def test_ials_and_bpr_score_each_iteration_count_along_one_fit_and_repeat(split)
     short = comparison.compare(split, ("ials",), (10,), CPU, seed=3, grids={"ials": {
         **grids["ials"], "alpha": (1.0,), "iterations": (2,)}}, log=lambda _: 0)
     assert short["ials"]["validation"][0]["valid"] == one["ials"]["validation"][0]["valid"]
+
+
+def fit_factor_model(model, part) -> tuple:
+    """(user factors, item factors) float64 of an unfit `implicit` model fit on `part`'s ones."""
+    with threadpool_limits(1, "blas"):
+        models.fit_factors(model, models.ones(part), [{"iterations": model.iterations}],
+                           lambda point, scores: None)
+    return tuple(a.astype(np.float64) for a in models.factors(model))
+
+
+@pytest.mark.extra("baselines")
+def test_ials_item_factors_solve_the_weighted_ridge_given_the_user_factors(split):
+    # Hu et al.'s update, the items' the last of each iteration: y_i = (UᵀU + λI + (α - 1)
+    # U_iᵀU_i)⁻¹ α U_iᵀ1, U_i the factors of item i's users (weight α at an interaction, 1
+    # elsewhere). Conjugate gradient's 3 steps solve 3 factors' equations exactly.
+    alpha, l2 = 4.0, 0.5
+    users, items = fit_factor_model(models.ials_model(
+        {"factors": 3, "regularization": l2, "alpha": alpha}, 3, seed=3), split.train)
+    interacted = split.train.to_csr("user", implicit=True).toarray() > 0
+    for i in range(split.train.n_items):
+        own = users[interacted[:, i]]
+        gram = users.T @ users + l2 * np.eye(3) + (alpha - 1) * own.T @ own
+        np.testing.assert_allclose(items[i], np.linalg.solve(gram, alpha * own.sum(axis=0)),
+                                   rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.extra("baselines")
+def test_bpr_takes_its_settings():
+    model = models.bpr_model({"factors": 8, "learning_rate": 0.05, "regularization": 0.01}, 7,
+                             seed=3)
+    assert (model.factors, model.learning_rate, model.regularization, model.iterations,
+            model.random_state) == (8, 0.05, 0.01, 7, 3)
+
+
+@pytest.mark.extra("baselines")
+@pytest.mark.parametrize("make, settings", [
+    (models.ials_model, {"factors": 8, "regularization": 1.0, "alpha": 4.0}),
+    (models.bpr_model, {"factors": 8, "learning_rate": 0.05, "regularization": 0.01})])
+def test_ials_and_bpr_draw_from_their_seed(split, make, settings):
+    by_seed = [fit_factor_model(make(settings, 2, seed), split.train)[1] for seed in (3, 3, 4)]
+    np.testing.assert_array_equal(by_seed[0], by_seed[1])
+    assert not np.allclose(by_seed[0], by_seed[2])
 
 
 @pytest.mark.extra("baselines")
