@@ -15,10 +15,12 @@ from test_user_errors import mixed_rows, refused, tiny_rows, write_table
 from ncae_cuda import NCAE, ops
 from ncae_cuda.commands import train
 from ncae_cuda.commands.flags import build_parser, run_spec
+from ncae_cuda.data import datasets, splits
+from ncae_cuda.data.reader import read_table
 from ncae_cuda.model import loop, modelfile, stopping
 from ncae_cuda.model.config import Config
 from ncae_cuda.runs import protocol
-from ncae_cuda.runs.spec import FROM_THE_DATA
+from ncae_cuda.runs.spec import FROM_THE_DATA, DataSpec
 
 TINY = ["--dataset", "synthetic-tiny", "--hidden", "8,6", "--batch-size", "16", "--device", "cpu"]
 
@@ -453,3 +455,46 @@ def test_validation_only_needs_validation_and_no_curves(tmp_path, capsys):
     with pytest.raises(SystemExit):
         run(tmp_path, "--validation-only", "--curves", name="c")
     assert "--validation-only never scores it" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::ncae_cuda.data.datasets.CatalogueWarning")   # a stand-in
+@pytest.mark.parametrize("kind", ["loo", "random", "u1", "given"])
+def test_a_runs_split_and_data_ratio_sample_are_drawn_by_the_split_seed(tmp_path, kind):
+    # u1: a stand-in ml-100k folder of synthetic-tiny's entries; given: --train and --test
+    # files; both carve their validation part, by the seed
+    rows = mixed_rows()
+    folder = tmp_path / "ml-100k"
+    folder.mkdir()
+    for name, part in (("u.data", rows), ("u1.base", rows[100:]), ("u1.test", rows[:100])):
+        (folder / name).write_text("".join(f"{u}\t{i}\t{int(r)}\t{t}\n" for u, i, r, t in part))
+    for name, part in (("train", rows[100:]), ("test", rows[:100])):
+        write_table(tmp_path / f"{name}.csv", "user,item,rating,timestamp", part)
+    files = {"train": tmp_path / "train.csv", "test": tmp_path / "test.csv"}
+
+    def wanted(seed: int) -> splits.Split:
+        if kind == "loo":
+            split = splits.leave_one_out(datasets.load("synthetic-tiny"), seed=seed)
+        elif kind == "random":
+            split = splits.random_split(datasets.load("synthetic-tiny"), 0.1, 0.1, seed=seed)
+        else:
+            base = (splits.file_split(datasets.load("ml-100k", data_dir=tmp_path),
+                                      *datasets.load_split("ml-100k", "u1", tmp_path))
+                    if kind == "u1" else
+                    splits.given_split(*(read_table(files[n]) for n in ("train", "test")))[1])
+            split = splits.carve_validation(base, 0.1, seed=seed)
+        return split.trained_on(splits.subsample(split.train, 0.5, seed=seed, based="item"), "")
+
+    def made(seed: int) -> splits.Split:
+        spec = DataSpec(dataset="ml-100k" if kind == "u1" else "synthetic-tiny",
+                        data_dir=tmp_path, split=kind if kind != "given" else None,
+                        split_seed=seed, data_ratio=0.5,
+                        **(files if kind == "given" else {}))
+        read = protocol.given_split if kind == "given" else protocol.dataset_split
+        return read(spec, Config(based="item"))[1]
+
+    def pairs(split):
+        return [sorted(zip(part.user_ids[part.users].tolist(), part.item_ids[part.items].tolist()))
+                for part in (split.train, split.valid, split.test)]
+    for seed in (0, 3):
+        assert pairs(made(seed)) == pairs(wanted(seed))
+    assert pairs(made(0))[:2] != pairs(made(3))[:2]
