@@ -498,3 +498,21 @@ def test_a_runs_split_and_data_ratio_sample_are_drawn_by_the_split_seed(tmp_path
     for seed in (0, 3):
         assert pairs(made(seed)) == pairs(wanted(seed))
     assert pairs(made(0))[:2] != pairs(made(3))[:2]
+
+
+def test_curves_score_test_against_the_items_of_neither_training_nor_validation(tmp_path):
+    # one epoch, not refit: the curve's one point is the model tested, and so are its figures
+    code, out = run(tmp_path, "--feedback", "implicit", "--epochs", "1", "--no-refit",
+                    "--curves", "--cutoffs", "5,20")
+    result = json.loads((out / "metrics.json").read_text())
+    [record] = result["history"]
+    assert code == 0 and record["test"] == {k: v for k, v in result["test"].items()
+                                            if k != "clusters"}
+
+
+def test_epoch_seconds_set_the_first_epoch_apart_from_the_median_of_the_others():
+    history = [{"epoch": 0, "seconds": 50.0}, {"epoch": 1, "seconds": 9.0},   # 0: pre-training
+               {"epoch": 2, "seconds": 1.0}, {"epoch": 3, "seconds": 2.0}]
+    assert protocol.epoch_seconds({"history": history}) == {"seconds_first_epoch": 9.0,
+                                                            "seconds_per_epoch": 1.5}
+    assert protocol.epoch_seconds({"history": history[:2]})["seconds_per_epoch"] is None
