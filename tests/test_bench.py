@@ -777,3 +777,15 @@ def test_warm_start_counts_the_epochs_and_seconds_to_a_validation_figure():
     assert warm_start.reached({"history": history}, "rmse", False, 0.8) == (2, 1.5)
     assert warm_start.reached({"history": history}, "rmse", False, 0.69) is None
     assert warm_start.reached({"history": history}, "rmse", True, 0.9) == (1, 0.5)
+
+
+def test_a_studys_effort_counts_its_finished_trials_and_their_minutes(tmp_path):
+    # the trials.csv study_outputs writes: a failed or running trial is not one --trials counts
+    (tmp_path / effort.TABLE).write_text(
+        "trial,state,valid ndcg@100,best epoch,last epoch,seconds,worker,error\n"
+        "0,COMPLETE,0.3,4,4,90.0,h:1,\n1,PRUNED,0.1,,2,30.0,h:1,\n"
+        "2,FAIL,,,,600.0,h:2,boom\n3,RUNNING,,,,,h:2,\n")
+    assert effort.of_study(tmp_path / "best.toml") == {"by": "study", "trials": 2,
+                                                       "minutes": 2.0}
+    assert effort.of_study(tmp_path / "other" / "best.toml") is None      # a recipe by hand
+    assert effort.columns(effort.of_grid(12, 90.0)) == {"trials": "12 (grid)", "minutes": "1.5"}
