@@ -415,8 +415,14 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
                       "--out", str(tmp_path / "tune-ncae")]) == 0
     capsys.readouterr()
     out = tmp_path / "run"
+    # the run's own split seed gives way to the study's seeds; its seed is the studies'
     assert train.main([*data, "--config", str(tmp_path / "tune-ncae" / "best.toml"),
-                       "--baselines", "ease,item-knn", "--out", str(out)]) == 0
+                       "--baselines", "ease,item-knn", "--split-seed", "1", "--seed", "3",
+                       "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for name in ("ease", "item-knn"):
+        assert re.search(rf"^{name}: tuned as the NCAE .* --split-seeds 0,1 --trials 2 --seed 3 ",
+                         printed, re.M)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["search"]["trials"] == 2 and metrics["search"]["by"] == "study"
     for name in ("ease", "item-knn"):
@@ -428,7 +434,7 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
         assert result["chosen"] == best
         said = (out / f"tune-{name}" / "best.toml").read_text()
         assert "validation recall@20 " in said and "(the mean over split seeds 0,1)" in said
-    table = capsys.readouterr().out.split("\ntest\n")[1]
+    table = printed.split("\ntest\n")[1]
     assert table.count("| 2 (study) ") == 3
     # --overwrite starts the studies over, and they are the run's: swapped in with its files
     assert train.main([*data, "--config", str(tmp_path / "tune-ncae" / "best.toml"),
