@@ -398,7 +398,7 @@ def _bad(dense):
 
 
 @pytest.mark.parametrize("X, message", [
-    (sp.coo_matrix((np.ones(4), ([0, 2, 2, 3], [1, 3, 3, 0])), shape=(4, 5)),
+    (sp.coo_matrix((np.ones(4), ([0, 2, 3, 2], [1, 3, 0, 3])), shape=(4, 5)),   # apart
      r"X: 1 duplicate entries, e\.g\. \(2, 3\)"),
     (_bad([[1, 0, -2], [0, 1, 0]]), r"X: 1 negative values, e\.g\. -2\.0 at \(0, 2\)"),
     (_bad([[1, 0, 0], [0, np.nan, 1]]), r"X: 1 NaN or infinite values, e\.g\. nan at \(1, 1\)"),
