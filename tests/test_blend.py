@@ -100,7 +100,12 @@ def test_the_blend_is_its_members_weighted_by_the_fit_counts(backend):
 @pytest.mark.parametrize("seed", [0, 3])   # the halves are the seed's draw
 def test_the_weights_are_chosen_on_validation_and_scored_cross_fitted_once(seed):
     model, split = fitted_once() if seed == 0 else fitted(epochs=1, seed=seed)
-    cold, _ = shrunk_means_by_hand(split.train, split.valid)
+    cold, means = shrunk_means_by_hand(split.train, split.valid)
+    # the cold entries take the training data's means, their figures apart
+    assert cold.any()
+    assert model.best_validation["cold"]["entries"] == cold.sum()
+    assert model.best_validation["cold"]["rmse"] == pytest.approx(
+        np.sqrt(np.mean((means[cold] - split.valid.ratings[cold]) ** 2)), rel=1e-5)
     valid = split.valid.subset(~cold)                 # the weights are fit on the warm entries
     users, items = valid.user_ids[valid.users], valid.item_ids[valid.items]
     ratings = np.stack([model.members[name].predict(users, items) for name in blend.MEMBERS])
