@@ -257,6 +257,27 @@ def test_without_validation_a_blend_says_it_blends_the_plain_mean(capsys):
                            "members are blended by their plain mean\n")
 
 
+@pytest.mark.parametrize("warm", [1, 17])         # fewer than two halves of the nine weights
+def test_validation_too_small_to_fit_the_weights_blends_the_plain_mean(warm, capsys):
+    """Before: 1 warm entry fit one half's weights on nothing (all zero: its figure the
+    scale's floor), 17 fit nine weights on eight entries."""
+    model, split = fitted(epochs=1)
+    model.weights = model.weights + 1                # an earlier fit's, not to be kept
+    cold, _ = shrunk_means_by_hand(split.train, split.valid)
+    held = split.valid.subset(np.flatnonzero(~cold)[:warm])
+    users, items = held.user_ids[held.users], held.item_ids[held.items]
+    model.fit(split.train, validation=held, epochs=1)
+    np.testing.assert_array_equal(model.weights, blend.MEAN)
+    li, lu = log_counts(split.train)
+    ratings = np.stack([model.members[name].predict(users, items) for name in blend.MEMBERS])
+    mean = by_hand(blend.MEAN, ratings, li[held.items], lu[held.users], (1.0, 5.0))
+    assert model.best_validation["rmse"] == pytest.approx(
+        np.sqrt(np.mean((mean - held.ratings) ** 2)), rel=1e-5)
+    assert (f"blend: validation rmse {model.best_validation['rmse']:.4f}, the plain mean's "
+            f"(only {warm} warm entries: too few to fit the 9 weights on each half; the "
+            "members' best: ") in capsys.readouterr().out
+
+
 def test_train_based_both_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
     assert train.main([*TINY, "--based", "both", "--epochs", "3", "--out", str(out)]) == 0

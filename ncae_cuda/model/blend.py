@@ -17,7 +17,9 @@ least squares on the validation entries in float64: a fit without validation ble
 mean (and says so), and a refit (the run protocol's, on training + validation) keeps the
 weights its selection fit chose. The blend's validation figure is cross-fitted: each half of
 the validation entries (a draw of the seed) is blended by the weights fit on the other half, so
-the figure that chooses a blend (the tuner's) is not that of weights fit on it. Cold entries
+the figure that chooses a blend (the tuner's) is not that of weights fit on it. Validation of
+fewer warm entries than two halves of nine leaves the weights undetermined: the plain mean
+then, and its figure, as a note says. Cold entries
 (a user or item with no fit rating) take the fit data's means (cold_means.py), not the
 blend (docs/results.md has what it gives on MovieLens 100K).
 """
@@ -147,37 +149,46 @@ class BlendedNCAE(RatingModel):
             held = self.data.held_out(validation, "validation")
             if held.ratings is None:
                 raise DataError("validation for an explicit model needs ratings")
-            self.best_validation = self._fit_weights(held)
+            self.best_validation, how = self._fit_weights(held)
             if verbose:
                 members = ", ".join(f"{name} {m.best_validation['rmse']:.4f}"
                                     for name, m in self.members.items())
-                print(f"blend: validation rmse {self.best_validation['rmse']:.4f}, cross-fitted "
-                      f"(each half by the weights fit on the other; the members' best: "
-                      f"{members})", flush=True)
+                print(f"blend: validation rmse {self.best_validation['rmse']:.4f}, {how}; the "
+                      f"members' best: {members})", flush=True)
         return self
 
-    def _fit_weights(self, held) -> dict:
+    def _fit_weights(self, held) -> tuple[dict, str]:
         """Fit the weights on the warm entries of `held` (validation, of the fit data's ids);
         return their cross-fitted figures (evaluate()'s keys; the cold entries', which take the
-        fit data's means, under 'cold')."""
+        fit data's means, under 'cold') and how they were had, as the fit's log says it. Too
+        few warm entries to fit the weights on each half: the plain mean's weights and
+        figures."""
         cold = cold_at(self.data.seen, held.users, held.items)              # (nnz,) bool
         warm = held.subset(~cold)
         li, lu = self._log_counts()
         ratings, li, lu = (self._member_ratings(warm.users, warm.items), li[warm.items],
                            lu[warm.users])
-        if warm.nnz:
+        if warm.nnz // 2 < MEAN.size:
+            # (before, the weights of so few entries: a half of none fit all-zero weights, its
+            # figure the scale's floor)
+            self.weights = MEAN.copy()
+            crossed = blend(MEAN, ratings, li, lu, self.rating_scale)       # (warm nnz,)
+            how = (f"the plain mean's (only {warm.nnz} warm entries: too few to fit the "
+                   f"{MEAN.size} weights on each half")
+        else:
             self.weights = fit_weights(ratings, warm.ratings, li, lu)
-        half = np.random.default_rng(self.config.seed).permutation(warm.nnz) < warm.nnz // 2
-        crossed = np.empty(warm.nnz, np.float32)                            # (warm nnz,)
-        for scored in (half, ~half):
-            weights = fit_weights(ratings[:, ~scored], warm.ratings[~scored], li[~scored],
-                                  lu[~scored])
-            crossed[scored] = blend(weights, ratings[:, scored], li[scored], lu[scored],
-                                    self.rating_scale)
+            half = np.random.default_rng(self.config.seed).permutation(warm.nnz) < warm.nnz // 2
+            crossed = np.empty(warm.nnz, np.float32)                        # (warm nnz,)
+            for scored in (half, ~half):
+                weights = fit_weights(ratings[:, ~scored], warm.ratings[~scored], li[~scored],
+                                      lu[~scored])
+                crossed[scored] = blend(weights, ratings[:, scored], li[scored], lu[scored],
+                                        self.rating_scale)
+            how = "cross-fitted (each half by the weights fit on the other"
         figures = rating_report(crossed, warm.ratings, warm.users)
         if cold.any():
             figures["cold"] = self.evaluate(held.subset(cold))["cold"]
-        return figures
+        return figures, how
 
     def check_warm_start(self, model) -> None:
         """SettingError where a fit can not start from `model`: a blend's members start from
