@@ -169,7 +169,7 @@ def table(rows: list[dict], seeds: list[int]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.tuned_alike",
+    p = argparse.ArgumentParser(prog="python -m bench.tuned_alike", allow_abbrev=False,
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", required=True, help="a data set's name or file, as train's")
     p.add_argument("--data-dir", help="where the data set is kept, as train's --data-dir")

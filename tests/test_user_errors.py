@@ -754,10 +754,11 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
         built.append((self.prog, self.allow_abbrev))
     monkeypatch.setattr(argparse.ArgumentParser, "__init__", record)
     for name in ("ncae_cuda.train", "ncae_cuda.recommend", "ncae_cuda.experiments",
-                 "ncae_cuda.datasets", "ncae_cuda.tune", "bench.autorec_peer", "bench.epoch_time",
-                 "bench.kernel_peers", "bench.launches", "bench.ncu_summary", "bench.peer_torch",
-                 "bench.reader_speed", "bench.recommend_time", "bench.report",
-                 "bench.scalability", "dev.cuda.run"):
+                 "ncae_cuda.datasets", "ncae_cuda.tune", "bench.ann", "bench.autorec_peer",
+                 "bench.epoch_time", "bench.floors", "bench.kernel_peers", "bench.launches",
+                 "bench.ncu_summary", "bench.peer_torch", "bench.reader_speed",
+                 "bench.recommend_time", "bench.report", "bench.scalability", "bench.serve_load",
+                 "bench.tuned_alike", "bench.warm_start", "dev.cuda.run"):
         try:
             module = importlib.import_module(name)
         except ImportError:                  # bench.peer_torch without torch
@@ -769,7 +770,7 @@ def test_no_cli_takes_an_abbreviation_or_says_a_default_twice(monkeypatch, capsy
             # before, recommend's --out said "(default: stdout) (default: None)"
             assert not re.search(r"\(default: [^)]*\) \(default:|\(default: (None|False)\)",
                                  text), (name, text)
-    assert len(built) >= 15 and all(not abbrev for _, abbrev in built), built
+    assert len(built) >= 20 and all(not abbrev for _, abbrev in built), built
 
 
 @pytest.mark.parametrize("module, argv, message", [
