@@ -101,10 +101,18 @@ def test_command_on_the_cpu_passes_with_the_floor(tmp_path, capsys):
     assert check.main(["--device", "cpu", "--json", str(tmp_path / "c.json")]) == 0
     out = capsys.readouterr().out
     assert "device: cpu:" in out and "numba" in out
-    assert "floor of an epoch here:" in out and f"all {len(OPS)} ops agree" in out
+    assert "floor of an epoch here:" in out
+    assert out.rstrip().endswith(f"all {len(OPS)} ops agree with the reference; training runs")
     report = json.loads((tmp_path / "c.json").read_text())
     assert report["failures"] == [] and len(report["ops"]) == len(OPS)
     assert len(report["training"]["seconds"]) == 2 and report["training"]["floor"] > 0
+
+
+def test_command_without_training_does_not_say_it_trained(capsys):
+    # before, --no-train's last line said "all 17 ops agree with the reference; training runs"
+    assert check.main(["--device", "cpu", "--no-train"]) == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last == f"all {len(OPS)} ops agree with the reference; training not run (--no-train)"
 
 
 def test_command_reports_a_planted_failure(monkeypatch, tmp_path, capsys):

@@ -144,7 +144,8 @@ def format_report(report: dict) -> str:
     if report["failures"]:
         lines += [f"FAILED: {f}" for f in report["failures"]]
     else:
-        lines.append(f"all {len(report['ops'])} ops agree with the reference; training runs")
+        trained = "training runs" if "training" in report else "training not run (--no-train)"
+        lines.append(f"all {len(report['ops'])} ops agree with the reference; {trained}")
     return "\n".join(lines)
 
 
