@@ -1,5 +1,6 @@
 """What the benches' command lines share: the devices they run on, refused in one line before any
-work where one cannot run here; the types of their comma-separated flags; --quick's values,
+work where one cannot run here; the epochs a timing takes (start-up's and one more at least);
+the types of their comma-separated flags; --quick's values,
 which only replace defaults; the folder their results go to, made before any work (a long
 run must not find at its end that it cannot write), or refused in one line; and the pair of
 files each writes there, <name>.json and <name>.md."""
@@ -20,6 +21,14 @@ def check_devices(parser: argparse.ArgumentParser, devices) -> None:
     here (gpu without a CUDA GPU: the reason said), before any work and holding no GPU memory."""
     for device in devices:
         cli.refused(parser, ops.backend_name, device)
+
+
+def check_timed_epochs(parser: argparse.ArgumentParser, epochs: int | None) -> None:
+    """--epochs of a bench that times the epochs after the first (which holds start-up: Numba's
+    cache loaded, CUDA compiled) refused by the parser's error below 2: one epoch's figure
+    would be that start-up's."""
+    if epochs is not None and epochs < 2:
+        parser.error(f"--epochs must be >= 2, the first being start-up; got {epochs}")
 
 
 def add_quick(parser: argparse.ArgumentParser, what: str, quick: dict) -> None:

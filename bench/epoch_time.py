@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, out_folder, write_results
+from bench.cli import check_devices, check_timed_epochs, out_folder, write_results
 from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
 from ncae_cuda.errors import NcaeError
@@ -258,9 +258,7 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"--devices: no device {', '.join(unknown)}; of: {', '.join(DEVICE_FLAGS)}")
     cases = chosen_cases(p, args.cases)
-    if args.epochs is not None and args.epochs < 2:
-        # the figure is the median of the epochs after the first (start-up, compilation)
-        p.error(f"--epochs must be >= 2, the first being start-up; got {args.epochs}")
+    check_timed_epochs(p, args.epochs)        # the figure: the median of those after the first
     check_devices(p, {"gpu" if d.startswith("gpu") else d for d in devices})
     out_folder(p, args.out)
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),

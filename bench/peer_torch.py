@@ -40,7 +40,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.cli import add_quick, check_devices, out_folder, parse, write_results
+from bench.cli import (add_quick, check_devices, check_timed_epochs, out_folder, parse,
+                       write_results)
 from bench.epoch_time import ceilings, commit, device_name
 from ncae_cuda import cli
 from ncae_cuda.commands import flags
@@ -391,8 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", default="500,500",
                    help="hidden widths K1,K2,...: one per hidden layer (default %(default)s)")
     p.add_argument("--epochs", type=cli.count, default=3,
-                   help="epochs of each model; the first holds start-up and is left out of "
-                        "the median (default %(default)s)")
+                   help="epochs of each model, 2 or more; the first holds start-up and is left "
+                        "out of the median (default %(default)s)")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="cpu (default): Numba beside torch's CPU threads; gpu: ncae_cuda's CUDA "
                         "kernels beside torch.cuda")
@@ -407,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv, QUICK)
+    check_timed_epochs(parser, args.epochs)
     check_devices(parser, [args.device])
     out_folder(parser, args.out)
     argv = trainer_argv(args)

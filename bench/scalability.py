@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import (add_quick, check_devices, integers, out_folder, parse, shares,
-                       write_results)
+from bench.cli import (add_quick, check_devices, check_timed_epochs, integers, out_folder,
+                       parse, shares, write_results)
 from bench.epoch_time import commit, device_name
 from ncae_cuda import cli, ops
 from ncae_cuda.data import datasets
@@ -157,7 +157,8 @@ def main(argv=None) -> int:
     p.add_argument("--shares", type=shares, default="0.25,0.5,1.0",
                    help="growth: shares of the whole")
     p.add_argument("--epochs", type=cli.count, default=2,
-                   help="epochs per cell; the last is reported")
+                   help="epochs per cell, 2 or more, the first being start-up; the last is "
+                        "reported (default: %(default)s)")
     add_quick(p, "small data, for tests", QUICK)
     p.add_argument("--out", type=Path, required=True)
     cli.add_pool_flags(p)
@@ -167,6 +168,7 @@ def main(argv=None) -> int:
     if args.cell:
         return time_cell(args)
     cli.check_pool_flags(p, args)
+    check_timed_epochs(p, args.epochs)
     check_devices(p, [args.device])
     cli.refused(p, pool.check_gpus, args.gpus, args.device, "the cells")
     out_folder(p, args.out)

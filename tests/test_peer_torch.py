@@ -124,6 +124,20 @@ def test_a_gpu_not_there_is_refused_in_a_line(tmp_path, capsys):
     assert refused.value.code == 2 and "error: --device gpu needs a CUDA GPU" in err, err
 
 
+@pytest.mark.parametrize("flags, message", [
+    # before, run: the median "of epochs 2..E" was the first epoch's, start-up and all
+    (["--epochs", "1"], "error: --epochs must be >= 2, the first being start-up; got 1"),
+])
+def test_a_users_mistake_is_refused_in_a_line_before_the_out_folder(tmp_path, capsys, flags,
+                                                                     message):
+    flags = [str(tmp_path / f) if f == "none" else f for f in flags]
+    with pytest.raises(SystemExit) as refused:
+        peer_torch.main(["--quick", *flags, "--out", str(tmp_path / "made")])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "made").exists()
+
+
 def test_a_run_stopped_in_the_peer_keeps_ncae_cuda_and_the_report_dashes_the_rest(
         tmp_path, monkeypatch):
     """A time limit that stops the command while torch trains (its signal: KeyboardInterrupt)
