@@ -410,14 +410,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(parser, argv, QUICK)
     check_timed_epochs(parser, args.epochs)
     check_devices(parser, [args.device])
-    out_folder(parser, args.out)
     argv = trainer_argv(args)
     spec, config = flags.run_spec(flags.build_parser(),            # --out unused by the peer
                             [*argv, "--out", str(args.out)])
     torch_device = torch.device("cuda" if args.device == "gpu" else "cpu")
 
     ops = get_backend(args.device)                       # the library's metric ops
-    exp = Experiment(config, *protocol.prepare(spec, config, ops.name))   # load + make_split
+    # load + make_split, a data set not there refused in its line before --out is made
+    exp = Experiment(config, *cli.refused(parser, protocol.prepare, spec, config, ops.name))
+    out_folder(parser, args.out)
     m = exp.split.train.to_csr(config.based, implicit=exp.implicit)      # (rows, N) scipy
     if not exp.implicit:                                 # the ratings as the network reads them
         m.data = to_network_scale(m.data.astype(np.float64),

@@ -177,11 +177,9 @@ def shape_data(dataset: str, fallback: str | None, data_dir: Path | None):
     return dataset, datasets.load(dataset, data_dir=data_dir)
 
 
-def measure_shape(name: str, shape: tuple, args, folder: Path):
-    """A model of the shape, trained and saved, served through each of args.indexes: yields
-    one result each, as it is measured."""
-    dataset, fallback, hidden = shape
-    used, data = shape_data(dataset, fallback, args.data_dir)
+def measure_shape(name: str, hidden: tuple, used: str, data, args, folder: Path):
+    """A model of the shape (its hidden widths, on `data`, the data set `used`), trained and
+    saved, served through each of args.indexes: yields one result each, as it is measured."""
     model = NCAE(device=args.device, feedback="implicit", hidden=hidden).fit(
         data, epochs=1, verbose=False)
     path = folder / f"{used}.npz"
@@ -292,10 +290,13 @@ def main(argv=None) -> int:
     add_quick(p, "a tiny model", QUICK)
     args = parse(p, argv, QUICK)
     check_devices(p, [args.device])
+    shapes = {"tiny (quick)": QUICK_SHAPE} if args.quick else SHAPES
+    # every shape's data before any work: a --data-dir without ML-100K refused in its line
+    data = {name: cli.refused(p, shape_data, dataset, fallback, args.data_dir)
+            for name, (dataset, fallback, _) in shapes.items()}
     out_folder(p, args.out)
     args.server_flags = args.server_flags.split()
     args.indexes = ["exact", "approximate"] if args.index else ["exact"]
-    shapes = {"tiny (quick)": QUICK_SHAPE} if args.quick else SHAPES
     facts = device_facts(args.device)
     result = {"commit": commit(), "date": datetime.date.today().isoformat(),
               "device": args.device, "machine": describe(args.device, facts), "facts": facts,
@@ -303,8 +304,8 @@ def main(argv=None) -> int:
               "client_processes": args.client_processes, "shapes": []}
     planned = len(shapes) * len(args.indexes)
     with tempfile.TemporaryDirectory(prefix="serve-load-") as folder:
-        for name, shape in shapes.items():
-            for server in measure_shape(name, shape, args, Path(folder)):
+        for name, (_, _, hidden) in shapes.items():
+            for server in measure_shape(name, hidden, *data[name], args, Path(folder)):
                 result["shapes"].append(server)
                 write_results(args.out, "serve_load", result, markdown(result),   # after each
                               (len(result["shapes"]), planned, "servers measured"))

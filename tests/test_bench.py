@@ -374,6 +374,9 @@ BENCH_ERRORS = [
     # before, a cell of one epoch reported that epoch, start-up and all (15.8 s for 0.3)
     (scalability, ["--quick", "--epochs", "1", "--out", "OUT/made"],
      "--epochs must be >= 2, the first being start-up; got 1"),
+    # before, a traceback after --out was made
+    (serve_load, ["--data-dir", "OUT/none", "--out", "OUT/made"],
+     "error: ml-100k: u.data is in neither"),
     # each before a traceback, after --out was made or after the work; or, --repeats 0 and
     # --probes 0, an all-nan table and a faiss abort
     (scalability, ["--ks", "", "--out", "OUT"], "argument --ks: expected comma-separated "
@@ -447,7 +450,8 @@ QUICK_GIVEN = [
     (scalability, "cells", ["--ks", "4", "--epochs", "3"],
      lambda args: (args.ks, args.ratios, args.epochs), ([4], [0.5, 1.0], 3)),
     pytest.param(serve_load, "measure_shape", ["--clients", "2"],
-                 lambda name, shape, args, folder: (args.clients, args.requests), ([2], 40),
+                 lambda name, hidden, used, data, args, folder: (args.clients, args.requests),
+                 ([2], 40),
                  marks=pytest.mark.extra("serve")),
     pytest.param(tuned_alike, "tuned", ["--dataset", "synthetic-tiny", "--trials", "7"],
                  lambda model, data, trials, work, recipe: trials, 7,

@@ -125,6 +125,8 @@ def test_a_gpu_not_there_is_refused_in_a_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
+    # before, a traceback after --out was made
+    (["--dataset", "ml-100k", "--data-dir", "none"], "error: ml-100k: u.data is in neither"),
     # before, run: the median "of epochs 2..E" was the first epoch's, start-up and all
     (["--epochs", "1"], "error: --epochs must be >= 2, the first being start-up; got 1"),
 ])
