@@ -40,13 +40,14 @@ import numpy as np
 from bench.cli import add_quick, integers, names, out_folder, parse, write_results
 from bench.epoch_time import commit
 from ncae_cuda import cli
-from ncae_cuda.model.ann import CORES, IndexSettings, ItemIndex
+from ncae_cuda.model.ann import CORES, IndexSettings, ItemIndex, faiss_module
 from ncae_cuda.model.evaluate import top_m
 from ncae_cuda.ops import get_backend
 from ncae_cuda.runs.environment import describe, device_facts, versions
 
 SHAPES = {"ML-20M": (26_744, 500), "Delicious": (69_226, 500), "1M synthetic": (1_000_000, 256)}
 QUICK_SHAPES = {"quick": (5_000, 64)}
+LIBRARIES_SHAPE = "Delicious"        # where --libraries measures faiss's and usearch's HNSW
 QUICK = {"users": 64, "calls": 5, "exact_calls": 3}
 K = 10                               # recall@K, and the k each user asks for
 TOPICS, RANK = 256, 48
@@ -162,7 +163,7 @@ def measure_shape(name: str, n_items: int, hidden: int, args) -> dict:
         result["index"].append(row)
         print(f"{name}: probes {probes}: recall@{K} {row['recall']:.3f}, "
               f"{row['users_per_s']:.0f} users/s, p50 {row['p50_ms']:.2f} ms", flush=True)
-    if args.libraries and name == "Delicious":
+    if args.libraries and name == LIBRARIES_SHAPE:
         result["libraries"] = other_indexes(items, queries, truth)
     return result
 
@@ -239,9 +240,18 @@ def main(argv=None) -> int:
                    help="also faiss's and usearch's HNSW at the Delicious shape")
     add_quick(p, "a small shape in place of --shapes", QUICK)
     args = parse(p, argv, QUICK)
-    out_folder(p, args.out)
     shapes = QUICK_SHAPES if args.quick else {n: SHAPES[n] for n in args.shapes}
-    import faiss
+    if args.libraries and LIBRARIES_SHAPE not in shapes:
+        p.error("--libraries: the other libraries' indexes are measured at the "
+                f"{LIBRARIES_SHAPE} shape" + (", which --quick leaves out" if args.quick
+                                              else ": add it to --shapes"))
+    faiss = cli.refused(p, faiss_module)
+    if args.libraries:                   # said now, not after the shapes' minutes of work
+        try:
+            import usearch  # noqa: F401
+        except ImportError:
+            p.error("--libraries needs usearch beside faiss: pip install usearch")
+    out_folder(p, args.out)
     result = {"machine": describe("cpu", device_facts("cpu")),
               "versions": {**versions(), "faiss": faiss.__version__}, "commit": commit(),
               "date": datetime.date.today().isoformat(), "settings": vars(IndexSettings()),

@@ -6,6 +6,7 @@ import itertools
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -397,6 +398,11 @@ BENCH_ERRORS = [
      "names of: ML-20M, Delicious, 1M synthetic, got 'bogus'"),
     (ann, ["--quick", "--probes", "0", "--out", "OUT"], "argument --probes: expected "
      "comma-separated integers >= 1, got '0'"),
+    # before, accepted and ignored: the other libraries are measured at the Delicious shape
+    (ann, ["--libraries", "--shapes", "ML-20M", "--out", "OUT/made"], "--libraries: the other "
+     "libraries' indexes are measured at the Delicious shape: add it to --shapes"),
+    (ann, ["--libraries", "--quick", "--out", "OUT/made"], "--libraries: the other libraries' "
+     "indexes are measured at the Delicious shape, which --quick leaves out"),
     (kernel_peers, ["--quick", "--repeats", "0", "--out", "OUT"], "argument --repeats: "
      "expected an integer >= 1, got '0'"),
     (launches, ["--quick", "--ranks", "100", "--out", "OUT"], "--ranks 100: ml10m has 60 "
@@ -591,6 +597,23 @@ def test_ann_quick_measures_recall_against_the_exact_path(tmp_path):
     # at the widest probes swept, a quarter of the lists, it finds nearly all of the top 10
     assert max(row["recall"] for row in shape["index"]) >= 0.99
     assert "(default)" in (tmp_path / "ann.md").read_text()
+
+
+@pytest.mark.parametrize("absent, flags, message", [
+    ("faiss", ["--quick"], "the approximate index needs the [ann] extra"),
+    # before, a traceback after the Delicious shape was measured (minutes), nothing written
+    pytest.param("usearch", ["--libraries", "--shapes", "Delicious"],
+                 "--libraries needs usearch beside faiss: pip install usearch",
+                 marks=pytest.mark.extra("ann")),
+])
+def test_ann_refuses_a_library_not_installed_before_any_work(tmp_path, monkeypatch, capsys,
+                                                             absent, flags, message):
+    monkeypatch.setitem(sys.modules, absent, None)              # its import fails
+    with pytest.raises(SystemExit) as refused:
+        ann.main([*flags, "--out", str(tmp_path / "made")])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "made").exists()
 
 
 def test_ann_tables_the_index_over_the_exact_path_to_two_decimals():
