@@ -61,9 +61,16 @@ def summarize(rows: list[dict], units: dict) -> list[dict]:
 
 
 def read(path: Path) -> tuple[list[dict], dict]:
-    """(the launches' rows, the units by metric) of a raw-page CSV."""
-    with open(path, newline="") as f:
-        table = list(csv.reader(line for line in f if not line.startswith("==")))
+    """(the launches' rows, the units by metric) of a raw-page CSV; ValueError where the file
+    is no raw page (empty, another page's, not ncu's)."""
+    try:
+        with open(path, newline="") as f:
+            table = list(csv.reader(line for line in f if not line.startswith("==")))
+    except UnicodeDecodeError:                       # not text: the report itself, say
+        table = []
+    if not table or not {"ID", "Kernel Name"} <= set(table[0]):
+        raise ValueError("not the raw page of an Nsight Compute report (no ID and Kernel Name "
+                         "columns): save it with ncu --import REPORT --page raw --csv")
     header, body = table[0], table[1:]
     units = {}
     if body and not body[0][header.index("ID")].strip():          # the units row
@@ -95,6 +102,8 @@ def main(argv=None) -> int:
         rows, units = read(args.csv)
     except OSError as e:                             # none there, a folder, not readable
         p.error(f"{args.csv}: cannot read it ({e.strerror or e})")
+    except ValueError as e:
+        p.error(f"{args.csv}: {e}")
     if not rows:
         print(f"error: {args.csv} holds no profiled launches", file=sys.stderr)
         return 2

@@ -54,3 +54,24 @@ def test_a_file_that_cannot_be_read_is_refused_in_a_line(tmp_path, capsys, name,
         ncu_summary.main([str(tmp_path / name)])
     err = capsys.readouterr().err
     assert refused.value.code == 2 and f"cannot read it ({why})" in err, err
+
+
+@pytest.mark.parametrize("rows", [
+    [],                                                 # an empty file: ncu wrote nothing
+    [["a", "b"], ["1", "2"]],                           # not ncu's: no ID, no Kernel Name
+    [["ID", "x"], ["0", "2"]],                          # another page's: no Kernel Name
+    b"\x81\x00binary",                                  # not text: the .ncu-rep itself
+])
+def test_a_file_that_is_not_a_raw_page_is_refused_in_a_line(tmp_path, capsys, rows):
+    # before, a traceback: IndexError, ValueError ('ID' is not in list), KeyError
+    path = tmp_path / "profile.csv"
+    if isinstance(rows, bytes):
+        path.write_bytes(rows)
+    else:
+        write(tmp_path, rows)
+    with pytest.raises(SystemExit) as refused:
+        ncu_summary.main([str(path)])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "Traceback" not in err, err
+    assert "not the raw page of an Nsight Compute report (no ID and Kernel Name columns): " \
+           "save it with ncu --import REPORT --page raw --csv" in err, err
