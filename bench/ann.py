@@ -30,7 +30,6 @@ Writes ann.json and ann.md under --out with the machine, the versions and the co
 from __future__ import annotations
 
 import argparse
-import datetime
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.cli import add_quick, integers, names, out_folder, parse, write_results
-from bench.epoch_time import commit
+from bench.epoch_time import provenance, provenance_line
 from ncae_cuda import cli
 from ncae_cuda.model.ann import CORES, IndexSettings, ItemIndex, faiss_module
 from ncae_cuda.model.evaluate import top_m
@@ -252,13 +251,13 @@ def main(argv=None) -> int:
         except ImportError:
             p.error("--libraries needs usearch beside faiss: pip install usearch")
     out_folder(p, args.out)
-    result = {"machine": describe("cpu", device_facts("cpu")),
-              "versions": {**versions(), "faiss": faiss.__version__}, "commit": commit(),
-              "date": datetime.date.today().isoformat(), "settings": vars(IndexSettings()),
+    result = {**provenance(describe("cpu", device_facts("cpu"))),
+              "versions": {**versions(), "faiss": faiss.__version__},
+              "settings": vars(IndexSettings()),
               "shapes": [measure_shape(name, *shape, args) for name, shape in shapes.items()]}
     write_results(args.out, "ann", result, "\n".join(
-        [f"# The approximate index against the exact top-k ({result['date']}, commit "
-         f"{result['commit']})", "", *table(result)]))
+        ["# The approximate index against the exact top-k", "", provenance_line(result), "",
+         *table(result)]))
     return 0
 
 

@@ -19,7 +19,7 @@ them and scored once on every test entry, those a split holds apart as cold too 
 as NCAE predicts them, from the fit data's means), as a data set's published figures are
 (--no-refit: the chosen validation model is scored instead). With --config, NCAE runs
 the trainer's same protocol on the same split, once per seed, and autorec_peer.md tabulates
-both (written again after each seed).
+both (written again after each seed), under the commit, the date and the machine.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from bench.cli import integers, numbers, out_folder, write_results
+from bench.epoch_time import machine, provenance, provenance_line
 from ncae_cuda import cli
 from ncae_cuda.commands.flags import run_flags
 from ncae_cuda.data import datasets
@@ -266,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     command = ("python -m bench.autorec_peer "
                + " ".join(argv if argv is not None else sys.argv[1:]))
     config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    where = provenance(machine())
     peer, ncae = [], []
     for seed in seeds:
         start = time.perf_counter()
@@ -280,9 +282,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"NCAE seed {seed}: best epoch {ncae[-1]['best_epoch']}: valid "
                   f"{ncae[-1]['valid_rmse']:.4f}, test {ncae[-1]['test_rmse']:.4f}", flush=True)
         text = table(peer, ncae, seeds[:len(peer)])                  # written after each seed
-        write_results(args.out, "autorec_peer", {"config": config, "peer": peer, "ncae": ncae},
-                      f"# {data.name}, split {args.split}: NCAE and I-AutoRec\n\n{command}"
-                      f"\n\n{text}", (len(peer), len(seeds), "seeds run"))
+        write_results(args.out, "autorec_peer", {**where, "config": config, "peer": peer,
+                                                 "ncae": ncae},
+                      f"# {data.name}, split {args.split}: NCAE and I-AutoRec\n\n"
+                      f"{provenance_line(where)}\n\n{command}\n\n{text}",
+                      (len(peer), len(seeds), "seeds run"))
     print(f"\n{text}\n\nwrote {args.out / 'autorec_peer.md'}")
     return 0
 

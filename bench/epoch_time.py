@@ -120,6 +120,24 @@ def device_name(device: str) -> str:
     return f"{facts['name']}, {facts['cores']} cores"
 
 
+def machine() -> str:
+    """The machine of a bench whose models train where the trainer's --device auto puts them
+    (the baselines on the CPU): its CPU, and its GPU where there is one."""
+    cpu = device_name("cpu")
+    return f"{cpu}; GPU {device_name('gpu')}" if ops.HAS_CUDA else cpu
+
+
+def provenance(where: str) -> dict:
+    """What a bench's results say of where and when they were measured: the commit, the date
+    and `where` (the machine, as device_name or machine give it)."""
+    return {"commit": commit(), "date": datetime.date.today().isoformat(), "machine": where}
+
+
+def provenance_line(result: dict) -> str:
+    """provenance's figures of `result` as a line of its markdown."""
+    return f"commit {result['commit']}, {result['date']}; {result['machine']}"
+
+
 def ceilings(device: str, quick: bool = False) -> Ceilings:
     """The device's memory bandwidth and product rates (float32, and the backend's gemm on
     TF32), measured on it once (seconds to measure; a benchmark's --quick: once, small, in

@@ -21,7 +21,8 @@ continued to them (the same tune command, which continues a study in its --out),
 folder is run again where the recipe it ran is not the model's chosen one. --also MODEL=STUDY
 counts an earlier study of the model (its space since changed, say) in the model's --trials
 and minutes; the model's recipe is then the best of its studies on validation. Writes
-tuned_alike.json and tuned_alike.md under --out: for each model the trials finished, their
+tuned_alike.json and tuned_alike.md under --out, with the commit, the date and the machine (its
+CPU, and the GPU NCAE trains on where there is one): for each model the trials finished, their
 minutes (the trials' own time, as trials.csv has it), the settings chosen, validation and test
 NDCG at the last cutoff per split seed and their mean, and NCAE's margin over the best
 baseline's mean test figure.
@@ -37,7 +38,7 @@ import sys
 from pathlib import Path
 
 from bench.cli import add_quick, integers, out_folder, parse, write_results
-from bench.epoch_time import commit
+from bench.epoch_time import machine, provenance, provenance_line
 from ncae_cuda import cli
 from ncae_cuda.runs import effort
 from ncae_cuda.runs.factory import read_recipe, recipe_text
@@ -226,10 +227,10 @@ def main(argv: list[str] | None = None) -> int:
                      "mean_test": statistics.mean(f["test"] for f in figures)})
         print(f"{model}: mean test {METRIC} {rows[-1]['mean_test']:.4f}", flush=True)
     shown = table(rows, seeds)
-    write_results(out, "tuned_alike", {"dataset": args.dataset, "split_seeds": seeds,
-                                       "trials": trials, "commit": commit(), "metric": METRIC,
-                                       "models": rows},
-                  f"# Every model tuned alike on {args.dataset}\n\n{shown}")
+    result = {"dataset": args.dataset, "split_seeds": seeds, "trials": trials,
+              **provenance(machine()), "metric": METRIC, "models": rows}
+    write_results(out, "tuned_alike", result, f"# Every model tuned alike on {args.dataset}\n\n"
+                                              f"{provenance_line(result)}\n\n{shown}")
     print(shown)
     return 0
 

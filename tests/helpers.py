@@ -1,9 +1,10 @@
 """Random test inputs, one planned training step on any backend, the float32-vs-float64
-comparison, a read-only file system, and which package extras are installed, shared by the test
-files."""
+comparison, a read-only file system, which package extras are installed, and whether a bench's
+results say where they were measured, shared by the test files."""
 import builtins
 import errno
 import importlib.metadata
+import json
 import os
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from bench import epoch_time
 from ncae_cuda.data import atomic_file
 from ncae_cuda.model.config import tomllib
 from ncae_cuda.ops.common import CSR, Batch
@@ -107,3 +109,13 @@ def read_only(monkeypatch, since: str = "open") -> None:
     monkeypatch.setattr(atomic_file, "open", opened, raising=False)
     monkeypatch.setattr(atomic_file.os, "replace", refuse)
     monkeypatch.setattr(Path, "unlink", refuse)
+
+
+def provenance_said(json_file: Path, markdown_file: Path) -> bool:
+    """Whether a bench's results say where and when they were measured: the JSON's commit, date
+    and machine (this one's: its CPU, its cores), and the markdown's line of them."""
+    result = json.loads(json_file.read_text())
+    cpu = epoch_time.device_name("cpu")
+    return (result["commit"] == epoch_time.commit() and result["machine"].startswith(cpu)
+            and f"commit {result['commit']}, {result['date']}; {result['machine']}"
+            in markdown_file.read_text())

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from bench import autorec_peer
 
-from helpers import random_matrix
+from helpers import provenance_said, random_matrix
 from test_user_errors import mixed_rows
 
 
@@ -62,6 +62,8 @@ def test_one_command_scores_both_models_on_the_same_split(tmp_path):
     table = (out / "autorec_peer.md").read_text()
     mean = np.mean([p["test_rmse"] for p in result["peer"]])
     assert "| NCAE |" in table and "| I-AutoRec |" in table and f"{mean:.4f} |" in table
+    # before, neither file said the commit, the date or the machine
+    assert provenance_said(out / "autorec_peer.json", out / "autorec_peer.md")
 
 
 def test_both_models_are_scored_on_every_test_entry_cold_ones_too(tmp_path):

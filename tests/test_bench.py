@@ -28,6 +28,7 @@ from bench import (
     tuned_alike,
     warm_start,
 )
+from helpers import provenance_said
 from ncae_cuda import ops
 from ncae_cuda.data import atomic_file, datasets, splits
 from ncae_cuda.model.config import read_toml
@@ -597,6 +598,7 @@ def test_ann_quick_measures_recall_against_the_exact_path(tmp_path):
     # at the widest probes swept, a quarter of the lists, it finds nearly all of the top 10
     assert max(row["recall"] for row in shape["index"]) >= 0.99
     assert "(default)" in (tmp_path / "ann.md").read_text()
+    assert provenance_said(tmp_path / "ann.json", tmp_path / "ann.md")
 
 
 @pytest.mark.parametrize("absent, flags, message", [
@@ -650,6 +652,9 @@ def test_tuned_alike_quick_tables_each_models_study_and_tests(tmp_path):
     margin = 100 * (rows["ncae"]["mean_test"] / rows["item-knn"]["mean_test"] - 1)
     assert f"NCAE's mean test ndcg@100 is {margin:+.1f}%" in (
         tmp_path / "out" / "tuned_alike.md").read_text()
+    # before, its minutes said no machine, and the table no commit or date
+    assert provenance_said(tmp_path / "out" / "tuned_alike.json",
+                           tmp_path / "out" / "tuned_alike.md")
     logs = sorted(runs.glob("*.log"))
     stamps = [log.stat().st_mtime_ns for log in logs]
     assert tuned_alike.main(argv) == 0
