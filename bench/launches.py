@@ -12,8 +12,9 @@ weighting), for one epoch of the trainer's own loop on the GPU backend, counted 
 (ncae_cuda/ops/ledger.py). Without a GPU the device is emulated: the kernel that cuts batches
 (and the step count it follows) runs on the CPU, every other kernel is launched in name only
 (counted and weighed, not run), so the full shapes take seconds. Writes launches.json,
-{"shapes": {name: figures}}, and launches.md under --out, with the commit and date, again after
-each shape (a time limit that stops the command keeps the shapes it finished).
+{"shapes": {name: figures}}, and launches.md under --out, with the commit, the date and the SMs
+the launches were weighed against, again after each shape (a time limit that stops the command
+keeps the shapes it finished).
 
 Figures per shape: ops_per_step (device operations: custom kernels, BLAS calls and array-library
 operations), allocations_per_step (after the epoch's first step), transfers_per_epoch and
@@ -154,8 +155,8 @@ def shard_markdown(shards: dict) -> str:
 def markdown(result: dict) -> str:
     """launches.md: a row per shape counted, its kernels' parallelism, and the column shards'
     plans where --ranks asked for them."""
-    lines = [f"commit {result['commit']}, {result['date']}, {result['device']}"
-             + quick_mark(result), "",
+    lines = [f"commit {result['commit']}, {result['date']}, {result['device']}, "
+             f"{result['sms']} SMs" + quick_mark(result), "",
              "| shape | ops per step | allocations per step | transfers per epoch | "
              "syncs per epoch | work balance (kernel) | graph nodes per step | "
              "parallel slack (kernel) | serial tail (kernel) |",
@@ -217,7 +218,7 @@ def main(argv=None) -> int:
         backend = emulated_backend(runs=lambda kernel: kernel in RUN)
         device = "emulated (the batch cutting runs; the other kernels are counted)"
     result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
-              "quick": args.quick, "shapes": {}}
+              "sms": backend.sms, "quick": args.quick, "shapes": {}}
     for name in args.shapes:
         dataset, feedback, based, hidden = SHAPES[name]
         dataset = "synthetic-tiny" if args.quick else dataset

@@ -32,6 +32,7 @@ from helpers import provenance_said
 from ncae_cuda import ops
 from ncae_cuda.data import atomic_file, datasets, splits
 from ncae_cuda.model.config import read_toml
+from ncae_cuda.ops.common import DEFAULT_SMS
 from ncae_cuda.ops.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.ops.layout import NCAELayout
 from ncae_cuda.runs import effort
@@ -533,6 +534,8 @@ def test_launches_quick(tmp_path, temporary, capsys):
     md = (tmp_path / "launches.md").read_text()
     assert "| lastfm |" in md and "| gather_forward_kernel |" in md
     assert result["quick"] and md.splitlines()[0].endswith(QUICK_MARK)   # not lastfm's data
+    # the SMs the slack is counted against and the windows dealt out for (before, unsaid)
+    assert result["sms"] == DEFAULT_SMS and f", {DEFAULT_SMS} SMs" in md.splitlines()[0]
 
 
 def test_launches_plans_column_shards(tmp_path):
