@@ -225,16 +225,18 @@ def table(result: dict) -> list[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="folder for ann.json and .md")
     p.add_argument("--users", type=cli.count, default=1024,
-                   help="users timed in one call, and whose recall is counted")
-    p.add_argument("--calls", type=cli.count, default=200, help="one-user calls of the index")
+                   help="users timed in one call, and whose recall is counted (default: "
+                        "%(default)s)")
+    p.add_argument("--calls", type=cli.count, default=200,
+                   help="one-user calls of the index (default: %(default)s)")
     p.add_argument("--exact-calls", type=cli.count, default=20,
-                   help="one-user calls of the exact path")
+                   help="one-user calls of the exact path (default: %(default)s)")
     p.add_argument("--probes", type=integers(1), default="8,16,32",
-                   help="the probes swept, beside the default")
+                   help="the probes swept, beside the package's own (default: %(default)s)")
     p.add_argument("--shapes", type=names(SHAPES), default=",".join(SHAPES),
-                   help="of: " + ", ".join(SHAPES))
+                   help="of: " + ", ".join(SHAPES) + " (default: all)")
     p.add_argument("--libraries", action="store_true",
                    help="also faiss's and usearch's HNSW at the Delicious shape")
     add_quick(p, "a small shape in place of --shapes", QUICK)

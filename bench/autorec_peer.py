@@ -204,8 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, metavar="RECIPE",
                    help="also train NCAE with this recipe on the same split and seeds, in this "
                         "command (e.g. recipes/ml-100k-explicit.toml)")
-    p.add_argument("--dataset", default="ml-100k")
-    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--dataset", default="ml-100k",
+                   help="a data set with ratings, by name or file, as train's (default: "
+                        "%(default)s)")
+    p.add_argument("--data-dir", type=Path,
+                   help="where the data set is kept, as train's --data-dir")
     p.add_argument("--split", default="u1", help="as ncae_cuda.train: u1..ub or random "
                                                  "(default: %(default)s)")
     p.add_argument("--test-ratio", type=float, default=0.1,

@@ -239,10 +239,13 @@ def markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", choices=("cpu", "gpu"), default="gpu" if ops.HAS_CUDA else "cpu")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="gpu" if ops.HAS_CUDA else "cpu",
+                   help="the backend of our kernels, torch's beside them on the same device "
+                        "(default: gpu where there is one, else cpu)")
     p.add_argument("--shapes", type=names(SHAPES), default=",".join(SHAPES),
-                   help="comma-separated, of: " + ", ".join(SHAPES))
-    p.add_argument("--repeats", type=cli.count, default=20, help="timed runs per op (median)")
+                   help="comma-separated, of: " + ", ".join(SHAPES) + " (default: all)")
+    p.add_argument("--repeats", type=cli.count, default=20,
+                   help="timed runs per op (median) (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="tiny data: a smoke test")
     p.add_argument("--out", type=Path, required=True, help="folder for kernel_peers.json and .md")
     args = p.parse_args(argv)

@@ -196,9 +196,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for launches.json and .md")
     p.add_argument("--shapes", type=names(SHAPES), default=",".join(SHAPES),
-                   help=f"comma-separated, of: {', '.join(SHAPES)}")
+                   help=f"comma-separated, of: {', '.join(SHAPES)} (default: all)")
     p.add_argument("--device", choices=("emulated", "gpu"), default="emulated",
-                   help="emulated: no GPU needed, the kernels counted; gpu: every kernel runs")
+                   help="emulated: no GPU needed, the kernels counted; gpu: every kernel runs "
+                        "(default: %(default)s)")
     p.add_argument("--quick", action="store_true",
                    help="synthetic-tiny, in batches of 16, trained as each shape is")
     p.add_argument("--ranks", type=integers(1), default=[], metavar="R1,R2,...",

@@ -59,15 +59,21 @@ def markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", default="ml-100k")
-    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--dataset", default="ml-100k",
+                   help="a data set's name or file, as train's (default: %(default)s)")
+    p.add_argument("--data-dir", type=Path,
+                   help="where the data set is kept, as train's --data-dir")
     p.add_argument("--devices", type=names(DEVICES), default="cpu",
-                   help="comma-separated: " + ", ".join(DEVICES))
-    p.add_argument("-n", type=cli.count, default=100, help="M: items recommended per user")
-    p.add_argument("--epochs", type=cli.count, default=2, help="training epochs before timing")
-    p.add_argument("--repeats", type=cli.count, default=5)
+                   help="comma-separated: " + ", ".join(DEVICES) + " (default: %(default)s)")
+    p.add_argument("-n", type=cli.count, default=100,
+                   help="M: items recommended per user (default: %(default)s)")
+    p.add_argument("--epochs", type=cli.count, default=2,
+                   help="training epochs before timing (default: %(default)s)")
+    p.add_argument("--repeats", type=cli.count, default=5,
+                   help="timed calls of each model, after a warm-up (default: %(default)s)")
     add_quick(p, "a smoke test: tiny models", QUICK)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for recommend_time.json and .md")
     args = parse(p, argv, QUICK)
     check_devices(p, args.devices)
     data = cli.refused(p, lambda: datasets.load(args.dataset, data_dir=args.data_dir))

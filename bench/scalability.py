@@ -150,17 +150,22 @@ def time_cell(args) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--ks", type=integers(1), default="100,300,500")
-    p.add_argument("--ratios", type=shares, default="0.1,0.3,0.5,1.0", help="training ratios D")
-    p.add_argument("--growth-k", type=cli.count, default=300)
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                   help="the backend each cell trains on (default: %(default)s)")
+    p.add_argument("--ks", type=integers(1), default="100,300,500",
+                   help="Table 7's widths K of both hidden layers (default: %(default)s)")
+    p.add_argument("--ratios", type=shares, default="0.1,0.3,0.5,1.0",
+                   help="Table 7's training ratios D (default: %(default)s)")
+    p.add_argument("--growth-k", type=cli.count, default=300,
+                   help="growth: the width K its cells train at (default: %(default)s)")
     p.add_argument("--shares", type=shares, default="0.25,0.5,1.0",
-                   help="growth: shares of the whole")
+                   help="growth: shares of the whole (default: %(default)s)")
     p.add_argument("--epochs", type=cli.count, default=2,
                    help="epochs per cell, 2 or more, the first being start-up; the last is "
                         "reported (default: %(default)s)")
     add_quick(p, "small data, for tests", QUICK)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for scalability.json, .md, .csv and .png, and the cells' runs/")
     cli.add_pool_flags(p)
     p.add_argument("--cell", help=argparse.SUPPRESS)        # a cell's process: time it alone
     p.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)

@@ -269,21 +269,23 @@ def markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--out", type=Path, required=True, help="folder for serve_load.json and .md")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                   help="the backend the models train and serve on (default: %(default)s)")
     p.add_argument("--data-dir", type=Path, help="the folder that holds ml-100k/")
     p.add_argument("-n", type=cli.count, default=10, help="items a request (default: %(default)s)")
     p.add_argument("--clients", type=integers(1), default="1,8,64",
-                   help="concurrent clients of each level")
+                   help="concurrent clients of each level (default: %(default)s)")
     p.add_argument("--requests", type=cli.count, default=20_000,
-                   help="a level's requests at most")
+                   help="a level's requests at most (default: %(default)s)")
     p.add_argument("--seconds", type=number(0.1), default=10.0,
-                   help="a level's seconds at most, 0.1 or more")
+                   help="a level's seconds at most, 0.1 or more (default: %(default)s)")
     p.add_argument("--client-processes", type=cli.count,
                    default=max(1, min(4, (os.cpu_count() or 1) // 4)),
                    help="processes the clients are shared among (default: %(default)s)")
     p.add_argument("--server-flags", default="",
-                   help="more flags of python -m ncae_cuda.serve, e.g. '--max-wait-ms 2'")
+                   help="more flags of python -m ncae_cuda.serve, e.g. '--max-wait-ms 2' "
+                        "(default: none)")
     p.add_argument("--index", action="store_true",
                    help="also a server answering through the approximate index (--index "
                         "approximate, the [ann] extra), beside the exact one")

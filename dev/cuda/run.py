@@ -167,10 +167,15 @@ def inputs(op: str, backend, N: int, host: Batch, hidden: tuple, rng):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("op", choices=OPS)
-    p.add_argument("--shape", choices=tuple(SHAPES), default="ml10m")
+    p.add_argument("op", choices=OPS, help="the op whose versions are compared")
+    p.add_argument("--shape", choices=tuple(SHAPES), default="ml10m",
+                   help="the benchmark shape whose first training batch the versions run on "
+                        "(emulated: synthetic-tiny, trained as the shape is) (default: "
+                        "%(default)s)")
     p.add_argument("--device", choices=("gpu", "emulated"),
-                   default="gpu" if ops.HAS_CUDA else "emulated")
+                   default="gpu" if ops.HAS_CUDA else "emulated",
+                   help="gpu: checked, then timed; emulated: no GPU needed, checked only, on "
+                        "small data (default: gpu where there is one, else emulated)")
     args = p.parse_args(argv)
     if args.device == "gpu":
         check_devices(p, ["gpu"])
