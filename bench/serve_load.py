@@ -43,6 +43,7 @@ from bench.cli import (add_quick, check_devices, integers, number, out_folder, p
 from bench.epoch_time import commit
 from ncae_cuda import NCAE, cli
 from ncae_cuda.data import datasets
+from ncae_cuda.model.ann import IndexUnavailable, faiss_module
 from ncae_cuda.runs.environment import describe, device_facts, versions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -292,6 +293,11 @@ def main(argv=None) -> int:
     add_quick(p, "a tiny model", QUICK)
     args = parse(p, argv, QUICK)
     check_devices(p, [args.device])
+    if args.index:                        # said now, not after the exact path's server
+        try:
+            faiss_module()
+        except IndexUnavailable as e:
+            p.error(f"--index: {e}")
     shapes = {"tiny (quick)": QUICK_SHAPE} if args.quick else SHAPES
     # every shape's data before any work: a --data-dir without ML-100K refused in its line
     data = {name: cli.refused(p, shape_data, dataset, fallback, args.data_dir)

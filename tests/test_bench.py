@@ -604,18 +604,21 @@ def test_ann_quick_measures_recall_against_the_exact_path(tmp_path):
     assert provenance_said(tmp_path / "ann.json", tmp_path / "ann.md")
 
 
-@pytest.mark.parametrize("absent, flags, message", [
-    ("faiss", ["--quick"], "the approximate index needs the [ann] extra"),
+@pytest.mark.parametrize("bench, absent, flags, message", [
+    (ann, "faiss", ["--quick"], "the approximate index needs the [ann] extra"),
     # before, a traceback after the Delicious shape was measured (minutes), nothing written
-    pytest.param("usearch", ["--libraries", "--shapes", "Delicious"],
+    pytest.param(ann, "usearch", ["--libraries", "--shapes", "Delicious"],
                  "--libraries needs usearch beside faiss: pip install usearch",
                  marks=pytest.mark.extra("ann")),
+    # before, a traceback after the exact path's server was measured
+    (serve_load, "faiss", ["--quick", "--index"], "--index: the approximate index needs the "
+                                                  "[ann] extra"),
 ])
-def test_ann_refuses_a_library_not_installed_before_any_work(tmp_path, monkeypatch, capsys,
-                                                             absent, flags, message):
+def test_a_bench_refuses_a_library_not_installed_before_any_work(tmp_path, monkeypatch, capsys,
+                                                                 bench, absent, flags, message):
     monkeypatch.setitem(sys.modules, absent, None)              # its import fails
     with pytest.raises(SystemExit) as refused:
-        ann.main([*flags, "--out", str(tmp_path / "made")])
+        bench.main([*flags, "--out", str(tmp_path / "made")])
     err = capsys.readouterr().err
     assert refused.value.code == 2 and message in err and "Traceback" not in err, err
     assert not (tmp_path / "made").exists()
