@@ -37,8 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
+
+MISSING_EXTRA = ("python -m bench.peer_torch needs PyTorch, the [bench] extra: "
+                 "pip install -e '.[bench]'")
+try:
+    import torch
+    from torch import nn
+except ImportError:
+    if __name__ != "__main__":
+        raise                             # an importer (a test) decides what its absence means
+    print(f"error: {MISSING_EXTRA}", file=sys.stderr)
+    raise SystemExit(2) from None
 
 from bench.cli import (add_quick, check_devices, check_timed_epochs, out_folder, parse,
                        write_results)

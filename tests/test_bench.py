@@ -4,6 +4,7 @@ import dataclasses
 import errno
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from bench import (
     tuned_alike,
     warm_start,
 )
-from helpers import provenance_said
+from helpers import REPOSITORY, provenance_said
 from ncae_cuda import ops
 from ncae_cuda.data import atomic_file, datasets, splits
 from ncae_cuda.model.config import read_toml
@@ -602,6 +603,20 @@ def test_ann_quick_measures_recall_against_the_exact_path(tmp_path):
     assert max(row["recall"] for row in shape["index"]) >= 0.99
     assert "(default)" in (tmp_path / "ann.md").read_text()
     assert provenance_said(tmp_path / "ann.json", tmp_path / "ann.md")
+
+
+def test_peer_torch_without_torch_says_so_in_a_line(tmp_path):
+    """python -m bench.peer_torch where PyTorch is not installed (a package that fails to
+    import stands for it): before, a traceback ending in the ImportError."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('no torch here')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPOSITORY)])}
+    done = subprocess.run([sys.executable, "-m", "bench.peer_torch", "--quick", "--out",
+                           str(tmp_path / "made")], capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == ("error: python -m bench.peer_torch needs PyTorch, the [bench] extra: "
+                           "pip install -e '.[bench]'\n")
+    assert not (tmp_path / "made").exists()
 
 
 @pytest.mark.parametrize("bench, absent, flags, message", [
