@@ -287,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         text = table(peer, ncae, seeds[:len(peer)])                  # written after each seed
         write_results(args.out, "autorec_peer", {**where, "config": config, "peer": peer,
                                                  "ncae": ncae},
-                      f"# {data.name}, split {args.split}: NCAE and I-AutoRec\n\n"
+                      f"# {data.name}, split {args.split}: "
+                      f"{'NCAE and I-AutoRec' if args.config else 'I-AutoRec'}\n\n"
                       f"{provenance_line(where)}\n\n{command}\n\n{text}",
                       (len(peer), len(seeds), "seeds run"))
     print(f"\n{text}\n\nwrote {args.out / 'autorec_peer.md'}")

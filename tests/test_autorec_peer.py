@@ -66,6 +66,17 @@ def test_one_command_scores_both_models_on_the_same_split(tmp_path):
     assert provenance_said(out / "autorec_peer.json", out / "autorec_peer.md")
 
 
+def test_without_a_recipe_the_table_names_i_autorec_alone(tmp_path):
+    # before, its title said "NCAE and I-AutoRec" over a table without NCAE
+    out = tmp_path / "peer"
+    assert autorec_peer.main(["--dataset", "synthetic-tiny", "--split", "random", "--hidden",
+                              "4", "--lambdas", "1", "--maxiter", "2", "--every", "0",
+                              "--out", str(out)]) == 0
+    text = (out / "autorec_peer.md").read_text()
+    assert text.splitlines()[0] == "# synthetic-tiny, split random: I-AutoRec"
+    assert "| I-AutoRec |" in text and "| NCAE |" not in text
+
+
 def test_both_models_are_scored_on_every_test_entry_cold_ones_too(tmp_path):
     """Split files whose test part holds items the base file lacks (ML-100K's u1: 32 of
     20,000), here a stand-in ml-100k folder: both models are scored over every test entry, as
