@@ -87,14 +87,19 @@ def write_results(out: Path, name: str, result: dict, markdown: str,
 # argparse types of the benches' comma-separated flags, refused by the parser before any work
 
 def listed(parse, what: str):
-    """The argparse type of comma-separated values, each parse(value): its ValueError refuses
-    the whole, as not `what` ("integers >= 1")."""
+    """The argparse type of comma-separated values, each parse(value) and each once (a value
+    twice would be measured twice, or name one run's folder twice): a ValueError or a value
+    repeated refuses the whole, as not `what` ("integers >= 1")."""
     def parsed(text: str) -> list:
         try:
-            return [parse(value) for value in text.split(",")]
+            values = [parse(value) for value in text.split(",")]
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"expected comma-separated {what}, got {text!r}") from None
+        if len(set(values)) < len(values):
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {what}, each once, got {text!r}")
+        return values
     return parsed
 
 

@@ -35,9 +35,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.cli import add_quick, out_folder, parse, write_results
+from bench.cli import add_quick, integers, out_folder, parse, write_results
 from bench.epoch_time import commit
-from ncae_cuda import cli
 from ncae_cuda.commands.flags import build_parser, run_spec
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.errors import NcaeError
@@ -221,7 +220,7 @@ def main(argv=None) -> int:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="ml-100k", help="(default: %(default)s)")
     p.add_argument("--data-dir", type=Path, help="folder with an extracted copy of it")
-    p.add_argument("--seeds", type=cli.int_list, default="0,1,2",
+    p.add_argument("--seeds", type=integers(0), default="0,1,2",
                    help="the model's seeds, a parent, cold and warm fit each (default: "
                         "%(default)s)")
     p.add_argument("--device", default="auto", choices=DEVICES, help="(default: %(default)s)")
@@ -230,8 +229,6 @@ def main(argv=None) -> int:
                    help="the warm fits' learning rate (default: the recipe's, as the cold fits')")
     p.add_argument("--out", type=Path, required=True, help="folder for warm_start.json and .md")
     args = parse(p, argv, QUICK_FLAGS)
-    if min(args.seeds) < 0:
-        p.error(f"--seeds must be >= 0; got {','.join(map(str, args.seeds))}")
     if args.warm_lr is not None and not args.warm_lr > 0:
         p.error(f"--warm-lr must be > 0; got {args.warm_lr:g}")
     out_folder(p, args.out)

@@ -378,6 +378,17 @@ BENCH_ERRORS = [
     # before, a cell of one epoch reported that epoch, start-up and all (15.8 s for 0.3)
     (scalability, ["--quick", "--epochs", "1", "--out", "OUT/made"],
      "--epochs must be >= 2, the first being start-up; got 1"),
+    # before, an AssertionError's traceback (two cells of one folder), and the seed's test
+    # counted twice in the mean
+    (scalability, ["--quick", "--ks", "8,8", "--out", "OUT/made"], "argument --ks: expected "
+     "comma-separated integers >= 1, each once, got '8,8'"),
+    (tuned_alike, ["--dataset", "synthetic-tiny", "--split-seeds", "0,1,0", "--out", "OUT/made"],
+     "argument --split-seeds: expected comma-separated integers >= 0, each once, got '0,1,0'"),
+    # before, "--out /tmp/ncae-warm-start-.../explicit-0-parent holds another run's files"
+    (warm_start, ["--quick", "--seeds", "0,0", "--out", "OUT/made"], "argument --seeds: "
+     "expected comma-separated integers >= 0, each once, got '0,0'"),
+    (warm_start, ["--quick", "--seeds", "-1", "--out", "OUT/made"], "argument --seeds: "
+     "expected comma-separated integers >= 0, got '-1'"),
     # before, a traceback after --out was made
     (serve_load, ["--data-dir", "OUT/none", "--out", "OUT/made"],
      "error: ml-100k: u.data is in neither"),
