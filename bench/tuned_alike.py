@@ -18,9 +18,11 @@ and test-MODEL-sS/ (python -m ncae_cuda.train's or ncae_cuda.baselines' folder, 
 test-MODEL-sS.toml, the recipe it ran). A step whose output is there is not run again, so the
 same command continues where it stopped: a study with fewer finished trials than --trials is
 continued to them (the same tune command, which continues a study in its --out), and a test
-folder is run again where the recipe it ran is not the model's chosen one. --also MODEL=STUDY
-counts an earlier study of the model (its space since changed, say) in the model's --trials
-and minutes; the model's recipe is then the best of its studies on validation. Writes
+folder is run again where the recipe it ran is not the model's chosen one; a --work whose runs
+are of other data flags, or whose NCAE study started from other settings, is refused (its
+runs would be tabled as this command's). --also MODEL=STUDY counts an earlier study of the
+model (its space since changed, say) in the model's --trials and minutes; the model's recipe
+is then the best of its studies on validation. Writes
 tuned_alike.json and tuned_alike.md under --out, with the commit, the date and the machine (its
 CPU, and the GPU NCAE trains on where there is one): for each model the trials finished, their
 minutes (the trials' own time, as trials.csv has it), the settings chosen, validation and test
@@ -46,6 +48,7 @@ from ncae_cuda.runs.factory import read_recipe, recipe_text
 MODELS = ("ncae", "ease", "item-knn", "rp3beta", "ials", "bpr")
 METRIC = "ndcg@100"                    # what every study and table is scored by
 QUICK = {"trials": 2, "split_seeds": "0"}
+RUNS_OF = "data.json"                  # in --work: the data flags its runs are of
 
 
 def run(command: list[str], log: Path) -> None:
@@ -103,11 +106,25 @@ def study_row(model: str, studies: list[Path]) -> dict:
             "chosen": ", ".join(f"{name} {shown(value)}" for name, value in chosen.items())}
 
 
+def runs_of_data(p: argparse.ArgumentParser, work: Path, data: list[str]) -> None:
+    """work/RUNS_OF, the data flags of the runs there, written by the first command; p.error
+    where they are of other data: a study of enough trials and a test of the same recipe are
+    not run again, so this data's table would hold that data's figures."""
+    record = work / RUNS_OF
+    if not record.exists():
+        record.write_text(json.dumps(data) + "\n")
+    elif (ran := json.loads(record.read_text())) != data:
+        p.error(f"--work {work} holds runs on other data ({' '.join(ran)}): rerun with those "
+                "flags, or choose another --out or --work")
+
+
 def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Path:
     """work/ncae-start.toml, the recipe NCAE's study starts from: --ncae-config's settings (None:
     the trainer's defaults) on implicit feedback, as the baselines learn (they rank the items
     each user interacted with, ratings or not) and as METRIC scores; p.error where the recipe
-    cannot be read or says explicit feedback."""
+    cannot be read or says explicit feedback, or where work's study of NCAE started from
+    other settings (a study of enough trials is not run again: the new start would tune
+    nothing)."""
     try:
         settings = read_recipe(given) if given else {}
     except ValueError as e:
@@ -115,7 +132,10 @@ def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Pa
     if settings.setdefault("feedback", "implicit") != "implicit":
         p.error(f"--ncae-config {given}: feedback {settings['feedback']}: every model here is "
                 f"tuned alike on implicit feedback, scored by {METRIC}")
-    start = work / "ncae-start.toml"
+    start, study = work / "ncae-start.toml", work / "tune-ncae"
+    if study.exists() and start.exists() and read_recipe(start) != settings:
+        p.error(f"--ncae-config {given or '(none)'}: {study} was tuned from other settings "
+                f"({start}): rerun with those, or choose another --out or --work")
     start.write_text(recipe_text(settings, f"NCAE's study starts from: {given or 'defaults'}, "
                                            "on implicit feedback"))
     return start
@@ -209,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, flag) is not None:
             data += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
     earlier = earlier_studies(p, args.also, models)
+    runs_of_data(p, work, data)
     start = ncae_start(p, args.ncae_config, work) if "ncae" in models else None
     own = {model: trials - sum(effort.of_study(study / "best.toml")["trials"]
                                for study in earlier.get(model, [])) for model in models}

@@ -696,8 +696,11 @@ def test_tuned_alike_quick_tables_each_models_study_and_tests(tmp_path):
 def test_tuned_alike_tunes_ncae_on_implicit_feedback(tmp_path, monkeypatch, capsys):
     """NCAE's study starts from its recipe on implicit feedback where the recipe does not say,
     as the baselines learn (before, it trained on synthetic-tiny's ratings, which ndcg@100 does
-    not score: a KeyError at the end); a recipe saying explicit is refused in a line."""
+    not score: a KeyError at the end); a recipe saying explicit is refused in a line, and so is
+    another start for a study there (before, written to ncae-start.toml: a study of enough
+    trials, kept as it was, tuned nothing from it)."""
     def reached(model, data, trials, work, recipe):
+        (work / f"tune-{model}").mkdir()                 # the study, as if it had run
         raise Reached(read_recipe(recipe))
     monkeypatch.setattr(tuned_alike, "tuned", reached)
     recipe = tmp_path / "ncae.toml"
@@ -707,11 +710,36 @@ def test_tuned_alike_tunes_ncae_on_implicit_feedback(tmp_path, monkeypatch, caps
     with pytest.raises(Reached) as got:
         tuned_alike.main(argv)
     assert got.value.args[0] == {**read_recipe(recipe), "feedback": "implicit"}
+    recipe.write_text("hidden = [16]\n")
+    with pytest.raises(SystemExit):
+        tuned_alike.main(argv)
+    start = tmp_path / "out" / "runs" / "ncae-start.toml"
+    assert (f"error: --ncae-config {recipe}: {start.parent / 'tune-ncae'} was tuned from other "
+            f"settings ({start}): rerun with those, or choose another --out or --work"
+            ) in capsys.readouterr().err
+    assert read_recipe(start)["hidden"] == (8,)
     recipe.write_text('feedback = "explicit"\n')
     with pytest.raises(SystemExit):
         tuned_alike.main(argv)
     assert (f"error: --ncae-config {recipe}: feedback explicit: every model here is tuned alike "
             "on implicit feedback") in capsys.readouterr().err
+
+
+@pytest.mark.extra("tune")
+def test_tuned_alike_refuses_a_work_folder_of_other_data(tmp_path, capsys):
+    """Before, --dataset ml-100k over synthetic-tiny's --out ran nothing and tabled
+    synthetic-tiny's studies and tests as ml-100k's."""
+    argv = ["--dataset", "synthetic-tiny", "--quick", "--models", "ease", "--out",
+            str(tmp_path / "out")]
+    assert tuned_alike.main(argv) == 0
+    table = (tmp_path / "out" / "tuned_alike.md").read_text()
+    with pytest.raises(SystemExit) as refused:
+        tuned_alike.main([*argv, "--valid-item", "latest"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and (
+        f"error: --work {tmp_path / 'out' / 'runs'} holds runs on other data (--dataset "
+        "synthetic-tiny): rerun with those flags, or choose another --out or --work") in err
+    assert (tmp_path / "out" / "tuned_alike.md").read_text() == table
 
 
 @pytest.mark.extra("tune")
