@@ -28,8 +28,9 @@ from ncae_cuda.ops.floors import Ceilings, tf32_rate
 
 
 def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
-    """The ceilings a benchmark measured on its device, and its commit and date: from
-    bench.peer_torch's JSON (one device) or bench.epoch_time's (its first GPU device)."""
+    """The ceilings a benchmark measured on its device, and its commit, date and whether it
+    was a --quick run (its ceilings a smoke test's): from bench.peer_torch's JSON (one device)
+    or bench.epoch_time's (its first GPU device)."""
     result = json.loads(path.read_text())
     if "floor" in result:                                       # peer_torch.json
         floor = result["floor"]
@@ -44,7 +45,8 @@ def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
                             tf32_rate(measured.get("tf32_gflop_s"), 1e9))
     else:
         raise ValueError("neither bench.peer_torch's nor bench.epoch_time's JSON")
-    return ceilings, {"commit": result["commit"], "date": result["date"]}
+    return ceilings, {"commit": result["commit"], "date": result["date"],
+                      "quick": bool(result.get("quick"))}
 
 
 def table(result: dict) -> list[str]:
@@ -69,7 +71,8 @@ def table(result: dict) -> list[str]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--ceilings", type=Path, required=True,
-                   help="a peer_torch.json or epoch_time.json from a run on the device")
+                   help="a peer_torch.json or epoch_time.json from a run on the device (a "
+                        "--quick run's only with --quick)")
     add_case_flags(p)
     p.add_argument("--batch-sizes", default="",
                    help="comma-separated rows a step to count each case at (default: each "
@@ -88,6 +91,10 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         p.error(f"--ceilings {args.ceilings}: cannot read ceilings from it "
                 f"({type(e).__name__}: {e})")
+    if source.pop("quick") and not args.quick:
+        # small arrays measured once, in tenths of a second: figures a cache flatters
+        p.error(f"--ceilings {args.ceilings}: a --quick run's ceilings, a smoke test's: give a "
+                "full run's, or count with --quick")
     out_folder(p, args.out)
     floors = []
     for case in cases:

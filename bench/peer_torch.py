@@ -16,12 +16,14 @@ optimizer settings and batch size; the peer's test predictions are scored by the
 metric code. Only the dropout masks and shuffles differ (each draws its own), so the two test
 figures should agree within seed noise: the run says whether they do.
 
-Writes peer_torch.json and peer_torch.md under --out: device, commit, date, the configuration,
-and per model the seconds of every training epoch (evaluation excluded), their median over
-epochs 2..E (the first holds start-up: Numba's cache loading, CUDA compilation, allocation), the
-test figures after E epochs, the torch / ncae_cuda ratio of the medians, and both times as
-multiples of the epoch's floor from ncae_cuda.ops.floors. Both files are written before each
-model trains and after both, so a run stopped by a time limit keeps the model it finished.
+Writes peer_torch.json and peer_torch.md under --out: device, commit, date, whether --quick ran
+(a smoke test's: bench.report leaves it out, bench.floors counts over its ceilings only with
+--quick), the configuration, and per model the seconds of every training epoch (evaluation
+excluded), their median over epochs 2..E (the first holds start-up: Numba's cache loading, CUDA
+compilation, allocation), the test figures after E epochs, the torch / ncae_cuda ratio of the
+medians, and both times as multiples of the epoch's floor from ncae_cuda.ops.floors. Both files
+are written before each model trains and after both, so a run stopped by a time limit keeps the
+model it finished.
 """
 from __future__ import annotations
 
@@ -439,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     n_test = exp.split.test.nnz
     result = {
         "device": device_name(args.device), "commit": commit(),
-        "date": datetime.date.today().isoformat(), "torch": torch.__version__,
+        "date": datetime.date.today().isoformat(), "quick": args.quick,
+        "torch": torch.__version__,
         "config": {**recorded(spec, config),
                    "device": args.device, "trainer_argv": argv,
                    "data": {"rows": m.shape[0], "cols": m.shape[1], "train_entries": m.nnz,

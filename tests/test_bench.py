@@ -346,7 +346,8 @@ def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
         "ceilings": {"cpu": {"bandwidth_gb_s": 50.0, "gflop_s": 500.0},
                      "gpu": {"bandwidth_gb_s": 1000.0, "gflop_s": 10000.0}}}))
     assert floors.recorded_ceilings(timed) == (Ceilings("Test GPU", 1e12, 1e13),
-                                               {"commit": "def", "date": "2026-01-02"})
+                                               {"commit": "def", "date": "2026-01-02",
+                                                "quick": False})
     # a TF32 case's FLOPs count at the TF32 rate, and bound nothing where none was measured
     for rate, bound in ((None, "bytes"), (1e8, "FLOPs")):
         peer.write_text(json.dumps({"device": "Test GPU", "commit": "abc", "date": "2026-01-01",
@@ -357,6 +358,25 @@ def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
         (row,) = json.loads((out / "floors.json").read_text())["floors"]
         memory, arithmetic = row["gb"] * 1e9 / 1e12, row["tflop"] * 1e12 / (rate or np.inf)
         assert row["set_by"] == bound and row["floor_s"] == pytest.approx(max(memory, arithmetic))
+
+
+def test_floors_refuse_a_smoke_tests_ceilings_but_for_a_smoke_test(tmp_path, capsys):
+    """Before, a --quick run's ceilings (small arrays, measured once, that a cache flatters)
+    gave floors as a device's, and said nothing of it."""
+    quick = tmp_path / "epoch_time.json"
+    quick.write_text(json.dumps({
+        "commit": "abc", "date": "2026-01-01", "quick": True, "devices": {"cpu": "CPU"},
+        "ceilings": {"cpu": {"bandwidth_gb_s": 3.0, "gflop_s": 17.0}}}))
+    with pytest.raises(SystemExit) as refused:
+        floors.main(["--ceilings", str(quick), "--cases", "lastfm", "--out",
+                     str(tmp_path / "made")])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and (
+        f"error: --ceilings {quick}: a --quick run's ceilings, a smoke test's: give a full "
+        "run's, or count with --quick") in err, err
+    assert not (tmp_path / "made").exists()
+    assert floors.main(["--ceilings", str(quick), "--quick", "--cases", "lastfm", "--out",
+                        str(tmp_path / "out")]) == 0
 
 
 BENCH_ERRORS = [

@@ -100,6 +100,8 @@ def test_quick_run_reports_both_models(tmp_path, feedback, metric):
     assert "unfinished" not in result
     assert result["config"]["feedback"] == feedback and result["commit"]
     assert "| ncae_cuda" in (tmp_path / "peer_torch.md").read_text()
+    # a smoke test's, as bench.report and bench.floors read it (before, unsaid)
+    assert result["quick"] is True
 
 
 def test_quick_leaves_the_flags_given(tmp_path, monkeypatch, capsys):
