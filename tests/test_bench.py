@@ -802,6 +802,9 @@ def test_recommend_time_quick(tmp_path):
     assert [r["model"] for r in result["runs"]] == ["implicit, user-based, hidden 8",
                                                     "explicit, item-based, hidden 8"]
     assert all(r["median_seconds"] > 0 for r in result["runs"])
+    # -n 100 of 50 items: a top of all 50 is what was timed (before, titled "Top-100")
+    assert result["n"] == result["items"] == 50
+    assert (tmp_path / "recommend_time.md").read_text().startswith("# Top-50 for every user")
 
 
 def test_reader_speed_quick(tmp_path, temporary):
