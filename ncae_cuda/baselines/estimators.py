@@ -32,7 +32,6 @@ a user (an item) with none is answered no items (Model.ranks_without_history).
 from __future__ import annotations
 
 import abc
-import contextlib
 import math
 import numbers
 import time
@@ -129,19 +128,6 @@ class BaselineModel(Model):
             self._take(self._solve(binary(data.seen), valid, heard))
             self.best_validation = None if valid is None else self.evaluate(valid)
         return self
-
-    @contextlib.contextmanager
-    def _as_it_was_unless_fitted(self):
-        """Within it, a fit replaces the model's fitted state; where it raises (a stop, a
-        failing callback, a refusal of the solve), the model is put back as it was, never half
-        fit (NCAE's alike): every attribute of the fitted state is one fit assigns."""
-        before = dict(vars(self))
-        try:
-            yield
-        except BaseException:
-            vars(self).clear()
-            vars(self).update(before)
-            raise
 
     @property
     def best_epoch(self) -> int | None:

@@ -17,6 +17,7 @@ its scorer: users -> (B, n_items) scores on the backend.
 from __future__ import annotations
 
 import abc
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -398,6 +399,22 @@ class Model(abc.ABC):
         if self.data is None:
             raise NotFitted(f"the {self.title} model is not fitted: call fit(), or load a "
                             "saved one (ncae_cuda.load_model)")
+
+    @contextlib.contextmanager
+    def _as_it_was_unless_fitted(self):
+        """Within it, a fit replaces the model's fitted state (data, parameters, history);
+        where it raises (a stop, a failing callback, a divergence, a refusal of the data), the
+        model is put back as it was: a stopped partial_fit resumes from the model it started
+        from, which its checkpoint names, and a fitted model is never left half fit. A fit
+        assigns its state's attributes anew, never changes one in place, so the attributes as
+        they were are the model as it was."""
+        before = dict(vars(self))
+        try:
+            yield
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(before)
+            raise
 
     # -----------------------------------------------------------------------------------------
     # saving

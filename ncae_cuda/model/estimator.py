@@ -21,7 +21,6 @@ without the training data at hand.
 """
 from __future__ import annotations
 
-import contextlib
 import numbers
 from dataclasses import asdict
 
@@ -262,21 +261,6 @@ class NCAE(Recommender):
         self.still_improving = stopping.still_improving(self.history, self.best_epoch,
                                                         int(epochs), c.patience)
         return self
-
-    @contextlib.contextmanager
-    def _as_it_was_unless_fitted(self):
-        """Within it, a fit replaces the model's data, network and history; where it raises (a
-        stop, a failing callback, a divergence), the model is put back as it was: a stopped
-        partial_fit resumes from the model it started from, which its checkpoint names, and a
-        fitted model is never left half trained."""
-        names = ("data", "_net", "source", "history", "best_epoch", "still_improving")
-        before = [getattr(self, name) for name in names]
-        try:
-            yield
-        except BaseException:
-            for name, value in zip(names, before):
-                setattr(self, name, value)
-            raise
 
     def refit(self, X, **fitting) -> NCAE:
         """A new model of the same settings fit on X for best_epoch epochs: the run protocol's
