@@ -448,6 +448,33 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
     assert "--baseline-trials: the trials of the --baselines' studies" in capsys.readouterr().err
 
 
+@pytest.mark.extra("tune")
+def test_the_baselines_are_tuned_on_the_data_and_figure_of_ncaes_study(tmp_path, capsys):
+    """train --config STUDY/best.toml --baselines: a run that reads other data than NCAE's
+    study did (here without its --valid-item latest) is refused in a line before NCAE trains
+    (before, the baselines' studies scored this run's validation part, another than NCAE's
+    study scored, and the table said all were tuned alike); a run of other --cutoffs tunes them
+    by the study's figure, NDCG@20 (before: NDCG at the run's last cutoff, 10)."""
+    from ncae_cuda.commands import tune
+    recipe, space = tmp_path / "recipe.toml", tmp_path / "space.toml"
+    recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\ncutoffs = [5, 20]\n')
+    space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
+    data = ["--dataset", "synthetic-tiny", "--valid-item", "latest"]
+    assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "1",
+                      "--out", str(tmp_path / "tune-ncae")]) == 0
+    best, out = str(tmp_path / "tune-ncae" / "best.toml"), tmp_path / "run"
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        train.main([*data[:2], "--config", best, "--baselines", "ease", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert ("--baselines: --config's study tuned NCAE on --dataset synthetic-tiny --valid-item "
+            "latest, and this run reads --dataset synthetic-tiny") in err
+    assert "Traceback" not in err and not out.exists()
+    assert train.main([*data, "--config", best, "--cutoffs", "5,10", "--baselines", "ease",
+                       "--out", str(out)]) == 0
+    assert "validation ndcg@20 " in (out / "tune-ease" / "best.toml").read_text()
+
+
 def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):
     """--baselines ease,item-knn=RECIPE: EASE chosen by its grid, item-kNN at the recipe's
     settings (a tuned one's), each row beside NCAE's on the same test users; a recipe of

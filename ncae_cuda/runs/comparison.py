@@ -22,7 +22,7 @@ from ..data.interactions import DataError, Interactions
 from ..model.config import Config, SettingError
 from ..model.base import Model
 from ..model.fitdata import FitData
-from . import effort
+from . import effort, space
 from .factory import BASELINES as MODELS
 from .factory import read_recipe, seeded
 from .pool import duration
@@ -109,6 +109,13 @@ def recipe_paths(entries: tuple[str, ...]) -> tuple[tuple[str, ...], dict]:
         if path:
             recipes[name] = Path(path)
     return tuple(models), recipes
+
+
+def tuned_by_study(entries: tuple[str, ...]) -> tuple[str, ...]:
+    """The models of beside_ncae's entries given no recipe that a study can tune (POP has no
+    setting): those --baseline-trials tunes beside NCAE."""
+    models, recipes = recipe_paths(entries)
+    return tuple(name for name in models if name not in recipes and name in space.TUNED)
 
 
 def needs_validation(split: splits.Split) -> None:

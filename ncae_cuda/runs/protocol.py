@@ -48,8 +48,8 @@ from ..model.base import Model
 from ..model.config import Config, SettingError
 from ..model.estimator import NCAE
 from ..ops import BackendUnavailable
-from . import effort, rundir, space
-from .comparison import compare, recipe_paths, recipe_settings
+from . import effort, rundir
+from .comparison import compare, recipe_paths, recipe_settings, tuned_by_study
 from .factory import load_model, make_model
 from .select_test import epochs_text, select_refit_test
 from .spec import DataSpec, RunSpec, data_argv, given_data, recorded
@@ -384,9 +384,8 @@ def beside(spec: RunSpec, split: splits.Split, cutoffs: tuple[int, ...], ops,
     or else by its grid; each result's 'search' says what chose its settings."""
     names, recipes = recipe_paths(spec.baselines)
     if spec.baseline_trials:
-        for name in names:
-            if name not in recipes and name in space.TUNED:          # (POP has no setting)
-                recipes[name] = tuned_recipe(name, spec, seed, cutoffs)
+        for name in tuned_by_study(spec.baselines):
+            recipes[name] = tuned_recipe(name, spec, seed, cutoffs)
     results = compare(split, names, cutoffs, ops, seed,
                       recipes={name: recipe_settings(path, name, "--baselines")[1]
                                for name, path in recipes.items()})
@@ -397,17 +396,21 @@ def beside(spec: RunSpec, split: splits.Split, cutoffs: tuple[int, ...], ops,
 
 def tuned_recipe(model: str, spec: RunSpec, seed: int, cutoffs: tuple[int, ...]) -> Path:
     """The best.toml of `model` tuned by python -m ncae_cuda.tune --model with
-    spec.baseline_trials trials on the run's data, its trials scored as NCAE's study (--config's)
-    scored its own: at NCAE's `cutoffs`, by its figure, on its split seeds (effort.scoring); in
+    spec.baseline_trials trials on the run's data (the study's: RunSpec.resolved refuses
+    other), its trials scored as NCAE's study (--config's) scored its own: by its figure at
+    its cutoff (NCAE's `cutoffs` below it beside), on its split seeds (effort.scoring); in
     --out/tune-MODEL (a study there is continued), its lines on this process's output;
     TuneError where the study fails."""
     study = spec.out / f"tune-{model}"
-    data, alike = given_data(spec.data), ["--cutoffs", ",".join(map(str, cutoffs))]
-    scored = effort.scoring(spec.config)
-    if scored:          # the study's split seeds in place of the run's own
+    data, scored = given_data(spec.data), effort.scoring(spec.config)
+    alike = []
+    if scored:          # the study's figure, cutoff and split seeds in place of the run's own
         data.pop("split_seed", None)
-        alike += ["--metric", scored["metric"].split("@")[0],
+        figure, _, cutoff = scored["metric"].partition("@")
+        cutoffs = (*(m for m in cutoffs if m < int(cutoff)), int(cutoff))
+        alike += ["--metric", figure,
                   "--split-seeds", ",".join(map(str, scored["split_seeds"]))]
+    alike += ["--cutoffs", ",".join(map(str, cutoffs))]
     command = ["ncae_cuda.tune", "--model", model, *data_argv(data), *alike,
                "--trials", str(spec.baseline_trials), "--seed", str(seed),
                "--device", spec.device, "--out", str(study)]

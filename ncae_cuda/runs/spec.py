@@ -22,7 +22,7 @@ from ..model.config import DEFAULTS, Config, SettingError
 from ..model.estimator import SHARDS
 from ..model.trainer import CHECKPOINT_EVERY
 from . import effort, rundir
-from .comparison import beside_ncae
+from .comparison import beside_ncae, tuned_by_study
 
 DEVICES = ("auto", "cpu", "gpu")      # --device: auto is the GPU where there is one
 IMPLICIT_SPLITS = ("loo", "time")     # the splits that hold out items a user to rank
@@ -346,6 +346,8 @@ class RunSpec:
         study = effort.of_study(self.config)
         trials = self.baseline_trials or (study["trials"] if study and self.baselines
                                           else None)
+        if trials and tuned_by_study(self.baselines):
+            self._check_scored_alike(data, feedback)
         spec = replace(self, data=data, warm_start=self.warm_start and self.parent_model(),
                        baseline_trials=trials).with_folder(data.name)
         if spec.warm_start and spec.warm_start.resolve() == rundir.model_file(spec.out).resolve():
@@ -354,6 +356,31 @@ class RunSpec:
             raise SpecError(f"--warm-start {self.warm_start}: the model in --out {spec.out}, "
                             "which this run would replace: give the new run another --out")
         return spec, config
+
+    def _check_scored_alike(self, data: DataSpec, feedback: str) -> None:
+        """SpecError where the baselines' studies beside NCAE (protocol.tuned_recipe) cannot
+        score their trials as --config's study scored NCAE's (effort.scoring): a study of
+        explicit feedback, or this run's data (`data`, resolved) other than the study's, the
+        split seed aside (the studies take the study's). Before, they were tuned on this run's
+        validation part, another than NCAE's, and the table said every model was tuned
+        alike."""
+        scored = effort.scoring(self.config)
+        if not scored:
+            return
+        if "@" not in scored["metric"]:
+            raise SpecError(f"--baselines: --config's study scored NCAE by {scored['metric']}, "
+                            "and the baselines' studies score a ranking figure: tune NCAE on "
+                            "implicit feedback, or give each baseline a recipe")
+        if "data" not in scored:                 # a study's record before it held its data
+            return
+        study, run = ({k: v for k, v in flags.items() if k != "split_seed"}
+                      for flags in (scored["data"], as_used(given_data(data), feedback)))
+        if study != run:
+            said = [" ".join(data_argv(flags)) or "the default data" for flags in (study, run)]
+            raise SpecError(f"--baselines: --config's study tuned NCAE on {said[0]}, and this "
+                            f"run reads {said[1]}: give the study's data flags (any split "
+                            "seed), so that the baselines' studies score the validation part "
+                            "NCAE's did")
 
     def parent_model(self) -> Path:
         """--warm-start's model file: the path given, or the model.npz in the folder given;
