@@ -547,6 +547,12 @@ def test_a_journal_line_cut_short_by_a_crash_is_dropped_and_the_study_goes_on(fi
     (study_storage.JOURNAL, lambda b: b"\x00" + b, "{path}:1: damaged"),
     (study_storage.JOURNAL, lambda b: b + b"{}\n", "{path}:{lines}: damaged"),
     (study_storage.JOURNAL, lambda b: b + b"[1, 2]\n" + b, "{path}:{lines}: damaged"),
+    # records of Optuna's shape that it cannot replay (before: its AssertionError, KeyError)
+    (study_storage.JOURNAL, lambda b: b + b'{"op_code": 999}\n', "{path}: damaged, a record "
+     "Optuna cannot replay (AssertionError: Should not reach.): restore the file from a copy, "
+     "or start over with --overwrite"),
+    (study_storage.JOURNAL, lambda b: b + b'{"op_code": 4, "worker_id": "w"}\n',
+     "{path}: damaged, a record Optuna cannot replay (KeyError: 'study_id')"),
     (effort.MARKER, lambda b: b[:20], "{path}: damaged, not the record of a study (its name and "
      "storage): remove it and run the same command again"),
     (effort.MARKER, lambda b: b"[1, 2]", "{path}: damaged"),

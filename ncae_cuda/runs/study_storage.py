@@ -20,6 +20,10 @@ OPEN_TRIES = 5                   # at opening a database storage that others are
 CONNECT_TIMEOUT = 10             # seconds a PostgreSQL server has to answer at opening
 # PostgreSQL's SQLSTATEs of a table (42P07) or a type (42710) made since the statement looked
 MADE_MEANWHILE = ("42P07", "42710")
+# what Optuna's replay of a journal raises at a record of its shape (a dict with an integer
+# op_code, _check_journal's) that it cannot apply: an unknown op_code (its assert), a field
+# missing or of another kind
+REPLAY_ERRORS = (AssertionError, LookupError, TypeError, ValueError, AttributeError)
 
 
 class TuneError(NcaeError):
@@ -65,7 +69,11 @@ def open_storage(spec):
         path = str(spec.out / JOURNAL)
         lock = JournalFileSymlinkLock(path)           # Optuna's own, that its writers hold
         _check_journal(Path(path), lock)
-        return JournalStorage(JournalFileBackend(path, lock_obj=lock))
+        try:                                          # (it replays every record at once)
+            return JournalStorage(JournalFileBackend(path, lock_obj=lock))
+        except REPLAY_ERRORS as e:
+            reason = f"{type(e).__name__}: {e}"
+            raise damaged(path, f"a record Optuna cannot replay ({reason})") from None
     import sqlalchemy.exc
     url, engine = spec.storage, {}
     if url.startswith("postgresql://"):          # the driver the [tune] extra installs, whatever
@@ -124,9 +132,14 @@ def _check_journal(path: Path, lock) -> None:
     for number, line in enumerate(text.splitlines(), start=1):
         record = parsed_json(line)
         if not (isinstance(record, dict) and isinstance(record.get("op_code"), int)):
-            raise TuneError(f"{path}:{number}: damaged, not a record of Optuna's journal: "
-                            "restore the file from a copy, or start over with --overwrite "
-                            "(its trials are lost)")
+            raise damaged(f"{path}:{number}", "not a record of Optuna's journal")
+
+
+def damaged(where: str, what: str) -> TuneError:
+    """The error of a journal damaged `where` (its path, and line where known): `what` it
+    holds."""
+    return TuneError(f"{where}: damaged, {what}: restore the file from a copy, or start over "
+                     "with --overwrite (its trials are lost)")
 
 
 def parsed_json(text: bytes):
