@@ -237,9 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         if left < 1:
             p.error(f"--also: {model}'s earlier studies hold --trials {trials} or more: "
                     "no study of its own is left to run")
+    tuning = [*data, "--split-seed", str(seeds[0])]        # every study on the first's split
     rows = []
     for model in models:
-        studies = [*earlier.get(model, []), tuned(model, data, own[model], work,
+        studies = [*earlier.get(model, []), tuned(model, tuning, own[model], work,
                                                   start if model == "ncae" else None)]
         row = study_row(model, studies)
         figures = [tested(model, Path(row["recipe"]), data, seed, work) for seed in seeds]

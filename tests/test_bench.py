@@ -795,6 +795,19 @@ def test_tuned_alike_counts_an_earlier_study_continues_its_own_and_retests_a_sta
     assert refused.value.code == 2
 
 
+@pytest.mark.extra("tune")
+def test_tuned_alike_tunes_on_the_first_split_seeds_validation(tmp_path):
+    """The studies tune on the first of --split-seeds, as the table says (before: on split
+    seed 0 whatever --split-seeds said, while the table said 'chosen on seed 1's
+    validation')."""
+    out = tmp_path / "out"
+    assert tuned_alike.main(["--dataset", "synthetic-tiny", "--models", "item-knn", "--trials",
+                             "1", "--split-seeds", "1", "--out", str(out)]) == 0
+    held = json.loads((out / "runs" / "tune-item-knn" / "tune.json").read_text())
+    assert held["scored"]["split_seeds"] == [1]
+    assert "chosen on seed 1's validation" in (out / "tuned_alike.md").read_text()
+
+
 def test_recommend_time_quick(tmp_path):
     assert recommend_time.main(["--dataset", "synthetic-tiny", "--quick", "--out",
                                 str(tmp_path)]) == 0
