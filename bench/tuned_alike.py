@@ -122,9 +122,9 @@ def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Pa
     """work/ncae-start.toml, the recipe NCAE's study starts from: --ncae-config's settings (None:
     the trainer's defaults) on implicit feedback, as the baselines learn (they rank the items
     each user interacted with, ratings or not) and as METRIC scores; p.error where the recipe
-    cannot be read or says explicit feedback, or where work's study of NCAE started from
-    other settings (a study of enough trials is not run again: the new start would tune
-    nothing)."""
+    cannot be read, says explicit feedback or has cutoffs that do not end at METRIC's, or
+    where work's study of NCAE started from other settings (a study of enough trials is not
+    run again: the new start would tune nothing)."""
     try:
         settings = read_recipe(given) if given else {}
     except ValueError as e:
@@ -132,6 +132,10 @@ def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Pa
     if settings.setdefault("feedback", "implicit") != "implicit":
         p.error(f"--ncae-config {given}: feedback {settings['feedback']}: every model here is "
                 f"tuned alike on implicit feedback, scored by {METRIC}")
+    cutoff = int(METRIC.partition("@")[2])      # NCAE's study scores NDCG at its last cutoff
+    if settings.get("cutoffs", [cutoff])[-1] != cutoff:
+        p.error(f"--ncae-config {given}: cutoffs {list(settings['cutoffs'])}: every model here is "
+                f"tuned and tested by {METRIC}: end them at {cutoff}, or leave them out")
     start, study = work / "ncae-start.toml", work / "tune-ncae"
     if study.exists() and start.exists() and read_recipe(start) != settings:
         p.error(f"--ncae-config {given or '(none)'}: {study} was tuned from other settings "

@@ -743,6 +743,13 @@ def test_tuned_alike_tunes_ncae_on_implicit_feedback(tmp_path, monkeypatch, caps
         tuned_alike.main(argv)
     assert (f"error: --ncae-config {recipe}: feedback explicit: every model here is tuned alike "
             "on implicit feedback") in capsys.readouterr().err
+    # NCAE's study is scored at its recipe's last cutoff (before: NDCG@20 against the baselines'
+    # NDCG@100, and a KeyError once its test run was read)
+    recipe.write_text("cutoffs = [5, 20]\n")
+    with pytest.raises(SystemExit):
+        tuned_alike.main(argv)
+    assert (f"error: --ncae-config {recipe}: cutoffs [5, 20]: every model here is tuned and "
+            "tested by ndcg@100: end them at 100, or leave them out") in capsys.readouterr().err
 
 
 @pytest.mark.extra("tune")
