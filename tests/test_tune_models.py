@@ -122,3 +122,17 @@ def test_a_recipe_of_another_model_is_refused_in_a_line(tmp_path, capsys):
             "--grid ials.factors: --config gives ials's settings")
     refused(baselines.main, ["--config", str(ials), "--models", "ease", *DATA], capsys,
             f"--config {ials}: a recipe of ials, which is not in --models")
+
+
+def test_a_tied_best_is_the_same_trial_in_the_lines_and_best_toml(tmp_path, capfd):
+    """Two trials of one point score the same: each line's best so far is the first of them,
+    the trial best.toml holds (before, the second trial's line named itself the best)."""
+    (tmp_path / "space.toml").write_text("[l2]\nchoices = [200.0]\n")
+    out = tmp_path / "study"
+    assert tune.main(["--model", "ease", *DATA, "--space", str(tmp_path / "space.toml"),
+                      "--trials", "2", "--out", str(out)]) == 0
+    first, second = study(out).get_trials()
+    assert first.value == second.value
+    lines = [line for line in capfd.readouterr().out.splitlines() if "worker 0: trial" in line]
+    assert len(lines) == 2 and all(f"(trial {first.number})" in line for line in lines)
+    assert json.loads((out / "tune.json").read_text())["best"]["trial"] == first.number

@@ -470,9 +470,12 @@ def _said(spec: TuneSpec, trial, what: str, start: float, study, found: Setup, f
     trial's pace over the workers running, for the trials left, or the budget's where less."""
     now = census(study)                      # this trial still runs: Optuna files it after
     done, others = now.finished + finished, now.running - 1
-    best = [(t.value, t.number) for t in study.get_trials(deepcopy=False)
-            if t.state.name == "COMPLETE"] + ([(value, trial.number)] if value is not None else [])
-    best = (max if found.higher else min)(best, default=None)
+    scores = sorted([(t.value, t.number) for t in study.get_trials(deepcopy=False)
+                     if t.state.name == "COMPLETE"]
+                    + ([(value, trial.number)] if value is not None else []),
+                    key=lambda pair: pair[1])
+    # the first trial of equal scores, as Optuna's best_trial (best.toml's) is
+    best = (max if found.higher else min)(scores, key=lambda pair: pair[0], default=None)
     left = max(spec.trials - done - others, 0)
     budget, eta = budget_left(spec), ""
     if left and budget <= 0:
