@@ -454,14 +454,15 @@ def test_the_baselines_are_tuned_on_the_data_and_figure_of_ncaes_study(tmp_path,
     study did (here without its --valid-item latest) is refused in a line before NCAE trains
     (before, the baselines' studies scored this run's validation part, another than NCAE's
     study scored, and the table said all were tuned alike); a run of other --cutoffs tunes them
-    by the study's figure, NDCG@20 (before: NDCG at the run's last cutoff, 10)."""
+    by the study's figure, NDCG@20 (before: NDCG at the run's last cutoff, 10), and by its
+    pruner (before: the median pruner, whatever NCAE's study had)."""
     from ncae_cuda.commands import tune
     recipe, space = tmp_path / "recipe.toml", tmp_path / "space.toml"
     recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\ncutoffs = [5, 20]\n')
     space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
     data = ["--dataset", "synthetic-tiny", "--valid-item", "latest"]
     assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "1",
-                      "--out", str(tmp_path / "tune-ncae")]) == 0
+                      "--pruner", "none", "--out", str(tmp_path / "tune-ncae")]) == 0
     best, out = str(tmp_path / "tune-ncae" / "best.toml"), tmp_path / "run"
     capsys.readouterr()
     with pytest.raises(SystemExit):
@@ -473,6 +474,9 @@ def test_the_baselines_are_tuned_on_the_data_and_figure_of_ncaes_study(tmp_path,
     assert train.main([*data, "--config", best, "--cutoffs", "5,10", "--baselines", "ease",
                        "--out", str(out)]) == 0
     assert "validation ndcg@20 " in (out / "tune-ease" / "best.toml").read_text()
+    [command] = [line for line in capsys.readouterr().out.splitlines()
+                 if line.startswith("ease: tuned as the NCAE")]
+    assert " --pruner none " in command
 
 
 def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):

@@ -398,7 +398,8 @@ def tuned_recipe(model: str, spec: RunSpec, seed: int, cutoffs: tuple[int, ...])
     """The best.toml of `model` tuned by python -m ncae_cuda.tune --model with
     spec.baseline_trials trials on the run's data (the study's: RunSpec.resolved refuses
     other), its trials scored as NCAE's study (--config's) scored its own: by its figure at
-    its cutoff (NCAE's `cutoffs` below it beside), on its split seeds (effort.scoring); in
+    its cutoff (NCAE's `cutoffs` below it beside), on its split seeds, pruned by its pruner
+    (effort.scoring); in
     --out/tune-MODEL (a study there is continued), its lines on this process's output;
     TuneError where the study fails."""
     study = spec.out / f"tune-{model}"
@@ -409,7 +410,8 @@ def tuned_recipe(model: str, spec: RunSpec, seed: int, cutoffs: tuple[int, ...])
         figure, _, cutoff = scored["metric"].partition("@")
         cutoffs = (*(m for m in cutoffs if m < int(cutoff)), int(cutoff))
         alike += ["--metric", figure,
-                  "--split-seeds", ",".join(map(str, scored["split_seeds"]))]
+                  "--split-seeds", ",".join(map(str, scored["split_seeds"])),
+                  *(["--pruner", scored["pruner"]] if "pruner" in scored else [])]
     alike += ["--cutoffs", ",".join(map(str, cutoffs))]
     command = ["ncae_cuda.tune", "--model", model, *data_argv(data), *alike,
                "--trials", str(spec.baseline_trials), "--seed", str(seed),
