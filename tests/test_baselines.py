@@ -479,6 +479,29 @@ def test_the_baselines_are_tuned_on_the_data_and_figure_of_ncaes_study(tmp_path,
     assert " --pruner none " in command
 
 
+def test_without_the_refit_the_baselines_beside_ncae_are_tested_unrefit(tmp_path):
+    """train --no-refit --baselines: NCAE is tested as fit on the training part, and so is each
+    baseline, by its grid or at a recipe (before, they were refit on training + validation,
+    learning from more data than the NCAE they are compared with)."""
+    recipe = tmp_path / "knn.toml"
+    recipe.write_text('model = "item-knn"\nk = 7\nshrink = 3.5\n')
+    out = tmp_path / "run"
+    assert train.main(["--dataset", "synthetic-tiny", "--feedback", "implicit", "--hidden", "8",
+                       "--epochs", "2", "--no-refit", "--baselines", f"ease,item-knn={recipe}",
+                       "--device", "cpu", "--out", str(out)]) == 0
+    results = json.loads((out / "metrics.json").read_text())["baselines"]
+    split = splits.leave_one_out(datasets.load("synthetic-tiny"))
+    seen = split.fold_validation().train
+    for name, result in results.items():
+        fit = estimators.MODELS[name](device="cpu", **result["chosen"]).fit(split.train)
+        refit = estimators.MODELS[name](device="cpu", **result["chosen"]).fit(seen)
+        unrefit, refit = (model.evaluate(split.test, exclude=seen)["ndcg@100"]
+                          for model in (fit, refit))
+        assert unrefit != refit
+        assert result["test"]["ndcg@100"] == pytest.approx(unrefit)
+        assert result["seconds_fit"] == result["seconds_select"]
+
+
 def test_the_trainer_puts_the_baselines_beside_ncae(tmp_path, capsys):
     """--baselines ease,item-knn=RECIPE: EASE chosen by its grid, item-kNN at the recipe's
     settings (a tuned one's), each row beside NCAE's on the same test users; a recipe of

@@ -33,34 +33,37 @@ say = functools.partial(print, flush=True)   # a line the moment it is known, th
 
 
 def compare(split: splits.Split, models, cutoffs: tuple[int, ...], ops, seed: int = 0,
-            grids: dict | None = None, recipes: dict | None = None, log=say) -> dict:
+            grids: dict | None = None, recipes: dict | None = None, log=say,
+            refit: bool = True) -> dict:
     """{model key: its result} for each key of BASELINES in `models`, on `split`: a model of
     `recipes` ({key: settings}, e.g. tune --model's best.toml) at those settings, the others
     at the settings their grid chooses on validation (select_and_test; grids: {key: {setting:
     values}} in place of a model's own, ncae_cuda.baselines.models). Each then goes through
     the protocol every model does (select_test.select_refit_test): its iteration count (iALS,
-    BPR) chosen on validation, refit on training + validation, the test part scored once by
-    the one evaluator."""
+    BPR) chosen on validation, refit on training + validation (refit=False: the model fit on
+    the training part tested, as the trainer's --no-refit tests NCAE), the test part scored
+    once by the one evaluator."""
     needs_validation(split)
     gpu = ops.name == "gpu" and implicit_has_gpu()
     if ops.name == "gpu" and not gpu and {"ials", "bpr"} & set(models):
         log("note: the implicit library here has no CUDA build: iALS and BPR fit on the CPU")
     recipes = recipes or {}
-    return {key: (at_recipe(key, recipes[key], split, cutoffs, ops, seed)[1] if key in recipes
+    return {key: (at_recipe(key, recipes[key], split, cutoffs, ops, seed, refit)[1]
+                  if key in recipes
                   else select_and_test(key, split, cutoffs, ops, seed,
                                        {**BASELINES[key].grid, **(grids or {}).get(key, {})},
-                                       gpu, log))
+                                       gpu, log, refit))
             for key in models}
 
 
 def at_recipe(key: str, settings: dict, split: splits.Split, cutoffs: tuple[int, ...], ops,
-              seed: int) -> tuple[Model, dict]:
+              seed: int, refit: bool = True) -> tuple[Model, dict]:
     """(the tested model, its result) of model `key` at `settings` through the protocol
-    (select_refit_test): its iteration count (iALS, BPR) chosen on validation up to the
-    settings' own, as a tune trial chose it; 'chosen' holds the settings the tested model ran
-    at (that iteration count, not the settings' ceiling)."""
+    (select_refit_test, refit or not): its iteration count (iALS, BPR) chosen on validation up
+    to the settings' own, as a tune trial chose it; 'chosen' holds the settings the tested
+    model ran at (that iteration count, not the settings' ceiling)."""
     model = MODELS[key](device=ops, cutoffs=cutoffs, **settings, **seeded(key, seed))
-    model, result = select_refit_test(model, split)
+    model, result = select_refit_test(model, split, refit=refit)
     return model, {"name": model.title, "chosen": {name: model.values[name] for name in settings},
                    **result}
 
@@ -130,14 +133,16 @@ def needs_validation(split: splits.Split) -> None:
 
 
 def select_and_test(key: str, split: splits.Split, cutoffs: tuple[int, ...], ops, seed: int,
-                    grid: dict, gpu: bool = False, log=say) -> dict:
+                    grid: dict, gpu: bool = False, log=say, refit: bool = True) -> dict:
     """The grid of model `key` searched on validation (grid_search), then the chosen point
-    through the protocol (at_recipe): the search's record and the protocol's result."""
+    through the protocol (at_recipe, refit or not): the search's record and the protocol's
+    result."""
     search = grid_search(BASELINES[key], split, cutoffs, ops, seed, grid, gpu, log)
-    result = at_recipe(key, search["chosen"], split, cutoffs, ops, seed)[1]
+    result = at_recipe(key, search["chosen"], split, cutoffs, ops, seed, refit)[1]
     metric = f"ndcg@{cutoffs[-1]}"
-    log(f"{result['name']}: refit on training + validation in {result['seconds_fit']:.2f} s: "
-        f"test {metric} {result['test'][metric]:.4f}")
+    fit = (f"refit on training + validation in {result['seconds_fit']:.2f} s" if refit
+           else "tested as fit on the training part (--no-refit)")
+    log(f"{result['name']}: {fit}: test {metric} {result['test'][metric]:.4f}")
     return {**result, **search,
             "search": effort.of_grid(len(search["validation"]), search["seconds_search"])}
 

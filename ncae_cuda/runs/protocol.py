@@ -381,14 +381,15 @@ def beside(spec: RunSpec, split: splits.Split, cutoffs: tuple[int, ...], ops,
            seed: int) -> dict:
     """--baselines on the run's split (comparison.compare): each at its recipe's settings, a
     recipe given or the best of a study of --baseline-trials trials run here (tuned_recipe),
-    or else by its grid; each result's 'search' says what chose its settings."""
+    or else by its grid, then refit as NCAE is (--no-refit: tested as fit on the training
+    part); each result's 'search' says what chose its settings."""
     names, recipes = recipe_paths(spec.baselines)
     if spec.baseline_trials:
         for name in tuned_by_study(spec.baselines):
             recipes[name] = tuned_recipe(name, spec, seed, cutoffs)
     results = compare(split, names, cutoffs, ops, seed,
                       recipes={name: recipe_settings(path, name, "--baselines")[1]
-                               for name, path in recipes.items()})
+                               for name, path in recipes.items()}, refit=spec.refit)
     for name, path in recipes.items():
         results[name]["search"] = effort.of_study(path)
     return results

@@ -264,8 +264,9 @@ class RunSpec:
         (), "implicit feedback: also these of ease, ials, bpr, item-knn, rp3beta on the same "
         "split, each chosen on validation by its grid, or at the settings of a recipe given as "
         "ials=runs/tune-ials/best.toml (python -m ncae_cuda.tune --model's: the models tuned "
-        "alike), refit and scored on test as python -m ncae_cuda.baselines does (POP is always "
-        "there; default: none)", beside_ncae, metavar="M1,M2=RECIPE,...")
+        "alike), refit (unless --no-refit, as NCAE) and scored on test as python -m "
+        "ncae_cuda.baselines does (POP is always there; default: none)", beside_ncae,
+        metavar="M1,M2=RECIPE,...")
     baseline_trials: int | None = flag(
         None, "--baselines given no recipe: tune each by python -m ncae_cuda.tune --model with "
         "this many trials on this run's data (in --out/tune-MODEL; a study there is "
