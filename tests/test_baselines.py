@@ -320,7 +320,9 @@ def test_the_command_writes_its_table_and_json(tmp_path, capsys):
     assert [r["settings"]["l2"] for r in summary["models"]["ease"]["validation"]] == [5, 50]
     table = (tmp_path / "baselines.md").read_text()
     assert "| EASE" in table and "| POP" in table and "ndcg@20" in table
-    assert "EASE: 2 settings scored on validation" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "EASE: 2 settings scored on validation" in printed
+    assert "cutoff @" not in printed    # of 50 items (before: the defaults' @100 noted)
 
 
 def test_the_command_runs_the_neighbourhood_baselines_choosing_k_along_one_fit(tmp_path,

@@ -96,8 +96,15 @@ def test_a_baseline_study_scores_its_trials_at_the_cutoffs_it_is_given(tmp_path,
         model = MODELS["ease"](device="cpu", cutoffs=(5, 20), **trial.params)
         expected = model.fit(split.train).evaluate(split.valid)["ndcg@20"]
         assert trial.value == pytest.approx(expected, abs=1e-6)
+    # the trials' notes are of their cutoffs (before: "cutoff @100 at or above the 50 items")
+    assert "cutoff @" not in (out / "trials" / "0000" / "log.txt").read_text()
     refused(tune.main, [*DATA, "--cutoffs", "5,20", "--out", str(tmp_path / "o")], capsys,
-            "--cutoffs: an NCAE study's are its recipe's")
+            "--cutoffs: an NCAE study's are its recipe's (cutoffs = [10, 100])")
+    recipe = tmp_path / "recipe.toml"           # (before: the defaults' cutoffs quoted)
+    recipe.write_text('feedback = "implicit"\ncutoffs = [5, 30]\n')
+    refused(tune.main, [*DATA, "--config", str(recipe), "--cutoffs", "5,20", "--out",
+                        str(tmp_path / "o")], capsys,
+            "--cutoffs: an NCAE study's are its recipe's (cutoffs = [5, 30])")
 
 
 def test_a_recipe_of_another_model_is_refused_in_a_line(tmp_path, capsys):

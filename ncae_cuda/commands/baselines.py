@@ -145,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         folder.open(resume=spec.resume, overwrite=spec.overwrite)
         ops = get_backend(spec.device)
-        interactions, split = protocol.prepare(spec, config, ops.name, "baselines " + ", ".join(
-            BASELINES[key].name for key in args.models))
+        interactions, split = protocol.prepare(   # its notes of the baselines' cutoffs
+            spec, replace(config, cutoffs=tuple(args.cutoffs)), ops.name,
+            "baselines " + ", ".join(BASELINES[key].name for key in args.models))
         protocol.refuse_without_validation(data, interactions, split,
                                            "choose the baselines' settings on")
         if one_recipe:                    # a run of one model: the trainer's files too

@@ -123,7 +123,7 @@ def setup(spec: TuneSpec) -> Setup:
     timed = [name for name in space.TIMED if name in tables]
     if model == NCAE and spec.cutoffs:
         raise SpecError(f"--cutoffs: an NCAE study's are its recipe's (cutoffs = "
-                        f"{list(DEFAULTS.cutoffs)}); --cutoffs gives a baseline's, which its "
+                        f"{list(config.cutoffs)}); --cutoffs gives a baseline's, which its "
                         "recipe does not hold")
     if model != NCAE:                   # the recency weights a baseline's recipe scores by
         config = replace(config, **{k: v for k, v in recipe.items() if k in space.TIMED},
@@ -428,7 +428,7 @@ def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int
     (iALS, BPR) the iteration chosen on them, each iteration heard by on_epoch, as a trainer
     run's summary has them (protocol.run's, validation only). The split is made as a trainer
     run's, once a worker."""
-    data, split = _split(spec, split_seed, found.model)
+    data, split = _split(spec, split_seed, found.model, found.cutoffs)
     model = factory.make_model({"model": found.model, "cutoffs": found.cutoffs, **found.recipe,
                                 **settings, **factory.seeded(found.model, spec.seed)},
                                spec.device)
@@ -441,11 +441,13 @@ def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int
 
 
 @functools.lru_cache(maxsize=4)
-def _split(spec: TuneSpec, split_seed: int, model: str):
+def _split(spec: TuneSpec, split_seed: int, model: str, cutoffs: tuple[int, ...]):
     """The data and split of a baseline's trials on `split_seed`, read as a trainer run reads
-    them: one reading a worker, every trial of it fit on the same."""
+    them (its notes of the trials' cutoffs): one reading a worker, every trial of it fit on the
+    same."""
     run, config = trainer_spec(spec, BASELINE_DATA, {}, spec.out / TRIALS, split_seed)
-    return protocol.prepare(run, config, get_backend(spec.device).name, model)
+    return protocol.prepare(run, replace(config, cutoffs=cutoffs), get_backend(spec.device).name,
+                            model)
 
 
 def disk_full(what: str) -> TuneError:
