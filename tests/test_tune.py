@@ -733,3 +733,15 @@ def test_a_storage_that_does_not_open_leaves_out_unbound(tmp_path, capsys):
             capsys, "cannot open it")
     assert not out.exists()
     assert tune.main(flags) == 0                       # the default storage, in the same --out
+
+
+def test_a_recipe_value_outside_the_space_is_noted(tmp_path, capsys):
+    """Before: the first trial drew hidden and dropout where the recipe's values (16, 0.7)
+    are outside the space, and the docs said the best is never behind the recipe."""
+    flags = files(tmp_path, 1)
+    (tmp_path / "recipe.toml").write_text("epochs = 1\nhidden = [16]\ndropout = 0.7\n")
+    assert tune.main([*flags, "--trials", "1", "--out", str(tmp_path / "study")]) == 0
+    assert ("note: the recipe's hidden, dropout outside the space: the first trial draws them, "
+            "so the best may fall behind the recipe on validation") in capsys.readouterr().out
+    trial = journal(tmp_path / "study").trials[0]
+    assert trial.params["hidden"] in ("4", "8,4") and trial.params["dropout"] <= 0.6

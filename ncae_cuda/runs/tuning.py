@@ -213,8 +213,12 @@ def open_study(spec: TuneSpec, found: Setup, storage):
     made = study.user_attrs.get("ncae_cuda")
     if made is None:
         study.set_user_attr("ncae_cuda", identity)
-        study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe, found.model),
-                            skip_if_exists=True)      # (two machines may both make the study)
+        point = space.recipe_point(found.dimensions, found.recipe, found.model)
+        study.enqueue_trial(point, skip_if_exists=True)   # (two machines may both make it)
+        outside = [d.name for d in found.dimensions if d.name not in point]
+        if outside:
+            print(f"note: the recipe's {', '.join(outside)} outside the space: the first trial "
+                  "draws them, so the best may fall behind the recipe on validation", flush=True)
         return study
     # a study made before its data was recorded as used may spell out a default (--split
     # random): the same data and split
