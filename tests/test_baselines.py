@@ -423,8 +423,8 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
                        "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     for name in ("ease", "item-knn"):
-        assert re.search(rf"^{name}: tuned as the NCAE .* --split-seeds 0,1 --trials 2 --seed 3 ",
-                         printed, re.M)
+        assert re.search(rf"^{name}: tuned as the NCAE .* --metric recall --split-seeds 0,1 "
+                         r"--pruner median --cutoffs 5,20 --trials 2 --seed 3 ", printed, re.M)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["search"]["trials"] == 2 and metrics["search"]["by"] == "study"
     for name in ("ease", "item-knn"):
