@@ -120,6 +120,10 @@ def test_a_recipe_of_another_model_is_refused_in_a_line(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
     refused(tune.main, ["--model", "pop", *DATA, "--out", str(tmp_path / "o")], capsys,
             "argument --model: invalid choice: 'pop'")
+    (tmp_path / "pop.toml").write_text('model = "pop"\n')     # (before: "--model pop: ...")
+    refused(tune.main, ["--config", str(tmp_path / "pop.toml"), *DATA, "--out",
+                        str(tmp_path / "o")], capsys,
+            f"--config {tmp_path / 'pop.toml'}: a recipe of pop: it has no setting to tune")
     (tmp_path / "bad.toml").write_text('model = "ials"\nfactor = 8\n')
     refused(tune.main, ["--config", str(tmp_path / "bad.toml"), *DATA, "--out",
                         str(tmp_path / "o")], capsys, "factor: is not a setting of iALS")

@@ -102,9 +102,10 @@ def setup(spec: TuneSpec) -> Setup:
     model = recipe.pop("model", NCAE)
     if spec.model is not None and spec.recipe and spec.model != model:
         raise SpecError(f"--model {spec.model}: --config {spec.recipe} is a recipe of {model}")
+    named = f"--model {spec.model}" if spec.model else f"--config {spec.recipe}: a recipe of"
     model = spec.model or model
     if model not in space.TUNED:
-        raise SpecError(f"--model {model}: it has no setting to tune (tuned: "
+        raise SpecError(f"{named} {model}: it has no setting to tune (tuned: "
                         f"{', '.join(space.TUNED)})")
     probe, config = trainer_spec(spec, recipe if model == NCAE else BASELINE_DATA, {},
                                  spec.out / TRIALS)
