@@ -481,6 +481,25 @@ def test_the_baselines_are_tuned_on_the_data_and_figure_of_ncaes_study(tmp_path,
     assert " --pruner none " in command
 
 
+@pytest.mark.extra("tune")
+def test_a_studys_data_file_spelled_another_way_is_the_same_data(tmp_path, monkeypatch):
+    """tune --dataset clicks.csv run in the file's folder, then train --dataset with its
+    absolute path from elsewhere: the same file (before: refused as other data, the two
+    spellings side by side)."""
+    from test_user_errors import tiny_rows, write_table
+    from ncae_cuda.commands import tune
+    write_table(tmp_path / "clicks.csv", "user,item,timestamp", tiny_rows())
+    (tmp_path / "recipe.toml").write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\n')
+    (tmp_path / "space.toml").write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
+    monkeypatch.chdir(tmp_path)
+    assert tune.main(["--dataset", "clicks.csv", "--config", "recipe.toml", "--space",
+                      "space.toml", "--trials", "1", "--out", "tune-ncae"]) == 0
+    monkeypatch.chdir(tmp_path.parent)
+    assert train.main(["--dataset", str(tmp_path / "clicks.csv"), "--config",
+                       str(tmp_path / "tune-ncae" / "best.toml"), "--baselines", "ease",
+                       "--out", str(tmp_path / "run")]) == 0
+
+
 def test_without_the_refit_the_baselines_beside_ncae_are_tested_unrefit(tmp_path):
     """train --no-refit --baselines: NCAE is tested as fit on the training part, and so is each
     baseline, by its grid or at a recipe (before, they were refit on training + validation,

@@ -376,7 +376,7 @@ class RunSpec:
             return
         study, run = ({k: v for k, v in flags.items() if k != "split_seed"}
                       for flags in (scored["data"], as_used(given_data(data), feedback)))
-        if study != run:
+        if located(study) != located(run):
             said = [" ".join(data_argv(flags)) or "the default data" for flags in (study, run)]
             raise SpecError(f"--baselines: --config's study tuned NCAE on {said[0]}, and this "
                             f"run reads {said[1]}: give the study's data flags (any split "
@@ -466,6 +466,15 @@ def as_used(given: dict, feedback: str) -> dict:
     spells them."""
     implied = {"dataset": datasets.DEFAULT, "split": default_split(feedback)}
     return {k: v for k, v in given.items() if implied.get(k) != v}
+
+
+def located(given: dict) -> dict:
+    """given_data()'s flags with each file they name (a data set's, a part's) as its absolute
+    path: one file however a command spells it, from wherever it runs."""
+    def where(name: str, value: str) -> str:
+        named = name in ("dataset", "train", "valid", "test") and value not in datasets.names()
+        return str(Path(value).resolve()) if named and Path(value).is_file() else value
+    return {k: where(k, v) for k, v in given.items()}
 
 
 def data_argv(given: dict) -> list[str]:

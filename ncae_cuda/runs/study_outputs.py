@@ -15,7 +15,7 @@ from ..model.config import DEFAULTS
 from . import space
 from .effort import MARKER, TABLE
 from .factory import recipe_text
-from .spec import as_used
+from .spec import as_used, located
 from .study_storage import TuneError
 from .tune_spec import NCAE, TuneSpec
 from .tuning import TRIALS, Setup
@@ -61,7 +61,7 @@ def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
                          "best": {"trial": best.number, "value": best.value},
                          "scored": {"metric": found.metric,
                                     "split_seeds": list(found.split_seeds),
-                                    "data": as_used(found.data, found.feedback),
+                                    "data": located(as_used(found.data, found.feedback)),
                                     "pruner": spec.pruner}})
     print(f"best: trial {best.number}, validation {found.metric} {best.value:.4f}: "
           + ", ".join(f"{k} {v}" for k, v in space.settings(found.dimensions,
