@@ -104,13 +104,29 @@ def test_the_data_folder_of_the_environment_is_read_where_it_holds_the_data_set(
     assert load("ml-100k", data_dir=other, cache_dir=cache).nnz == 1
 
 
-def test_data_dir_without_the_file_says_what_to_put_where(tmp_path):
+def test_data_dir_without_the_file_says_what_to_put_where(tmp_path, monkeypatch):
+    """A --data-dir is read alone, never the cache: its error says to extract the archive into
+    it, or to leave it out for the cache, not to put the archive into the cache (where, with
+    --data-dir still given, it would be ignored)."""
+    served = serve(tmp_path, monkeypatch, "ml-100k", {"ml-100k/u.data": U_DATA})
+    cache, given = tmp_path / "cache", tmp_path / "given"
+    cache.mkdir(), given.mkdir()
+    served.rename(cache / served.name)                  # the archive in the cache, by hand
     with pytest.raises(DataError) as caught:
-        load("ml-1m", data_dir=tmp_path, cache_dir=tmp_path / "cache")
-    message = str(caught.value)
-    for part in ("ratings.dat", str(tmp_path / "ml-1m"), "ml-1m.zip", str(tmp_path / "cache"),
-                 "--data-dir"):
-        assert part in message
+        load("ml-100k", data_dir=given, cache_dir=cache, download=False)
+    assert str(caught.value) == (
+        f"ml-100k: u.data is in neither {given} nor {given / 'ml-100k'}. To provide it, "
+        f"extract ml-100k.zip (from {served.as_uri()}) into {given}, or leave out --data-dir "
+        f"to read it from the cache, {cache}")
+    assert load("ml-100k", cache_dir=cache, download=False).nnz == 3    # as it says
+
+
+def test_a_data_dir_that_is_a_file_is_named_so(tmp_path):
+    (tmp_path / "u.data").write_text(U_DATA)
+    with pytest.raises(DataError, match=(
+            f"^ml-100k: --data-dir {tmp_path / 'u.data'} is a file: give the folder that holds "
+            r"u.data \(or its parent, which holds ml-100k/\)$")):
+        load("ml-100k", data_dir=tmp_path / "u.data")
 
 
 def test_split_files(tmp_path):

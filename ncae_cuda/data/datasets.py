@@ -358,12 +358,7 @@ def _locate(entry: Published, file: str, data_dir: str | os.PathLike | None,
     archive there if need be."""
     cache = cache_dir_path(cache_dir)
     if data_dir is not None:
-        found = _extracted(entry, file, Path(data_dir).expanduser())
-        if found is None:
-            raise DataError(f"{entry.name}: {file} is in neither {data_dir} nor "
-                            f"{Path(data_dir) / entry.folder}. " + _how_to_provide(entry, file,
-                                                                                   cache))
-        return found
+        return _in_data_dir(entry, file, Path(data_dir).expanduser(), cache)
     if os.environ.get(DATA_ENV):
         found = _extracted(entry, file, Path(os.environ[DATA_ENV]).expanduser())
         if found is not None:
@@ -391,6 +386,21 @@ def _locate(entry: Published, file: str, data_dir: str | os.PathLike | None,
         raise DataError(f"{entry.name}: {archive} holds no {file}: it is not the "
                         f"{entry.archive.filename} of {entry.archive.url}")
     return extracted
+
+
+def _in_data_dir(entry: Published, file: str, folder: Path, cache: Path) -> Path:
+    """`file` of the data set in `folder`, a --data-dir, which must hold it: the cache is not
+    looked in, so the error says to extract the archive there, or to leave the flag out."""
+    if folder.is_file():
+        raise DataError(f"{entry.name}: --data-dir {folder} is a file: give the folder that "
+                        f"holds {file} (or its parent, which holds {entry.folder}/)")
+    found = _extracted(entry, file, folder)
+    if found is None:
+        raise DataError(f"{entry.name}: {file} is in neither {folder} nor "
+                        f"{folder / entry.folder}. To provide it, extract "
+                        f"{entry.archive.filename} (from {entry.archive.url}) into {folder}, "
+                        f"or leave out --data-dir to read it from the cache, {cache}")
+    return found
 
 
 def _how_to_provide(entry: Published, file: str, cache: Path) -> str:
