@@ -196,6 +196,38 @@ def test_unknown_name():
         load("ml-7m")
 
 
+@pytest.mark.parametrize("given, message", [
+    ({"name": None}, "name is a data set's name or a file's path: a str or os.PathLike, not "
+                     "None"),
+    ({"name": 5}, "name is a data set's name or a file's path: a str or os.PathLike, not 5"),
+    ({"name": "ml-100k", "data_dir": 5},
+     "data_dir is a folder: a str or os.PathLike, not 5"),
+    ({"name": "ml-100k", "data_dir": ["data"]},
+     r"data_dir is a folder: a str or os.PathLike, not \['data'\]"),
+    ({"name": "ml-100k", "cache_dir": 5}, "cache_dir is a folder: a str or os.PathLike, not 5"),
+    ({"name": "synthetic-tiny", "cache_dir": 5},
+     "cache_dir is a folder: a str or os.PathLike, not 5"),
+    ({"name": "synthetic-tiny", "seed": -1},
+     "seed is a synthetic data set's seed: an integer >= 0, not -1"),
+    ({"name": "synthetic-tiny", "seed": 1.5},
+     "seed is a synthetic data set's seed: an integer >= 0, not 1.5"),
+    ({"name": "synthetic-tiny", "seed": "1"},
+     "seed is a synthetic data set's seed: an integer >= 0, not '1'"),
+], ids=["name None", "name int", "data_dir int", "data_dir list", "cache_dir int",
+        "synthetic cache_dir int", "seed < 0", "seed float", "seed str"])
+def test_arguments_of_the_wrong_kind_are_refused_naming_them(tmp_path, given, message):
+    """Before: a TypeError or ValueError from pathlib or numpy that named no argument."""
+    with pytest.raises(DataError, match=f"^{message}$"):
+        load(**given)
+
+
+def test_a_seed_of_numpys_integers_and_a_path_as_name_are_taken(tmp_path):
+    assert_same_interactions(load("synthetic-tiny", seed=np.int64(2)),
+                             synthetic("tiny", 2))
+    (tmp_path / "ratings.csv").write_text("1,10,4\n2,10,3\n")
+    assert load(tmp_path / "ratings.csv").nnz == 2
+
+
 # ---- the download path --------------------------------------------------------------------------
 
 def test_download_checks_extracts_and_reads(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import numbers
 import os
 import shutil
 import tempfile
@@ -199,7 +200,7 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
     Raises
     ------
     DataError
-        An unknown name, a file that cannot be read as a table (naming its file and line), a
+        A name, folder or seed of the wrong kind, an unknown name, a file that cannot be read as a table (naming its file and line), a
         named data set given `sep` or `encoding` (read in its own format), or a published data
         set that is neither extracted nor in the cache where `download` is off or the download
         fails (naming the file to fetch and where to put it).
@@ -216,11 +217,15 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
     >>> data.n_users > 0 and data.ratings is not None
     True
     """
+    _refuse_other_kinds(name, data_dir, cache_dir)
     if is_file(name):
         return read_table(name, sep, rating_scale, encoding)
     entry = _entry(name)
     _refuse_table_options(name, sep, encoding)
     if isinstance(entry, Generated):
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
+            raise DataError(f"seed is a synthetic data set's seed: an integer >= 0, not "
+                            f"{seed!r}")
         drawn = (synthetic(entry.preset, seed) if PRESETS[entry.preset].nnz < KEPT_FROM
                  else kept_synthetic(entry.preset, seed, cache_dir_path(cache_dir)))
         return replace(drawn, name=entry.name)
@@ -262,6 +267,7 @@ def split_files(name: str, split: str, data_dir: str | os.PathLike | None = None
                 cache_dir: str | os.PathLike | None = None,
                 download: bool = True) -> tuple[Path, Path]:
     """(base, test) paths of a data set's own split, e.g. ml-100k 'u1' -> u1.base, u1.test."""
+    _refuse_other_kinds(name, data_dir, cache_dir)
     entry = _entry(name)
     if not isinstance(entry, Published) or not entry.splits:
         with_splits = [key for key, value in DATASETS.items()
@@ -310,6 +316,18 @@ def default_feedback(name: str, sep: str | None = None, encoding: str = ENCODING
     feedback = _entry(name).feedback
     _refuse_table_options(name, sep, encoding)
     return feedback
+
+
+def _refuse_other_kinds(name: object, data_dir: object, cache_dir: object) -> None:
+    """DataError naming an argument that is not a path where one is wanted, where pathlib's
+    TypeError would name none (the folders may be None: not given)."""
+    folders = {"data_dir": data_dir, "cache_dir": cache_dir}
+    paths = [("name", name, "a data set's name or a file's path"),
+             *((argument, value, "a folder") for argument, value in folders.items()
+               if value is not None)]
+    for argument, value, what in paths:
+        if not isinstance(value, (str, os.PathLike)):
+            raise DataError(f"{argument} is {what}: a str or os.PathLike, not {value!r}")
 
 
 def _refuse_table_options(name: str, sep: str | None, encoding: str) -> None:
