@@ -335,6 +335,17 @@ def test_an_archive_that_is_not_the_data_sets_is_named(tmp_path, monkeypatch, me
     assert not list(cache.glob(".ml-100k.*"))            # the extraction's temporary folder
 
 
+def test_a_data_folder_of_the_environment_without_the_data_set_is_named(tmp_path,
+                                                                        monkeypatch):
+    """$NCAE_CUDA_DATA (a typo in it, say) looked in, in vain: the error says so, where it
+    said to set it as if it were not."""
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "dta"))
+    with pytest.raises(DataError, match=(
+            f"\\. \\${DATA_ENV} is {tmp_path / 'dta'}, which holds neither u.data nor "
+            "ml-100k/u.data.$")):
+        load("ml-100k", cache_dir=tmp_path / "cache", download=False)
+
+
 def test_no_download_says_what_is_missing(tmp_path):
     with pytest.raises(DataError, match="downloading is off"):
         load("ml-10m", cache_dir=tmp_path, download=False)

@@ -422,9 +422,14 @@ def _in_data_dir(entry: Published, file: str, folder: Path, cache: Path) -> Path
 
 
 def _how_to_provide(entry: Published, file: str, cache: Path) -> str:
+    """What to do when `file` is nowhere, and, where $NCAE_CUDA_DATA is set, that it was looked
+    in: a folder mistyped there reads as if the variable were unset."""
+    looked_in = os.environ.get(DATA_ENV)
     return (f"To provide it, either put {entry.archive.filename} (from {entry.archive.url}) "
             f"into {cache}, or extract it and pass the folder that holds {file} (or its "
-            f"parent, which holds {entry.folder}/) with --data-dir or ${DATA_ENV}.")
+            f"parent, which holds {entry.folder}/) with --data-dir or ${DATA_ENV}."
+            + (f" ${DATA_ENV} is {looked_in}, which holds neither {file} nor "
+               f"{entry.folder}/{file}." if looked_in else ""))
 
 
 def _download(entry: Published, target: Path, file: str) -> None:
