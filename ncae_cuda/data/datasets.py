@@ -200,10 +200,11 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
     Raises
     ------
     DataError
-        A name, folder or seed of the wrong kind, an unknown name, a file that cannot be read as a table (naming its file and line), a
-        named data set given `sep` or `encoding` (read in its own format), or a published data
-        set that is neither extracted nor in the cache where `download` is off or the download
-        fails (naming the file to fetch and where to put it).
+        A name, folder or seed of the wrong kind, an unknown name, a file that cannot be read
+        as a table (naming its file and line), a named data set given `sep` or `encoding`
+        (read in its own format), or a published data set that is neither extracted nor in
+        the cache where `download` is off or the download fails (naming the file to fetch and
+        where to put it).
 
     Warns
     -----
