@@ -10,11 +10,29 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
 from dataclasses import fields
 from pathlib import Path
 
 from .errors import NcaeError
 from .naming import flag
+
+
+def exit_with(main) -> None:
+    """sys.exit(main()) for a command's __main__, where a reader that stops reading (the
+    output piped into head) ends the command as it ends a Unix tool: quietly, exit status 141
+    (128 + SIGPIPE), no BrokenPipeError traceback."""
+    try:
+        try:
+            code = main()
+        finally:            # what is still buffered meets the closed pipe here (--help's too)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout once more at exit: pointed at /dev/null, that flush says nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
+    sys.exit(code)
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,7 +1,6 @@
 """python -m ncae_cuda.recommend: the command is ncae_cuda/commands/recommend.py."""
-import sys
-
+from .cli import exit_with
 from .commands.recommend import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -110,10 +110,13 @@ LIBRARY = [layer for layer in LAYERS if layer != "commands"]
 def flag_imports(package: Path) -> list[str]:
     """Each import of argparse or of ncae_cuda.cli in a library layer's module (any import
     statement, in a function too), as 'FILE:LINE imports argparse' (or 'imports cli'): the
-    flags belong to commands/ and cli.py, and a library layer is used without a parser."""
+    flags belong to commands/ and cli.py, and a library layer is used without a parser (a
+    layer's __main__.py is an entry point, a command's)."""
     wrong = []
     for layer in LIBRARY:
         for path in sorted((package / layer).rglob("*.py")):
+            if path.name == "__main__.py":
+                continue
             for line, modules, others in imports(path, package):
                 for name in sorted({"argparse"} & others | {"cli"} & set(map(layer_of, modules))):
                     wrong.append(f"{path.relative_to(package)}:{line} imports {name}")

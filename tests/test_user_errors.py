@@ -996,3 +996,14 @@ def test_a_cutoff_past_the_catalogue_is_noted(tmp_path, capsys):
             "(--cutoffs sets smaller ones)") in printed
     test = json.loads((out / "metrics.json").read_text())["test"]
     assert test["hr@50"] == 1 and test["hr@5"] < 1
+
+
+def test_a_reader_that_stops_reading_ends_a_command_quietly(tmp_path):
+    """Output piped into a reader that has gone (| head -1): exit 141, as a Unix tool's, and
+    no BrokenPipeError traceback (before: one, exit 1)."""
+    model = trained(tmp_path, "--epochs", "1")
+    for command in (["datasets", "list"], ["recommend", str(model), "--all", "-n", "5"]):
+        done = subprocess.Popen([sys.executable, "-m", f"ncae_cuda.{command[0]}", *command[1:]],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+        done.stdout.close()                 # gone before the command writes a line
+        assert (done.wait(timeout=60), done.stderr.read()) == (141, b""), command

@@ -1,7 +1,6 @@
 """python -m ncae_cuda.baselines: the command is ncae_cuda/commands/baselines.py."""
-import sys
-
+from ..cli import exit_with
 from ..commands.baselines import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)
