@@ -673,6 +673,11 @@ def test_a_data_file_that_cannot_be_read_is_named(tmp_path, capsys, monkeypatch,
     (["--train", "t.csv", "--test", "t.csv", "--split", "random"], "--split random: with"),
     (["--train", "t.csv", "--test", "nowhere.csv"], "--test nowhere.csv: no such file"),
     (["--test-r", "0.2"], "unrecognized arguments: --test-r"),     # no abbreviations
+    # before, accepted and unread (a folder not there, even)
+    (["--data-dir", "nowhere"], "--data-dir nowhere: is where a published data set is kept; "
+                                "--dataset synthetic is not one: leave it out"),
+    (["--train", "t.csv", "--test", "t.csv", "--data-dir", "d"],
+     "--data-dir d: is where a published data set is kept; --train t.csv is not one"),
     # ratios the files' parts leave unread: before, accepted and ignored
     (["--train", "t.csv", "--test", "t.csv", "--test-ratio", "0.3"],
      "--test-ratio 0.3: with --train and --test the test part is the --test file"),

@@ -304,6 +304,12 @@ def split_names() -> tuple[str, ...]:
                                if isinstance(entry, Published) for split in entry.splits))
 
 
+def published(name: str) -> bool:
+    """Whether `name` is a published data set's, read from its files (data_dir's, the cache's),
+    not drawn (synthetic) nor a file's path."""
+    return isinstance(DATASETS.get(name), Published)
+
+
 def has_split(name: str, split: str) -> bool:
     entry = DATASETS.get(name)
     return isinstance(entry, Published) and split in entry.splits
