@@ -76,8 +76,9 @@ def on(backend, *arrays):
 
 
 def runs(backend):
-    """Two runs that must agree bit for bit; on the emulator, the second with the blocks in the
-    other order, so that other windows are the last to arrive and add the pieces."""
+    """Two runs that must agree bit for bit; on the emulator, the second with the blocks (and
+    each block's warps) in the other order, so that other windows are the last to arrive and
+    add the pieces."""
     descending = getattr(getattr(backend, "device", None), "descending", None)
     for run in range(2):
         with descending() if descending and run else nullcontext():

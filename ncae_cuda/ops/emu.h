@@ -2,14 +2,19 @@
 // there is no GPU. Each CUDA thread of a block is a fiber (a ucontext of its own stack) on the
 // calling thread: it runs until it waits at a barrier (__syncthreads, or a warp's around a
 // shuffle or ballot), and the next one of the block runs; a barrier lets its threads on when the
-// last arrives. A switch between fibers costs no system call to the scheduler, where a barrier
-// of OS threads on a few cores costs a context switch a thread. __shared__ is a static local,
-// shared by the block's threads (blocks run one after another); a warp shuffle or ballot is an
-// exchange through a buffer between two warp barriers. It checks what the kernels compute and
-// what the launchers pass them, not speed or the GPU's memory model: a race a real GPU would
-// show may stay hidden here, and since blocks run in order, the last block to arrive at a count
-// is always the highest (or, with emu_set_descending(1), the lowest: a kernel's result must not
-// depend on which).
+// last arrives. A warp runs as far as it can, up to the block's barrier, before the next warp
+// does; the warps and lanes of odd blocks go in descending order, of even ones in ascending
+// (the other way round with emu_set_descending(1)). So a missing __syncthreads shows: a warp
+// reads what another warp has not written yet (in one of the two orders), or what it has
+// already overwritten for the next round. A switch between fibers costs no system call to the
+// scheduler, where a barrier of OS threads on a few cores costs a context switch a thread.
+// __shared__ is a static local, shared by the block's threads (blocks run one after another); a
+// warp shuffle or ballot is an exchange through a buffer between two warp barriers. It checks
+// what the kernels compute and what the launchers pass them, not speed or the GPU's memory
+// model: a fiber is never interrupted between barriers, so a plain += where an atomicAdd is
+// needed never loses an update here, and since blocks run in order, a race between blocks
+// stays hidden and the last block to arrive at a count is always the highest (or, with
+// emu_set_descending(1), the lowest: a kernel's result must not depend on which).
 #pragma once
 // (a fiber's _longjmp goes to another stack, which _FORTIFY_SOURCE's check takes for a bug)
 #undef _FORTIFY_SOURCE
@@ -47,6 +52,8 @@ struct emu_fiber {
     jmp_buf resume;
     char* stack = nullptr;
     bool started = false, done = false;
+    bool at_barrier = false;           // waits at the block's barrier ...
+    unsigned barrier_generation = 0;   // ... until it passes this generation
 };
 inline std::vector<emu_fiber> emu_fibers;
 inline jmp_buf emu_scheduler;
@@ -87,7 +94,16 @@ template <typename T>
 T __ldcg(const T* p) { return *p; }
 inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 
-inline void __syncthreads() { emu_block_barrier.arrive_and_wait(); }
+// The block's barrier, marked on the fiber so the scheduler leaves it until the barrier opens.
+inline void emu_block_wait() {
+    emu_fiber& f = emu_fibers[threadIdx.x];
+    f.at_barrier = true;
+    f.barrier_generation = emu_block_barrier.generation;
+    emu_block_barrier.arrive_and_wait();
+    f.at_barrier = false;
+}
+
+inline void __syncthreads() { emu_block_wait(); }
 
 inline float __int_as_float(int i) {
     float f;
@@ -148,13 +164,31 @@ extern "C" void emu_set_descending(int descending) { emu_descending = descending
 
 inline void emu_fiber_main() {
     (*emu_kernel)();
-    emu_block_barrier.arrive_and_wait();      // the block ends for every thread together
+    emu_block_wait();                         // the block ends for every thread together
     emu_fibers[threadIdx.x].done = true;
     _longjmp(emu_scheduler, 1);
 }
 
-// Runs `kernel` for every block of the grid, with `block` threads per block: the block's fibers
-// in turn, each until it waits or ends, until all have ended.
+// Runs fiber t until it waits or ends.
+inline void emu_resume(int t) {
+    emu_fiber& f = emu_fibers[t];
+    threadIdx.x = t;
+    if (!_setjmp(emu_scheduler)) {
+        if (f.started) _longjmp(f.resume, 1);
+        f.started = true;
+        setcontext(&f.start);
+    }
+}
+
+// Whether fiber t can go on: not ended, nor waiting at the block's barrier while it is shut.
+inline bool emu_runnable(int t) {
+    const emu_fiber& f = emu_fibers[t];
+    return !f.done && !(f.at_barrier && f.barrier_generation == emu_block_barrier.generation);
+}
+
+// Runs `kernel` for every block of the grid, with `block` threads per block: warp by warp (in
+// the block's order), each warp's fibers in turn until every one has ended or waits at the
+// block's barrier, until all have ended.
 inline void emu_launch(int grid, int block, const std::function<void()>& kernel) {
     gridDim.x = grid;
     blockDim.x = block;
@@ -171,22 +205,27 @@ inline void emu_launch(int grid, int block, const std::function<void()>& kernel)
             f.start.uc_stack.ss_sp = f.stack;
             f.start.uc_stack.ss_size = EMU_STACK;
             f.start.uc_link = nullptr;          // emu_fiber_main never returns
-            f.started = f.done = false;
+            f.started = f.done = f.at_barrier = false;
             makecontext(&f.start, emu_fiber_main, 0);
         }
-        for (int running = block; running > 0;) {
-            running = 0;
-            for (int t = 0; t < block; t++) {
-                if (emu_fibers[t].done) continue;
-                emu_fiber& f = emu_fibers[t];
-                threadIdx.x = t;
-                if (!_setjmp(emu_scheduler)) {
-                    if (f.started) _longjmp(f.resume, 1);
-                    f.started = true;
-                    setcontext(&f.start);
+        bool descending = (blockIdx.x % 2 == 1) != emu_descending;
+        auto nth = [&](int i, int n) { return descending ? n - 1 - i : i; };
+        int warps = (block + 31) / 32;
+        for (bool running = true; running;) {
+            running = false;
+            for (int i = 0; i < warps; i++) {
+                int w = nth(i, warps), lanes = min(32, block - 32 * w);
+                for (bool ran = true; ran;) {
+                    ran = false;
+                    for (int lane = 0; lane < lanes; lane++) {
+                        int t = 32 * w + nth(lane, lanes);
+                        if (!emu_runnable(t)) continue;
+                        emu_resume(t);
+                        ran = true;
+                    }
                 }
-                running += !f.done;
             }
+            for (int t = 0; t < block; t++) running |= !emu_fibers[t].done;
         }
     }
 }

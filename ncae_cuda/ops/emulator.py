@@ -81,8 +81,9 @@ class EmulatedDevice:
 
     @contextmanager
     def descending(self):
-        """Launches inside the block run their blocks from the highest to the lowest: the
-        first window of a shared sum is then the last to arrive and adds the pieces."""
+        """Launches inside the block run their blocks from the highest to the lowest, and
+        each block's warps in the other order (emu.h): the first window of a shared sum is then
+        the last to arrive and adds the pieces."""
         self.library.emu_set_descending(1)
         try:
             yield
