@@ -29,7 +29,7 @@ from helpers import (
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR, DEFAULT_SMS, adam_state, dropout_threshold
 from ncae_cuda.ops.conformance import TF32_TOLERANCE
-from ncae_cuda.ops.gpu import CupyDevice
+from ncae_cuda.ops.gpu import BLOCK, CupyDevice
 from ncae_cuda.ops.layout import NCAELayout
 from ncae_cuda.ops.memory import StepMemory
 from ncae_cuda.ops.plan import MIN_WINDOW, EpochPlan, Geometry, pieces_bound, window_sizes
@@ -472,6 +472,16 @@ def test_step_loss(backend):
                                         np.float32([0.5, 0.25, 0.0])))
     np.testing.assert_array_equal(backend.to_host(losses), [0.0, 2.0, 0.0])
     np.testing.assert_array_equal(backend.to_host(step), [2])
+
+
+def test_step_loss_sums_every_row(backend):
+    # more rows than a block has threads, the last one weighing too
+    rng = np.random.default_rng(14)
+    row_loss, row_weight = (rng.random(2 * BLOCK + 37).astype(np.float32) for _ in range(2))
+    losses = backend.to_device(np.zeros(1, np.float32))
+    backend.step_loss(losses, backend.to_device(np.array([0], np.int32)),
+                      *on(backend, row_loss, row_weight))
+    assert_close(backend.to_host(losses), [row_weight.astype(np.float64) @ row_loss])
 
 
 # ---------------------------------------------------------------------------------------------
