@@ -137,9 +137,12 @@ def test_dropout_keep_matches_reference_and_rate(backend, q):
     entry_ids = np.random.default_rng(2).permutation(200_000).astype(np.int32)
     expect = np.empty(len(entry_ids), np.uint8)
     ref.dropout_keep(expect, entry_ids, 7, 3, q)
-    keep = backend.to_device(np.full(len(entry_ids), 9, np.uint8))
-    backend.dropout_keep(keep, backend.to_device(entry_ids), 7, 3, q)
-    np.testing.assert_array_equal(backend.to_host(keep), expect)
+    n = len(entry_ids)
+    assert n % BLOCK                            # the last block has threads past the entries
+    keep = backend.to_device(np.full(n + BLOCK, 9, np.uint8))
+    backend.dropout_keep(keep[:n], backend.to_device(entry_ids), 7, 3, q)
+    np.testing.assert_array_equal(backend.to_host(keep[:n]), expect)
+    assert (backend.to_host(keep[n:]) == 9).all()           # and write nothing there
     assert abs(expect.mean() - (1 - q)) < 0.005
     if q == 0.0:
         assert expect.all()
