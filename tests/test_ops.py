@@ -46,6 +46,9 @@ LONG_RUNS = "long-runs"       # 128 rows over the same 6 columns, some entries a
                               # K = 7: runs of some 115 entries in windows of 12 over columns
 STEPS = SHAPES + [LONG_ROW, LONG_RUNS]   # the training steps' ops run on these
 STEP_IDS = IDS + [LONG_ROW, LONG_RUNS]
+# the ops with a block a row run on these too: N over twice a block's threads, so that each
+# thread strides over several columns
+ROW_SHAPES, ROW_IDS = SHAPES + [(20, 700, 8, 20, 24)], IDS + ["N700"]
 
 
 def long_runs_matrix(rng) -> sp.csr_matrix:
@@ -324,7 +327,7 @@ def test_sparse_output_backward_identity_hand_case():
 # ---------------------------------------------------------------------------------------------
 # implicit output
 
-@pytest.mark.parametrize("shape", SHAPES, ids=IDS)
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=ROW_IDS)
 @pytest.mark.parametrize("kept_only", [False, True])
 @pytest.mark.parametrize("loss_op", ["reweighted_error", "multinomial_error"])
 def test_implicit_error(backend, shape, kept_only, loss_op):
@@ -608,7 +611,7 @@ def _heldout_outside(rng, batch, N):
     return heldout
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=IDS)
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=ROW_IDS)
 def test_rank_heldout(backend, shape):
     rng = np.random.default_rng(10)
     n_rows, N, _, n_batch, _ = shape
