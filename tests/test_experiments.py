@@ -111,3 +111,24 @@ def test_a_table_reads_the_rmse_over_every_test_entry_where_cold_ones_were_apart
     pooled = {"test": {"rmse": 0.9, "entries": 3}, "all_test": {"rmse": 1.0, "entries": 4}}
     assert paper_tables._test("rmse")(pooled) == 1.0
     assert paper_tables._test("hr@10")({"test": {"hr@10": 0.5}}) == 0.5
+
+
+@pytest.mark.parametrize("given", [["--", "--cutoffs=5,20"],
+                                   ["--variant-flags", "NCAE=--cutoffs 5,20",
+                                    "--variant-flags", "NCAE+=--cutoffs 5,20"]])
+def test_the_table_reports_the_cutoff_the_runs_scored_at(tmp_path, given):
+    # Before: the M was read from "--cutoffs M" after -- alone, so the table asked the runs
+    # for hr@100 and stopped on a KeyError once every run had finished.
+    code = experiments.main(["clusters", "--dataset", "synthetic-tiny", "--quick", "--out",
+                             str(tmp_path), *given])
+    assert code == 0
+    assert "NCAE ndcg@20" in (tmp_path / "clusters.md").read_text()
+
+
+def test_variants_scored_at_other_cutoffs_are_refused_before_any_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        experiments.main(["clusters", "--dataset", "synthetic-tiny", "--quick", "--out",
+                          str(tmp_path), "--variant-flags", "NCAE+=--cutoffs 5,20"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "NCAE 100, NCAE+ 20" in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()

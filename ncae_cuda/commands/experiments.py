@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.baselines is None:
         args.baselines, left_out = installed(BESIDE)
     plan = ExperimentRuns(args, extra, trainer_run)
-    table = EXPERIMENTS[args.name](plan)
+    table = cli.refused(parser, EXPERIMENTS[args.name], plan)    # before any run
     if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):
         print(f"{args.name}: {left_out}", flush=True)
     # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ..baselines.models import BASELINES
-from ..model.config import DEFAULTS, VARIANT_SETTINGS, VARIANTS, Config
+from ..errors import SettingError
+from ..model.config import VARIANT_SETTINGS, VARIANTS, Config
 from . import pool
 from .spec import RunSpec, data_argv, given_data
 
@@ -194,9 +195,9 @@ def pretraining(r: ExperimentRuns):
 
 
 def augmentation(r: ExperimentRuns):
-    """NDCG@M (the largest --cutoffs M) of NCAE+ over augmentation's eps and p (eps 0: no
+    """NDCG@M (the last --cutoffs M) of NCAE+ over augmentation's eps and p (eps 0: no
     augmentation), and HR@M after every epoch without and with augmentation (Fig. 6)."""
-    m = _cutoff(r)
+    m = _cutoff(r, ("NCAE+",))
     epss, ps = r.grid(r.args.eps), r.grid(r.args.ps)
     for eps in epss:
         for p in ps:
@@ -237,7 +238,7 @@ def augmentation(r: ExperimentRuns):
 
 def factors(r: ExperimentRuns):
     """HR@M and NDCG@M of NCAE-, NCAE, NCAE+ and POP over the hidden width K (one layer)."""
-    m = _cutoff(r)
+    m = _cutoff(r, tuple(VARIANT_SETTINGS))
     ks = [r.width(k) for k in r.grid(r.args.factor_ks)]
     for k in ks:
         for variant in VARIANT_SETTINGS:
@@ -291,6 +292,7 @@ def topm(r: ExperimentRuns):
 def robustness(r: ExperimentRuns):
     """The metrics when each row keeps only a share D of its training entries (Table 6)."""
     ratios = r.grid(r.args.ratios)
+    m = _cutoff(r)
     for d in ratios:
         r.cell(f"D{d}", ["--data-ratio", str(d)])
 
@@ -303,7 +305,6 @@ def robustness(r: ExperimentRuns):
             for key in (k for k in test if k == "rmse" or "@" in k):
                 row[key] = stat(results, _test(key))
             if "pop" in results[0]:
-                m = _cutoff(r)
                 row[f"POP hr@{m}"] = stat(results, _pop(f"hr@{m}"))
                 row[f"POP ndcg@{m}"] = stat(results, _pop(f"ndcg@{m}"))
             rows.append(row)
@@ -314,8 +315,8 @@ def robustness(r: ExperimentRuns):
 def clusters(r: ExperimentRuns):
     """HR@M and NDCG@M of NCAE and NCAE+ for users grouped by their number of training
     entries (Table 3): augmentation is for the sparse users."""
-    m = _cutoff(r)
     variants = ("NCAE", "NCAE+")
+    m = _cutoff(r, variants)
     for variant in variants:
         r.cell(variant, r.variant(variant))
 
@@ -354,11 +355,18 @@ def recipes(r: ExperimentRuns):
     return table
 
 
-def _cutoff(r: ExperimentRuns) -> int:
-    """The M the implicit tables report: the trainer's last cutoff (100 by default)."""
-    if "--cutoffs" in r.extra:
-        return int(r.extra[r.extra.index("--cutoffs") + 1].split(",")[-1])
-    return DEFAULTS.cutoffs[-1]
+def _cutoff(r: ExperimentRuns, variants: tuple[str, ...] = ()) -> int:
+    """The M the implicit tables report: the last of the runs' cutoffs (early stopping follows
+    NDCG at it), as the runs of each implicit variant read them (after --, in a recipe, in
+    --variant-flags); SettingError where the variants' runs end at different M."""
+    cells = {variant: r.variant(variant) for variant in variants} or {"the runs": []}
+    ms = {name: r.trainer_run(["--dataset", r.args.dataset, *r.extra, *flags])[1].cutoffs[-1]
+          for name, flags in cells.items()}
+    if len(set(ms.values())) > 1:
+        raise SettingError("cutoffs", "of the runs end at different M ("
+                           + ", ".join(f"{name} {m}" for name, m in ms.items())
+                           + "): one table reports one M; give each variant the same last one")
+    return next(iter(ms.values()))
 
 
 def _lines(rows: list[dict], x: str, suffix: str, log_x: bool = False):
