@@ -1,5 +1,6 @@
 """Every experiment end to end in --quick form on synthetic data: its table, CSV and figure."""
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -132,3 +133,16 @@ def test_variants_scored_at_other_cutoffs_are_refused_before_any_run(tmp_path, c
     err = capsys.readouterr().err
     assert e.value.code == 2 and "NCAE 100, NCAE+ 20" in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_topm_runs_choose_their_epoch_at_their_own_last_cutoff(tmp_path):
+    # Before: topm's --cutoffs 50,100 came after the runs' own, so they chose their epoch by
+    # NDCG@100, not NDCG@20 as given after --, and unlike the other tables' runs.
+    code = experiments.main(["topm", "--dataset", "synthetic-tiny", "--quick", "--ms", "50,100",
+                             "--baselines", "none", "--out", str(tmp_path), "--",
+                             "--cutoffs", "10,20"])
+    assert code == 0
+    run = json.loads((tmp_path / "runs" / "topm" / "NCAE-seed0" / "metrics.json").read_text())
+    assert run["config"]["cutoffs"][-1] == 20 and {50, 100} <= set(run["config"]["cutoffs"])
+    with open(tmp_path / "topm.csv") as f:
+        assert [row[0] for row in csv.reader(f)] == ["M", "50", "100"]

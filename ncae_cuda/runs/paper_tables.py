@@ -265,9 +265,13 @@ def factors(r: ExperimentRuns):
 
 
 def topm(r: ExperimentRuns):
-    """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP."""
+    """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP, each run's epoch chosen by
+    NDCG at its last --cutoffs (100 by default), as in the other tables."""
     ms = r.grid(r.args.ms, 5)
-    cutoffs = ["--cutoffs", ",".join(map(str, ms))]
+    # each M scored, the runs' own last cutoff kept last: their epoch is chosen by NDCG at it,
+    # as the other tables' runs choose theirs, and not at the largest M
+    chosen_at = _cutoff(r, tuple(VARIANT_SETTINGS))
+    cutoffs = ["--cutoffs", ",".join(map(str, [m for m in ms if m != chosen_at] + [chosen_at]))]
     for variant in VARIANT_SETTINGS:
         r.cell(variant, [*r.variant(variant), *cutoffs])
     r.baselines("baselines", [*r.variant("NCAE"), *cutoffs])
