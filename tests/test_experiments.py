@@ -146,3 +146,14 @@ def test_topm_runs_choose_their_epoch_at_their_own_last_cutoff(tmp_path):
     assert run["config"]["cutoffs"][-1] == 20 and {50, 100} <= set(run["config"]["cutoffs"])
     with open(tmp_path / "topm.csv") as f:
         assert [row[0] for row in csv.reader(f)] == ["M", "50", "100"]
+
+
+def test_a_table_says_what_its_cells_are_over(tmp_path):
+    # Before: "1.4672 ± 0.1252" and nothing in the table saying over which runs, or which
+    # standard deviation (the sample's, ddof 1: test_repeats_give_mean_and_spread).
+    rows = [{"K": 16, "SINGLE": paper_tables.stat([{"x": 1.0}, {"x": 3.0}], lambda m: m["x"])}]
+    experiments.write(tmp_path, "configurations", rows, None, repeats=2)
+    assert ("the mean over seeds 0..1 (--repeats 2), ± their standard deviation (ddof 1)"
+            in (tmp_path / "configurations.md").read_text())
+    experiments.write(tmp_path, "configurations", rows[:1], None, repeats=1)
+    assert "one run of seed 0 (--repeats 1)" in (tmp_path / "configurations.md").read_text()

@@ -54,9 +54,10 @@ BESIDE = ("ease", "ials", "bpr")        # --baselines' default, of those install
 # ---------------------------------------------------------------------------------------------
 # output
 
-def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
+def write(out: Path, name: str, rows: list[dict], figures, repeats: int) -> list[Path]:
     """NAME.md and NAME.csv of the rows ((mean, std) cells as 'mean ± std' and two CSV
-    columns), and NAME.png of the figures; returns the paths written."""
+    columns), and NAME.png of the figures; returns the paths written. NAME.md says what the
+    cells are over: the runs of seeds 0..repeats-1."""
     def cell(value):
         if not isinstance(value, tuple):
             return value
@@ -72,8 +73,10 @@ def write(out: Path, name: str, rows: list[dict], figures) -> list[Path]:
     for row in rows:                           # a blank under a (mean, std) column fills both
         writer.writerow([x for v, pair in zip(row.values(), paired)
                          for x in (v if isinstance(v, tuple) else (v, "") if pair else (v,))])
+    over = (f"the mean over seeds 0..{repeats - 1} (--repeats {repeats}), ± their standard "
+            "deviation (ddof 1)" if repeats > 1 else "one run of seed 0 (--repeats 1)")
     files = {f"{name}.md": f"# {name}\n\n{inspect.cleandoc(EXPERIMENTS[name].__doc__)}\n\n"
-                           f"{format_table(shown)}\n".encode(),
+                           f"Each figure: {over}.\n\n{format_table(shown)}\n".encode(),
              f"{name}.csv": table.getvalue().encode()}
     if figures:
         import matplotlib
@@ -114,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a data set's name or a data file (default: %(default)s)")
     p.add_argument("--data-dir", type=Path, help="as ncae_cuda.train's")
     p.add_argument("--repeats", type=int, default=1,
-                   help="seeds 0..R-1: mean and std (default: %(default)s)")
+                   help="seeds 0..R-1: mean and standard deviation (ddof 1) (default: "
+                        "%(default)s)")
     p.add_argument("--quick", action="store_true",
                    help="tiny widths, 2 epochs, the first values of each grid (for tests)")
     p.add_argument("--out", type=Path, default=Path("runs/experiments"),
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         if not pool.run_share(runs, args):
             return 0
         rows, figures = table()
-        for path in write(args.out, args.name, rows, figures):
+        for path in write(args.out, args.name, rows, figures, args.repeats):
             print(f"wrote {path}")
     except OSError as e:
         print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
