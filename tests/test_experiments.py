@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ncae_cuda.baselines.models import BASELINES
 from ncae_cuda.commands import experiments
 from ncae_cuda.runs import paper_tables
 
@@ -157,3 +158,12 @@ def test_a_table_says_what_its_cells_are_over(tmp_path):
             in (tmp_path / "configurations.md").read_text())
     experiments.write(tmp_path, "configurations", rows[:1], None, repeats=1)
     assert "one run of seed 0 (--repeats 1)" in (tmp_path / "configurations.md").read_text()
+
+
+def test_the_baselines_help_names_every_baseline_it_takes(capsys):
+    # Before: "these of ease, ials, bpr", though item-knn and rp3beta ran beside NCAE too.
+    with pytest.raises(SystemExit):
+        experiments.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for name in (key for key in BASELINES if key != "pop"):
+        assert name in out.split("--baselines M1,M2,...|none", 2)[2].split("--ks")[0]

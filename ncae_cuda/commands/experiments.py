@@ -32,7 +32,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ..baselines.models import beside_ncae, installed
+from ..baselines.models import BASELINES, beside_ncae, installed
 from .. import cli
 from ..data.atomic_file import atomic_write
 from ..data import datasets
@@ -49,6 +49,7 @@ OWN_FLAGS = {    # a flag one experiment reads (or two), as argparse names it: t
     "ms": ("topm",), "ratios": ("robustness",), "recipes": ("recipes",),
     "baselines": ("factors", "topm")}
 BESIDE = ("ease", "ials", "bpr")        # --baselines' default, of those installed
+BESIDE_ANY = [key for key in BASELINES if key != "pop"]     # POP: in every implicit table
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,9 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help='trainer flags for one implicit variant\'s runs, e.g. '
                         '"NCAE-=--weight-decay 1e-2" (repeatable)')
     p.add_argument("--baselines", type=cli.argument_type(_baseline_list), metavar="M1,M2,...|none",
-                   help=f"{read_by('baselines')}: these of ease, ials, bpr beside NCAE (python -m "
-                        "ncae_cuda.baselines; iALS's and BPR's factors are the row's K in "
-                        f"factors) (default: those of {','.join(BESIDE)} installed)")
+                   help=f"{read_by('baselines')}: these of {', '.join(BESIDE_ANY)} beside NCAE "
+                        "(python -m ncae_cuda.baselines; iALS's and BPR's factors are the row's K "
+                        f"in factors) (default: those of {','.join(BESIDE)} installed)")
     p.add_argument("--ks", default="100,300,500",
                    help=f"{read_by('ks')}: hidden widths K (default: %(default)s)")
     p.add_argument("--k", type=int, default=500,
