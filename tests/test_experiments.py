@@ -167,3 +167,12 @@ def test_the_baselines_help_names_every_baseline_it_takes(capsys):
     out = " ".join(capsys.readouterr().out.split())
     for name in (key for key in BASELINES if key != "pop"):
         assert name in out.split("--baselines M1,M2,...|none", 2)[2].split("--ks")[0]
+
+
+def test_augmentation_rows_name_the_eps_they_ran(tmp_path):
+    # Before: eps 1e-05 printed as "0.0000", a second row that read as eps 0.
+    code = experiments.main(["augmentation", "--dataset", "synthetic-tiny", "--quick", "--eps",
+                             "0,0.00001", "--ps", "0.5", "--out", str(tmp_path)])
+    assert code == 0
+    table = (tmp_path / "augmentation.md").read_text()
+    assert [line.split("|")[1].strip() for line in table.splitlines()[-2:]] == ["0", "1e-05"]

@@ -209,8 +209,10 @@ def augmentation(r: ExperimentRuns):
                                  "--no-refit", "--curves"])
 
     def table():
-        rows = [{"eps": eps, **{f"p={p}": stat(r.results(f"eps{eps}-p{p}"), _test(f"ndcg@{m}"))
-                                for p in ps}} for eps in epss]
+        # eps as text, as short as it is: the table's 4 decimals printed 1e-05 as 0.0000
+        rows = [{"eps": f"{eps:g}", **{f"p={p}": stat(r.results(f"eps{eps}-p{p}"),
+                                                      _test(f"ndcg@{m}")) for p in ps}}
+                for eps in epss]
         curves = {}
         for name in curve_eps:
             results = r.results(f"curve-{name}")
@@ -221,8 +223,7 @@ def augmentation(r: ExperimentRuns):
 
         def grid_figure(ax):
             for p in ps:
-                ax.plot([row["eps"] for row in rows], [row[f"p={p}"][0] for row in rows], "o-",
-                        label=f"p = {p}")
+                ax.plot(epss, [row[f"p={p}"][0] for row in rows], "o-", label=f"p = {p}")
             ax.set(xlabel="eps", ylabel=f"NDCG@{m}", title="Augmentation's eps and p")
             ax.legend(fontsize=7)
 
