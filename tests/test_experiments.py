@@ -72,7 +72,8 @@ def test_repeats_give_mean_and_spread():
 
 def test_a_failing_cell_is_reported(tmp_path, capsys):
     code = experiments.main(["robustness", "--dataset", "synthetic-tiny", "--quick",
-                             "--out", str(tmp_path), "--", "--lr", "-1"])
+                             "--out", str(tmp_path), "--", "--rating-scale", "4,5"])
+    # a scale the data's ratings fall outside: the flags resolve, the run fails on the data
     assert code == 2 and "failed" in capsys.readouterr().err
 
 
@@ -176,3 +177,16 @@ def test_augmentation_rows_name_the_eps_they_ran(tmp_path):
     assert code == 0
     table = (tmp_path / "augmentation.md").read_text()
     assert [line.split("|")[1].strip() for line in table.splitlines()[-2:]] == ["0", "1e-05"]
+
+
+@pytest.mark.parametrize("given, said", [(["configurations", "--ks", "0"], "K0-SINGLE-BP-seed0"),
+                                         (["robustness", "--ratios", "2"], "D2-seed0")])
+def test_a_grid_value_no_run_takes_is_refused_before_any_run(tmp_path, capsys, given, said):
+    # Before: the pool started, the run failed ("the same command reruns the failed runs"),
+    # and its listing then refused the corrected command but with --overwrite.
+    with pytest.raises(SystemExit) as e:
+        experiments.main([*given, "--dataset", "synthetic-tiny", "--quick", "--out",
+                          str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and said in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()

@@ -36,10 +36,12 @@ from ..baselines.models import BASELINES, beside_ncae, installed
 from .. import cli
 from ..data.atomic_file import atomic_write
 from ..data import datasets
+from ..errors import NcaeError
 from ..model.config import VARIANT_SETTINGS, read_recipe
 from ..model.metrics import format_table
 from ..runs import pool
 from ..runs.paper_tables import EXPERIMENTS, ExperimentRuns, numbers
+from ..runs.spec import resolved
 from .flags import trainer_run
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
@@ -206,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         args.baselines, left_out = installed(BESIDE)
     plan = ExperimentRuns(args, extra, trainer_run)
     table = cli.refused(parser, EXPERIMENTS[args.name], plan)    # before any run
+    for run in plan.runs:       # a grid's value no run takes (--ks 0): refused before any starts
+        if run.module == "ncae_cuda.train":
+            try:
+                resolved(*trainer_run(list(run.flags)))
+            except NcaeError as e:
+                parser.error(f"run {run.name}: {e}")
     if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):
         print(f"{args.name}: {left_out}", flush=True)
     # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is
