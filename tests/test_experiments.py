@@ -190,3 +190,17 @@ def test_a_grid_value_no_run_takes_is_refused_before_any_run(tmp_path, capsys, g
     err = capsys.readouterr().err
     assert e.value.code == 2 and said in err and "Traceback" not in err, err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name, variant", [("configurations", "NCAE"), ("augmentation", "NCAE-"),
+                                           ("clusters", "NCAE-")])
+def test_variant_flags_for_a_variant_the_experiment_does_not_run_are_refused(
+        tmp_path, capsys, name, variant):
+    # Before: accepted, and reached no run (configurations runs explicit feedback, no variant;
+    # augmentation runs NCAE+ alone; clusters NCAE and NCAE+).
+    with pytest.raises(SystemExit) as e:
+        experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--out", str(tmp_path),
+                          "--variant-flags", f"{variant}=--lr 0.5"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"--variant-flags {variant}=" in err, err
+    assert not (tmp_path / "runs").exists()

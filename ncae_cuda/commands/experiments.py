@@ -102,6 +102,13 @@ def _baseline_list(text: str) -> tuple[str, ...]:
     return () if text == "none" else beside_ncae(text)
 
 
+def _variants_run(runs: list[pool.Run]) -> list[str]:
+    """The implicit variants the trainer runs are, in their order: each run's last --variant."""
+    variants = [[x for flag, x in zip(run.flags, run.flags[1:]) if flag == "--variant"]
+                for run in runs if run.module == "ncae_cuda.train"]
+    return list(dict.fromkeys(given[-1] for given in variants if given))
+
+
 def read_by(dest: str) -> str:
     """The experiments that read a flag of OWN_FLAGS, as its help begins."""
     return ", ".join(OWN_FLAGS[dest])
@@ -208,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         args.baselines, left_out = installed(BESIDE)
     plan = ExperimentRuns(args, extra, trainer_run)
     table = cli.refused(parser, EXPERIMENTS[args.name], plan)    # before any run
+    ran = _variants_run(plan.runs)
+    for given in args.variant_flags:           # flags that would reach no run: not ignored
+        if given.partition("=")[0] not in ran:
+            parser.error(f"--variant-flags {given}: no run of {args.name} is "
+                         f"{given.partition('=')[0]} ("
+                         + (f"its variants: {', '.join(ran)}" if ran else "it runs none of "
+                            f"{', '.join(VARIANT_SETTINGS)}") + "): leave it out")
     for run in plan.runs:       # a grid's value no run takes (--ks 0): refused before any starts
         if run.module == "ncae_cuda.train":
             try:
