@@ -8,6 +8,7 @@ import pytest
 
 from ncae_cuda.baselines.models import BASELINES
 from ncae_cuda.commands import experiments
+from ncae_cuda.commands.flags import trainer_run
 from ncae_cuda.runs import paper_tables
 
 FIGURES = {"pretraining", "augmentation", "factors", "topm"}
@@ -204,3 +205,16 @@ def test_variant_flags_for_a_variant_the_experiment_does_not_run_are_refused(
     err = capsys.readouterr().err
     assert e.value.code == 2 and f"--variant-flags {variant}=" in err, err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", list(paper_tables.EXPERIMENTS))
+def test_quick_runs_are_tiny_in_every_experiment(name):
+    # Before: --quick's "tiny widths" were configurations', pretraining's and factors' alone;
+    # the others' runs trained the default 500,500 (a recipe's widths in recipes).
+    args = experiments.build_parser().parse_args(
+        [name, "--dataset", "synthetic-tiny", "--quick", "--baselines", "none",
+         *OWN_FLAGS.get(name, [])])
+    plan = paper_tables.ExperimentRuns(args, [], trainer_run)
+    paper_tables.EXPERIMENTS[name](plan)
+    widths = [trainer_run(list(run.flags))[1].hidden for run in plan.runs]
+    assert widths and all(max(hidden) <= 16 for hidden in widths), widths

@@ -40,7 +40,7 @@ from ..errors import NcaeError
 from ..model.config import VARIANT_SETTINGS, read_recipe
 from ..model.metrics import format_table
 from ..runs import pool
-from ..runs.paper_tables import EXPERIMENTS, ExperimentRuns, numbers
+from ..runs.paper_tables import EXPERIMENTS, QUICK_WIDTH, ExperimentRuns, numbers
 from ..runs.spec import resolved
 from .flags import trainer_run
 
@@ -130,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seeds 0..R-1: mean and standard deviation (ddof 1) (default: "
                         "%(default)s)")
     p.add_argument("--quick", action="store_true",
-                   help="tiny widths, 2 epochs, the first values of each grid (for tests)")
+                   help=f"hidden layers of at most {QUICK_WIDTH}, 2 epochs, the first values of "
+                        "each grid (for tests)")
     p.add_argument("--out", type=Path, default=Path("runs/experiments"),
                    help="folder for the tables and figures, and the runs, in runs/NAME/ "
                         "(default: %(default)s)")

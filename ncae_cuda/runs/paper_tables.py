@@ -17,6 +17,9 @@ from . import pool
 from .spec import RunSpec, data_argv, given_data
 
 
+QUICK_WIDTH = 16                # --quick: the widest hidden layer of any run
+
+
 def numbers(values: str) -> list:
     """'100,300' -> [100, 300]; '0.2,1e-3' -> floats. ValueError on anything else."""
     return [float(v) if "." in v or "e" in v else int(v) for v in values.split(",")]
@@ -32,7 +35,9 @@ class ExperimentRuns:
     def __init__(self, args, extra: list[str],
                  trainer_run: Callable[[list[str]], tuple[RunSpec, Config]]):
         self.args, self.extra, self.trainer_run = args, extra, trainer_run
-        self.quick = ["--epochs", "2", "--pretrain-epochs", "1"] if args.quick else []
+        # every run's widths tiny; a cell's own --hidden, after these, at most QUICK_WIDTH too
+        self.quick = ["--epochs", "2", "--pretrain-epochs", "1",
+                      "--hidden", str(QUICK_WIDTH)] if args.quick else []
         self.folder = args.out / "runs" / args.name        # one folder an experiment: two never
         self.runs: list[pool.Run] = []                      # share their runs
 
@@ -41,7 +46,7 @@ class ExperimentRuns:
         return parsed[:quick_take] if self.args.quick else parsed
 
     def width(self, k: int) -> int:
-        return min(k, 16) if self.args.quick else k
+        return min(k, QUICK_WIDTH) if self.args.quick else k
 
     def variant(self, name: str) -> list[str]:
         """Flags of an implicit variant's runs: --variant NAME and its --variant-flags."""
