@@ -218,3 +218,28 @@ def test_quick_runs_are_tiny_in_every_experiment(name):
     paper_tables.EXPERIMENTS[name](plan)
     widths = [trainer_run(list(run.flags))[1].hidden for run in plan.runs]
     assert widths and all(max(hidden) <= 16 for hidden in widths), widths
+
+
+def test_recipes_of_one_epoch_show_no_seconds_per_epoch(tmp_path):
+    """A run of one epoch times none after start-up (metrics.json: seconds_per_epoch null):
+    its cell is empty (before: "nan")."""
+    assert experiments.main(["recipes", "--dataset", "synthetic-tiny", "--quick", "--jobs", "1",
+                             *OWN_FLAGS["recipes"][:2], "--out", str(tmp_path), "--",
+                             "--epochs", "1", "--no-refit"]) == 0
+    with open(tmp_path / "recipes.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["recipe"] for r in rows] == [OWN_FLAGS["recipes"][1], "POP"]
+    assert all(r["s/epoch"] == "" for r in rows)
+    assert "nan" not in (tmp_path / "recipes.md").read_text()
+
+
+def test_a_column_of_figures_is_two_whichever_row_comes_first(tmp_path):
+    """Before, the first row decided: a blank first cell made the column one, and a later
+    (mean, std) row wrote two values under it, every column after shifted."""
+    rows = [{"recipe": "a", "s/epoch": "", "rmse": (0.9, 0.01)},
+            {"recipe": "b", "s/epoch": (2.5, None), "rmse": (0.8, 0.02)}]
+    experiments.write(tmp_path, "recipes", rows, None, 2)
+    with open(tmp_path / "recipes.csv", newline="") as f:
+        assert list(csv.reader(f)) == [
+            ["recipe", "s/epoch mean", "s/epoch std", "rmse mean", "rmse std"],
+            ["a", "", "", "0.9", "0.01"], ["b", "2.5", "", "0.8", "0.02"]]

@@ -68,11 +68,10 @@ def write(out: Path, name: str, rows: list[dict], figures, repeats: int) -> list
     shown = [{k: cell(v) for k, v in row.items()} for row in rows]
     table = io.StringIO(newline="")
     writer = csv.writer(table)
-    header = []
-    for key, value in rows[0].items():
-        header += [f"{key} mean", f"{key} std"] if isinstance(value, tuple) else [key]
-    writer.writerow(header)
-    paired = [isinstance(value, tuple) for value in rows[0].values()]
+    # a column of (mean, std) cells in any row is two, its blank cells filling both
+    paired = [any(isinstance(row[key], tuple) for row in rows) for key in rows[0]]
+    writer.writerow([name for key, pair in zip(rows[0], paired)
+                     for name in ((f"{key} mean", f"{key} std") if pair else (key,))])
     for row in rows:                           # a blank under a (mean, std) column fills both
         writer.writerow([x for v, pair in zip(row.values(), paired)
                          for x in (v if isinstance(v, tuple) else (v, "") if pair else (v,))])

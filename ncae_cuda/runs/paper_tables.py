@@ -357,7 +357,10 @@ def recipes(r: ExperimentRuns):
             results = r.results(Path(path).stem)
             keys = [k for k in results[0]["test"] if k == "rmse" or "@" in k]
             row = {"recipe": path, **{key: stat(results, _test(key)) for key in keys}}
-            rows.append({**row, "s/epoch": stat(results, lambda x: x["seconds_per_epoch"])})
+            # (none where a run trained one epoch: its only one holds start-up, no figure)
+            timed = all(x["seconds_per_epoch"] is not None for x in results)
+            rows.append({**row, "s/epoch": stat(results, lambda x: x["seconds_per_epoch"])
+                         if timed else ""})
         if "pop" in results[0]:
             rows.append({"recipe": "POP", **{key: stat(results, _pop(key)) for key in keys},
                          "s/epoch": ""})
