@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda import NCAE
+from ncae_cuda import BlendedNCAE, NCAE
 from ncae_cuda.commands import train
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import Interactions
@@ -135,3 +135,30 @@ def test_train_on_given_files_scores_cold_entries_apart(tmp_path, capsys, feedba
         assert "\nall test entries, warm and cold together" in said
     else:
         assert "POP beside" in said and "cold_pop" in result
+
+
+@pytest.mark.parametrize("model", ["user", "item", "both"])
+def test_an_explicit_model_recommends_to_cold_users_by_the_shrunk_means(model):
+    split = new_users_split()
+    fit = split.train
+    make = BlendedNCAE if model == "both" else lambda **s: NCAE(based=model, **s)
+    fitted = make(feedback="explicit", **SETTINGS).fit(fit, epochs=1, verbose=False)
+    cold_users = np.flatnonzero(np.bincount(fit.users, minlength=len(fit.user_ids)) == 0)[:2]
+    every_item = np.arange(len(fit.item_ids))
+    _, means = shrunk_means_by_hand(fit, Interactions(                 # a cold user's, each item
+        np.full(len(every_item), cold_users[0]), every_item, None, None, fit.user_ids,
+        fit.item_ids))
+    candidates = every_item[::3]
+    for items, n in ((None, 5), (fit.item_ids[candidates], 4)):
+        pool = every_item if items is None else candidates
+        best = pool[np.lexsort((pool, -means[pool]))][:n]          # ties to the earlier item
+        got_items, got_scores = fitted.recommend(fit.user_ids[cold_users], n=n, items=items)
+        for row, scores in zip(got_items, got_scores):
+            np.testing.assert_array_equal(row, fit.item_ids[best])
+            np.testing.assert_allclose(scores, means[best], rtol=1e-6)
+            np.testing.assert_array_equal(scores, fitted.predict(
+                np.repeat(fit.user_ids[cold_users[0]], n), row))       # predict's own values
+        if model == "user":                      # a new user with no history yet: the same
+            new = fitted.recommend_new(sp.csr_matrix((1, len(fit.item_ids))), n=n, items=items)
+            np.testing.assert_array_equal(new[0], got_items[:1])
+            np.testing.assert_array_equal(new[1], got_scores[:1])

@@ -144,9 +144,10 @@ class Model(abc.ABC):
         Returns
         -------
         item_ids, scores : numpy.ndarray
-            Each (len(users), n). Scores are the model's own: predicted ratings (explicit), the
-            output logits (implicit NCAE: the order of tanh(out) without float32 saturation
-            ties), a baseline's scores. Ties go to the item earlier in item_ids. A user with
+            Each (len(users), n). Scores are the model's own: predicted ratings (explicit:
+            predict's, a user with no fit rating's the items' shrunk means), the output
+            logits (implicit NCAE: the order of tanh(out) without float32 saturation ties), a
+            baseline's scores. Ties go to the item earlier in item_ids. A user with
             fewer than n candidates ends in score -inf, id -1 (integer ids) or "" (text ids);
             a user with no interaction in the fit data is all such padding where the model
             scores a user from their interactions alone (not ranks_without_history).
@@ -169,12 +170,12 @@ class Model(abc.ABC):
         without_history = indptr[u + 1] == indptr[u]                        # (len(u),)
         if searched is None or candidates is not None:
             return self._results(*self._exact_top(u, n, filter_seen, candidates),
-                                 without_history)
+                                 without_history, candidates)
         idx, vals, short = searched.top(user_queries(self, u), u, n,
                                         self.data.seen if filter_seen else None)
         if short.any():
             idx[short], vals[short] = self._exact_top(u[short], n, filter_seen, None)
-        return self._results(idx, vals, without_history)
+        return self._results(idx, vals, without_history, None)
 
     def _exact_top(self, u: np.ndarray, n: int, filter_seen: bool, candidates
                    ) -> tuple[np.ndarray, np.ndarray]:
@@ -184,9 +185,11 @@ class Model(abc.ABC):
             return top_m(self.ops, self._scorer(), u, n, excluded, candidates,
                          self.data.item_columns, self.comm)
 
-    def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
-        """(item ids, scores) of recommend's column indices and scores: _ranked_ids'."""
+    def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray,
+                 candidates) -> tuple[np.ndarray, np.ndarray]:
+        """(item ids, scores) of recommend's column indices and scores, chosen among
+        `candidates` (data.candidates' mask, or None) for rows `without_history` ((rows,) bool:
+        a user with no interaction) and the others: _ranked_ids'."""
         return self._ranked_ids(idx, vals, without_history)
 
     def _ranked_ids(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray
@@ -249,7 +252,7 @@ class Model(abc.ABC):
             idx, vals = top_m(self.ops, scorer(), np.arange(new.n_users), n,
                               excluded_entries(self.ops, seen) if filter_seen else None,
                               candidates, self.data.item_columns, self.comm)
-        return self._results(idx, vals, np.diff(rows.indptr) == 0)
+        return self._results(idx, vals, np.diff(rows.indptr) == 0, candidates)
 
     def _new_user_scorer(self, new: Interactions, times):
         """() -> Scorer of the rows of `new` (new users, of the model's items), made inside the

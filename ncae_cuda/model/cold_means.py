@@ -23,9 +23,10 @@ def cold_at(seen: sp.csr_matrix, users: np.ndarray, items: np.ndarray) -> np.nda
     return (user_counts[users] == 0) | (item_counts[items] == 0)
 
 
-def cold_ratings(seen: sp.csr_matrix, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """(n,) float32 the shrunk means (see the module's docstring) at cold entries (users[i],
-    items[i]) of `seen`, the fit data's users x items ratings."""
+def shrunk_means(seen: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """((n_users,), (n_items,)) float64 each user's and item's mean rating in `seen` (the fit
+    data's users x items ratings) shrunk toward the fit data's mean (see the module's
+    docstring); one with no entry is the fit data's mean itself (its SHRINK ratings' alone)."""
     ratings = seen.data.astype(np.float64)
     mean = ratings.mean()
     user_counts = np.diff(seen.indptr)                                       # (n_users,)
@@ -33,11 +34,21 @@ def cold_ratings(seen: sp.csr_matrix, users: np.ndarray, items: np.ndarray) -> n
     entry_users = np.repeat(np.arange(seen.shape[0]), user_counts)          # (nnz,)
     user_sums = np.bincount(entry_users, ratings, minlength=seen.shape[0])
     item_sums = np.bincount(seen.indices, ratings, minlength=seen.shape[1])
+    return ((user_sums + SHRINK * mean) / (user_counts + SHRINK),
+            (item_sums + SHRINK * mean) / (item_counts + SHRINK))
 
-    def shrunk(sums, counts):
-        return (sums + SHRINK * mean) / (counts + SHRINK)
-    new_user, new_item = user_counts[users] == 0, item_counts[items] == 0
-    out = np.full(len(users), mean)
-    out[new_user & ~new_item] = shrunk(item_sums, item_counts)[items[new_user & ~new_item]]
-    out[new_item & ~new_user] = shrunk(user_sums, user_counts)[users[new_item & ~new_user]]
-    return out.astype(np.float32)
+
+def new_user_ratings(seen: sp.csr_matrix) -> np.ndarray:
+    """(n_items,) float32 what a user with no entry in `seen` is predicted at each item (each
+    item's shrunk mean, the fit data's mean at an item with none): cold_ratings' of such a
+    user, which recommend ranks the items by."""
+    return shrunk_means(seen)[1].astype(np.float32)
+
+
+def cold_ratings(seen: sp.csr_matrix, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """(n,) float32 the shrunk means (see the module's docstring) at cold entries (users[i],
+    items[i]) of `seen`, the fit data's users x items ratings: a new user's the item's (the fit
+    data's mean where the item is new too), a known user's the user's."""
+    user_means, item_means = shrunk_means(seen)
+    new_user = np.diff(seen.indptr)[users] == 0
+    return np.where(new_user, item_means[items], user_means[users]).astype(np.float32)

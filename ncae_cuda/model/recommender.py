@@ -17,8 +17,9 @@ import numpy as np
 from ..data.interactions import DataError, Interactions
 from .ann import ItemIndex
 from .base import Model, Unsupported, cosine_of
-from .cold_means import cold_at, cold_ratings
-from .evaluate import model_scorer, predict_ratings, rating_report, row_codes
+from .cold_means import cold_at, cold_ratings, new_user_ratings
+from .evaluate import (constant_scorer, model_scorer, predict_ratings, rating_report,
+                       row_codes, top_m)
 from .fitdata import new_rows
 
 NAME = "ncae"          # NCAE's and BlendedNCAE's key in the factory (based='both': the blend)
@@ -84,6 +85,21 @@ class RatingModel(Model):
         yhat[cold] = cold_ratings(self.data.seen, users[cold], items[cold])
         return yhat
 
+    def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray,
+                 candidates) -> tuple[np.ndarray, np.ndarray]:
+        """recommend's results with an explicit model's users without history ranked by what
+        predict gives them, the items' shrunk means (cold_means.new_user_ratings): the network
+        has learnt nothing of such a user. All of them have the same candidates (nothing seen
+        to leave out), so one row is ranked, through top_m as every other row is."""
+        if not self.config.implicit and without_history.any():
+            held = self.data.item_columns
+            means = new_user_ratings(self.data.seen)[held.lo:held.hi]      # (items held,)
+            with self.ops.session():
+                idx[without_history], vals[without_history] = top_m(
+                    self.ops, constant_scorer(self.ops, means), np.zeros(1, np.int32),
+                    idx.shape[1], None, candidates, held, self.comm)
+        return super()._results(idx, vals, without_history, candidates)
+
     def item_index(self) -> ItemIndex:
         """The approximate index of this model's items (model/ann.py), built once: read from
         beside the file load() read where it was built from this model, else built and saved
@@ -141,14 +157,14 @@ class Recommender(RatingModel):
     def _scorer(self):
         return model_scorer(self._net, self.data.inputs(), self.config.based)
 
-    def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
+    def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray,
+                 candidates) -> tuple[np.ndarray, np.ndarray]:
         """Column indices -> item ids (padding -1 or ""); an explicit model's logits ->
         ratings."""
         if not self.config.implicit:
             real = idx >= 0
             vals[real] = self._net.objective.rating(vals[real])
-        return super()._results(idx, vals, without_history)
+        return super()._results(idx, vals, without_history, candidates)
 
     def _new_user_scorer(self, new: Interactions, times):
         """The autoencoder encodes any row, so this needs a user-based model (an item-based
