@@ -138,7 +138,8 @@ def gpu_ids(text: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # the flags generated from a record's fields
 
-def _shown(value) -> str:
+def as_written(value) -> str:
+    """A parsed flag's value as it is written: (8, 16) as 8,16."""
     return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
@@ -153,7 +154,7 @@ def add_settings(p: argparse.ArgumentParser, settings: type, from_the_data: dict
         if kind is None and not meta["choices"]:
             kind = float if "float" in str(f.type) else int
         default = None if f.name in from_the_data else f.default
-        shown = from_the_data.get(f.name, None if default is None else _shown(default))
+        shown = from_the_data.get(f.name, None if default is None else as_written(default))
         help_ = meta["help"] + ("" if shown is None else f" (default: {shown})")
         groups[meta["group"]].add_argument(
             flag(f.name), type=kind, choices=meta["choices"], default=default, help=help_,

@@ -243,3 +243,39 @@ def test_a_column_of_figures_is_two_whichever_row_comes_first(tmp_path):
         assert list(csv.reader(f)) == [
             ["recipe", "s/epoch mean", "s/epoch std", "rmse mean", "rmse std"],
             ["a", "", "", "0.9", "0.01"], ["b", "2.5", "", "0.8", "0.02"]]
+
+
+@pytest.mark.parametrize("name, given, said", [
+    ("factors", ["--baselines", "none", "--", "--hidden", "64"],
+     "-- --hidden: factors sets each run's own (K8-NCAE--seed0: --hidden 8)"),
+    ("factors", ["--baselines", "none", "--", "--hidden=64"], "--hidden: factors sets"),
+    ("pretraining", ["--", "--valid-ratio", "0.1"], "--valid-ratio: pretraining sets"),
+    ("augmentation", ["--variant-flags", "NCAE+=--augment-eps 0.3"],
+     "--variant-flags NCAE+=--augment-eps: augmentation sets"),
+    ("clusters", ["--repeats", "2", "--", "--seed", "1"], "--seed: clusters sets")])
+def test_a_flag_a_cell_sets_itself_is_refused_before_any_run(tmp_path, capsys, name, given,
+                                                              said):
+    # Before: accepted, and each run's command had the cell's own after it, which argparse
+    # took (runs.json: "... --hidden 64 --feedback implicit --variant NCAE- --hidden 8 ...").
+    with pytest.raises(SystemExit) as e:
+        experiments.main([name, "--dataset", "synthetic-tiny", "--quick", *OWN_FLAGS.get(name, []),
+                          "--out", str(tmp_path), *given])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and said in err and "leave it out" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", list(paper_tables.EXPERIMENTS))
+def test_a_flag_no_cell_sets_reaches_every_run(tmp_path, name):
+    # the same value a cell sets passes too: pretraining's runs take --valid-ratio 0 themselves
+    given = ["--lr", "0.005", "--cutoffs=5,20",
+             *["--valid-ratio", "0"] * (name == "pretraining"),
+             *["--patience", "7"] * (name == "augmentation")]     # its grid's; curves take 0
+    args = experiments.build_parser().parse_args(
+        [name, "--dataset", "synthetic-tiny", "--quick", "--baselines", "none",
+         *OWN_FLAGS.get(name, [])])
+    plan = paper_tables.ExperimentRuns(args, given, trainer_run)
+    paper_tables.EXPERIMENTS[name](plan)
+    assert experiments.overridden(plan) is None
+    configs = [trainer_run(list(run.flags))[1] for run in plan.runs]
+    assert configs and all(c.lr == 0.005 and c.cutoffs[-1] == 20 for c in configs)

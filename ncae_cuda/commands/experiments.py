@@ -14,8 +14,9 @@ recipes/*.toml); `--help` describes each. Every cell trains NCAE through python 
 ncae_cuda.train, once per seed (--repeats: seeds 0..R-1, mean and standard deviation), with the
 trainer's defaults; flags after `--` go to every run, e.g. the settings chosen on validation,
 and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of one implicit variant (each
-variant's own chosen settings). Under --out: NAME.md, NAME.csv, NAME.png where the paper has a
-figure, and runs/NAME/ with each run's folder (its log.txt and metrics.json).
+variant's own chosen settings); there, a flag a cell sets itself to another value (factors'
+--hidden, each run's --seed) is refused. Under --out: NAME.md, NAME.csv, NAME.png where the
+paper has a figure, and runs/NAME/ with each run's folder (its log.txt and metrics.json).
 
 An experiment lists its runs, runs them (ncae_cuda.runs.pool: --jobs at once, each a process; the
 same command again skips the finished runs and resumes the others; --task I --tasks T shares
@@ -42,7 +43,7 @@ from ..model.metrics import format_table
 from ..runs import pool
 from ..runs.paper_tables import EXPERIMENTS, QUICK_WIDTH, ExperimentRuns, numbers
 from ..runs.spec import resolved
-from .flags import trainer_run
+from .flags import given_flags, trainer_run
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
 OWN_FLAGS = {    # a flag one experiment reads (or two), as argparse names it: the others refuse it
@@ -106,6 +107,24 @@ def _variants_run(runs: list[pool.Run]) -> list[str]:
     variants = [[x for flag, x in zip(run.flags, run.flags[1:]) if flag == "--variant"]
                 for run in runs if run.module == "ncae_cuda.train"]
     return list(dict.fromkeys(given[-1] for given in variants if given))
+
+
+def overridden(plan: ExperimentRuns) -> str | None:
+    """Why a trainer flag the user gives the runs (after --, in --variant-flags) would not
+    reach one of them: its cell sets its own after it (argparse takes the last); None where
+    each reaches every run. The same value as the cell's passes: the run is as asked."""
+    for run in plan.runs:
+        if run.module != "ncae_cuda.train":
+            continue
+        ran = given_flags(list(run.flags))
+        variant = ran.get("variant", (None, None))[1]
+        own = plan.variant_flags(variant)
+        for dest, (flag, value) in given_flags([*plan.extra, *own]).items():
+            if dest not in plan.reads and ran[dest][1] != value:
+                given = f"--variant-flags {variant}=" if dest in given_flags(own) else "-- "
+                return (f"{given}{flag}: {plan.args.name} sets each run's own ({run.name}: "
+                        f"{flag} {cli.as_written(ran[dest][1])}); leave it out")
+    return None
 
 
 def read_by(dest: str) -> str:
@@ -222,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"{given.partition('=')[0]} ("
                          + (f"its variants: {', '.join(ran)}" if ran else "it runs none of "
                             f"{', '.join(VARIANT_SETTINGS)}") + "): leave it out")
+    if said := overridden(plan):        # accepted, then each run took its cell's own
+        parser.error(said)
     for run in plan.runs:       # a grid's value no run takes (--ks 0): refused before any starts
         if run.module == "ncae_cuda.train":
             try:

@@ -8,6 +8,7 @@ in each), so it lives beside them.
 """
 from __future__ import annotations
 
+import argparse
 from dataclasses import fields
 from pathlib import Path
 
@@ -94,6 +95,17 @@ def trainer_run(argv: list[str]) -> tuple[RunSpec, Config]:
     """The run a command line of the trainer's flags describes, parsed, as given (not
     resolved); a bad flag is refused by the parser."""
     return from_args(parse(build_parser(), argv))
+
+
+def given_flags(argv: list[str]) -> dict[str, tuple[str, object]]:
+    """The trainer's flags a command line gives, {destination: (the flag, its value as the
+    trainer reads it: the last given)}: --hidden=8 and --hidden 8 alike; those it leaves out
+    absent, though given their default."""
+    parser = build_parser()
+    unset = object()        # argparse fills in a default only where the namespace has no value
+    args = parser.parse_args(argv, argparse.Namespace(**{a.dest: unset for a in parser._actions}))
+    flags = {action.dest: action.option_strings[-1] for action in parser._actions}
+    return {dest: (flags[dest], value) for dest, value in vars(args).items() if value is not unset}
 
 
 def run_spec(parser, argv: list[str] | None) -> tuple[RunSpec, Config]:

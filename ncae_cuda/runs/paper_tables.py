@@ -40,6 +40,7 @@ class ExperimentRuns:
                       "--hidden", str(QUICK_WIDTH)] if args.quick else []
         self.folder = args.out / "runs" / args.name        # one folder an experiment: two never
         self.runs: list[pool.Run] = []                      # share their runs
+        self.reads: set[str] = set()          # cell(reads=): the user's flags a cell builds on
 
     def grid(self, values: str, quick_take: int = 2) -> list:
         parsed = numbers(values)
@@ -48,14 +49,21 @@ class ExperimentRuns:
     def width(self, k: int) -> int:
         return min(k, QUICK_WIDTH) if self.args.quick else k
 
-    def variant(self, name: str) -> list[str]:
-        """Flags of an implicit variant's runs: --variant NAME and its --variant-flags."""
+    def variant_flags(self, name: str | None) -> list[str]:
+        """--variant-flags' flags for the runs of the implicit variant `name` (None: none)."""
         own = [f.split("=", 1)[1].split() for f in self.args.variant_flags
                if f.split("=", 1)[0] == name]
-        return ["--feedback", "implicit", "--variant", name, *(x for f in own for x in f)]
+        return [x for f in own for x in f]
 
-    def cell(self, cell: str, flags: list[str]) -> None:
-        """A cell's training runs, one per seed, with `flags` after the shared ones."""
+    def variant(self, name: str) -> list[str]:
+        """Flags of an implicit variant's runs: --variant NAME and its --variant-flags."""
+        return ["--feedback", "implicit", "--variant", name, *self.variant_flags(name)]
+
+    def cell(self, cell: str, flags: list[str], reads: tuple[str, ...] = ()) -> None:
+        """A cell's training runs, one per seed, with `flags` after the shared ones. reads:
+        the trainer's flags (argparse's destinations) whose value in `flags` the cell built
+        from the user's (after --, in --variant-flags), which it overrides on purpose."""
+        self.reads.update(reads)
         for seed in range(self.args.repeats):
             self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.train", (
                 "--dataset", self.args.dataset, *self.quick, *self.extra, *flags,
@@ -210,8 +218,9 @@ def augmentation(r: ExperimentRuns):
                                       "--augment-p", str(p)])
     curve_eps = {"NCAE": "0", "NCAE+": str(r.args.curve_eps)}
     for name, eps in curve_eps.items():
+        # (every epoch's figures, none stopped early: a user's --patience is the grid's)
         r.cell(f"curve-{name}", [*r.variant("NCAE+"), "--augment-eps", eps, "--patience", "0",
-                                 "--no-refit", "--curves"])
+                                 "--no-refit", "--curves"], reads=("patience",))
 
     def table():
         # eps as text, as short as it is: the table's 4 decimals printed 1e-05 as 0.0000
@@ -279,7 +288,7 @@ def topm(r: ExperimentRuns):
     chosen_at = _cutoff(r, tuple(VARIANT_SETTINGS))
     cutoffs = ["--cutoffs", ",".join(map(str, [m for m in ms if m != chosen_at] + [chosen_at]))]
     for variant in VARIANT_SETTINGS:
-        r.cell(variant, [*r.variant(variant), *cutoffs])
+        r.cell(variant, [*r.variant(variant), *cutoffs], reads=("cutoffs",))
     r.baselines("baselines", [*r.variant("NCAE"), *cutoffs])
 
     def table():
