@@ -252,7 +252,12 @@ def test_a_column_of_figures_is_two_whichever_row_comes_first(tmp_path):
     ("pretraining", ["--", "--valid-ratio", "0.1"], "--valid-ratio: pretraining sets"),
     ("augmentation", ["--variant-flags", "NCAE+=--augment-eps 0.3"],
      "--variant-flags NCAE+=--augment-eps: augmentation sets"),
-    ("clusters", ["--repeats", "2", "--", "--seed", "1"], "--seed: clusters sets")])
+    ("clusters", ["--repeats", "2", "--", "--seed", "1"], "--seed: clusters sets"),
+    # the command's own, for each run (before: the runs read -- --dataset's, the tables named
+    # the command's; the pool's --out beat the user's)
+    ("clusters", ["--", "--dataset", "synthetic"], "--dataset: the experiments command gives"),
+    ("clusters", ["--", "--out", "elsewhere"], "--out: the experiments command gives"),
+    ("clusters", ["--variant-flags", "NCAE=--resume"], "--resume: the experiments command")])
 def test_a_flag_a_cell_sets_itself_is_refused_before_any_run(tmp_path, capsys, name, given,
                                                               said):
     # Before: accepted, and each run's command had the cell's own after it, which argparse

@@ -112,7 +112,18 @@ def _variants_run(runs: list[pool.Run]) -> list[str]:
 def overridden(plan: ExperimentRuns) -> str | None:
     """Why a trainer flag the user gives the runs (after --, in --variant-flags) would not
     reach one of them: its cell sets its own after it (argparse takes the last); None where
-    each reaches every run. The same value as the cell's passes: the run is as asked."""
+    each reaches every run. The same value as the cell's passes: the run is as asked. The
+    flags the command and its pool give each run themselves (its data set, its folder, its
+    resume) are never the user's to give it."""
+    users = given_flags([*plan.extra, *(x for given in plan.args.variant_flags
+                                        for x in given.partition("=")[2].split())])
+    for dest in ("dataset", "out", "resume", "overwrite"):
+        if dest in users:
+            # (before, --dataset there beat the command's, checked and named in the tables,
+            # and the pool's --out and --resume beat the others)
+            return (f"{users[dest][0]}: the experiments command gives each run its own "
+                    "(give --dataset, --out and --overwrite before --; it resumes runs "
+                    "itself): leave it out")
     for run in plan.runs:
         if run.module != "ncae_cuda.train":
             continue
