@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import io
 import json
 import sys
 import time
@@ -199,15 +200,16 @@ def main(argv=None) -> int:
     ks = sorted({r["K"] for r in result["table7"]})
     ratios = sorted({r["D"] for r in result["table7"]})
     write_results(args.out, "scalability", result, markdown(result, ks, ratios))
-    with open(args.out / "scalability.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["table", "K", "D", "grown", "share", "rows",
+    table = io.StringIO(newline="")             # written whole, as the .json and .md are
+    writer = csv.DictWriter(table, fieldnames=["table", "K", "D", "grown", "share", "rows",
                                                "columns", "interactions", "parameters",
                                                "seconds", "floor", "x_floor", "bandwidth_gb_s",
                                                "gflop_s"])
-        writer.writeheader()
-        for name in ("table7", "growth"):
-            for row in result[name]:
-                writer.writerow({"table": name, **row})
+    writer.writeheader()
+    for name in ("table7", "growth"):
+        for row in result[name]:
+            writer.writerow({"table": name, **row})
+    atomic_write(args.out / "scalability.csv", lambda f: f.write(table.getvalue().encode()))
     plot(result, ks, args.out / "scalability.png")
     print((args.out / "scalability.md").read_text())
     return 0

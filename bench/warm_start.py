@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bench.cli import add_quick, integers, out_folder, parse, write_results
 from bench.epoch_time import commit
+from ncae_cuda import cli
 from ncae_cuda.commands.flags import build_parser, run_spec
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.errors import NcaeError
@@ -231,11 +232,11 @@ def main(argv=None) -> int:
     args = parse(p, argv, QUICK_FLAGS)
     if args.warm_lr is not None and not args.warm_lr > 0:
         p.error(f"--warm-lr must be > 0; got {args.warm_lr:g}")
-    out_folder(p, args.out)
+    data = cli.refused(p, lambda: datasets.load(args.dataset, data_dir=args.data_dir))
+    out_folder(p, args.out)                     # once the flags and the data are sound
     source = ["--dataset", args.dataset, *(["--data-dir", str(args.data_dir)] if args.data_dir
                                       else [])]
     try:
-        data = datasets.load(args.dataset, data_dir=args.data_dir)
         device = get_backend(args.device).name
         with tempfile.TemporaryDirectory(prefix="ncae-warm-start-") as folder:
             runs = Path(folder)

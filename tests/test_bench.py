@@ -409,8 +409,10 @@ BENCH_ERRORS = [
      "expected comma-separated integers >= 0, each once, got '0,0'"),
     (warm_start, ["--quick", "--seeds", "-1", "--out", "OUT/made"], "argument --seeds: "
      "expected comma-separated integers >= 0, got '-1'"),
-    # before, a traceback after --out was made
+    # before, a traceback after --out was made (warm_start: its line, after --out was made)
     (serve_load, ["--data-dir", "OUT/none", "--out", "OUT/made"],
+     "error: ml-100k: u.data is in neither"),
+    (warm_start, ["--dataset", "ml-100k", "--data-dir", "OUT/none", "--out", "OUT/made"],
      "error: ml-100k: u.data is in neither"),
     # each before a traceback, after --out was made or after the work; or, --repeats 0 and
     # --probes 0, an all-nan table and a faiss abort
