@@ -103,10 +103,11 @@ def _baseline_list(text: str) -> tuple[str, ...]:
 
 
 def _variants_run(runs: list[pool.Run]) -> list[str]:
-    """The implicit variants the trainer runs are, in their order: each run's last --variant."""
-    variants = [[x for flag, x in zip(run.flags, run.flags[1:]) if flag == "--variant"]
+    """The implicit variants the trainer runs are, in their order: each run's --variant, as
+    the trainer reads it."""
+    variants = [given_flags(list(run.flags)).get("variant", (None, None))[1]
                 for run in runs if run.module == "ncae_cuda.train"]
-    return list(dict.fromkeys(given[-1] for given in variants if given))
+    return list(dict.fromkeys(variant for variant in variants if variant))
 
 
 def overridden(plan: ExperimentRuns) -> str | None:
@@ -130,9 +131,10 @@ def overridden(plan: ExperimentRuns) -> str | None:
         ran = given_flags(list(run.flags))
         variant = ran.get("variant", (None, None))[1]
         own = plan.variant_flags(variant)
+        from_variant = given_flags(own)
         for dest, (flag, value) in given_flags([*plan.extra, *own]).items():
             if dest not in plan.reads and ran[dest][1] != value:
-                given = f"--variant-flags {variant}=" if dest in given_flags(own) else "-- "
+                given = f"--variant-flags {variant}=" if dest in from_variant else "-- "
                 return (f"{given}{flag}: {plan.args.name} sets each run's own ({run.name}: "
                         f"{flag} {cli.as_written(ran[dest][1])}); leave it out")
     return None
