@@ -166,8 +166,7 @@ class Model(abc.ABC):
         u = self.data.user_lookup(users)
         n, candidates = self.data.candidates(n, items)
         searched = self.item_index() if index == "approximate" else None
-        indptr = self.data.seen.indptr
-        without_history = indptr[u + 1] == indptr[u]                        # (len(u),)
+        without_history = self.data.user_counts[u] == 0                     # (len(u),)
         if searched is None or candidates is not None:
             return self._results(*self._exact_top(u, n, filter_seen, candidates),
                                  without_history, candidates)
