@@ -400,9 +400,8 @@ def tuned_recipe(model: str, spec: RunSpec, seed: int, cutoffs: tuple[int, ...])
     spec.baseline_trials trials on the run's data (the study's: RunSpec.resolved refuses
     other), its trials scored as NCAE's study (--config's) scored its own: by its figure at
     its cutoff (NCAE's `cutoffs` below it beside), on its split seeds, pruned by its pruner
-    (effort.scoring); in
-    --out/tune-MODEL (a study there is continued), its lines on this process's output;
-    TuneError where the study fails."""
+    (effort.scoring); in --out/tune-MODEL (a study there is continued), its lines on this
+    process's output; TuneError where the study fails."""
     study = spec.out / f"tune-{model}"
     data, scored = given_data(spec.data), effort.scoring(spec.config)
     alike = []
