@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, check_timed_epochs, out_folder, write_results
+from bench.cli import check_devices, check_timed_epochs, names, out_folder, write_results
 from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
 from ncae_cuda.errors import NcaeError
@@ -80,19 +80,11 @@ QUICK = ["--dataset", "synthetic-tiny", "--hidden", "16"]
 
 
 def add_case_flags(p: argparse.ArgumentParser) -> None:
-    """--cases and --quick, as every bench over these cases takes them."""
-    p.add_argument("--cases", default=",".join(CASES),
+    """--cases (each named once: a case twice would run, or be counted, twice) and --quick, as
+    every bench over these cases takes them."""
+    p.add_argument("--cases", type=names(CASES), default=",".join(CASES),
                    help=f"comma-separated, of: {', '.join(CASES)} (default: all)")
     p.add_argument("--quick", action="store_true", help="tiny data instead of the full shapes")
-
-
-def chosen_cases(p: argparse.ArgumentParser, cases: str) -> list[str]:
-    """--cases' names, or the parser's error naming those that are no case."""
-    chosen = cases.split(",")
-    unknown = [c for c in chosen if c not in CASES]
-    if unknown:
-        p.error(f"--cases: no case {', '.join(unknown)}; of: {', '.join(CASES)}")
-    return chosen
 
 
 def case_flags(case: str, quick: bool = False) -> tuple[str, list[str]]:
@@ -263,7 +255,7 @@ def markdown(result: dict) -> list[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    p.add_argument("--devices", default="cpu,gpu",
+    p.add_argument("--devices", type=names(DEVICE_FLAGS), default="cpu,gpu",
                    help=f"comma-separated, of: {', '.join(DEVICE_FLAGS)} (default: %(default)s)")
     p.add_argument("--epochs", type=int,
                    help="epochs per run, 2 or more, the first being start-up (default: "
@@ -271,11 +263,7 @@ def main(argv=None) -> int:
     add_case_flags(p)
     p.add_argument("--out", type=Path, required=True, help="folder for epoch_time.json and .md")
     args = p.parse_args(argv)
-    devices = args.devices.split(",")
-    unknown = [d for d in devices if d not in DEVICE_FLAGS]
-    if unknown:
-        p.error(f"--devices: no device {', '.join(unknown)}; of: {', '.join(DEVICE_FLAGS)}")
-    cases = chosen_cases(p, args.cases)
+    devices, cases = args.devices, args.cases
     check_timed_epochs(p, args.epochs)        # the figure: the median of those after the first
     check_devices(p, {"gpu" if d.startswith("gpu") else d for d in devices})
     out_folder(p, args.out)

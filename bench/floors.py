@@ -21,9 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from bench.cli import out_folder, write_results
-from bench.epoch_time import (add_case_flags, case_flags, chosen_cases, commit, epoch_work_of,
-                               quick_note, short_id)
+from bench.cli import integers, out_folder, write_results
+from bench.epoch_time import add_case_flags, case_flags, commit, epoch_work_of, quick_note, short_id
 from ncae_cuda.ops.floors import Ceilings, tf32_rate
 
 
@@ -74,18 +73,12 @@ def main(argv=None) -> int:
                    help="a peer_torch.json or epoch_time.json from a run on the device (a "
                         "--quick run's only with --quick)")
     add_case_flags(p)
-    p.add_argument("--batch-sizes", default="",
+    p.add_argument("--batch-sizes", type=integers(1), default=[],
                    help="comma-separated rows a step to count each case at (default: each "
                         "case's own)")
     p.add_argument("--out", type=Path, required=True, help="folder for floors.json and .md")
     args = p.parse_args(argv)
-    cases = chosen_cases(p, args.cases)
-    try:
-        batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b] or [None]
-    except ValueError:
-        p.error(f"--batch-sizes: whole numbers, comma-separated; got {args.batch_sizes!r}")
-    if any(b is not None and b < 1 for b in batch_sizes):
-        p.error(f"--batch-sizes must be >= 1; got {args.batch_sizes}")
+    batch_sizes = args.batch_sizes or [None]                     # None: each case's own
     try:
         ceilings, source = recorded_ceilings(args.ceilings)
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -97,7 +90,7 @@ def main(argv=None) -> int:
                 "full run's, or count with --quick")
     out_folder(p, args.out)
     floors = []
-    for case in cases:
+    for case in args.cases:
         title, flags = case_flags(case, args.quick)
         for batch in batch_sizes:
             count = epoch_work_of([*flags, *(["--batch-size", str(batch)] if batch else [])])

@@ -381,9 +381,24 @@ def test_floors_refuse_a_smoke_tests_ceilings_but_for_a_smoke_test(tmp_path, cap
 
 BENCH_ERRORS = [
     # before, each a traceback
-    (epoch_time, ["--cases", "ml10m,x", "--quick", "--out", "OUT"], "--cases: no case x; "),
-    (epoch_time, ["--devices", "tpu", "--quick", "--out", "OUT"], "--devices: no device tpu; "
-     "of: cpu, gpu, gpu-graphs"),
+    (epoch_time, ["--cases", "ml10m,x", "--quick", "--out", "OUT"], "argument --cases: "
+     "expected comma-separated names of: ml10m, lastfm, delicious, ml20m, ml20m-batch1024, "
+     "ml20m-tf32, got 'ml10m,x'"),
+    (epoch_time, ["--devices", "tpu", "--quick", "--out", "OUT"], "argument --devices: expected "
+     "comma-separated names of: cpu, gpu, gpu-graphs, got 'tpu'"),
+    # before, a case or device given twice ran twice: the second run found the first's folder,
+    # failed, and its error replaced the first's figures (exit 1); floors counted it twice
+    (epoch_time, ["--cases", "lastfm,lastfm", "--quick", "--out", "OUT/made"], "argument "
+     "--cases: expected comma-separated names of: ml10m, lastfm, delicious, ml20m, "
+     "ml20m-batch1024, ml20m-tf32, each once, got 'lastfm,lastfm'"),
+    (epoch_time, ["--devices", "cpu,cpu", "--quick", "--out", "OUT/made"], "argument "
+     "--devices: expected comma-separated names of: cpu, gpu, gpu-graphs, each once, got "
+     "'cpu,cpu'"),
+    (floors, ["--ceilings", "FILE", "--cases", "lastfm,lastfm", "--out", "OUT/made"], "argument "
+     "--cases: expected comma-separated names of: ml10m, lastfm, delicious, ml20m, "
+     "ml20m-batch1024, ml20m-tf32, each once, got 'lastfm,lastfm'"),
+    (floors, ["--ceilings", "FILE", "--batch-sizes", "16,16", "--out", "OUT/made"], "argument "
+     "--batch-sizes: expected comma-separated integers >= 1, each once, got '16,16'"),
     # before, one epoch's median after the first was that first epoch, start-up and all
     (epoch_time, ["--devices", "cpu", "--epochs", "1", "--quick", "--out", "OUT"],
      "--epochs must be >= 2, the first being start-up; got 1"),
@@ -392,8 +407,8 @@ BENCH_ERRORS = [
     (launches, ["--quick", "--out", "FILE"], "--out FILE: cannot write there (File exists)"),
     (floors, ["--ceilings", "FILE", "--quick", "--out", "OUT"], "--ceilings FILE: cannot read "
      "ceilings from it (JSONDecodeError"),
-    (floors, ["--ceilings", "FILE", "--batch-sizes", "8,x", "--out", "OUT"], "--batch-sizes: "
-     "whole numbers, comma-separated; got '8,x'"),
+    (floors, ["--ceilings", "FILE", "--batch-sizes", "8,x", "--out", "OUT"], "argument "
+     "--batch-sizes: expected comma-separated integers >= 1, got '8,x'"),
     (warm_start, ["--quick", "--warm-lr", "0", "--out", "OUT"], "--warm-lr must be > 0; got 0"),
     # before, a cell of one epoch reported that epoch, start-up and all (15.8 s for 0.3)
     (scalability, ["--quick", "--epochs", "1", "--out", "OUT/made"],
