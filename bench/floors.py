@@ -63,7 +63,7 @@ def table(result: dict) -> list[str]:
             "| case | rows a step | steps | GB (Adam's) | TFLOP | floor s | set by | rows/s at "
             "the floor |", "|---|---:|---:|---:|---:|---:|---|---:|",
             *(f"| {r['title']} | {r['batch_size']} | {r['steps']} | {r['gb']:.3g} "
-              f"({r['adam_gb']:.3g}) | {r['tflop']:.3g} | {r['floor_s']:.4f} | {r['set_by']} | "
+              f"({r['adam_gb']:.3g}) | {r['tflop']:.3g} | {r['floor_s']:.3g} | {r['set_by']} | "
               f"{r['rows_per_s']:,.0f} |" for r in result["floors"])]
 
 

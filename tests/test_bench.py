@@ -360,6 +360,19 @@ def test_floors_quick_counts_each_batch_size_over_recorded_ceilings(tmp_path):
         assert row["set_by"] == bound and row["floor_s"] == pytest.approx(max(memory, arithmetic))
 
 
+def test_floors_table_says_each_floor_to_three_significant_figures():
+    """A GPU's floors of a few ms (0.00139 s) or less keep their figures: before, four decimals
+    gave 0.0014, and 0.0000 for a floor under 50 microseconds."""
+    ceilings = {"source": "peer_torch.json", "device": "Test GPU", "commit": "abc",
+                "date": "2026-01-01", "bandwidth_gb_s": 1000.0, "gflop_s": 10000.0}
+    row = {"title": "tiny", "batch_size": 16, "steps": 4, "gb": 1.0, "adam_gb": 0.5,
+           "tflop": 1.0, "set_by": "bytes", "rows_per_s": 1.0}
+    result = {"ceilings": ceilings, "commit": "abc", "date": "2026-01-02", "floors": [
+        {**row, "floor_s": floor} for floor in (0.068213, 0.0013912, 3.8e-05, 321.64)]}
+    cells = [line.split(" | ")[5] for line in floors.table(result) if line.startswith("| tiny |")]
+    assert cells == ["0.0682", "0.00139", "3.8e-05", "322"]
+
+
 def test_floors_refuse_a_smoke_tests_ceilings_but_for_a_smoke_test(tmp_path, capsys):
     """Before, a --quick run's ceilings (small arrays, measured once, that a cache flatters)
     gave floors as a device's, and said nothing of it."""
