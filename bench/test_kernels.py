@@ -5,10 +5,11 @@ CPU backend and, where there is one, the GPU.
     pytest bench/ --benchmark-only -k "lastfm and cpu"
 
 Each case first checks its result against ops/reference.py in float64 on the same inputs, then
-times it (pytest-benchmark's rounds; on the GPU each round ends with a device synchronize, and
-CUDA events give the median kernel time after warm-up: bench/timing.py). Achieved GB/s and GFLOP/s come from
-the minimum bytes and FLOPs of ncae_cuda/floors.op_work, and are stored in each benchmark's
-extra_info (pytest-benchmark's JSON output keeps them).
+times it: the median after warm-up of calls each made after a write of a buffer larger than the
+caches (bench/timing.py: CUDA events on the GPU, the wall clock on the CPU), beside
+pytest-benchmark's own rounds (on the GPU each ending with a device synchronize). Achieved GB/s
+and GFLOP/s come from the minimum bytes and FLOPs of ncae_cuda/ops/floors.py's op_work, and are
+stored in each benchmark's extra_info (pytest-benchmark's JSON output keeps them).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bench.timing import gpu_seconds
+from bench.timing import cpu_seconds, gpu_seconds
 from ncae_cuda import ops
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR, Batch, adam_state
@@ -86,7 +87,9 @@ def planned(backend, m, shape: Shape, feedback: str = "explicit"):
 
 def timed(benchmark, backend, fn, op: str, **counts) -> None:
     """Time fn on the backend and record achieved rates against the work op_work counts for
-    `op` at these sizes."""
+    `op` at these sizes. The seconds recorded are bench/timing.py's, each call after a write
+    that flushes the caches (in training, Adam's pass over every parameter comes between two
+    calls of an op); pytest-benchmark's own rounds run back to back, a warm cache's."""
     work = op_work(op, **counts)
     if backend.name == "gpu":
         import cupy
@@ -94,8 +97,8 @@ def timed(benchmark, backend, fn, op: str, **counts) -> None:
         sync = cupy.cuda.Device().synchronize
         benchmark.pedantic(lambda: (fn(), sync()), rounds=10, warmup_rounds=1)
     else:
-        benchmark(fn)
-        seconds = benchmark.stats.stats.median
+        seconds = cpu_seconds(fn)
+        benchmark.pedantic(fn, rounds=10, warmup_rounds=1)
     benchmark.extra_info.update(op=op, seconds=seconds, bytes=work.bytes, flops=work.flops,
                                 gb_per_s=work.bytes / seconds / 1e9,
                                 gflop_per_s=work.flops / seconds / 1e9)
