@@ -41,6 +41,11 @@ OPS = ("gather_forward", "scatter_backward", "adam")
 # step by 4e-4 of itself)
 ADAM = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1)
 ADAM_STEPS = 6                  # taken before the step that is checked
+# Adam's buffers are views that start this many floats past a 16-byte boundary and hold the
+# model's parameters but ADAM_SHORT (the layout pads its blocks to float4s): 3 elements before
+# the first whole float4 and 3 after the last, which the float4 versions step one at a time
+ADAM_OFFSET, ADAM_SHORT = 1, 2
+FLOAT4 = 4                      # floats in a float4
 
 
 def first_step(backend, data, based: str, feedback: str, K: int):
@@ -128,19 +133,40 @@ def versions(op: str, backend, launch1, first_windows: Batch | None):
              backend.scatter_backward(dE, dpre1, batch, 2.0))]
 
 
+def _address(a) -> int:
+    return a.data.ptr if hasattr(a.data, "ptr") else a.ctypes.data     # cupy's, numpy's
+
+
+def partial_float4s(a) -> tuple[int, int]:
+    """The elements of the float32 device array `a` before its first whole (16-byte aligned)
+    float4 and after its last: those a float4 version steps one at a time."""
+    head = min(-(_address(a) // a.itemsize) % FLOAT4, len(a))
+    return head, (len(a) - head) % FLOAT4
+
+
+def _past_boundary(backend, x: np.ndarray, offset: int):
+    """x on the device, in a view that starts `offset` elements past a 16-byte boundary."""
+    base = backend.xp.zeros(len(x) + FLOAT4, x.dtype)
+    start = (offset - _address(base) // x.itemsize) % FLOAT4
+    view = base[start:start + len(x)]
+    view[...] = backend.to_device(x)
+    return view
+
+
 def inputs(op: str, backend, N: int, host: Batch, hidden: tuple, rng):
     """(output, the op's inputs on the device, the reference's output, reset(): the output
     and inputs as they were, before a version runs)."""
     B, K = len(host.row_weight), hidden[0]
     h64 = host._replace(vals=host.vals.astype(np.float64))
-    if op == "adam":                # one step of the shape's whole model, at step ADAM_STEPS + 1
-        P = NCAELayout(N, hidden).size
+    if op == "adam":                # one step of the shape's model, at step ADAM_STEPS + 1
+        P = NCAELayout(N, hidden).size - ADAM_SHORT
         start = [rng.normal(0, s, P).astype(np.float32) for s in (1.0, 0.1, 0.01, 1.0)]
         start[2] = np.abs(start[2])                                     # v >= 0
-        start += [np.int32([ADAM_STEPS, 0]), adam_state(ADAM_STEPS)]   # versions 1-2, 3-5
         expect = [x.astype(np.float64) for x in start[:3]]
         ref.adam(*expect, start[3].astype(np.float64), np.int32([ADAM_STEPS]), *ADAM.values())
-        device = [backend.to_device(x) for x in start]
+        device = [_past_boundary(backend, x, ADAM_OFFSET) for x in start]  # params, m, v, grads
+        start += [np.int32([ADAM_STEPS, 0]), adam_state(ADAM_STEPS)]   # versions 1-2, 3-5
+        device += [backend.to_device(x) for x in start[4:]]
 
         def reset():
             for d, x in zip(device, start):
@@ -202,8 +228,10 @@ def main(argv=None) -> int:
         first_windows = None
         if args.op == "adam":
             work = op_work("adam", P=len(out))
+            head, tail = partial_float4s(out)
             print(f"adam on {dataset} ({args.shape} model, hidden "
-                  f"{','.join(map(str, hidden))}): {len(out)} parameters, {backend.sms} SMs")
+                  f"{','.join(map(str, hidden))}): {len(out)} parameters, {head} of them before "
+                  f"the first whole float4 and {tail} after the last, {backend.sms} SMs")
         else:
             cols = host.cols
             work = op_work(args.op, B=len(host.row_weight), K=K, nnz=len(cols),
