@@ -42,7 +42,8 @@ from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.model.config import TF32
-from ncae_cuda.ops.floors import Ceilings, Work, epoch_work, measure_ceilings, op_work
+from ncae_cuda.ops.floors import (Ceilings, Work, epoch_work, measure_ceilings, op_work,
+                                   tf32_said)
 from ncae_cuda.ops.layout import NCAELayout
 from ncae_cuda.runs import protocol
 from ncae_cuda.runs.environment import device_facts
@@ -240,8 +241,7 @@ def markdown(result: dict) -> list[str]:
     lines = [*quick_note(result), f"commit {result['commit']}, {result['date']}"]
     lines += [f"- {d}: {name}" for d, name in result["devices"].items()]
     lines += [f"- {d} ceilings: memory {c['bandwidth_gb_s']:.1f} GB/s, float32 product "
-              f"{c['gflop_s']:.0f} GFLOP/s, on TF32 "
-              + (f"{c['tf32_gflop_s']:.0f} GFLOP/s" if c["tf32_gflop_s"] else "not measured")
+              f"{c['gflop_s']:.0f} GFLOP/s, {tf32_said(c['tf32_gflop_s'])}"
               for d, c in result["ceilings"].items()]
     lines += ["", "s/epoch (x the floor on that device; -: not run; failed: its error is in "
               "epoch_time.json)", "",

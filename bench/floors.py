@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.cli import integers, out_folder, write_results
 from bench.epoch_time import add_case_flags, case_flags, commit, epoch_work_of, quick_note, short_id
-from ncae_cuda.ops.floors import Ceilings, tf32_rate
+from ncae_cuda.ops.floors import Ceilings, tf32_rate, tf32_said
 
 
 def recorded_ceilings(path: Path) -> tuple[Ceilings, dict]:
@@ -52,13 +52,12 @@ def table(result: dict) -> list[str]:
     """floors.json's result as a line saying where the ceilings came from (after a quick run's
     note), then a table."""
     c = result["ceilings"]
-    tf32 = (f"{c['tf32_gflop_s']:,.0f} on TF32" if c.get("tf32_gflop_s")
-            else "none measured on TF32, so a TF32 case's FLOPs bound nothing")
     return [*quick_note(result),
             f"Epochs counted at commit {short_id(result['commit'])} ({result['date']}), not "
             f"timed, over the ceilings measured on {c['device']} (commit "
             f"{short_id(c['commit'])}, {c['date']}: "
-            f"{c['bandwidth_gb_s']:,.0f} GB/s, {c['gflop_s']:,.0f} GFLOP/s float32, {tf32}; "
+            f"{c['bandwidth_gb_s']:,.0f} GB/s, {c['gflop_s']:,.0f} GFLOP/s float32, "
+            f"{tf32_said(c.get('tf32_gflop_s'))}; "
             f"{c['source']}).", "",
             "| case | rows a step | steps | GB (Adam's) | TFLOP | floor s | set by | rows/s at "
             "the floor |", "|---|---:|---:|---:|---:|---:|---|---:|",

@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 
 from bench import epoch_time, floors, kernel_peers
+from ncae_cuda.ops.floors import tf32_said
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -135,20 +136,16 @@ def kernel_peer_tables() -> list[str]:
     return parts
 
 
-def _on_tf32(ceilings: dict) -> str:
-    """The product's rate on TF32 where the run measured it (runs from 2026-11-29 on)."""
-    rate = ceilings.get("tf32_gflop_s")
-    return f", on TF32 {rate:.0f} GFLOP/s" if rate else ""
-
-
 def epoch_time_tables() -> list[str]:
     parts = []
     for path, r in _load("epoch_time.json"):
         parts += ["Seconds per epoch through the trainer (median after the first), and in "
                   "brackets the multiple of the epoch's floor on that device: "
-                  + "; ".join(f"{d}: {name} (memory {r['ceilings'][d]['bandwidth_gb_s']:.0f} GB/s"
-                              f", float32 product {r['ceilings'][d]['gflop_s']:.0f} GFLOP/s"
-                              + _on_tf32(r["ceilings"][d]) + " measured)"
+                  + "; ".join(f"{d}: {name} (measured: memory "
+                              f"{r['ceilings'][d]['bandwidth_gb_s']:.0f} GB/s, float32 product "
+                              f"{r['ceilings'][d]['gflop_s']:.0f} GFLOP/s, "
+                              # runs before 2026-11-29 measured no TF32 rate
+                              f"{tf32_said(r['ceilings'][d].get('tf32_gflop_s'))})"
                               for d, name in r["devices"].items())
                   + f", commit {_commit(r)}, {r['date']} ({_link(path)}).", "",
                   *epoch_time.seconds_table(r), ""]

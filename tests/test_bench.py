@@ -160,7 +160,7 @@ def test_a_tf32_product_that_fails_leaves_the_other_ceilings_and_cases(tmp_path,
         epoch_time._measured.cache_clear()          # no ceilings of this test for another
     assert ("the product on TF32 failed (RuntimeError: CUBLAS_STATUS_NOT_SUPPORTED): its rate "
             "is left unmeasured") in capsys.readouterr().err
-    assert "GFLOP/s, on TF32 not measured" in (out / "epoch_time.md").read_text()
+    assert "GFLOP/s, on TF32 none measured" in (out / "epoch_time.md").read_text()
     result = json.loads((out / "epoch_time.json").read_text())
     assert result["ceilings"]["cpu"]["tf32_gflop_s"] is None
     assert result["ceilings"]["cpu"]["gflop_s"] > 0 and "unfinished" not in result

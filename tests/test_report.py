@@ -114,3 +114,25 @@ def test_tables_say_what_their_files_hold(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         report.main(["--help"])
     assert capsys.readouterr().out.startswith("usage: python -m bench.report ")
+
+
+@pytest.mark.parametrize("rate, said", [
+    (54321.0, "on TF32 54,321 GFLOP/s"),
+    (None, "on TF32 none measured, so a TF32 case's FLOPs bound nothing")])
+def test_every_table_says_the_tf32_rate_in_one_wording(tmp_path, monkeypatch, rate, said):
+    """epoch_time.md, floors.md and the page's epoch-time table said a TF32 rate, or none, each
+    in words of its own (before, "on TF32 54321 GFLOP/s", "54,321 on TF32", and for none "not
+    measured", "none measured on TF32, ...", or nothing)."""
+    from bench import epoch_time, floors
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    ceilings = {"bandwidth_gb_s": 3000.0, "gflop_s": 48000.0, "tf32_gflop_s": rate}
+    timed = {"commit": "abc1234", "date": "2026-03-01", "devices": {"gpu": "H200"},
+             "ceilings": {"gpu": ceilings}, "cases": {}}
+    write(tmp_path / "epoch-time", "epoch_time.json", timed)
+    counted = {"ceilings": {**ceilings, "source": "epoch_time.json", "device": "H200",
+                            "commit": "abc1234", "date": "2026-03-01"},
+               "commit": "abc1234", "date": "2026-03-02", "floors": []}
+    for text in ("\n".join(epoch_time.markdown(timed)), "\n".join(floors.table(counted)),
+                 "\n".join(report.epoch_time_tables())):
+        assert said in text, text

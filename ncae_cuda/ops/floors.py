@@ -61,6 +61,14 @@ def tf32_rate(recorded: float | None, unit: float = 1.0) -> float:
     return recorded * unit if recorded else math.inf
 
 
+def tf32_said(recorded_gflop_s: float | None) -> str:
+    """The TF32 rate a results file recorded (Ceilings.recorded_tf32(1e9)), or its absence, in
+    the words every table of ceilings gives it."""
+    if recorded_gflop_s:
+        return f"on TF32 {recorded_gflop_s:,.0f} GFLOP/s"
+    return "on TF32 none measured, so a TF32 case's FLOPs bound nothing"
+
+
 def measure_ceilings(xp, device: str, repeats: int = 5, small: bool = False,
                      tf32_product=None) -> Ceilings:
     """Both ceilings with the array module xp (numpy, or cupy on the current GPU). Bandwidth
