@@ -17,27 +17,31 @@
 #                                        # libraries' (kernel_peers), time to recommend
 #     bench/gpu_check.sh profile "$OUT"  # ncu over two steps at the ML-10M and Last.fm shapes
 #     bench/gpu_check.sh scale   "$OUT"  # the K x D table (the paper's Table 7) on the GPU
+#     bench/gpu_check.sh sanitize "$OUT" # the kernels' tests under compute-sanitizer: memcheck,
+#                                        # then racecheck, initcheck and synccheck (4 min)
 #
 # A phase's steps' time limits add up to its minutes above, or to at most 9.
-# --dry (after OUT; `first` and `more`): every step with the same flags on tiny data (--quick,
-# and the tiny sets and widths in place of the shapes' values the steps name),
+# --dry (after OUT; `first`, `more` and `sanitize`): every step with the same flags on tiny data
+# (--quick, and the tiny sets and widths in place of the shapes' values the steps name),
 # the GPU's steps on the emulated backend where they have one and on the CPU where not, the GPU's
-# test cases collected but not run (CI's suite runs them), writing the same files and printing
-# the same summary, so that a renamed flag or a missing file fails CI
-# (tests/test_device_phases.py) rather than the device's window.
+# test cases collected but not run (CI's suite runs them; `sanitize` runs its selections on the
+# emulated backend, without compute-sanitizer), writing the same files and printing the same
+# summary, so that a renamed flag or a missing file fails CI (tests/test_device_phases.py)
+# rather than the device's window.
 # COMMIT names the commit measured (the device gets the working tree, not .git). Runs from the
 # repository as it is (PYTHONPATH), installing nothing: the machine's image has CuPy, Numba,
 # torch, SciPy, pytest (with xdist) and ncu. Each step has a time limit of its own, so one that
 # hangs leaves the others their time.
 set -uo pipefail
-usage="usage: bench/gpu_check.sh first|more|tests|epochs|kernels|profile|scale OUTPUT_FOLDER \
-[--dry]"
+usage="usage: bench/gpu_check.sh first|more|tests|epochs|kernels|profile|scale|sanitize \
+OUTPUT_FOLDER [--dry]"
 phase=${1:?$usage}
 out=${2:?$usage}
 dry=${3:-}
-case $dry/$phase in     # --dry: first and more only
-/first|/more|/tests|/epochs|/kernels|/profile|/scale|--dry/first|--dry/more) ;;
-*) echo "$usage (--dry: first and more only)" >&2; exit 2 ;;
+case $dry/$phase in     # --dry: first, more and sanitize only
+/first|/more|/tests|/epochs|/kernels|/profile|/scale|/sanitize) ;;
+--dry/first|--dry/more|--dry/sanitize) ;;
+*) echo "$usage (--dry: first, more and sanitize only)" >&2; exit 2 ;;
 esac
 mkdir -p "$out" && out=$(cd "$out" && pwd)     # as the caller named it, before the cd below
 cd "$(dirname "$0")/.." || exit 2
@@ -75,6 +79,28 @@ step() {
     [ $code = 0 ] || echo "$name (exit $code)" >> "$work/failed.txt"
     # each step's wall time beside its limit: how much room the next window's plan has
     echo "$name: $((SECONDS - start)) s of $seconds, exit $code" >> "$work/steps.txt"
+}
+
+# TOOL's line of the sanitize phase's summary: the errors compute-sanitizer's summaries in
+# TOOL.log count, over every process it tracked, the kernels its reports name, and pytest's count
+# of the tests (a sanitizer stopped before its summary is named, not counted as none)
+found() {
+    local tool=$1 log=$work/$1.log pattern="ERROR SUMMARY: [0-9]+ error" errors ran where=''
+    ran=$(grep -E "^[0-9]+ [a-z].* in [0-9.]+s|^no tests ran" "$log" | tail -n 1)
+    if [ -n "$dry" ]; then
+        errors="0 (a dry run: no compute-sanitizer)"
+    else
+        # racecheck's summary: "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)"
+        [ "$tool" != racecheck ] || pattern="RACECHECK SUMMARY: .*\([0-9]+ error"
+        errors=$(grep -oE "$pattern" "$log" | grep -oE "[0-9]+ error" | awk '{n += $1}
+            END {print n + 0 " (" NR " sanitized process" (NR == 1 ? ")" : "es)")}')
+        [ "${errors% (0 sanitized processes)}" = "$errors" ] \
+            || errors="unknown: no compute-sanitizer summary in $tool.log"
+        where=$(grep "^=========" "$log" | grep -oE " at [A-Za-z_][A-Za-z0-9_]*\+0x" \
+                | sed -E 's/ at (.*)\+0x/\1/' | sort | uniq -c | sort -rn | head -n 5 \
+                | awk '{printf "%s%s x%s", (NR > 1 ? ", " : " in "), $2, $1}')
+    fi
+    echo "$tool: errors found: $errors$where; pytest: ${ran:-no count (see $tool.log)}"
 }
 
 {
@@ -213,6 +239,57 @@ profile)
         "$python" -m bench.ncu_summary "$work/ncu-$shape.csv" > "$work/ncu-$shape.md"
     done
     summary=$(cat "$work"/ncu-*.md) ;;
+sanitize)
+    # what the emulator cannot see (docs/gpu.md#how-the-kernels-are-checked): an access out of
+    # bounds that lands in valid memory, shared memory raced for or read before it is written, a
+    # barrier misused. The kernels' tests under compute-sanitizer, with any process a test
+    # starts, each CuPy array an allocation of its own (--cuda-unpooled: in the pool a read past
+    # an array's end lands in the next one's block), in one process (a worker would load and
+    # instrument the kernels again); the limits add up to 4 minutes. memcheck over every op's
+    # test and the network's steps; the slower tools over one case of each kernel, at the shapes
+    # whose rows or columns share their sums among windows (long-row, long-runs), stride a
+    # block's threads over a row (N700) or span two warps' slabs (K260). A dry run runs the same
+    # selections on the emulated backend, without the sanitizer.
+    if [ -z "$dry" ]; then
+        sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+        timeout 10 "$sanitizer" --version > "$work/sanitizer.txt" 2>&1 \
+            || echo "compute-sanitizer: none at $sanitizer" >> "$work/sanitizer.txt"
+        cases="gpu and not emulated" backend=gpu
+    else
+        echo "compute-sanitizer: none on a dry run" > "$work/sanitizer.txt"
+        cases=emulated backend=gpu-emulated
+    fi
+    ops=tests/test_ops.py
+    each_kernel=("$ops::test_cut_batch_matches_reference[$backend-long-runs]"
+                 "$ops::test_cut_rows_matches_reference[$backend]"
+                 "$ops::test_dropout_keep_matches_reference_and_rate[$backend-0.5]"
+                 "$ops::test_gather_forward[$backend-long-row]"
+                 "$ops::test_scatter_backward[$backend-long-runs]"
+                 "$ops::test_sparse_output_forward[$backend-tanh-K260]"
+                 "$ops::test_sparse_output_backward[$backend-identity-norm0.15-long-row]"
+                 "$ops::test_implicit_error[$backend-reweighted_error-True-N700]"
+                 "$ops::test_implicit_error[$backend-multinomial_error-False-N700]"
+                 "$ops::test_bias_tanh_and_bias_backward[$backend-64-300]"
+                 "$ops::test_step_loss_sums_every_row[$backend]"
+                 "$ops::test_adam[$backend-decayed-4099]"
+                 "$ops::test_adam_uses_the_corrections_filed_a_step_ahead[$backend]"
+                 "$ops::test_rank_heldout[$backend-N700]"
+                 "$ops::test_topk[$backend-40-K260]"
+                 "$ops::test_topk_radix_select_at_scale[$backend]")
+    summary=$(tail -n 1 "$work/sanitizer.txt")
+    for tool in memcheck racecheck initcheck synccheck; do
+        case $tool in
+        memcheck) seconds=120 tests=("$ops" tests/test_network.py -k "$cases") ;;
+        synccheck) seconds=30 tests=("${each_kernel[@]}") ;;
+        *) seconds=45 tests=("${each_kernel[@]}") ;;
+        esac
+        under=()
+        [ -n "$dry" ] \
+            || under=("$sanitizer" --tool "$tool" --target-processes all --error-exitcode 1)
+        step $tool $seconds "${under[@]}" "$python" -m pytest -q -rs -p no:cacheprovider -n 0 \
+            --cuda-unpooled --junitxml="$work/$tool.xml" "${tests[@]}"
+        summary+=$'\n'$(found $tool)
+    done ;;
 esac
 
 tar -czf "$out/$phase.tar.gz" -C "$(dirname "$work")" "$phase"

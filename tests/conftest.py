@@ -19,6 +19,21 @@ GPUS = [
 BACKENDS = ["cpu", *GPUS]
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cuda-unpooled", action="store_true",
+        help="every CuPy array its own cudaMalloc (CuPy's memory pool off), so that under "
+             "compute-sanitizer an access past an array's end leaves its allocation rather than "
+             "landing unseen in the pool's next block (bench/gpu_check.sh sanitize)")
+
+
+def pytest_configure(config):
+    """--cuda-unpooled, where there is a GPU (the emulated one's arrays are numpy's)."""
+    if config.getoption("cuda_unpooled") and ops.HAS_CUDA:
+        import cupy
+        cupy.cuda.set_allocator(None)
+
+
 def pytest_runtest_setup(item):
     """@pytest.mark.extra(NAME): skipped where the extra is not installed, saying which; with
     optional=True the test runs either way (it takes another path with the extra). CI runs the
