@@ -27,11 +27,11 @@ def of_study(recipe: Path | None) -> dict | None:
 
 
 def scoring(recipe: Path | None) -> dict | None:
-    """{'metric', 'split_seeds', 'data', 'pruner'}: the validation figure (e.g. 'recall@100'),
-    the split seeds and the data flags (spec.as_used's) by which the study whose best.toml is
-    `recipe` scored its trials, and its --pruner, from the tune.json beside it ('data' and
-    'pruner' absent from a record before it held them); None where there is none (a recipe
-    written by hand, a study's record before it held them)."""
+    """{'metric', 'split_seeds', 'data', 'pruner', 'seed'}: the validation figure (e.g.
+    'recall@100'), the split seeds and the data flags (spec.as_used's) by which the study whose
+    best.toml is `recipe` scored its trials, its --pruner and its --seed, from the tune.json
+    beside it ('data', 'pruner' and 'seed' absent from a record before it held them); None
+    where there is none (a recipe written by hand, a study's record before it held them)."""
     try:
         held = json.loads((Path(recipe).parent / MARKER).read_text())
     except (TypeError, OSError, ValueError):

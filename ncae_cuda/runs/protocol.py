@@ -399,14 +399,16 @@ def tuned_recipe(model: str, spec: RunSpec, seed: int, cutoffs: tuple[int, ...])
     """The best.toml of `model` tuned by python -m ncae_cuda.tune --model with
     spec.baseline_trials trials on the run's data (the study's: RunSpec.resolved refuses
     other), its trials scored as NCAE's study (--config's) scored its own: by its figure at
-    its cutoff (NCAE's `cutoffs` below it beside), on its split seeds, pruned by its pruner
-    (effort.scoring); in --out/tune-MODEL (a study there is continued), its lines on this
-    process's output; TuneError where the study fails."""
+    its cutoff (NCAE's `cutoffs` below it beside), on its split seeds, pruned by its pruner,
+    its sampler and fits seeded by its --seed (effort.scoring; `seed`, the run's, where the
+    study's record has none); in --out/tune-MODEL (a study there is continued), its lines on
+    this process's output; TuneError where the study fails."""
     study = spec.out / f"tune-{model}"
     data, scored = given_data(spec.data), effort.scoring(spec.config)
     alike = []
-    if scored:          # the study's figure, cutoff and split seeds in place of the run's own
+    if scored:  # the study's figure, cutoff, split seeds and seed in place of the run's own
         data.pop("split_seed", None)
+        seed = scored.get("seed", seed)
         figure, _, cutoff = scored["metric"].partition("@")
         cutoffs = (*(m for m in cutoffs if m < int(cutoff)), int(cutoff))
         alike += ["--metric", figure,
