@@ -460,6 +460,11 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     refused(tune.main, [*flags, "--seed", "1"], capsys,
             "study o in " + str(tmp_path / "o" / study_storage.JOURNAL) + " tunes other settings (seed: "
             "0 -> 1): tune with those, choose another --study, or start over with --overwrite")
+    # another pruner: the study's trials were pruned by one, and tune.json, which the baselines
+    # tuned beside it follow, records one (before: continued, tune.json saying the last's)
+    refused(tune.main, [*flags, "--pruner", "halving", "--trials", "3"], capsys,
+            "tunes other settings (pruner: none -> halving): tune with those")
+    assert json.loads((tmp_path / "o" / effort.MARKER).read_text())["scored"]["pruner"] == "none"
     refused(tune.main, [*flags, "--storage", f"sqlite:///{tmp_path / 's.db'}"], capsys,
             f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / study_storage.JOURNAL}")
     refused(tune.main, [*flags, "--storage", "nonsense"], capsys, "not a database URL")
@@ -476,7 +481,7 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     assert len(journal(tmp_path / "o").get_trials()) == 2
 
 
-def test_a_default_spelled_out_is_the_same_study(tmp_path):
+def test_a_default_spelled_out_is_the_same_study(tmp_path, capsys):
     # before: --split random (the default here) was refused as another study (data.split:
     # None -> random)
     flags = [*files(tmp_path, 2), "--trials", "2", "--out", str(tmp_path / "o")]
@@ -486,6 +491,11 @@ def test_a_default_spelled_out_is_the_same_study(tmp_path):
     made = study.user_attrs["ncae_cuda"]
     study.set_user_attr("ncae_cuda", {**made, "data": {**made["data"], "split": "random"}})
     assert tune.main(flags) == 0
+    # a study made before its pruner was recorded takes this command's, from then on
+    study.set_user_attr("ncae_cuda", {k: v for k, v in made.items() if k != "pruner"})
+    assert tune.main([*flags, "--pruner", "halving", "--trials", "3"]) == 0
+    assert journal(tmp_path / "o").user_attrs["ncae_cuda"]["pruner"] == "halving"
+    refused(tune.main, [*flags, "--trials", "4"], capsys, "(pruner: halving -> none)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--pruner", choices=("median", "halving", "none"), default="median",
                    help=f"stop a trial at an epoch where it falls behind: median of the earlier "
                         f"trials there, or successive halving; from epoch {PRUNE_AFTER_EPOCHS} "
-                        f"and {PRUNE_AFTER_TRIALS} trials on (default: %(default)s)")
+                        f"and {PRUNE_AFTER_TRIALS} trials on; the study's own, as its --seed "
+                        "and space are (default: %(default)s)")
     g.add_argument("--metric", choices=RANKING_FIGURES,
                    help="implicit feedback: the validation figure at the last cutoff a trial is "
                         "scored by, NDCG@M or Recall@M of each user's held-out items (a trial's "

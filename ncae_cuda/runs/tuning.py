@@ -66,14 +66,15 @@ class Setup:
     model: str = NCAE                   # what the trials fit (ncae_cuda.runs.factory.MODELS)
     cutoffs: tuple = DEFAULTS.cutoffs   # a baseline's trials' (NCAE's: the recipe's)
 
-    def identity(self, seed: int) -> dict:
-        """What makes two commands one study: their trials are comparable (NCAE's studies
-        as they were before other models were tuned; a dimension's kind follows its name)."""
+    def identity(self, seed: int, pruner: str) -> dict:
+        """What makes two commands one study: their trials are comparable, pruned alike (NCAE's
+        studies as they were before other models were tuned; a dimension's kind follows its
+        name)."""
         return json_ready({"metric": self.metric, "data": as_used(self.data, self.feedback),
                            "recipe": self.recipe,
                            "space": [{k: v for k, v in asdict(d).items() if k != "integer"}
                                      for d in self.dimensions], "seed": seed,
-                           "split_seeds": self.split_seeds,
+                           "split_seeds": self.split_seeds, "pruner": pruner,
                            **({} if self.model == NCAE else {"model": self.model})})
 
     @property
@@ -210,8 +211,13 @@ def open_study(spec: TuneSpec, found: Setup, storage):
     study = optuna.create_study(storage=storage, study_name=found.study, load_if_exists=True,
                                 direction="maximize" if found.higher else "minimize",
                                 pruner=_pruner(optuna, spec.pruner))
-    identity = found.identity(spec.seed)
+    identity = found.identity(spec.seed, spec.pruner)
     made = study.user_attrs.get("ncae_cuda")
+    if made is not None and "pruner" not in made:
+        # a study made before its pruner was recorded: this command's, from now on (before,
+        # each command pruned by its own and tune.json said the last's)
+        made = {**made, "pruner": spec.pruner}
+        study.set_user_attr("ncae_cuda", made)
     if made is None:
         study.set_user_attr("ncae_cuda", identity)
         point = space.recipe_point(found.dimensions, found.recipe, found.model)
