@@ -35,7 +35,9 @@ same command again continues it, with a budget of its own); Ctrl-C (SIGINT) or S
 the workers, their trials under way marked failed, and the outputs are written of the trials
 finished. A worker prints a line a trial: its
 settings, its score, the best so far, the time since the command started and the time left,
-against --trials and --budget. A trial whose worker dies is marked failed (on this machine at
+against --trials and --budget; Numba's compile of the kernels (a fresh install's first trial)
+is left out of a trial's seconds and of the budget, and said apart, so that every model's
+study is clocked alike. A trial whose worker dies is marked failed (on this machine at
 once, by its worker's lock; elsewhere once its heartbeat is GRACE seconds old) and the study
 goes on; the same command again continues the study (its recipe's trial again, where that
 failed), and refuses a storage that has lost trials run in --out (a journal emptied or

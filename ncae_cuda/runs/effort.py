@@ -15,8 +15,9 @@ FINISHED = ("COMPLETE", "PRUNED")        # the trials a study's --trials counts
 
 def of_study(recipe: Path | None) -> dict | None:
     """{'by': 'study', 'trials', 'minutes'}: the finished trials of the study whose best.toml
-    is `recipe` and their own wall time, read from the trials.csv beside it; None where there
-    is none (a recipe written by hand)."""
+    is `recipe` and their own wall time, Numba's compile left out (as the study's trials.csv
+    has it), read from the trials.csv beside it; None where there is none (a recipe written
+    by hand)."""
     table = None if recipe is None else Path(recipe).parent / TABLE
     if table is None or not table.is_file():
         return None

@@ -18,7 +18,7 @@ from .factory import recipe_text
 from .spec import as_used, located
 from .study_storage import TuneError
 from .tune_spec import NCAE, TuneSpec
-from .tuning import TRIALS, Setup
+from .tuning import COMPILED, TRIALS, Setup, own_seconds
 
 BEST, FIGURE = "best.toml", "tune.png"      # the study's outputs in --out, beside TABLE
 
@@ -75,17 +75,16 @@ def _table(found: Setup, trials) -> bytes:
     text = io.StringIO(newline="")
     writer = csv.writer(text)
     writer.writerow(["trial", "state", f"valid {found.metric}", "best epoch", "last epoch",
-                     "seconds", "worker", *names, "error"])
+                     "seconds", "compile seconds", "worker", *names, "error"])
     for t in trials:
-        seconds = ((t.datetime_complete - t.datetime_start).total_seconds()
-                   if t.datetime_complete else "")
+        seconds = own_seconds(t) if t.datetime_complete else ""
         worker = t.user_attrs.get("worker", {})
         error = t.user_attrs.get("error", "")
         if t.state.name == "FAIL" and not error:
             error = "stopped or killed with its worker"
         writer.writerow([t.number, t.state.name, "" if t.value is None else t.value,
                          t.user_attrs.get("best_epoch", ""), t.last_step if t.last_step
-                         is not None else "", seconds,
+                         is not None else "", seconds, t.user_attrs.get(COMPILED, ""),
                          f"{worker.get('host', '')}:{worker.get('pid', '')}",
                          *(t.params.get(n, "") for n in names), error])
     return text.getvalue().encode()

@@ -17,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from numba.core import event as numba_event
+
 from ..data.interactions import DataError
 from ..model.blend import MEMBERS
 from ..model.config import DEFAULTS, Config, SettingError
@@ -38,6 +40,7 @@ FAILS_IN_A_ROW = 10              # a worker whose trials all fail this often sto
 # one a trial's early stopping follows, Config.selection_metric)
 RANKING_FIGURES = ("ndcg", "recall")
 TRIALS, WORKERS, ASK = "trials", "workers", ".ask"
+COMPILED = "compile_seconds"     # a trial's note: its seconds of Numba's compile (CompileClock)
 # what a trial's run can fail of, its settings' fault: the trial fails, the study goes on
 TRIAL_ERRORS = (SettingError, DataError, rundir.RunFolderError, BackendUnavailable, Diverged,
                 OutOfMemory)
@@ -296,7 +299,25 @@ def census(study) -> Census:
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     return Census(len(finished), sum(t.state == TrialState.RUNNING for t in trials),
                   sum(t.state == TrialState.FAIL for t in trials), len(trials),
-                  [(t.datetime_complete - t.datetime_start).total_seconds() for t in finished])
+                  [own_seconds(t) for t in finished])
+
+
+def own_seconds(trial) -> float:
+    """A finished trial's wall time, its Numba compile left out (CompileClock)."""
+    return ((trial.datetime_complete - trial.datetime_start).total_seconds()
+            - trial.user_attrs.get(COMPILED, 0.0))
+
+
+class CompileClock(numba_event.TimingListener):
+    """The seconds Numba has compiled for in this process while installed (its compile event
+    fires for a compile, not for a load from its cache): a fresh install's first trial
+    compiles the kernels, which a trial's time and the budget leave out, so that every model's
+    study is clocked alike (before, NCAE's first trial paid 10 s of compile on a fresh install
+    and a baseline's hardly any)."""
+
+    @property
+    def seconds(self) -> float:
+        return self.duration if self.done else 0.0
 
 
 def fail_dead_trials(study) -> None:
@@ -343,16 +364,23 @@ class AskLock:
 
 def work(spec: TuneSpec, found: Setup, study) -> None:
     """A worker: trials until the study has spec.trials finished ones, or its budget has
-    passed (after its first)."""
+    passed (after its first), Numba's compile left out of it (CompileClock)."""
+    compiling = CompileClock()
+    with numba_event.install_listener("numba:compile", compiling):
+        _work(spec, found, study, compiling)
+
+
+def _work(spec: TuneSpec, found: Setup, study, compiling: CompileClock) -> None:
     optuna = import_optuna()
     (spec.out / WORKERS).mkdir(parents=True, exist_ok=True)
     held = rundir.lock(spec.out / WORKERS / f"{HOST}-{os.getpid()}.lock")
     me = {"host": HOST, "pid": os.getpid(), "lock": str(Path(held.name).resolve())}
     asking, fails, started = AskLock(spec.out), 0, 0
     while True:
+        clocked = replace(spec, started=spec.started + compiling.seconds)
         with asking:
             now = census(study)
-            if now.finished >= spec.trials or started and budget_left(spec) <= 0:
+            if now.finished >= spec.trials or started and budget_left(clocked) <= 0:
                 return
             if now.finished + now.running < spec.trials:
                 started += 1
@@ -361,8 +389,8 @@ def work(spec: TuneSpec, found: Setup, study) -> None:
                 study.sampler = optuna.samplers.TPESampler(seed=spec.seed + now.total,
                                                            constant_liar=True)
                 outcome = []
-                study.optimize(lambda trial: objective(spec, found, study, trial, me, asking,
-                                                       outcome),
+                study.optimize(lambda trial: objective(clocked, found, study, trial, me,
+                                                       asking, outcome, compiling),
                                n_trials=1, catch=())
                 fails = fails + 1 if outcome else 0
                 if fails >= FAILS_IN_A_ROW:
@@ -370,22 +398,29 @@ def work(spec: TuneSpec, found: Setup, study) -> None:
                                     f"(see their log.txt under {spec.out / TRIALS}): is the "
                                     "space's range too wide?")
                 continue
-        if budget_left(spec) <= 0:   # the trials left run in other workers: none to start
+        if budget_left(clocked) <= 0:  # the trials left run in other workers: none to start
             return
         time.sleep(POLL)              # ... or wait for them, in case they fail
 
 
 def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskLock,
-              outcome: list) -> float:
+              outcome: list, compiling: CompileClock) -> float:
     """A trial's validation score: its trainer run (one a split, their mean), pruned where it
-    falls behind; a trial that fails appends its error to `outcome`."""
+    falls behind; a trial that fails appends its error to `outcome`. Its seconds of Numba's
+    compile (`compiling`'s) are noted, and left out of its time and spec's clock."""
     optuna = import_optuna()
     trial.set_user_attr("worker", me)
     settings = {d.name: d.suggest(trial) for d in found.dimensions}
     asking.release()
     folder = spec.out / TRIALS / f"{trial.number:04d}"
     folder.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
+    start, compiled_before = time.monotonic(), compiling.seconds
+
+    def said(what: str, finished: bool, value: float | None = None) -> None:
+        compiled = compiling.seconds - compiled_before
+        trial.set_user_attr(COMPILED, compiled)
+        _said(replace(spec, started=spec.started + compiled), trial, what, start + compiled,
+              study, found, finished, value, compiled)
 
     def heard(record: dict) -> None:
         if record.get("member", MEMBERS[0]) != MEMBERS[0]:
@@ -410,7 +445,7 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
                     summaries.append(baseline_trial(spec, found, settings, split_seed,
                                                     on_epoch))
     except optuna.TrialPruned as e:
-        _said(spec, trial, f"pruned at {e}", start, study, found, True)
+        said(f"pruned at {e}", True)
         raise
     except OSError as e:
         if e.errno not in DISK_FULL:
@@ -421,15 +456,15 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
             _stop_full(trial, str(e))
         trial.set_user_attr("error", str(e))
         outcome.append(str(e))
-        _said(spec, trial, f"failed: {e}", start, study, found, False)
+        said(f"failed: {e}", False)
         return math.nan                # Optuna marks the trial failed
     epochs = "/".join(epochs_text(summary["best_epoch"]) for summary in summaries)
     trial.set_user_attr("best_epoch", epochs)
     values = [summary["valid"][found.metric] for summary in summaries]
     trial.set_user_attr("valid_by_split", values)
     value = sum(values) / len(values)
-    _said(spec, trial, f"{found.metric} {value:.4f}"
-          + (f" ({found.step} {epochs})" if found.step else ""), start, study, found, True, value)
+    said(f"{found.metric} {value:.4f}" + (f" ({found.step} {epochs})" if found.step else ""),
+         True, value)
     return value
 
 
@@ -476,11 +511,12 @@ def _stop_full(trial, what: str) -> None:
 
 
 def _said(spec: TuneSpec, trial, what: str, start: float, study, found: Setup, finished: bool,
-          value: float | None = None) -> None:
+          value: float | None = None, compiled: float = 0.0) -> None:
     """A worker's line at the end of a trial (`finished`: complete or pruned, not failed;
-    `value`: its score, where complete): its settings, what it scored, the best so far, the
-    study's progress, the time since the command started, and the time left: at the mean
-    trial's pace over the workers running, for the trials left, or the budget's where less."""
+    `value`: its score, where complete): its settings, what it scored, its seconds (and the
+    `compiled` ones of Numba's compile, left out), the best so far, the study's progress, the
+    time since the command started, and the time left: at the mean trial's pace over the
+    workers running, for the trials left, or the budget's where less."""
     now = census(study)                      # this trial still runs: Optuna files it after
     done, others = now.finished + finished, now.running - 1
     scores = sorted([(t.value, t.number) for t in study.get_trials(deepcopy=False)
@@ -503,6 +539,7 @@ def _said(spec: TuneSpec, trial, what: str, start: float, study, found: Setup, f
     line = (f"worker {spec.worker}: trial {trial.number} "
             f"[{space.shown(space.settings(found.dimensions, trial.params))}] {what} "
             f"in {time.monotonic() - start:.1f} s"
+            + (f" (and {compiled:.1f} s compiling the kernels, not counted)" if compiled else "")
             + (f" | best {found.metric} {best[0]:.4f} (trial {best[1]})" if best else "")
             + f" | {done} of {spec.trials} finished, {others} running | "
             f"{pool.duration(time.monotonic() - spec.started)} elapsed{eta}\n")
