@@ -22,7 +22,8 @@ folder is run again where the recipe it ran is not the model's chosen one; a --w
 are of other data flags, or whose NCAE study started from other settings, is refused (its
 runs would be tabled as this command's). --also MODEL=STUDY counts an earlier study of the
 model (its space since changed, say) in the model's --trials and minutes; the model's recipe
-is then the best of its studies on validation. Writes
+is then the best of its studies on validation; a study whose tune.json says it scored its
+trials otherwise (another figure, data, split seed, pruner or seed) is refused. Writes
 tuned_alike.json and tuned_alike.md under --out, with the commit, the date and the machine (its
 CPU, and the GPU NCAE trains on where there is one): for each model the trials finished, their
 minutes (the trials' own time, as trials.csv has it), the settings chosen, validation and test
@@ -42,11 +43,15 @@ from pathlib import Path
 from bench.cli import add_quick, integers, out_folder, parse, write_results
 from bench.epoch_time import machine, provenance, provenance_line
 from ncae_cuda import cli
+from ncae_cuda.commands import flags, tune
+from ncae_cuda.model.modelfile import differences
 from ncae_cuda.runs import effort
 from ncae_cuda.runs.factory import read_recipe, recipe_text
+from ncae_cuda.runs.spec import as_used, given_data, located
 
 MODELS = ("ncae", "ease", "item-knn", "rp3beta", "ials", "bpr")
 METRIC = "ndcg@100"                    # what every study and table is scored by
+FEEDBACK = "implicit"                  # what every model learns from here
 QUICK = {"trials": 2, "split_seeds": "0"}
 RUNS_OF = "data.json"                  # in --work: the data flags its runs are of
 
@@ -129,7 +134,7 @@ def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Pa
         settings = read_recipe(given) if given else {}
     except ValueError as e:
         p.error(f"--ncae-config {given}: {e}")
-    if settings.setdefault("feedback", "implicit") != "implicit":
+    if settings.setdefault("feedback", FEEDBACK) != FEEDBACK:
         p.error(f"--ncae-config {given}: feedback {settings['feedback']}: every model here is "
                 f"tuned alike on implicit feedback, scored by {METRIC}")
     cutoff = int(METRIC.partition("@")[2])      # NCAE's study scores NDCG at its last cutoff
@@ -145,10 +150,32 @@ def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Pa
     return start
 
 
-def earlier_studies(p: argparse.ArgumentParser, given: list[str], models: list[str]
-                    ) -> dict[str, list[Path]]:
+def scored_here(tuning: list[str]) -> dict:
+    """How this command's studies, on the data flags `tuning`, score their trials, as their
+    tune.json records it (effort.scoring): by METRIC on the split seed's validation part, at
+    tune's default pruner and seed."""
+    args = tune.build_parser().parse_args([*tuning, "--out", "."])
+    return {"metric": METRIC, "split_seeds": [args.split_seed],
+            "data": located(as_used(given_data(flags.data_spec(args)), FEEDBACK)),
+            "pruner": args.pruner, "seed": args.seed}
+
+
+def scored_otherwise(record: dict | None, here: dict) -> list[str]:
+    """How a study's record of its scoring (effort.scoring; None: a record before it held one)
+    differs from `here` (scored_here), the split seed named once, by split_seeds; what an older
+    record does not hold is taken as alike."""
+    if record is None:
+        return ["no record of how it scored its trials"]
+    aside = [{**scored, "data": {k: v for k, v in scored.get("data", {}).items()
+                                 if k != "split_seed"}} for scored in (record, here)]
+    return differences(*({k: v for k, v in scored.items() if k in record} for scored in aside))
+
+
+def earlier_studies(p: argparse.ArgumentParser, given: list[str], models: list[str],
+                    here: dict) -> dict[str, list[Path]]:
     """{model: [study folder]} of the --also MODEL=STUDY given; p.error where one is not a
-    listed model's finished study."""
+    listed model's finished study, or scored its trials otherwise than `here` (scored_here):
+    its best on validation would be compared with others' on another figure or part."""
     earlier: dict[str, list[Path]] = {}
     for text in given:
         model, _, folder = text.partition("=")
@@ -159,6 +186,10 @@ def earlier_studies(p: argparse.ArgumentParser, given: list[str], models: list[s
                 and effort.of_study(study / "best.toml")):
             p.error(f"--also {text}: {study} holds no finished study (best.toml, tune.json, "
                     f"{effort.TABLE})")
+        changed = scored_otherwise(effort.scoring(study / "best.toml"), here)
+        if changed:
+            p.error(f"--also {text}: {study} scored its trials otherwise ({'; '.join(changed)}):"
+                    " tune it as this command's studies are, or leave it out")
         earlier.setdefault(model, []).append(study)
     return earlier
 
@@ -216,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--also", action="append", default=[], metavar="MODEL=STUDY",
                    help="an earlier study of MODEL (a tune --out folder) on the same data, "
                         "validation part and score: its trials count in MODEL's --trials and "
-                        "minutes, and MODEL's recipe is the best of its studies on validation "
-                        "(repeatable)")
+                        "minutes, and MODEL's recipe is the best of its studies on validation; "
+                        "one scored otherwise (its tune.json) is refused (repeatable)")
     p.add_argument("--work", type=Path, help="the runs' folders (default: --out/runs)")
     p.add_argument("--out", type=Path, required=True, help="tuned_alike.json and .md")
     args = parse(p, argv, QUICK)
@@ -232,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("data_dir", "split", "valid_item"):
         if getattr(args, flag) is not None:
             data += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
-    earlier = earlier_studies(p, args.also, models)
+    tuning = [*data, "--split-seed", str(seeds[0])]        # every study on the first's split
+    earlier = earlier_studies(p, args.also, models, scored_here(tuning))
     runs_of_data(p, work, data)
     start = ncae_start(p, args.ncae_config, work) if "ncae" in models else None
     own = {model: trials - sum(effort.of_study(study / "best.toml")["trials"]
@@ -241,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
         if left < 1:
             p.error(f"--also: {model}'s earlier studies hold --trials {trials} or more: "
                     "no study of its own is left to run")
-    tuning = [*data, "--split-seed", str(seeds[0])]        # every study on the first's split
     rows = []
     for model in models:
         studies = [*earlier.get(model, []), tuned(model, tuning, own[model], work,

@@ -876,6 +876,28 @@ def test_tuned_alike_counts_an_earlier_study_continues_its_own_and_retests_a_sta
 
 
 @pytest.mark.extra("tune")
+def test_tuned_alike_refuses_an_earlier_study_scored_otherwise(tmp_path, capsys):
+    """--also STUDY whose trials were scored by another figure, on another split's validation,
+    is refused in a line before any run (before, its recall@100 of 1.0 beat the studies'
+    NDCG@100, and its recipe was tabled as chosen on seed 0's validation)."""
+    from ncae_cuda.commands import tune
+    earlier, out = tmp_path / "earlier", tmp_path / "out"
+    assert tune.main(["--model", "item-knn", "--dataset", "synthetic-tiny", "--metric",
+                      "recall", "--split-seed", "1", "--trials", "1", "--out",
+                      str(earlier)]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        tuned_alike.main(["--dataset", "synthetic-tiny", "--models", "item-knn", "--trials",
+                          "2", "--split-seeds", "0", "--also", f"item-knn={earlier}",
+                          "--out", str(out)])
+    assert refused.value.code == 2
+    assert (f"--also item-knn={earlier}: {earlier} scored its trials otherwise (metric: "
+            "recall@100 -> ndcg@100; split_seeds: [1] -> [0]): tune it as this command's "
+            "studies are, or leave it out") in capsys.readouterr().err
+    assert not (out / "runs" / "tune-item-knn").exists()
+
+
+@pytest.mark.extra("tune")
 def test_tuned_alike_tunes_on_the_first_split_seeds_validation(tmp_path):
     """The studies tune on the first of --split-seeds, as the table says (before: on split
     seed 0 whatever --split-seeds said, while the table said 'chosen on seed 1's
