@@ -723,3 +723,84 @@ class socket_in_use:
 
     def __exit__(self, *exc) -> None:
         self.sock.close()
+
+
+# python -m ncae_cuda.serve with Model.recommend raising `raised` (after `delay` seconds) for a
+# batch that holds user `marker`; the warm-up's first user is never the marker
+FAILING_RECOMMEND = """
+import functools, sys, time
+from ncae_cuda.model.base import Model
+class Planted(BaseException):
+    '''what no answer can be made of: no Exception (as SystemExit, or a library's own)'''
+recommend = Model.recommend
+@functools.wraps(recommend)                  # its signature: the server reads n's default
+def failing(model, users, *args, **kwargs):
+    if {marker!r} in list(users):
+        time.sleep({delay})
+        raise {raised}("planted")
+    return recommend(model, users, *args, **kwargs)
+Model.recommend = failing
+from ncae_cuda.commands.serve import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def failing_server(path: Path, marker, raised: str, delay: float = 0.0) -> Server:
+    code = FAILING_RECOMMEND.format(marker=marker, raised=raised, delay=delay)
+    return Server(path, "--max-wait-ms", "200", prefix=("-c", code))
+
+
+def test_a_stop_iteration_in_recommend_fails_its_request_only(models):
+    """Before: a StopIteration cannot be set on an asyncio future, so the model thread's
+    answer never reached the request: it hung, and every /recommend after it queued behind
+    it for good."""
+    path, model = models["implicit-user"]
+    marker, other = model.user_ids[5].item(), model.user_ids[6].item()
+    server = failing_server(path, marker, "StopIteration")
+    try:
+        status, got = server.call("/recommend" + query(user=marker, n=3))
+        assert status == 500 and "StopIteration" in got["error"], got
+        status, got = server.call("/recommend" + query(user=other, n=3))
+        assert status == 200 and got["user"] == other
+        assert server.call("/healthz")[1]["status"] == "ok"
+    finally:
+        assert server.stop() == 0, server.logged()
+
+
+def test_a_batcher_that_stops_answers_every_request_at_once_and_healthz_says_so(models):
+    """The marker's batch is scored for a second while the other requests queue behind it;
+    then the scoring raises what is no Exception and the batcher stops. Before: the queued
+    requests and every later /recommend hung (the client's timeout ended them), and /healthz
+    said ok. Now each is a 503 naming the failure at once, and /healthz a 503 too."""
+    path, model = models["implicit-user"]
+    marker = model.user_ids[5].item()
+    server = failing_server(path, marker, "Planted", delay=1.0)
+    answers = {}
+
+    def ask(user) -> None:
+        answers[user] = server.call("/recommend" + query(user=user, n=3))
+    try:
+        first = threading.Thread(target=ask, args=(marker,))
+        first.start()
+        time.sleep(0.3)                       # the marker's batch is being scored
+        others = [threading.Thread(target=ask, args=(user,))
+                  for user in model.user_ids[6:12].tolist()]
+        start = time.monotonic()
+        for thread in others:
+            thread.start()
+        for thread in [first, *others]:
+            thread.join(20)
+        assert time.monotonic() - start < 10 and len(answers) == 7, answers
+        for status, got in answers.values():
+            assert status == 503 and "Planted: planted" in got["error"], got
+            assert "restart the server" in got["error"]
+        start = time.monotonic()
+        status, got = server.call("/recommend", {"users": model.user_ids[:2].tolist()})
+        assert status == 503 and "Planted: planted" in got["error"]
+        assert time.monotonic() - start < 2
+        status, health = server.call("/healthz")
+        assert status == 503 and health["status"] == "failing"
+        assert "Planted: planted" in health["error"]
+        assert "the batcher stopped" in server.logged()
+    finally:
+        assert server.stop() == 0, server.logged()

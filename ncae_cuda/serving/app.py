@@ -1,7 +1,8 @@
 """The HTTP face of a served model: FastAPI endpoints, JSON in and out, every client mistake a
 4xx with a one-line {"error": ...} (an unknown user or item 404, naming it).
 
-    GET  /healthz             the model that answers (file, sha256, kind, shape, device), batches
+    GET  /healthz             the model that answers (file, sha256, kind, shape, device), batches;
+                              503 once the batcher has stopped, its error saying why
     GET  /recommend?user=ID&n=N[&keep_seen=true]           the model's recommend, batched
     POST /recommend      {"users": [...], "n": N, "exclude": [...], "keep_seen": false}
     POST /recommend/new  {"items": [...], "n": N, "ratings": [...], "times": [...]}
@@ -11,7 +12,6 @@
 time on the model's thread. FastAPI's /docs page lists them all, with the limits on n and users
 and every error answer; a method a path does not have is a 405 naming those it has (Allow).
 """
-import asyncio
 import functools
 import inspect
 import json
@@ -88,7 +88,7 @@ class NewUserAsk:
 CLIENT_ERRORS = {400: "a value out of range, or a request the model cannot answer",
                  404: "a user or item the model does not know", 422: "a malformed field"}
 TOO_LARGE = {413: "a body over --max-body-bytes"}
-UNAVAILABLE = {503: "the device cannot answer (its memory)"}
+UNAVAILABLE = {503: "the device cannot answer (its memory), or the batcher has stopped"}
 
 
 
@@ -100,7 +100,7 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
 
     @asynccontextmanager
     async def lifespan(app):
-        scoring = asyncio.create_task(batcher.run())
+        scoring = batcher.start()
         yield                 # at shutdown, once uvicorn has answered the requests in flight
         scoring.cancel()
         holder.close()
@@ -113,10 +113,14 @@ def create_app(holder, limits: Limits, max_batch: int, max_wait_s: float):
                 for group in (CLIENT_ERRORS, *groups, UNAVAILABLE)
                 for status, why in group.items()}
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses={503: {"description": "the batcher has stopped: /recommend "
+                                                          "cannot be answered (error: why)"}})
     async def healthz() -> dict:
-        return {"status": "ok", **holder.current.facts(), "batches": batcher.batches,
-                "users_scored": batcher.users}
+        facts = {**holder.current.facts(), "batches": batcher.batches,
+                 "users_scored": batcher.users}
+        if batcher.failure is not None:
+            return JSONResponse({"status": "failing", "error": batcher.failure, **facts}, 503)
+        return {"status": "ok", **facts}
 
     # The rankings are answered as JSONResponse, plain lists of numbers that need no check
     # on their way out: FastAPI's serializer walks every number of an answer it is handed,

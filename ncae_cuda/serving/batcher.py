@@ -12,15 +12,24 @@ own excluded items are dropped: the ranking is the same for every n (ties go to 
 item), so that is the request's own top n. Requests keeping seen items and those filtering
 them are two calls, the seen items being a filter of the call itself. A request with more users
 than max_batch is a batch of its own.
+
+A bug in scoring a batch fails that batch's requests (500) and no others. What no answer can be
+made of (no Exception: a SystemExit, a library's own BaseException) or a fault of the task that
+forms batches stops the batcher: the requests open then and every later one are answered at once
+with BatcherStopped (503) naming it, and /healthz is not ok, rather than waiting for good.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import NcaeError
 from ..model.base import Model
+
+log = logging.getLogger("ncae_cuda.serve")
 
 IN_FLIGHT = 2          # batches handed to the model's thread at once: one scored, one queued
 
@@ -36,6 +45,11 @@ class Ask:
     arrived: float = field(default_factory=lambda: asyncio.get_running_loop().time())
 
 
+class BatcherStopped(NcaeError, RuntimeError):
+    """The batcher has stopped (see the module's docstring): /recommend cannot be answered
+    until the server is restarted."""
+
+
 class Batcher:
     """Gathers asks into batches and scores each batch on the holder's model thread."""
 
@@ -44,12 +58,17 @@ class Batcher:
         self.queue: asyncio.Queue[Ask] = asyncio.Queue()
         self.batches = self.users = 0      # scored so far, as /healthz shows them
         self.open = 0                      # asks received and not yet answered
+        self.answers: set[asyncio.Future] = set()   # theirs, failed if the batcher stops
+        self.failure: str | None = None    # why the batcher stopped, once it has
 
     async def recommend(self, users: list, n: int, filter_seen: bool, exclude: list) -> list:
         """One result a user: {"user", "items", "scores"}; UnknownIds naming what the model
-        does not know."""
+        does not know; BatcherStopped once the batcher has stopped."""
+        if self.failure is not None:
+            raise BatcherStopped(self.failure)
         ask = Ask(users, n, filter_seen, exclude, asyncio.get_running_loop().create_future())
         self.open += 1
+        self.answers.add(ask.answer)
         try:
             if self.open == 1:          # none other open: a batch of one, no queue between
                 await self._score([ask])
@@ -58,6 +77,24 @@ class Batcher:
             return await ask.answer
         finally:
             self.open -= 1
+            self.answers.discard(ask.answer)
+
+    def start(self) -> asyncio.Task:
+        """run() as a task whose fault stops the batcher (it ends only so, or cancelled at
+        shutdown)."""
+        task = asyncio.create_task(self.run())
+        task.add_done_callback(lambda done: done.cancelled() or self._stop(done.exception()))
+        return task
+
+    def _stop(self, error: BaseException) -> None:
+        """Answer every open ask, and each later one, with BatcherStopped naming `error`."""
+        log.error("the batcher stopped: /recommend is answered 503 until the server is "
+                  "restarted", exc_info=error)
+        self.failure = (f"the server's batcher stopped ({type(error).__name__}: {error}): "
+                        "/recommend cannot be answered; restart the server")
+        for answer in self.answers:
+            if not answer.done():
+                answer.set_exception(BatcherStopped(self.failure))
 
     async def run(self) -> None:
         """Score batches until cancelled (at shutdown, once the requests have been answered).
@@ -81,6 +118,11 @@ class Batcher:
             answers = await self.holder.run(score_batch, batch, self.holder.index)
         except Exception as e:      # noqa: BLE001 (a bug: these requests answer 500, no others)
             answers = [e] * len(batch)
+        except asyncio.CancelledError:      # a batch of one whose client went away
+            raise
+        except BaseException as e:  # noqa: BLE001 (no answer is made of it: see the docstring)
+            self._stop(e)
+            return
         self.batches += 1
         self.users += sum(len(ask.users) for ask in batch)
         for ask, answer in zip(batch, answers):

@@ -72,8 +72,15 @@ class ModelHolder:
 
     async def run(self, work, *args):
         """work(model, *args) on the model's thread, with the model that answers then."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._thread, lambda: work(self.current.model, *args))
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._do, work,
+                                                                args)
+
+    def _do(self, work, args: tuple):
+        try:
+            return work(self.current.model, *args)
+        except StopIteration as e:    # an asyncio future cannot hold one: its awaiter would
+            # wait for good (PEP 479 turns one leaving a generator into a RuntimeError alike)
+            raise RuntimeError(f"StopIteration: {e}") from e
 
     def reload(self) -> bool:
         """Load the file again and answer with it from the next batch on; a file that fails to
