@@ -265,6 +265,15 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
     "warm start": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, warm_start="model.npz"),
                    "warm_start must be a fitted NCAE; got str"),
     "epochs": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, epochs=0), "epochs must be an integer"),
+    # NCAE's fit arguments given a baseline's: before, TypeError "unexpected keyword argument"
+    "baseline's epochs": (lambda: make_model({"model": "ease"}).fit(TRAIN, epochs=5),
+                          "epochs is not an argument of EASE's fit (it takes X, validation and "
+                          "callback)"),
+    "iALS's epochs": (lambda: make_model({"model": "ials"}).fit(TRAIN, epochs=5),
+                      "epochs is not an argument of iALS's fit (it takes X, validation and "
+                      "callback); its iterations are its setting 'iterations'"),
+    "baseline's refit": (lambda: make_model({"model": "pop"}).fit(TRAIN).refit(
+        TRAIN, verbose=False), "verbose is not an argument of POP's fit"),
     "partial fit's warm start": (
         lambda: NCAE(**NCAE_SETTINGS).partial_fit(TRAIN, warm_start=NCAE(**NCAE_SETTINGS)),
         "warm_start is this model itself in partial_fit"),

@@ -105,14 +105,16 @@ class BaselineModel(Model):
     def settings(self) -> dict:
         return {"model": self.name, **self.values}
 
-    def fit(self, X, validation=None, callback=None) -> BaselineModel:
+    def fit(self, X, validation=None, callback=None, **fitting) -> BaselineModel:
         """Fit on X, a users x items scipy.sparse matrix or Interactions (every stored entry an
         interaction); with `validation` (of the same ids), its figures (best_validation) and,
         for iALS and BPR, the iteration count chosen on them, each iteration's figures heard
         by callback(model, {"epoch": iteration, "valid": figures}) as NCAE's callback hears
         an epoch's (tune's pruner: what it raises ends the fit, the model left as it was).
-        Returns the model."""
+        Another model's fit arguments (`fitting`: NCAE's epochs, verbose, ...) are refused,
+        a SettingError naming the first. Returns the model."""
         check_callback(callback)
+        self._refuse(fitting)
         data = FitData.of(as_interactions(X, "X"), self.config, self.ops)
         valid = None if validation is None else data.held_out(validation, "validation")
         with self._as_it_was_unless_fitted():
@@ -128,6 +130,18 @@ class BaselineModel(Model):
             self._take(self._solve(binary(data.seen), valid, heard))
             self.best_validation = None if valid is None else self.evaluate(valid)
         return self
+
+    def _refuse(self, fitting: dict) -> None:
+        """SettingError naming the first of `fitting`, keywords of another model's fit: a
+        baseline's takes none beyond X, validation and callback (the contract's **fitting is
+        each model's own), and a user's mistake is not Python's TypeError."""
+        if not fitting:
+            return
+        name = sorted(fitting)[0]
+        counted = ("; its iterations are its setting 'iterations'"
+                   if name == "epochs" and "iterations" in self.defaults else "")
+        raise SettingError(name, f"is not an argument of {self.title}'s fit (it takes X, "
+                                 f"validation and callback){counted}")
 
     @property
     def best_epoch(self) -> int | None:
