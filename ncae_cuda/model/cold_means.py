@@ -38,17 +38,19 @@ def shrunk_means(seen: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
             (item_sums + SHRINK * mean) / (item_counts + SHRINK))
 
 
-def new_user_ratings(seen: sp.csr_matrix) -> np.ndarray:
-    """(n_items,) float32 what a user with no entry in `seen` is predicted at each item (each
-    item's shrunk mean, the fit data's mean at an item with none): cold_ratings' of such a
-    user, which recommend ranks the items by."""
-    return shrunk_means(seen)[1].astype(np.float32)
+def new_user_ratings(means: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """(n_items,) float32 what a user with no entry in the fit data is predicted at each item,
+    of `means` (shrunk_means' of the fit data: each item's shrunk mean, the fit data's mean at
+    an item with none): cold_ratings' of such a user, which recommend ranks the items by."""
+    return means[1].astype(np.float32)
 
 
-def cold_ratings(seen: sp.csr_matrix, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+def cold_ratings(means: tuple[np.ndarray, np.ndarray], user_counts: np.ndarray,
+                 users: np.ndarray, items: np.ndarray) -> np.ndarray:
     """(n,) float32 the shrunk means (see the module's docstring) at cold entries (users[i],
-    items[i]) of `seen`, the fit data's users x items ratings: a new user's the item's (the fit
-    data's mean where the item is new too), a known user's the user's."""
-    user_means, item_means = shrunk_means(seen)
-    new_user = np.diff(seen.indptr)[users] == 0
+    items[i]) of the fit data, of `means` (its shrunk_means') and `user_counts` (its entries a
+    user): a new user's the item's (the fit data's mean where the item is new too), a known
+    user's the user's."""
+    user_means, item_means = means
+    new_user = user_counts[users] == 0
     return np.where(new_user, item_means[items], user_means[users]).astype(np.float32)

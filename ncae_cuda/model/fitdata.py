@@ -29,9 +29,8 @@ from ..data.interactions import (DataError, IdLookup, Interactions, check_values
                                  shown_id)
 from ..ops.common import CSR
 from ..ops.shard import Columns, column_part, split_columns
-from . import metrics
+from . import cold_means, metrics
 from .augment import column_weights, sparse_row_copies
-from .cold_means import cold_at
 from .config import Config, SettingError
 from .evaluate import Scorer, ranking_report
 from .network import to_network_scale
@@ -229,6 +228,13 @@ class FitData:
         for a few of them a call)."""
         return np.bincount(self.seen.indices, minlength=len(self.item_ids))
 
+    @functools.cached_property
+    def shrunk_means(self) -> tuple[np.ndarray, np.ndarray]:
+        """cold_means.shrunk_means of the fit data, computed once: an explicit model's
+        recommend and predict read them at each call with a cold entry, and they are a pass
+        over every fit rating (a new fit or load has a FitData of its own)."""
+        return cold_means.shrunk_means(self.seen)
+
     def popularity(self) -> np.ndarray:
         """(items held,) the POP baseline's scores: each item's fit interactions."""
         lo, hi, _ = self.item_columns
@@ -270,7 +276,7 @@ class FitData:
         user or item has no interaction here, so no model has scores it learnt for it. Every
         model's figures are the warm entries', the cold ones scored apart: one rule for NCAE
         (Model.evaluate) and the baselines' comparison."""
-        cold = cold_at(self.seen, held.users, held.items)                   # (nnz,) bool
+        cold = cold_means.cold_at(self.seen, held.users, held.items)        # (nnz,) bool
         return held.subset(~cold), held.subset(cold) if cold.any() else None
 
     def held_out(self, X, name: str) -> Interactions:

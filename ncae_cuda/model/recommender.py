@@ -82,7 +82,8 @@ class RatingModel(Model):
         if self.config.implicit:
             return yhat
         cold = cold_at(self.data.seen, users, items)                         # (n,) bool
-        yhat[cold] = cold_ratings(self.data.seen, users[cold], items[cold])
+        yhat[cold] = cold_ratings(self.data.shrunk_means, self.data.user_counts, users[cold],
+                                  items[cold])
         return yhat
 
     def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray,
@@ -93,7 +94,7 @@ class RatingModel(Model):
         to leave out), so one row is ranked, through top_m as every other row is."""
         if not self.config.implicit and without_history.any():
             held = self.data.item_columns
-            means = new_user_ratings(self.data.seen)[held.lo:held.hi]      # (items held,)
+            means = new_user_ratings(self.data.shrunk_means)[held.lo:held.hi]  # (items held,)
             with self.ops.session():
                 idx[without_history], vals[without_history] = top_m(
                     self.ops, constant_scorer(self.ops, means), np.zeros(1, np.int32),
