@@ -303,3 +303,33 @@ def test_a_killed_run_is_said_to_be_killed(tmp_path):
         pool.Pool(tmp_path, "check", [killed]).run([killed], jobs=1, gpus=[])
     assert str(failed.value).splitlines()[0] == (
         f"killed failed: killed by SIGKILL (see {tmp_path / 'killed' / pool.LOG})")
+
+
+@pytest.mark.parametrize("first, second, refused", [
+    ([], ["--tasks", "2", "--task", "0"], "another process (process {pid}) is running"),
+    (["--tasks", "2", "--task", "0"], [], "tasks of a --tasks share are running"),
+    (["--tasks", "2", "--task", "0"], ["--tasks", "2", "--task", "0"],
+     "another process (process {pid}) is running"),
+    (["--tasks", "2", "--task", "0"], ["--tasks", "2", "--task", "1"], None)])
+def test_a_folder_is_run_by_one_command_or_by_its_tasks_never_both(first, second, refused,
+                                                                    tmp_path, capsys,
+                                                                    monkeypatch):
+    """A second command on the runs while a first runs them (started from the first's pool):
+    refused in a line, except the other tasks of one share (before, a plain command took
+    .lock and task I .lock-taskI, so a plain command and a share ran the same runs at once)."""
+    flags = [*ONE_SEED, "--out", str(tmp_path / "exp")]
+    codes = []
+
+    def while_running(self, share, jobs, gpus) -> None:
+        if not codes:                     # the first command's runs: the second starts then
+            codes.append(None)
+            codes.append(experiments.main([*flags, *second]))
+    monkeypatch.setattr(pool.Pool, "run", while_running)
+    experiments.main([*flags, *first])
+    err = capsys.readouterr().err
+    if refused is None:
+        assert codes[1] == 0, err
+    else:
+        runs = tmp_path / "exp" / "runs" / "configurations"
+        assert codes[1] == 2 and (f"error: {runs}: {refused.format(pid=os.getpid())} these "
+                                  "runs: wait for") in err, err

@@ -14,7 +14,9 @@ flags):
   (round robin) as CUDA_VISIBLE_DEVICES and, unless the environment sets NUMBA_NUM_THREADS, an
   equal share of this machine's cores as Numba's threads, so that the runs do not oversubscribe;
 - task I of T runs every T-th run from the I-th (a SLURM array, or any scheduler), the other
-  tasks the rest; the tables are built once every run of the listing is finished;
+  tasks the rest; the tables are built once every run of the listing is finished. The tasks
+  share the folder's lock, which a process running all the runs holds alone: while one of
+  either runs them, the other is refused;
 - a line at each start and end of a run: runs done, running and left, and the time left;
 - Ctrl-C or SIGTERM reaches every run as one SIGTERM each (a second asks again, which stops a
   trainer at once): a trainer stops at the end of its step with a checkpoint, and the same
@@ -200,19 +202,29 @@ class Pool:
                 "runs": {run.name: " ".join([run.module, *run.flags]) for run in self.runs},
                 "data": {path: _sha256(path) for path in data_paths(self.runs)}}
 
-    def take(self, overwrite: bool = False, lock_name: str = rundir.LOCK):
+    def take(self, overwrite: bool = False, task: int | None = None):
         """The folder, for this listing: made, locked against a second pool process on the same
-        runs (lock_name: one lock a task), and refused where it holds another listing's runs
-        (or with `overwrite`, emptied of them first). Returns the held lock."""
+        runs, and refused where it holds another listing's runs (or with `overwrite`, emptied
+        of them first). Returns the held lock (close() lets go of it). The folder's one lock
+        is held by the process running all its runs, or shared by the tasks of a share (task
+        I: the I-th), each also holding a lock of its own against a second task I."""
         if self.folder.exists() and not self.folder.is_dir():
             raise PoolError(f"{self.folder}: a file, not a folder: choose another --out")
+        held = contextlib.ExitStack()
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            held = rundir.lock(self.folder / lock_name)
+            held.enter_context(rundir.lock(self.folder / rundir.LOCK, shared=task is not None))
+            if task is not None:
+                held.enter_context(rundir.lock(self.folder / f"{rundir.LOCK}-task{task}"))
         except rundir.Held as e:
+            held.close()
+            if e.shared:
+                raise PoolError(f"{self.folder}: tasks of a --tasks share are running these "
+                                "runs: wait for them to end") from None
             raise PoolError(f"{self.folder}: another process ({e.holder}) is running these runs: "
                             "wait for it to end") from None
         except OSError as e:
+            held.close()
             raise PoolError(f"{self.folder}: cannot write there ({e.strerror or e})",
                             errno=e.errno) from None
         path, listing = self.folder / LISTING, self.listing()
@@ -400,8 +412,7 @@ def run_share(pool: Pool, args) -> bool:
     """What the pool's flags ask of `pool`: the task's share of the runs run (nothing with
     --collect); True where every run of the pool is finished and the tables can be written.
     An NcaeError (PoolError; DataError, a write's) and Stopped say why not."""
-    lock_name = rundir.LOCK if args.tasks == 1 else f"{rundir.LOCK}-task{args.task}"
-    with contextlib.closing(pool.take(args.overwrite, lock_name)):
+    with contextlib.closing(pool.take(args.overwrite, None if args.tasks == 1 else args.task)):
         if not args.collect:
             pool.run(pool.runs[args.task::args.tasks], args.jobs, args.gpus)
         left = pool.unfinished()

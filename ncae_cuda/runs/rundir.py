@@ -210,11 +210,12 @@ class RunDirectory:
 
 
 class Held(Exception):
-    """Another process holds the lock; `holder` says which."""
+    """Another process holds the lock; `holder` says which, and `shared` whether the holders
+    share it (lock(shared=True): one or more, not named)."""
 
-    def __init__(self, holder: str):
+    def __init__(self, holder: str, shared: bool = False):
         super().__init__(holder)
-        self.holder = holder
+        self.holder, self.shared = holder, shared
 
 
 def exclusive(f, wait: bool = True) -> None:
@@ -233,6 +234,17 @@ def exclusive(f, wait: bool = True) -> None:
     fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
 
 
+def _shared(f) -> None:
+    """Lock the open file f for this process and any others that share it, not for one that
+    locks it exclusively; BlockingIOError where one does. (msvcrt has no shared lock: on
+    Windows it is exclusive, and the sharers take turns.)"""
+    if os.name == "nt":
+        exclusive(f, wait=False)
+        return
+    import fcntl
+    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+
 def unlock(f) -> None:
     """Let go of exclusive(f)'s lock, f staying open."""
     if os.name == "nt":
@@ -244,23 +256,39 @@ def unlock(f) -> None:
     fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def lock(path: Path):
-    """The file at `path` (made where absent), locked (exclusive) for this process and naming it,
-    held until the returned file is closed or the process ends, however it ends. Held where
-    another process holds it; OSError where it cannot be made."""
+def lock(path: Path, shared: bool = False):
+    """The file at `path` (made where absent), locked for this process and naming it (shared:
+    for it and the others that lock it shared, naming none), held until the returned file is
+    closed or the process ends, however it ends. Held where another process holds it
+    exclusively, or (not shared) at all; OSError where it cannot be made."""
     f = open(path, "a+")
     try:
-        exclusive(f, wait=False)
+        _shared(f) if shared else exclusive(f, wait=False)
     except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "another process"
+        holder, sharers = _holder(f, shared)
         f.close()
-        raise Held(holder) from None
+        raise Held(holder, sharers) from None
     f.seek(0)
-    f.truncate()
-    f.write(f"process {os.getpid()}")
+    f.truncate()             # a sharer names no one: the file may name a holder gone since
+    if not shared:
+        f.write(f"process {os.getpid()}")
     f.flush()
     return f
+
+
+def _holder(f, shared: bool) -> tuple[str, bool]:
+    """Who holds the lock f was refused: (the process the file names, False) for an exclusive
+    holder, ("processes that share it", True) where only sharers hold it."""
+    if not shared:
+        try:
+            _shared(f)                    # granted: the holders only share it
+        except BlockingIOError:
+            pass
+        else:
+            unlock(f)
+            return "processes that share it", True
+    f.seek(0)
+    return f.read().strip() or "another process", False
 
 
 def state(path: Path) -> str:
