@@ -333,3 +333,29 @@ def test_a_folder_is_run_by_one_command_or_by_its_tasks_never_both(first, second
         runs = tmp_path / "exp" / "runs" / "configurations"
         assert codes[1] == 2 and (f"error: {runs}: {refused.format(pid=os.getpid())} these "
                                   "runs: wait for") in err, err
+
+
+def test_overwrite_removes_the_old_tables_before_its_runs(tmp_path, capsys, monkeypatch):
+    """An --overwrite stopped before its runs finished leaves no table of the old runs beside
+    the new ones (before, the old configurations.md and .csv stayed, looking current); one
+    refused (its listing's runs in use) removes nothing."""
+    out = tmp_path / "exp"
+    assert experiments.main(["clusters", "--dataset", "synthetic-tiny", "--quick", *TWO,
+                             "--out", str(out)]) == 0
+    tables = {out / f"clusters{suffix}" for suffix in (".md", ".csv")}
+    assert all(path.exists() for path in tables)
+    busy = next(p for p in (out / "runs" / "clusters").iterdir() if p.is_dir())
+    overwrite = ["clusters", "--dataset", "synthetic-tiny", "--quick", "--out", str(out),
+                 "--overwrite"]
+    with rundir.lock(busy / rundir.LOCK):
+        assert experiments.main(overwrite) == 2
+    assert all(path.exists() for path in tables)
+    capsys.readouterr()
+
+    def stopped(self, share, jobs, gpus) -> None:
+        raise pool.Stopped("SIGINT")
+    monkeypatch.setattr(pool.Pool, "run", stopped)
+    assert experiments.main(overwrite) == 128 + signal.SIGINT
+    assert not any(path.exists() for path in tables)
+    assert (f"clusters: --overwrite: removed {out / 'clusters.md'}, {out / 'clusters.csv'}, "
+            "the tables of the runs it starts over") in capsys.readouterr().out

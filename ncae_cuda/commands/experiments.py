@@ -53,6 +53,7 @@ OWN_FLAGS = {    # a flag one experiment reads (or two), as argparse names it: t
     "baselines": ("factors", "topm")}
 BESIDE = ("ease", "ials", "bpr")        # --baselines' default, of those installed
 BESIDE_ANY = [key for key in BASELINES if key != "pop"]     # POP: in every implicit table
+OUTPUTS = (".md", ".csv", ".png")       # write()'s files: NAME.md, NAME.csv, NAME.png (figures)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,9 +79,10 @@ def write(out: Path, name: str, rows: list[dict], figures, repeats: int) -> list
                          for x in (v if isinstance(v, tuple) else (v, "") if pair else (v,))])
     over = (f"the mean over seeds 0..{repeats - 1} (--repeats {repeats}), ± their standard "
             "deviation (ddof 1)" if repeats > 1 else "one run of seed 0 (--repeats 1)")
-    files = {f"{name}.md": f"# {name}\n\n{inspect.cleandoc(EXPERIMENTS[name].__doc__)}\n\n"
-                           f"Each figure: {over}.\n\n{format_table(shown)}\n".encode(),
-             f"{name}.csv": table.getvalue().encode()}
+    markdown, values, figure = (f"{name}{suffix}" for suffix in OUTPUTS)
+    files = {markdown: f"# {name}\n\n{inspect.cleandoc(EXPERIMENTS[name].__doc__)}\n\n"
+                       f"Each figure: {over}.\n\n{format_table(shown)}\n".encode(),
+             values: table.getvalue().encode()}
     if figures:
         import matplotlib
         matplotlib.use("Agg")
@@ -92,7 +94,7 @@ def write(out: Path, name: str, rows: list[dict], figures, repeats: int) -> list
         image = io.BytesIO()
         fig.savefig(image, format="png", dpi=120)
         plt.close(fig)
-        files[f"{name}.png"] = image.getvalue()
+        files[figure] = image.getvalue()
     for file, content in files.items():       # whole, where tasks that end together both write
         atomic_write(out / file, lambda f, content=content: f.write(content))
     return [out / file for file in files]
@@ -266,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.name}: {left_out}", flush=True)
     # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is
     runs = pool.Pool(plan.folder, args.name, plan.runs, env={
-        datasets.DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None)
+        datasets.DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None,
+        outputs=tuple(args.out / f"{args.name}{suffix}" for suffix in OUTPUTS))
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         if not pool.run_share(runs, args):

@@ -185,10 +185,13 @@ class Processes:
 
 class Pool:
     """The runs of one table (`what`, e.g. 'configurations') in `folder`, each in
-    folder/<run name>; `env`: what every run sees beside the slot's environment."""
+    folder/<run name>; `env`: what every run sees beside the slot's environment; `outputs`:
+    the files made of the runs' results (the tables), which an overwrite removes with them."""
 
-    def __init__(self, folder: Path, what: str, runs: list[Run], env: dict | None = None):
+    def __init__(self, folder: Path, what: str, runs: list[Run], env: dict | None = None,
+                 outputs: tuple[Path, ...] = ()):
         self.folder, self.what, self.runs, self.env = Path(folder), what, runs, env or {}
+        self.outputs = outputs
         names = [run.name for run in runs]
         assert len(set(names)) == len(names), "two runs of a pool share a folder"
 
@@ -241,6 +244,8 @@ class Pool:
                             "--overwrite, or choose another --out")
         if listed is not None and overwrite:
             self._remove(listed["runs"])
+        if overwrite:
+            self._remove_outputs()
         text = json.dumps(listing, indent=2).encode()
         atomic_write(path, lambda f: f.write(text))
         return held
@@ -258,6 +263,16 @@ class Pool:
         for folder in folders:
             shutil.rmtree(folder)
         (self.folder / LISTING).unlink()
+
+    def _remove_outputs(self) -> None:
+        """The outputs of the runs an overwrite starts over, said: where the new runs then
+        fail or are stopped, no table of the old ones stays beside them, looking current."""
+        removed = [path for path in self.outputs if path.exists()]
+        for path in removed:
+            path.unlink()
+        if removed:
+            print(f"{self.what}: --overwrite: removed {', '.join(map(str, removed))}, the tables "
+                  "of the runs it starts over", flush=True)
 
     def state(self, run: Run) -> str:
         """rundir.state of the run's folder: 'finished', 'unfinished' or 'new'."""
