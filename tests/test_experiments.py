@@ -284,3 +284,22 @@ def test_a_flag_no_cell_sets_reaches_every_run(tmp_path, name):
     assert experiments.overridden(plan) is None
     configs = [trainer_run(list(run.flags))[1] for run in plan.runs]
     assert configs and all(c.lr == 0.005 and c.cutoffs[-1] == 20 for c in configs)
+
+
+def test_a_recipe_setting_a_cell_sets_itself_is_named_with_what_won(tmp_path, capsys):
+    """-- --config RECIPE: where a cell sets a recipe's setting itself (configurations: the
+    feedback, the width), the line names the setting and the value each run takes (before,
+    nothing said it: the cells' flags silently beat the recipe's); one the runs take as it
+    is (lr) and one --quick sets for every run (the width) are not named."""
+    recipe = tmp_path / "mine.toml"
+    recipe.write_text('feedback = "implicit"\nhidden = [12]\nlr = 0.005\n')
+    out = tmp_path / "exp"
+    experiments.main(["configurations", "--dataset", "synthetic-tiny", "--quick", "--jobs", "2",
+                      "--out", str(out), "--", "--config", str(recipe)])
+    said = [line for line in capsys.readouterr().out.splitlines() if str(recipe) in line]
+    assert said == [f"configurations: {recipe} sets feedback = implicit, which its cells "
+                    "set themselves: the runs take theirs (K16-SINGLE-BP-seed0: --feedback "
+                    "explicit)"], said
+    listing = json.loads((out / "runs" / "configurations" / "runs.json").read_text())["runs"]
+    configs = [trainer_run(command.split()[1:])[1] for command in listing.values()]
+    assert {(c.feedback, c.lr, c.hidden[0]) for c in configs} == {("explicit", 0.005, 16)}

@@ -15,7 +15,8 @@ ncae_cuda.train, once per seed (--repeats: seeds 0..R-1, mean and standard devia
 trainer's defaults; flags after `--` go to every run, e.g. the settings chosen on validation,
 and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of one implicit variant (each
 variant's own chosen settings); there, a flag a cell sets itself to another value (factors'
---hidden, each run's --seed) is refused. Under --out: NAME.md, NAME.csv, NAME.png where the
+--hidden, each run's --seed) is refused, and a recipe's setting (--config) a cell sets itself
+is named, with the value the runs take, the cell's. Under --out: NAME.md, NAME.csv, NAME.png where the
 paper has a figure, and runs/NAME/ with each run's folder (its log.txt and metrics.json).
 
 An experiment lists its runs, runs them (ncae_cuda.runs.pool: --jobs at once, each a process; the
@@ -142,6 +143,31 @@ def overridden(plan: ExperimentRuns) -> str | None:
     return None
 
 
+def recipe_overridden(plan: ExperimentRuns) -> list[str]:
+    """A line for each setting of a recipe the runs read (--config) that a cell sets itself to
+    another value, naming what the runs take: the cell's flag, which beats the recipe as any
+    flag does, though no flag of the user's asked it to. Those the user's flags (after --, in
+    --variant-flags) or --quick set for every run, and those a cell builds from them, are the
+    user's, not named."""
+    said = {}
+    for run in plan.runs:
+        ran = given_flags(list(run.flags)) if run.module == "ncae_cuda.train" else {}
+        if "config" not in ran:
+            continue
+        path = ran["config"][1]
+        variant = ran.get("variant", (None, None))[1]
+        users = given_flags([*plan.quick, *plan.extra, *plan.variant_flags(variant)])
+        for key, value in read_recipe(path).items():
+            if (key in ran and key not in users and key not in plan.reads
+                    and ran[key][1] != value and (path, key) not in said):
+                flag, taken = ran[key]
+                said[path, key] = (f"{plan.args.name}: {path} sets {key} = "
+                                   f"{cli.as_written(value)}, which its cells set themselves: "
+                                   f"the runs take theirs ({run.name}: {flag} "
+                                   f"{cli.as_written(taken)})")
+    return list(said.values())
+
+
 def read_by(dest: str) -> str:
     """The experiments that read a flag of OWN_FLAGS, as its help begins."""
     return ", ".join(OWN_FLAGS[dest])
@@ -266,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"run {run.name}: {e}")
     if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):
         print(f"{args.name}: {left_out}", flush=True)
+    for line in recipe_overridden(plan):      # a recipe is a whole: a cell's own flags win
+        print(line, flush=True)
     # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is
     runs = pool.Pool(plan.folder, args.name, plan.runs, env={
         datasets.DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None,
