@@ -351,3 +351,17 @@ def test_a_sharded_run_on_a_missing_gpu_is_refused_before_joining(a_process_of_t
     assert (f"error (rank 0): --device gpu needs a CUDA GPU: {ops.NO_CUDA_REASON}"
             in capsys.readouterr().err)
     assert not out.exists()
+
+
+def test_ctrl_c_ends_a_sharded_run_with_one_line(tmp_path):
+    """A terminal's Ctrl-C (SIGINT to torchrun's process group; torchrun hands it to each
+    rank): rank 0 says how to go on, once (before, every rank printed the same line)."""
+    job = torchrun(2, "-m", "ncae_cuda.train", "--shard", "columns", *KILLED, "--out",
+                   tmp_path / "cut", wait=False, start_new_session=True)
+    past_checkpoint(job, tmp_path / "cut", 1)
+    os.killpg(job.pid, signal.SIGINT)
+    _, stderr = job.communicate(timeout=300)
+    # (torchrun's own traceback of the signal follows: the launcher's, not a rank's)
+    ours = [line for line in stderr.splitlines() if line.startswith(("error", "interrupted"))]
+    assert ours == [f"interrupted: continue with --resume --out {tmp_path / 'cut'}"], stderr
+    assert "[rank" not in stderr, stderr

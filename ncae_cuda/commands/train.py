@@ -45,11 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"this process is one of {world} of a torch.distributed job (torchrun): "
                      "one model across them takes --shard columns; without it, run one "
                      "process")
+    rank = os.environ.get("RANK") if spec.shard != "none" else None
     try:
         with joined(spec):
             run(spec, config)
     except NcaeError as e:
-        rank = os.environ.get("RANK") if spec.shard != "none" else None
         print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
         return 2
     except stopping.Stopped as stop:
@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
               f"--resume --out {spec.out}", file=sys.stderr)
         return 128 + signal.Signals[stop.signal_name]
     except KeyboardInterrupt:
-        print(f"\ninterrupted: continue with --resume --out {spec.out}", file=sys.stderr)
+        # torchrun hands a Ctrl-C to every rank: the job's one line is rank 0's
+        if rank in (None, "0"):
+            print(f"\ninterrupted: continue with --resume --out {spec.out}", file=sys.stderr)
         return 130
     return 0
 
