@@ -1012,3 +1012,22 @@ def test_a_reader_that_stops_reading_ends_a_command_quietly(tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
         done.stdout.close()                 # gone before the command writes a line
         assert (done.wait(timeout=60), done.stderr.read()) == (141, b""), command
+
+
+@pytest.mark.parametrize("files, said", [
+    ({"__init__.py": "raise ImportError('libtorch_cpu.so: cannot open shared object file')"},
+     "PyTorch is installed but does not import (libtorch_cpu.so: cannot open shared object "
+     "file): reinstall it"),
+    ({"__init__.py": "", "distributed/__init__.py": "def is_available():\n    return False\n"},
+     "this PyTorch is built without torch.distributed: install a build with it")])
+def test_a_sharded_run_names_what_is_wrong_with_an_installed_torch(tmp_path, files, said):
+    """A PyTorch that is there but cannot run the job (a broken install, a build without
+    torch.distributed, here stand-ins on PYTHONPATH): before, the first was told to pip install
+    it, the second got an AttributeError's traceback."""
+    for name, text in files.items():
+        (tmp_path / "torch" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "torch" / name).write_text(text)
+    done = subprocess.run([sys.executable, "-m", "ncae_cuda.train", *TINY, "--shard", "columns",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}"})
+    assert done.returncode == 2 and done.stderr.splitlines() == [f"error: {said}"], done.stderr

@@ -36,7 +36,8 @@ def step_bytes(batch_size: int, hidden: tuple[int, ...]) -> int:
 
 
 class ShardLost(NcaeError, RuntimeError):
-    """Another process of the sharded fit stopped or refused: this one cannot go on."""
+    """A sharded fit that cannot go on: another process of its job stopped or refused, or
+    this one cannot join it (PyTorch missing or broken, no launcher): the message says which."""
 
 
 # what a process says, after why, where another process of the job stopped
@@ -51,12 +52,21 @@ def peer(rank: int, world: int) -> str:
 
 
 def _torch():
+    """torch and torch.distributed; ShardLost naming why not: PyTorch not installed, an
+    installed one that does not import (a broken install: its own error), or a build without
+    torch.distributed."""
     try:
         import torch
         import torch.distributed as dist
-    except ImportError:
-        raise ShardLost("a sharded fit runs on torch.distributed: pip install -e "
-                        "'.[distributed]' (PyTorch)") from None
+    except ImportError as e:
+        if isinstance(e, ModuleNotFoundError) and e.name == "torch":
+            raise ShardLost("a sharded fit runs on torch.distributed: pip install -e "
+                            "'.[distributed]' (PyTorch)") from None
+        raise ShardLost(f"PyTorch is installed but does not import ({_first_line(e)}): "
+                        "reinstall it") from None
+    if not dist.is_available():
+        raise ShardLost("this PyTorch is built without torch.distributed: install a build "
+                        "with it")
     return torch, dist
 
 
