@@ -16,8 +16,9 @@ trainer's defaults; flags after `--` go to every run, e.g. the settings chosen o
 and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of one implicit variant (each
 variant's own chosen settings); there, a flag a cell sets itself to another value (factors'
 --hidden, each run's --seed) is refused, and a recipe's setting (--config) a cell sets itself
-is named, with the value the runs take, the cell's. Under --out: NAME.md, NAME.csv, NAME.png where the
-paper has a figure, and runs/NAME/ with each run's folder (its log.txt and metrics.json).
+is named, with the value the runs take, the cell's. Under --out: NAME.md, NAME.csv, NAME.png
+where the paper has a figure, and runs/NAME/ with each run's folder (its log.txt and
+metrics.json).
 
 An experiment lists its runs, runs them (ncae_cuda.runs.pool: --jobs at once, each a process; the
 same command again skips the finished runs and resumes the others; --task I --tasks T shares
