@@ -47,6 +47,7 @@ from ncae_cuda.runs.rundir import RunDirectory
 
 BATCH = 128
 CELL = "cell.json"                 # a cell's row, in its folder
+OUTPUTS = (".json", ".md", ".csv", ".png")  # scalability.*: the table, which --overwrite removes
 GROWN = ("rows", "columns", "interactions")
 QUICK = {"ks": "8,16", "ratios": "0.5,1.0", "growth_k": 8, "shares": "0.5,1.0"}   # --quick's
 
@@ -183,7 +184,8 @@ def main(argv=None) -> int:
         pool.Run(cell_name(labels), "bench.scalability",
                  ("--cell", cell_spec(labels), "--device", args.device, "--epochs",
                   str(args.epochs), *(["--quick"] if args.quick else [])))
-        for labels in listed])
+        for labels in listed], outputs=tuple(args.out / f"scalability{suffix}"
+                                             for suffix in OUTPUTS))
     try:
         if not pool.run_share(runs, args):
             return 0

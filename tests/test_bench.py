@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,7 @@ from ncae_cuda.model.config import read_toml
 from ncae_cuda.ops.common import DEFAULT_SMS
 from ncae_cuda.ops.floors import ADAM_BYTES, Ceilings, Work, epoch_work, op_work
 from ncae_cuda.ops.layout import NCAELayout
-from ncae_cuda.runs import effort
+from ncae_cuda.runs import effort, pool
 from ncae_cuda.runs.factory import read_recipe
 
 
@@ -70,7 +71,9 @@ def test_implicit_epochs_count_the_dense_output():
     assert implicit.flops > explicit.flops                  # B x N x K products per step
 
 
-def test_scalability_quick(tmp_path):
+def test_scalability_quick(tmp_path, monkeypatch):
+    """The quick table, whole; then an --overwrite stopped before its cells finished leaves no
+    table of the old cells beside the new ones (before, the old scalability.* stayed)."""
     assert scalability.main(["--quick", "--jobs", "2", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "scalability.json").read_text())
     assert {(r["K"], r["D"]) for r in result["table7"]} == {(8, 0.5), (8, 1.0), (16, 0.5),
@@ -78,8 +81,14 @@ def test_scalability_quick(tmp_path):
     assert all(r["seconds"] > 0 and r["floor"] > 0 for r in result["table7"] + result["growth"])
     grown = {r["grown"] for r in result["growth"]}
     assert grown == {"rows", "columns", "interactions", "all"}
-    for name in ("scalability.md", "scalability.csv", "scalability.png"):
-        assert (tmp_path / name).stat().st_size > 0
+    tables = [tmp_path / f"scalability{suffix}" for suffix in (".json", ".md", ".csv", ".png")]
+    assert all(path.stat().st_size > 0 for path in tables)
+
+    def stopped(self, share, jobs, gpus) -> None:
+        raise pool.Stopped("SIGINT")
+    monkeypatch.setattr(pool.Pool, "run", stopped)
+    assert scalability.main(["--quick", "--out", str(tmp_path), "--overwrite"]) == 128 + signal.SIGINT
+    assert not any(path.exists() for path in tables)
 
 
 def raising_at_call(real, n: int, error: BaseException):
