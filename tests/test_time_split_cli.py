@@ -11,6 +11,7 @@ from test_user_errors import refused, write_table
 
 from ncae_cuda import NCAE
 from ncae_cuda.commands import baselines, train, tune
+from ncae_cuda.commands.flags import build_parser, run_spec
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError
 from ncae_cuda.model import loop
@@ -175,11 +176,31 @@ def test_data_without_timestamps_is_refused_for_a_time_split(tmp_path, capsys):
      "(--valid-item chooses which)"),
     (["--dataset", "ml-100k", "--split", "u1", "--test-ratio", "0.3"],
      "--test-ratio 0.3: --split u1's test part is its test file"),
+    # before, a split seed that no draw read was accepted, and the run the seed-0 one
+    (["--split", "time", "--split-seed", "3"], "--split-seed 3: --split time cuts by time, and "
+     "nothing is drawn at random here (the seed draws --data-ratio's sample below 1): leave it "
+     "out"),
+    (["--dataset", "ml-100k", "--split", "u1", "--valid-ratio", "0", "--split-seed", "3"],
+     "--split-seed 3: --split u1's parts are its files, and nothing is drawn at random here "
+     "(the seed draws the validation part --valid-ratio carves from the training part, and "
+     "--data-ratio's sample below 1): leave it out"),
 ])
 def test_time_split_flags_are_checked(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as e:
         train.main([*TINY, "--out", str(tmp_path), *flags])
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [
+    ["--split", "time", "--data-ratio", "0.5"],
+    ["--dataset", "ml-100k", "--split", "u1"],
+    ["--dataset", "ml-100k", "--split", "u1", "--valid-ratio", "0", "--data-ratio", "0.5"],
+    ["--split", "loo", "--valid-item", "latest"],
+    ["--split", "random"],
+])
+def test_a_split_seed_is_taken_where_the_split_draws(flags):
+    spec, _ = run_spec(build_parser(), [*TINY, *flags, "--split-seed", "3"])
+    assert spec.data.split_seed == 3
 
 
 def test_the_baselines_score_a_time_splits_cold_part_apart(tmp_path, capsys):

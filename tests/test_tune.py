@@ -141,6 +141,18 @@ def test_a_trial_over_several_splits_scores_the_mean_of_their_validation(tmp_pat
             "--split-seed and --split-seeds: give one")
 
 
+def test_split_seeds_of_a_split_that_draws_nothing_are_refused_before_a_trial(tmp_path,
+                                                                               capsys):
+    # before, the study started and its first trial failed on --split-seed 1
+    out = tmp_path / "study"
+    refused(tune.main, ["--dataset", "synthetic-tiny", "--split", "time", "--device", "cpu",
+                        "--split-seeds", "0,1", "--trials", "1", "--out", str(out)], capsys,
+            "--split-seeds 0,1: --split time cuts by time, and nothing is drawn at random here "
+            "(the seed draws --data-ratio's sample below 1): each seed makes the same split: "
+            "leave them out")
+    assert not (out / "trials").exists()
+
+
 @pytest.mark.parametrize("name, recipe", [("explicit", "ml-100k-explicit"),
                                           ("implicit", "ml-100k-implicit")])
 def test_each_shipped_space_holds_its_recipe_whole(name, recipe):

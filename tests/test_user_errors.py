@@ -683,6 +683,11 @@ def test_a_data_file_that_cannot_be_read_is_named(tmp_path, capsys, monkeypatch,
      "--test-ratio 0.3: with --train and --test the test part is the --test file"),
     (["--train", "t.csv", "--test", "t.csv", "--valid", "t.csv", "--valid-ratio", "0"],
      "--valid-ratio 0: with --valid the validation part is that file"),
+    # before, accepted and read by no draw
+    (["--train", "t.csv", "--test", "t.csv", "--valid", "t.csv", "--split-seed", "2"],
+     "--split-seed 2: --train, --test and --valid are the parts, and nothing is drawn at "
+     "random here (the seed draws the validation part --valid-ratio carves from --train, and "
+     "--data-ratio's sample below 1): leave it out"),
 ])
 def test_a_given_split_and_its_flags(tmp_path, capsys, monkeypatch, flags, message):
     monkeypatch.chdir(tmp_path)

@@ -187,7 +187,31 @@ class DataSpec:
                             f"got {spec.test_ratio:g} + {spec.valid_ratio:g}")
         if spec.split_seed < 0:
             raise SpecError(f"--split-seed must be >= 0; got {spec.split_seed}")
+        if spec.split_seed != type(self)().split_seed and (why := spec.seed_unread()):
+            raise SpecError(f"--split-seed {spec.split_seed}: {why}: leave it out")
         return spec, feedback
+
+    def seed_unread(self) -> str | None:
+        """Why no draw reads this split's seed (a split seed given is then refused, not
+        ignored), or None where one does: a time split cuts by time, a data set's split files
+        and --train's split are their files; the seed then draws only --data-ratio's sample,
+        and a validation part carved by --valid-ratio from the files' training part."""
+        if self.split in ("random", "loo"):
+            return None
+        if self.split == "time":
+            parts, carved = "--split time cuts by time", False
+        elif self.train:
+            parts = ("--train, --test and --valid are the parts" if self.valid else
+                     "--train and --test are the parts")
+            carved = self.valid is None and self.valid_ratio > 0
+        else:
+            parts, carved = f"--split {self.split}'s parts are its files", self.valid_ratio > 0
+        if carved or self.data_ratio < 1:
+            return None
+        carves = ("" if self.split == "time" else "the validation part --valid-ratio carves "
+                  f"from {'--train' if self.train else 'the training part'}, and ")
+        return (f"{parts}, and nothing is drawn at random here (the seed draws {carves}"
+                "--data-ratio's sample below 1)")
 
     def _check_ratios_read(self) -> None:
         """A ratio given that --split does not read is refused, not ignored: leave-one-out

@@ -154,6 +154,10 @@ def setup(spec: TuneSpec) -> Setup:
     given = given_data(spec.data)
     if spec.split_seeds and "split_seed" in given:
         raise SpecError("--split-seed and --split-seeds: give one")
+    if spec.split_seeds and (why := probe.data.seed_unread()):
+        # (before, each trial fitted the one split once a seed, and its score was their mean)
+        raise SpecError(f"--split-seeds {seeds}: {why}: each seed makes the same split: leave "
+                        "them out")
     return Setup(recipe, dimensions, metric, higher, given,
                  spec.split_seeds or (probe.data.split_seed,), _shown(spec),
                  spec.study, config.feedback, model, config.cutoffs)
