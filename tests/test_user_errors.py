@@ -293,6 +293,36 @@ def test_train_flags(tmp_path, capsys, flags, message):
     refused(train.main, [*TINY, "--out", str(tmp_path / "r"), *flags], capsys, message)
 
 
+@pytest.mark.parametrize("name, flags, message", [
+    # before, each accepted and read by nothing: the description was the one without it
+    ("ml-100k", ["--seed", "7"], "--seed 7: is a synthetic data set's seed; ml-100k is not "
+                                 "one: leave it out"),
+    ("rows.csv", ["--seed", "7"], "--seed 7: is a synthetic data set's seed; rows.csv is not "
+                                  "one: leave it out"),
+    ("synthetic-tiny", ["--data-dir", "d"], "--data-dir d: is where a published data set is "
+                                            "kept; synthetic-tiny is not one: leave it out"),
+    ("rows.csv", ["--cache-dir", "c"], "--cache-dir c: is where a published data set is "
+     "downloaded and a synthetic one of 1,000,000 interactions or more kept once drawn; "
+     "rows.csv is neither: leave it out"),
+    ("synthetic-tiny", ["--cache-dir", "c"], "synthetic-tiny is neither"),
+])
+def test_datasets_describe_refuses_a_flag_its_data_set_never_reads(tmp_path, capsys,
+                                                                   monkeypatch, name, flags,
+                                                                   message):
+    monkeypatch.chdir(tmp_path)
+    write_table(tmp_path / "rows.csv", "user,item,rating", [r[:3] for r in tiny_rows()])
+    refused(datasets_command.main, ["describe", name, *flags], capsys, message)
+
+
+def test_a_trainer_cache_dir_its_data_never_reads_is_refused(tmp_path, capsys, monkeypatch):
+    # before, accepted and unread: no cache folder was made or looked in
+    monkeypatch.chdir(tmp_path)
+    refused(train.main, [*TINY, "--cache-dir", "c", "--out", "r"], capsys,
+            "--cache-dir c: is where a published data set is downloaded and a synthetic one of "
+            "1,000,000 interactions or more kept once drawn; --dataset synthetic-tiny is "
+            "neither: leave it out")
+
+
 def test_datasets_describe_negative_seed(capsys):
     refused(datasets_command.main, ["describe", "synthetic-tiny", "--seed", "-1"], capsys,
             "--seed must be >= 0; got -1")

@@ -17,6 +17,7 @@ from ..data.datasets import (
     Generated,
     Published,
     UnverifiedArchiveWarning,
+    folder_unread,
     load,
 )
 from ..data.interactions import Interactions
@@ -72,6 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "describe":
         check_seed(parser, args.seed)
+        # (before, accepted and read by nothing: the description was the one without them)
+        if args.seed != shown.get_default("seed") and not isinstance(DATASETS.get(args.name),
+                                                                      Generated):
+            parser.error(f"--seed {args.seed}: is a synthetic data set's seed; {args.name} is "
+                         "not one: leave it out")
+        if why := folder_unread(args.name, args.data_dir, args.cache_dir, args.name):
+            parser.error(f"{why}: leave it out")
     if args.command == "list":
         width = max(map(len, DATASETS))
         for name, entry in DATASETS.items():

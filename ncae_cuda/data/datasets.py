@@ -227,8 +227,8 @@ def load(name: str = DEFAULT, data_dir: str | os.PathLike | None = None,
         if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
             raise DataError(f"seed is a synthetic data set's seed: an integer >= 0, not "
                             f"{seed!r}")
-        drawn = (synthetic(entry.preset, seed) if PRESETS[entry.preset].nnz < KEPT_FROM
-                 else kept_synthetic(entry.preset, seed, cache_dir_path(cache_dir)))
+        drawn = (kept_synthetic(entry.preset, seed, cache_dir_path(cache_dir)) if cached(name)
+                 else synthetic(entry.preset, seed))
         return replace(drawn, name=entry.name)
     path = _locate(entry, entry.file, data_dir, cache_dir, download)
     data = replace(entry.read(path), name=entry.name)
@@ -308,6 +308,28 @@ def published(name: str) -> bool:
     """Whether `name` is a published data set's, read from its files (data_dir's, the cache's),
     not drawn (synthetic) nor a file's path."""
     return isinstance(DATASETS.get(name), Published)
+
+
+def cached(name: str) -> bool:
+    """Whether `name`'s data is read through the cache folder: a published data set's
+    download, or a synthetic set of KEPT_FROM interactions or more, kept once drawn."""
+    entry = DATASETS.get(name)
+    return isinstance(entry, Published) or (isinstance(entry, Generated)
+                                            and PRESETS[entry.preset].nnz >= KEPT_FROM)
+
+
+def folder_unread(name: str | None, data_dir: object, cache_dir: object,
+                  shown: str) -> str | None:
+    """Why a folder given (data_dir, cache_dir: None where not) is one that `name`'s data is
+    never read from, naming its flag and the data as `shown`; None where each given is read:
+    given and unread, it would seem to say where the data came from."""
+    if data_dir is not None and not published(name):
+        return f"--data-dir {data_dir}: is where a published data set is kept; {shown} is not one"
+    if cache_dir is not None and not cached(name):
+        return (f"--cache-dir {cache_dir}: is where a published data set is downloaded and a "
+                f"synthetic one of {KEPT_FROM:,} interactions or more kept once drawn; {shown} "
+                "is neither")
+    return None
 
 
 def has_split(name: str, split: str) -> bool:

@@ -153,11 +153,10 @@ class DataSpec:
             if why:
                 raise SpecError(f"--dataset {spec.dataset}: {why}")
         source = "--train" if spec.train else "--dataset"
-        if spec.data_dir is not None and not (spec.dataset and datasets.published(spec.dataset)):
-            # (before, accepted and unread: it seemed to say where the data came from)
-            raise SpecError(f"--data-dir {spec.data_dir}: is where a published data set is "
-                            f"kept; {source} {spec.train or spec.dataset} is not one: leave "
-                            "it out")
+        # (before, accepted and unread: they seemed to say where the data came from)
+        if why := datasets.folder_unread(spec.dataset, spec.data_dir, spec.cache_dir,
+                                         f"{source} {spec.train or spec.dataset}"):
+            raise SpecError(f"{why}: leave it out")
         try:
             feedback = feedback or datasets.default_feedback(
                 str(spec.train or spec.dataset), spec.sep, spec.encoding)
