@@ -496,6 +496,23 @@ def test_kept_synthetic_draws_over_a_damaged_file(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == [path.name]    # no temporary file left
 
 
+def test_kept_synthetic_removes_what_killed_draws_of_it_left(tmp_path):
+    # before, each draw killed while it wrote left its temporary file for good (one a kill:
+    # about 200 MB for synthetic-ml20m)
+    folder = tmp_path / synthetic_cache.FOLDER
+    folder.mkdir()
+    path = folder / f"tiny-seed3-{synthetic_cache.generator_digest()}.npz"
+    left = [folder / f"{path.name}.{digits * 12}.tmp" for digits in ("0", "a")]
+    other = folder / f"tiny-seed4-{synthetic_cache.generator_digest()}.npz.{'b' * 12}.tmp"
+    for partial in (*left, other):
+        partial.write_bytes(b"PK\x03\x04 cut short")
+    assert_same_interactions(synthetic_cache.kept_synthetic("tiny", 3, tmp_path),
+                             synthetic("tiny", 3))
+    # another set's may be a writer's at work: it stays
+    assert sorted(p.name for p in folder.iterdir()) == sorted([path.name, other.name])
+    assert_same_interactions(synthetic_cache._read(path), synthetic("tiny", 3))
+
+
 def test_kept_synthetic_without_a_writable_cache(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")

@@ -6,8 +6,8 @@ and reading it back a fraction of one. Every process of a benchmark that loads t
 A drawn set is kept as an uncompressed .npz named by its preset, its seed and a digest of what
 decides its values: the generator's source (synthetic.py) and NumPy's version (whose random
 streams may change between releases). A changed generator so finds no file of its own and
-draws anew; an unreadable file is drawn over; a cache that cannot be written costs only the next
-draw.
+draws anew; an unreadable file is drawn over, and the temporary files of its writers that were
+killed removed; a cache that cannot be written costs only the next draw.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import synthetic as generator
-from .atomic_file import atomic_write
+from .atomic_file import atomic_write, remove_temporaries
 from .interactions import DataError, Interactions
 
 FOLDER = "synthetic"            # the cache's subfolder for drawn sets
@@ -60,6 +60,9 @@ def _read(path: Path) -> Interactions:
 
 def _write(path: Path, data: Interactions) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    # what killed draws of this set left (each a whole set's size, kept for good before); a
+    # writer of it still at work only keeps no copy, as this one writes the same values
+    remove_temporaries(path.parent, (path.name,))
     atomic_write(path, lambda f: np.savez(f, **{field: getattr(data, field) for field in _FIELDS},
                                           rating_scale=np.array(data.rating_scale),
                                           name=np.array(data.name)))
