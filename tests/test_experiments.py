@@ -9,7 +9,9 @@ import pytest
 from ncae_cuda.baselines.models import BASELINES
 from ncae_cuda.commands import experiments
 from ncae_cuda.commands.flags import trainer_run
+from ncae_cuda.model.config import DEFAULTS
 from ncae_cuda.runs import paper_tables
+from ncae_cuda.runs.spec import resolved
 
 FIGURES = {"pretraining", "augmentation", "factors", "topm"}
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -303,3 +305,27 @@ def test_a_recipe_setting_a_cell_sets_itself_is_named_with_what_won(tmp_path, ca
     listing = json.loads((out / "runs" / "configurations" / "runs.json").read_text())["runs"]
     configs = [trainer_run(command.split()[1:])[1] for command in listing.values()]
     assert {(c.feedback, c.lr, c.hidden[0]) for c in configs} == {("explicit", 0.005, 16)}
+
+
+@pytest.mark.parametrize("given, epochs", [([], 1), (["--pretrain-epochs", "2"], 2)])
+def test_pretrain_epochs_reach_only_the_runs_that_pretrain(given, epochs):
+    # before, --quick gave every run --pretrain-epochs 1, read by the S+U+S runs alone
+    args = experiments.build_parser().parse_args(
+        ["configurations", "--dataset", "synthetic-tiny", "--quick"])
+    plan = paper_tables.ExperimentRuns(args, given, trainer_run)
+    paper_tables.EXPERIMENTS["configurations"](plan)
+    configs = [resolved(*trainer_run(list(run.flags)))[1] for run in plan.runs]
+    assert {c.pretrain for c in configs} == {"BP", "S+U+S"}
+    assert all(c.pretrain_epochs == (DEFAULTS.pretrain_epochs if c.pretrain == "BP" else epochs)
+               for c in configs)
+
+
+def test_pretrain_epochs_no_run_reads_are_refused_before_any_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        experiments.main(["clusters", "--dataset", "synthetic-tiny", "--quick", "--out",
+                          str(tmp_path), "--", "--pretrain-epochs", "2"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and ("-- --pretrain-epochs: no run of clusters pre-trains (give "
+                                  "--pretrain with it): leave it out") in err, err
+    assert not (tmp_path / "runs").exists()
+

@@ -279,6 +279,8 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--feedback", "implicit", "--weighting", "uniform", "--omega", "0.3"],
      "--omega: is for popularity weighting"),
     (["--feedback", "implicit", "--uniform-c", "0.1"], "--uniform-c: is for uniform weighting"),
+    (["--pretrain-epochs", "5"], "--pretrain-epochs: is for pre-training (a pretrain other "
+                                 "than BP)"),
     (["--feedback", "implicit", "--loss", "multinomial", "--c0", "5"],
      "--c0: weighs the square loss's entries: the multinomial loss has none to weigh"),
     (["--c0", "5"], "--c0: is for implicit feedback"),

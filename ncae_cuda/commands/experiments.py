@@ -43,7 +43,13 @@ from ..errors import NcaeError
 from ..model.config import VARIANT_SETTINGS, read_recipe
 from ..model.metrics import format_table
 from ..runs import pool
-from ..runs.paper_tables import EXPERIMENTS, QUICK_WIDTH, ExperimentRuns, numbers
+from ..runs.paper_tables import (
+    EXPERIMENTS,
+    PRETRAIN_EPOCHS,
+    QUICK_WIDTH,
+    ExperimentRuns,
+    numbers,
+)
 from ..runs.spec import resolved
 from .flags import given_flags, trainer_run
 
@@ -137,7 +143,9 @@ def overridden(plan: ExperimentRuns) -> str | None:
         own = plan.variant_flags(variant)
         from_variant = given_flags(own)
         for dest, (flag, value) in given_flags([*plan.extra, *own]).items():
-            if dest not in plan.reads and ran[dest][1] != value:
+            # (a flag the run is not given is none it sets: --pretrain-epochs, to a run that
+            # does not pre-train)
+            if dest not in plan.reads and dest in ran and ran[dest][1] != value:
                 given = f"--variant-flags {variant}=" if dest in from_variant else "-- "
                 return (f"{given}{flag}: {plan.args.name} sets each run's own ({run.name}: "
                         f"{flag} {cli.as_written(ran[dest][1])}); leave it out")
@@ -283,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
                          f"{given.partition('=')[0]} ("
                          + (f"its variants: {', '.join(ran)}" if ran else "it runs none of "
                             f"{', '.join(VARIANT_SETTINGS)}") + "): leave it out")
+    trained = [given_flags(list(run.flags)) for run in plan.runs
+               if run.module == "ncae_cuda.train"]
+    if "pretrain_epochs" in given_flags(extra) and not any("pretrain_epochs" in flags
+                                                           for flags in trained):
+        parser.error(f"-- {PRETRAIN_EPOCHS}: no run of {args.name} pre-trains (give --pretrain "
+                     "with it): leave it out")
     if said := overridden(plan):        # accepted, then each run took its cell's own
         parser.error(said)
     for run in plan.runs:       # a grid's value no run takes (--ks 0): refused before any starts

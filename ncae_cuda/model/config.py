@@ -338,6 +338,8 @@ def _refuse_unused(c: Config) -> None:
                                    "popularity, by c0 and omega)")
     else:
         unused = {name: "is for implicit feedback" for name in ("c0", "omega", "uniform_c")}
+    if c.pretrain == "BP":
+        unused["pretrain_epochs"] = "is for pre-training (a pretrain other than BP)"
     for name, why in unused.items():
         if getattr(c, name) != getattr(DEFAULTS, name):
             raise SettingError(name, why)

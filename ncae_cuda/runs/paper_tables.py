@@ -18,6 +18,7 @@ from .spec import RunSpec, data_argv, given_data
 
 
 QUICK_WIDTH = 16                # --quick: the widest hidden layer of any run
+PRETRAIN_EPOCHS = "--pretrain-epochs"       # given only to the runs that pre-train
 
 
 def numbers(values: str) -> list:
@@ -36,7 +37,7 @@ class ExperimentRuns:
                  trainer_run: Callable[[list[str]], tuple[RunSpec, Config]]):
         self.args, self.extra, self.trainer_run = args, extra, trainer_run
         # every run's widths tiny; a cell's own --hidden, after these, at most QUICK_WIDTH too
-        self.quick = ["--epochs", "2", "--pretrain-epochs", "1",
+        self.quick = ["--epochs", "2", PRETRAIN_EPOCHS, "1",
                       "--hidden", str(QUICK_WIDTH)] if args.quick else []
         self.folder = args.out / "runs" / args.name        # one folder an experiment: two never
         self.runs: list[pool.Run] = []                      # share their runs
@@ -64,10 +65,14 @@ class ExperimentRuns:
         the trainer's flags (argparse's destinations) whose value in `flags` the cell built
         from the user's (after --, in --variant-flags), which it overrides on purpose."""
         self.reads.update(reads)
+        shared = [*self.quick, *self.extra]
+        if self.trainer_run(["--dataset", self.args.dataset, *shared, *flags])[1].pretrain == "BP":
+            # --quick's and the user's pre-training epochs are the runs' that pre-train: a run
+            # without pre-training refuses them (configurations runs both kinds)
+            shared = _without(shared, PRETRAIN_EPOCHS)
         for seed in range(self.args.repeats):
             self.runs.append(pool.Run(f"{cell}-seed{seed}", "ncae_cuda.train", (
-                "--dataset", self.args.dataset, *self.quick, *self.extra, *flags,
-                "--seed", str(seed))))
+                "--dataset", self.args.dataset, *shared, *flags, "--seed", str(seed))))
 
     def results(self, cell: str, file: str = "metrics.json") -> list[dict]:
         """`file` of the cell's run for each seed (a trainer's metrics.json by default)."""
@@ -94,6 +99,16 @@ class ExperimentRuns:
         """Each seed's {model key: its figures} of a cell of baselines (empty without them)."""
         return ([r["models"] for r in self.results(cell, "baselines.json")]
                 if self.args.baselines else [])
+
+
+def _without(argv: list[str], flag: str) -> list[str]:
+    """argv less each `flag` and its value (FLAG VALUE or FLAG=VALUE)."""
+    kept, value_next = [], False
+    for word in argv:
+        if not value_next and word != flag and not word.startswith(f"{flag}="):
+            kept.append(word)
+        value_next = word == flag and not value_next
+    return kept
 
 
 def _read_result(folder: Path, file: str) -> dict:
