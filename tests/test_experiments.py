@@ -329,3 +329,22 @@ def test_pretrain_epochs_no_run_reads_are_refused_before_any_run(tmp_path, capsy
                                   "--pretrain with it): leave it out") in err, err
     assert not (tmp_path / "runs").exists()
 
+
+@pytest.mark.parametrize("name", ["factors", "topm", "robustness", "clusters"])
+def test_every_table_spells_a_figure_as_metrics_json_does(name, monkeypatch):
+    # before, factors and topm named a column "NCAE HR@100", robustness and clusters "POP
+    # hr@100", the baselines' "EASE HR@100"
+    args = experiments.build_parser().parse_args(
+        [name, "--dataset", "synthetic-tiny", "--quick", "--baselines", "none"])
+    plan = paper_tables.ExperimentRuns(args, [], trainer_run)
+    table = paper_tables.EXPERIMENTS[name](plan)
+    figures = {f"{figure}@{m}": 0.5 for figure in ("hr", "recall", "ndcg")
+               for m in (10, 50, 100, 150, 200, 250)}
+    result = {"test": {**figures, "clusters": [{"cluster": "1-6", "rows": 3, **figures}]},
+              "pop": figures}
+    monkeypatch.setattr(plan, "results", lambda cell, file="metrics.json": [result])
+    rows, _ = table()
+    baselines = paper_tables._baseline_cells([{"ease": {"name": "EASE", "test": figures}}], 100)
+    columns = [column for column in [*rows[0], *baselines] if "@" in column]
+    assert columns and all(column.split()[-1].partition("@")[0] in ("hr", "recall", "ndcg")
+                           for column in columns), columns

@@ -149,14 +149,21 @@ def _pop(key):
     return lambda result: result["pop"][key]
 
 
+def _ranking(m) -> tuple[str, str]:
+    """The ranking figures a table shows at cutoff m, as metrics.json names them ('hr@100',
+    'ndcg@100'): each table's columns are named by them (m 'M': over M), one spelling in
+    every table."""
+    return f"hr@{m}", f"ndcg@{m}"
+
+
 def _baseline_cells(runs: list[dict], m: int, suffix: str = "") -> dict:
-    """'<baseline> HR@<m or suffix>' and '... NDCG@...' of each baseline's test figures, the
+    """'<baseline> hr@<m or suffix>' and '... ndcg@...' of each baseline's test figures, the
     mean and spread over the seeds' runs (ExperimentRuns.baseline_results)."""
     cells = {}
     for key, first in (runs[0] if runs else {}).items():
-        for figure in ("HR", "NDCG"):
-            cells[f"{first['name']} {figure}@{suffix or m}"] = stat(
-                runs, lambda x, key=key, name=f"{figure.lower()}@{m}": x[key]["test"][name])
+        for figure, column in zip(_ranking(m), _ranking(suffix or m)):
+            cells[f"{first['name']} {column}"] = stat(
+                runs, lambda x, key=key, figure=figure: x[key]["test"][figure])
     return cells
 
 
@@ -284,13 +291,12 @@ def factors(r: ExperimentRuns):
             row = {"K": k}
             for variant in VARIANT_SETTINGS:
                 results = r.results(f"K{k}-{variant}")
-                row[f"{variant} HR@{m}"] = stat(results, _test(f"hr@{m}"))
-                row[f"{variant} NDCG@{m}"] = stat(results, _test(f"ndcg@{m}"))
-            row[f"POP HR@{m}"] = stat(results, _pop(f"hr@{m}"))
-            row[f"POP NDCG@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+                row.update({f"{variant} {key}": stat(results, _test(key))
+                            for key in _ranking(m)})
+            row.update({f"POP {key}": stat(results, _pop(key)) for key in _ranking(m)})
             row.update(_baseline_cells(r.baseline_results(f"K{k}-baselines"), m))
             rows.append(row)
-        return rows, [_lines(rows, "K", f"NDCG@{m}", log_x=True)]
+        return rows, [_lines(rows, "K", _ranking(m)[1], log_x=True)]
     return table
 
 
@@ -312,14 +318,15 @@ def topm(r: ExperimentRuns):
         rows = []
         for m in ms:
             row = {"M": m}
+            figures = dict(zip(_ranking("M"), _ranking(m)))     # {column: the figure's key}
             for variant, runs in results.items():
-                row[f"{variant} HR@M"] = stat(runs, _test(f"hr@{m}"))
-                row[f"{variant} NDCG@M"] = stat(runs, _test(f"ndcg@{m}"))
-            row["POP HR@M"] = stat(runs, _pop(f"hr@{m}"))
-            row["POP NDCG@M"] = stat(runs, _pop(f"ndcg@{m}"))
+                row.update({f"{variant} {column}": stat(runs, _test(key))
+                            for column, key in figures.items()})
+            row.update({f"POP {column}": stat(runs, _pop(key))
+                        for column, key in figures.items()})
             row.update(_baseline_cells(base, m, "M"))
             rows.append(row)
-        return rows, [_lines(rows, "M", "NDCG@M")]
+        return rows, [_lines(rows, "M", _ranking("M")[1])]
     return table
 
 
@@ -339,8 +346,7 @@ def robustness(r: ExperimentRuns):
             for key in (k for k in test if k == "rmse" or "@" in k):
                 row[key] = stat(results, _test(key))
             if "pop" in results[0]:
-                row[f"POP hr@{m}"] = stat(results, _pop(f"hr@{m}"))
-                row[f"POP ndcg@{m}"] = stat(results, _pop(f"ndcg@{m}"))
+                row.update({f"POP {key}": stat(results, _pop(key)) for key in _ranking(m)})
             rows.append(row)
         return rows, None
     return table
@@ -360,7 +366,7 @@ def clusters(r: ExperimentRuns):
         for i, cluster in enumerate(results["NCAE"][0]["test"]["clusters"]):
             row = {"training entries": cluster["cluster"], "users": cluster["rows"]}
             for variant, runs in results.items():
-                for key in (f"hr@{m}", f"ndcg@{m}"):
+                for key in _ranking(m):
                     row[f"{variant} {key}"] = stat(
                         runs, lambda x, key=key: x["test"]["clusters"][i][key])
             rows.append(row)
