@@ -182,6 +182,21 @@ def test_augmentation_rows_name_the_eps_they_ran(tmp_path):
     assert [line.split("|")[1].strip() for line in table.splitlines()[-2:]] == ["0", "1e-05"]
 
 
+def test_augmentation_runs_eps_0_once_for_every_p():
+    """eps 0 is no augmentation, which p does not change: one run, not one a p (before, three
+    fits of the same settings at the default --ps)."""
+    args = experiments.build_parser().parse_args(
+        ["augmentation", "--dataset", "synthetic-tiny", "--quick", "--eps", "0,0.01", "--ps",
+         "0.2,0.5"])
+    plan = paper_tables.ExperimentRuns(args, [], trainer_run)
+    paper_tables.EXPERIMENTS["augmentation"](plan)
+    settings = {run.name: resolved(*trainer_run(list(run.flags)))[1] for run in plan.runs}
+    grid = {name: (c.augment_eps, c.augment_p) for name, c in settings.items()
+            if not name.startswith("curve-")}
+    assert grid == {"eps0-seed0": (0.0, DEFAULTS.augment_p), "eps0.01-p0.2-seed0": (0.01, 0.2),
+                    "eps0.01-p0.5-seed0": (0.01, 0.5)}, grid
+
+
 @pytest.mark.parametrize("given, said", [(["configurations", "--ks", "0"], "K0-SINGLE-BP-seed0"),
                                          (["robustness", "--ratios", "2"], "D2-seed0")])
 def test_a_grid_value_no_run_takes_is_refused_before_any_run(tmp_path, capsys, given, said):

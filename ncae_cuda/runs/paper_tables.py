@@ -234,10 +234,15 @@ def augmentation(r: ExperimentRuns):
     augmentation), and HR@M after every epoch without and with augmentation (Fig. 6)."""
     m = _cutoff(r, ("NCAE+",))
     epss, ps = r.grid(r.args.eps), r.grid(r.args.ps)
+
+    def grid_cell(eps, p) -> str:
+        # eps 0 is no augmentation, which p does not change: one run, shown under every p
+        # (before, one run a p, each the same fit)
+        return "eps0" if eps == 0 else f"eps{eps}-p{p}"
     for eps in epss:
-        for p in ps:
-            r.cell(f"eps{eps}-p{p}", [*r.variant("NCAE+"), "--augment-eps", str(eps),
-                                      "--augment-p", str(p)])
+        for p in ps[:1] if eps == 0 else ps:
+            r.cell(grid_cell(eps, p), [*r.variant("NCAE+"), "--augment-eps", str(eps),
+                                       *([] if eps == 0 else ["--augment-p", str(p)])])
     curve_eps = {"NCAE": "0", "NCAE+": str(r.args.curve_eps)}
     for name, eps in curve_eps.items():
         # (every epoch's figures, none stopped early: a user's --patience is the grid's)
@@ -246,7 +251,7 @@ def augmentation(r: ExperimentRuns):
 
     def table():
         # eps as text, as short as it is: the table's 4 decimals printed 1e-05 as 0.0000
-        rows = [{"eps": f"{eps:g}", **{f"p={p}": stat(r.results(f"eps{eps}-p{p}"),
+        rows = [{"eps": f"{eps:g}", **{f"p={p}": stat(r.results(grid_cell(eps, p)),
                                                       _test(f"ndcg@{m}")) for p in ps}}
                 for eps in epss]
         curves = {}
