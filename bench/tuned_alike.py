@@ -23,7 +23,7 @@ are of other data flags, or whose NCAE study started from other settings, is ref
 runs would be tabled as this command's). --also MODEL=STUDY counts an earlier study of the
 model (its space since changed, say) in the model's --trials and minutes; the model's recipe
 is then the best of its studies on validation; a study whose tune.json says it scored its
-trials otherwise (another figure, data, split seed, pruner or seed) is refused. Writes
+trials otherwise (another figure, data, split seed, pruner, seed or --jobs) is refused. Writes
 tuned_alike.json and tuned_alike.md under --out, with the commit, the date and the machine (its
 CPU, and the GPU NCAE trains on where there is one): for each model the trials finished, their
 minutes (the trials' own time, as trials.csv has it), the settings chosen, validation and test
@@ -153,11 +153,13 @@ def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Pa
 def scored_here(tuning: list[str]) -> dict:
     """How this command's studies, on the data flags `tuning`, score their trials, as their
     tune.json records it (effort.scoring): by METRIC on the split seed's validation part, at
-    tune's default pruner and seed."""
+    tune's default pruner, seed and --jobs (their minutes taken on the same share of the
+    cores)."""
     args = tune.build_parser().parse_args([*tuning, "--out", "."])
+    cli.check_slots(args)
     return {"metric": METRIC, "split_seeds": [args.split_seed],
             "data": located(as_used(given_data(flags.data_spec(args)), FEEDBACK)),
-            "pruner": args.pruner, "seed": args.seed}
+            "pruner": args.pruner, "seed": args.seed, "jobs": args.jobs}
 
 
 def scored_otherwise(record: dict | None, here: dict) -> list[str]:

@@ -426,7 +426,8 @@ def test_the_trainer_tunes_each_baseline_with_the_trials_of_ncaes_study(tmp_path
     printed = capsys.readouterr().out
     for name in ("ease", "item-knn"):
         assert re.search(rf"^{name}: tuned as the NCAE .* --metric recall --split-seeds 0,1 "
-                         r"--pruner median --cutoffs 5,20 --trials 2 --seed 4 ", printed, re.M)
+                         r"--pruner median --jobs 1 --cutoffs 5,20 --trials 2 --seed 4 ", printed,
+                         re.M)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["search"]["trials"] == 2 and metrics["search"]["by"] == "study"
     for name in ("ease", "item-knn"):
@@ -481,6 +482,45 @@ def test_the_baselines_are_tuned_on_the_data_and_figure_of_ncaes_study(tmp_path,
     [command] = [line for line in capsys.readouterr().out.splitlines()
                  if line.startswith("ease: tuned as the NCAE")]
     assert " --pruner none " in command
+
+
+@pytest.mark.extra("tune")
+def test_the_baselines_are_tuned_with_the_workers_of_ncaes_study(tmp_path, capsys):
+    """train --config STUDY/best.toml --baselines ease, the study run with --jobs 2: EASE's
+    study runs 2 workers too, and the table says the jobs beside each study's minutes (before:
+    EASE's study ran 1 worker on all the cores, NCAE's trials on half each, and the minutes
+    were tabled as if alike); a study's record without its --jobs is said, its baselines
+    tuned by 1 worker as before."""
+    from ncae_cuda.commands import tune
+    recipe, space = tmp_path / "recipe.toml", tmp_path / "space.toml"
+    recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\ncutoffs = [5, 20]\n')
+    space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
+    data, study = ["--dataset", "synthetic-tiny"], tmp_path / "tune-ncae"
+    assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "2",
+                      "--jobs", "2", "--out", str(study)]) == 0
+    assert json.loads((study / "tune.json").read_text())["scored"]["jobs"] == 2
+    capsys.readouterr()
+    run = [*data, "--config", str(study / "best.toml"), "--baselines", "ease",
+           "--out", str(tmp_path / "run")]
+    assert train.main(run) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"^ease: tuned as the NCAE .* --pruner median --jobs 2 ", printed, re.M)
+    ease = tmp_path / "run" / "tune-ease" / "tune.json"
+    assert json.loads(ease.read_text())["scored"]["jobs"] == 2
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["search"]["jobs"] == metrics["baselines"]["ease"]["search"]["jobs"] == 2
+    table = printed.split("\nwarm test\n" if "\nwarm test\n" in printed else "\ntest\n")[1]
+    assert len(re.findall(r"\| 2 \(study\) +\| \d+\.\d \(2 jobs\) +\|", table)) == 2
+    # a record of a study before it held its --jobs: said, and tuned by one worker
+    record = json.loads((study / "tune.json").read_text())
+    del record["scored"]["jobs"]
+    (study / "tune.json").write_text(json.dumps(record))
+    assert train.main([*run, "--overwrite"]) == 0
+    printed = capsys.readouterr().out
+    assert ("note: --config's study records no --jobs (its tune.json is older): ease's "
+            "study runs 1 worker") in printed
+    assert json.loads(ease.read_text())["scored"]["jobs"] == 1
+    assert not re.search(r"^ease: tuned as .* --jobs ", printed, re.M)
 
 
 @pytest.mark.extra("tune")

@@ -400,20 +400,26 @@ def tuned_recipe(model: str, spec: RunSpec, seed: int, cutoffs: tuple[int, ...])
     spec.baseline_trials trials on the run's data (the study's: RunSpec.resolved refuses
     other), its trials scored as NCAE's study (--config's) scored its own: by its figure at
     its cutoff (NCAE's `cutoffs` below it beside), on its split seeds, pruned by its pruner,
-    its sampler and fits seeded by its --seed (effort.scoring; `seed`, the run's, where the
-    study's record has none); in --out/tune-MODEL (a study there is continued), its lines on
-    this process's output; TuneError where the study fails."""
+    its sampler and fits seeded by its --seed, its trials run by as many workers as its
+    --jobs, so that their minutes are taken on the same share of the cores (effort.scoring;
+    `seed`, the run's, where the study's record has none; one worker, said, where it has no
+    --jobs); in --out/tune-MODEL (a study there is continued), its lines on this process's
+    output; TuneError where the study fails."""
     study = spec.out / f"tune-{model}"
     data, scored = given_data(spec.data), effort.scoring(spec.config)
     alike = []
-    if scored:  # the study's figure, cutoff, split seeds and seed in place of the run's own
+    if scored:  # the study's figure, cutoff, split seeds, seed and workers, not the run's own
         data.pop("split_seed", None)
         seed = scored.get("seed", seed)
         figure, _, cutoff = scored["metric"].partition("@")
         cutoffs = (*(m for m in cutoffs if m < int(cutoff)), int(cutoff))
         alike += ["--metric", figure,
                   "--split-seeds", ",".join(map(str, scored["split_seeds"])),
-                  *(["--pruner", scored["pruner"]] if "pruner" in scored else [])]
+                  *(["--pruner", scored["pruner"]] if "pruner" in scored else []),
+                  *(["--jobs", str(scored["jobs"])] if "jobs" in scored else [])]
+        if "jobs" not in scored:
+            print(f"note: --config's study records no --jobs (its tune.json is older): "
+                  f"{model}'s study runs 1 worker, which NCAE's may not have", flush=True)
     alike += ["--cutoffs", ",".join(map(str, cutoffs))]
     command = ["ncae_cuda.tune", "--model", model, *data_argv(data), *alike,
                "--trials", str(spec.baseline_trials), "--seed", str(seed),
