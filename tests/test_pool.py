@@ -262,8 +262,25 @@ def test_each_slot_sees_its_gpu_and_its_share_of_the_cores(tmp_path, monkeypatch
         assert sorted(code for _, code, _ in processes.wait()) == [0, 0]
     assert [(tmp_path / f"{i}.txt").read_text().split() for i in range(2)] == [["3", "4"],
                                                                                ["5", "4"]]
-    monkeypatch.setenv("NUMBA_NUM_THREADS", "1")                   # the user's say stands
+    for name in pool.THREADS:                                       # the user's say stands
+        monkeypatch.setenv(name, "1")
     assert pool.slot_env(0, 2, []) == {}
+
+
+def test_each_slot_runs_blas_on_its_share_of_the_cores(tmp_path, monkeypatch):
+    """BLAS (EASE's solve, NumPy's products) as Numba: before, each of two slots on two cores
+    ran BLAS on both, as many threads as the machine has cores in every slot."""
+    monkeypatch.setattr(pool, "cores", lambda: 2)
+    for name in pool.THREADS:
+        monkeypatch.delenv(name, raising=False)
+    show = [sys.executable, "-c", "import numpy; from threadpoolctl import threadpool_info; "
+                                  "print(*{p['num_threads'] for p in threadpool_info() "
+                                  "if p['user_api'] == 'blas'})"]
+    with pool.Processes(2, []) as processes:
+        for i in range(2):
+            processes.start(i, show, log=tmp_path / f"{i}.txt")
+        assert sorted(code for _, code, _ in processes.wait()) == [0, 0]
+    assert [(tmp_path / f"{i}.txt").read_text().split() for i in range(2)] == [["1"], ["1"]]
 
 
 def test_the_pool_flags_are_checked(capsys):

@@ -11,8 +11,9 @@ flags):
   another listing (other settings, or a data file or recipe changed since) is refused, never
   overwritten; `overwrite` starts over;
 - `jobs` runs at once, each a subprocess in a slot of its own: slot i sees the i-th of `gpus`
-  (round robin) as CUDA_VISIBLE_DEVICES and, unless the environment sets NUMBA_NUM_THREADS, an
-  equal share of this machine's cores as Numba's threads, so that the runs do not oversubscribe;
+  (round robin) as CUDA_VISIBLE_DEVICES and an equal share of this machine's cores as Numba's
+  and BLAS's threads (each unless the environment sets it), so that the runs do not
+  oversubscribe;
 - task I of T runs every T-th run from the I-th (a SLURM array, or any scheduler), the other
   tasks the rest; the tables are built once every run of the listing is finished. The tasks
   share the folder's lock, which a process running all the runs holds alone: while one of
@@ -80,14 +81,20 @@ class Run:
 # ---------------------------------------------------------------------------------------------
 # processes in slots
 
+# what sets a process's threads: Numba's, and BLAS's (NumPy's and SciPy's products and solves:
+# EASE's, the dense layers on the CPU), each of which would otherwise take every core
+THREADS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def slot_env(slot: int, jobs: int, gpus: list[str]) -> dict[str, str]:
     """What the process in slot `slot` of `jobs` sees beside this process's environment: its
     GPU, and its share of the cores."""
     env = {}
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
-    if "NUMBA_NUM_THREADS" not in os.environ:
-        env["NUMBA_NUM_THREADS"] = str(max(1, cores() // jobs))
+    for name in THREADS:
+        if name not in os.environ:
+            env[name] = str(max(1, cores() // jobs))
     return env
 
 
