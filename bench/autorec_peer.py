@@ -41,7 +41,7 @@ from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.model import metrics
-from ncae_cuda.model.cold_means import cold_at, cold_ratings
+from ncae_cuda.model.cold_means import cold_at, cold_ratings, shrunk_means
 from ncae_cuda.model.config import read_recipe
 from ncae_cuda.runs import protocol
 from ncae_cuda.runs.spec import DataSpec
@@ -124,8 +124,11 @@ def rmse_on(theta, X: sp.csr_matrix, k: int, held: Interactions, scale) -> float
     (ncae_cuda/model/cold_means.py), not from weights that never saw it."""
     pred = predict(theta, X, k, held.items, held.users, scale)
     seen = X.T.tocsr()                                              # users x items
-    cold = cold_at(seen, held.users, held.items)
-    pred[cold] = cold_ratings(seen, held.users[cold], held.items[cold])
+    user_counts = np.diff(seen.indptr)
+    cold = cold_at(user_counts, np.bincount(seen.indices, minlength=seen.shape[1]), held.users,
+                   held.items)
+    pred[cold] = cold_ratings(shrunk_means(seen), user_counts, held.users[cold],
+                              held.items[cold])
     return metrics.rmse(pred, held.ratings)
 
 

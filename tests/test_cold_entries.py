@@ -53,7 +53,8 @@ def test_the_shrunk_means_against_a_computation_entry_by_entry():
     held = Interactions(q_users, q_items, np.ones(8, np.float32), None,
                                np.arange(n_users), np.arange(n_items))
     cold, means = shrunk_means_by_hand(fit, held)
-    np.testing.assert_array_equal(cold_at(seen, q_users, q_items), cold)
+    np.testing.assert_array_equal(cold_at(np.diff(seen.indptr), np.bincount(
+        items, minlength=n_items), q_users, q_items), cold)
     assert cold.tolist() == [False, False, True, True, True, True, True, True]
     got = cold_ratings(cold_means.shrunk_means(seen), np.diff(seen.indptr), q_users[cold],
                        q_items[cold])
@@ -192,3 +193,23 @@ def test_the_shrunk_means_are_computed_once_a_fit_and_again_for_the_next(monkeyp
                                       fit.item_ids[:3])
             np.testing.assert_allclose(predicted, means[:3], rtol=1e-6)
         assert computed == [fit.nnz]
+
+
+def test_cold_entries_are_found_from_the_counts_of_the_fit(monkeypatch):
+    """predict and evaluate tell cold entries by the fit data's entries a user and an item,
+    which FitData counts once a fit or load: they recounted every item's entries, a pass over
+    every fit rating, at each call. Found as the float64 hand count finds them."""
+    split = new_users_split()
+    model = NCAE(feedback="explicit", **SETTINGS).fit(split.train, epochs=1, verbose=False)
+    held = split.test.concat(split.cold_test)
+    cold, _ = shrunk_means_by_hand(split.train, held)
+    model.data.item_counts, model.data.shrunk_means                 # counted once, beforehand
+    passes = []
+    count = np.bincount
+    monkeypatch.setattr(np, "bincount", lambda keys, *args, **kwargs: passes.append(
+        len(keys)) or count(keys, *args, **kwargs))
+    for _ in range(3):
+        model.predict(held.user_ids[held.users], held.item_ids[held.items])
+        warm, cold_part = model.data.cold_apart(held)
+        assert (warm.nnz, cold_part.nnz) == ((~cold).sum(), cold.sum())
+    assert split.train.nnz not in passes

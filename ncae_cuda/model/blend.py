@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 from ..data.interactions import DataError
-from .cold_means import cold_at
 from .config import Config, SettingError
 from .estimator import NCAE
 from .evaluate import rating_report
@@ -163,7 +162,7 @@ class BlendedNCAE(RatingModel):
         fit data's means, under 'cold') and how they were had, as the fit's log says it. Too
         few warm entries to fit the weights on each half: the plain mean's weights and
         figures."""
-        cold = cold_at(self.data.seen, held.users, held.items)              # (nnz,) bool
+        cold = self.data.cold_at(held.users, held.items)                    # (nnz,) bool
         warm = held.subset(~cold)
         li, lu = self._log_counts()
         ratings, li, lu = (self._member_ratings(warm.users, warm.items), li[warm.items],

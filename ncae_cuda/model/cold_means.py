@@ -15,11 +15,10 @@ import scipy.sparse as sp
 SHRINK = 5      # ratings at the fit data's mean a user's or item's mean is shrunk with
 
 
-def cold_at(seen: sp.csr_matrix, users: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """(n,) bool: whether (users[i], items[i]) is cold, its user or item with no entry in
-    `seen` (users x items, the fit data)."""
-    user_counts, item_counts = np.diff(seen.indptr), np.bincount(seen.indices,
-                                                                 minlength=seen.shape[1])
+def cold_at(user_counts: np.ndarray, item_counts: np.ndarray, users: np.ndarray,
+            items: np.ndarray) -> np.ndarray:
+    """(n,) bool: whether (users[i], items[i]) is cold, its user or item with no entry in the
+    fit data, of its entries a user and an item (user_counts, item_counts)."""
     return (user_counts[users] == 0) | (item_counts[items] == 0)
 
 

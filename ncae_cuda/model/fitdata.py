@@ -224,8 +224,8 @@ class FitData:
 
     @functools.cached_property
     def item_counts(self) -> np.ndarray:
-        """(n_items,) each item's number of fit interactions (counted once: similar_items asks
-        for a few of them a call)."""
+        """(n_items,) each item's number of fit interactions (counted once: similar_items,
+        predict and evaluate ask for some of them a call)."""
         return np.bincount(self.seen.indices, minlength=len(self.item_ids))
 
     @functools.cached_property
@@ -234,6 +234,11 @@ class FitData:
         recommend and predict read them at each call with a cold entry, and they are a pass
         over every fit rating (a new fit or load has a FitData of its own)."""
         return cold_means.shrunk_means(self.seen)
+
+    def cold_at(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """(n,) bool: whether (users[i], items[i]) is cold, its user or item with no entry
+        here (cold_means.cold_at, of the counts held here)."""
+        return cold_means.cold_at(self.user_counts, self.item_counts, users, items)
 
     def popularity(self) -> np.ndarray:
         """(items held,) the POP baseline's scores: each item's fit interactions."""
@@ -276,7 +281,7 @@ class FitData:
         user or item has no interaction here, so no model has scores it learnt for it. Every
         model's figures are the warm entries', the cold ones scored apart: one rule for NCAE
         (Model.evaluate) and the baselines' comparison."""
-        cold = cold_means.cold_at(self.seen, held.users, held.items)        # (nnz,) bool
+        cold = self.cold_at(held.users, held.items)                         # (nnz,) bool
         return held.subset(~cold), held.subset(cold) if cold.any() else None
 
     def held_out(self, X, name: str) -> Interactions:

@@ -17,7 +17,7 @@ import numpy as np
 from ..data.interactions import DataError, Interactions
 from .ann import ItemIndex
 from .base import Model, Unsupported, cosine_of
-from .cold_means import cold_at, cold_ratings, new_user_ratings
+from .cold_means import cold_ratings, new_user_ratings
 from .evaluate import (constant_scorer, model_scorer, predict_ratings, rating_report,
                        row_codes, top_m)
 from .fitdata import new_rows
@@ -81,7 +81,7 @@ class RatingModel(Model):
         entries given the fit data's shrunk means (cold_means.py)."""
         if self.config.implicit:
             return yhat
-        cold = cold_at(self.data.seen, users, items)                         # (n,) bool
+        cold = self.data.cold_at(users, items)                               # (n,) bool
         yhat[cold] = cold_ratings(self.data.shrunk_means, self.data.user_counts, users[cold],
                                   items[cold])
         return yhat
