@@ -213,3 +213,55 @@ def test_cold_entries_are_found_from_the_counts_of_the_fit(monkeypatch):
         warm, cold_part = model.data.cold_apart(held)
         assert (warm.nnz, cold_part.nnz) == ((~cold).sum(), cold.sum())
     assert split.train.nnz not in passes
+
+
+def emptied_items_data():
+    """Random small ratings (40 users x 30 items, 1 to 5) whose items EMPTIED have no rating:
+    columns the network never trained, as a user-based model's output columns or an
+    item-based model's empty rows."""
+    rng = np.random.default_rng(3)
+    X = sp.random(40, 30, density=0.3, random_state=4, format="csr")
+    X.data = rng.integers(1, 6, X.nnz).astype(np.float32)
+    X.data[np.isin(X.indices, EMPTIED)] = 0
+    X.eliminate_zeros()
+    return X
+
+
+EMPTIED = [3, 7, 20]
+
+
+@pytest.mark.parametrize("model", ["user", "item", "both"])
+def test_recommend_scores_items_of_no_fit_rating_as_predict_does(model):
+    """A known user's item with no fit rating is predicted at the user's shrunk mean;
+    recommend ranked it by its untrained column (a random draw, decayed) or empty row instead,
+    at a score predict never gives. Now every item's score is predict's (float32), the
+    emptied items' the hand-computed mean, and the other items keep their order and scores;
+    recommend_new of a fit user's row gives recommend's."""
+    X = emptied_items_data()
+    make = BlendedNCAE if model == "both" else lambda **s: NCAE(based=model, **s)
+    fitted = make(feedback="explicit", rating_scale=(1, 5), **SETTINGS).fit(
+        X, epochs=2, verbose=False)
+    users, every_item = np.arange(8), np.arange(X.shape[1])
+    fit = Interactions(*X.nonzero(), X.data, None, np.arange(X.shape[0]), every_item)
+    ids, scores = fitted.recommend(users, n=len(every_item), filter_seen=False)
+    warm_items = np.setdiff1d(every_item, EMPTIED)
+    warm_ids, warm_scores = fitted.recommend(users, n=len(warm_items), filter_seen=False,
+                                             items=warm_items)
+    for u, row, row_scores, warm_row, warm_row_scores in zip(users, ids, scores, warm_ids,
+                                                             warm_scores):
+        np.testing.assert_allclose(row_scores, fitted.predict(np.full(len(row), u), row),
+                                   rtol=1e-6)
+        assert (np.diff(row_scores) <= 0).all()
+        _, means = shrunk_means_by_hand(fit, Interactions(
+            np.full(len(EMPTIED), u), np.array(EMPTIED), None, None, fit.user_ids,
+            fit.item_ids))
+        cold = np.isin(row, EMPTIED)
+        np.testing.assert_array_equal(row[cold], EMPTIED)             # tied: the earlier first
+        np.testing.assert_allclose(row_scores[cold], means, rtol=1e-6)
+        np.testing.assert_array_equal(row[~cold], warm_row)           # the others as they were
+        np.testing.assert_array_equal(row_scores[~cold], warm_row_scores)
+    if model == "user":           # a fit user's row folded in as a new user's: recommend's
+        new_ids, new_scores = fitted.recommend_new(X[users], n=len(every_item),
+                                                   filter_seen=False)
+        np.testing.assert_array_equal(new_ids, ids)
+        np.testing.assert_allclose(new_scores, scores, rtol=1e-6)

@@ -12,6 +12,7 @@ from test_cold_entries import shrunk_means_by_hand
 from ncae_cuda import NCAE
 from ncae_cuda.data.interactions import DataError, Interactions, UnknownIds, from_matrix
 from ncae_cuda.model import evaluate, loop, modelfile, stopping, trainer
+from ncae_cuda.model.cold_means import SHRINK
 from ncae_cuda.model.network import Network
 from ncae_cuda.ops import cpu
 
@@ -153,7 +154,12 @@ def test_recommend_equals_brute_force_ranking(request, backend, feedback, based,
     out = reference_logits(model, X)[users]
     seen = X.toarray()[users] != 0
     # an explicit model ranks EMPTY_USER by predict's shrunk means, not the network
-    # (test_cold_entries checks them against float64); implicit, by the network as any user
+    # (test_cold_entries checks them against float64), and EMPTY_ITEM, which no rating trained,
+    # at each user's (SHRINK ratings at the mean beside theirs), in logits; implicit, by the
+    # network as any user and item
+    if feedback == "explicit":
+        means = (X.sum(axis=1).A1 + SHRINK * X.data.mean()) / (X.getnnz(axis=1) + SHRINK)
+        out[:, EMPTY_ITEM] = np.arctanh((means[users] - M_OFF) / S)
     network = (users != EMPTY_USER) if feedback == "explicit" else np.ones(len(users), bool)
     exact = check_ranking(ids[network], vals[network], out[network], ~seen[network], 8,
                           shown=ratings if feedback == "explicit" else lambda s: s)

@@ -236,10 +236,10 @@ class BlendedNCAE(RatingModel):
         return tuple(np.log1p(counts.astype(np.float64)).astype(np.float32)
                      for counts in (self.data.popularity(), self.data.user_counts))
 
-    def _scorer(self):
+    def _model_scorer(self):
         """Scores of every item for a batch of users (recommend's): the blend on the device."""
         xp, ops = self.ops.xp, self.ops
-        scorers = [(m._scorer(), m._net.objective) for m in self.members.values()]
+        scorers = [(m._model_scorer(), m._net.objective) for m in self.members.values()]
         item_log, user_log = self._log_counts()
         li = ops.to_device(item_log)[None, :]                           # (1, n_items)
 

@@ -79,6 +79,17 @@ class Objective:
             return self.clipped(out + self.m_off, xp)
         return self.clipped(self.s * xp.tanh(out) + self.m_off, xp)
 
+    def logit(self, rating: np.ndarray) -> np.ndarray:
+        """Explicit: (n,) float64 the logits whose rating() is `rating` (on the data's scale,
+        host arrays): rating()'s inverse. The scaled tanh reaches the scale's ends only at an
+        infinite logit: a rating there gets the finite one nearest, whose float32 rating is
+        the end itself."""
+        out = to_network_scale(np.asarray(rating, np.float64), self.scale) - self.m_off
+        if self.identity:
+            return out
+        below_one = np.nextafter(1.0, 0.0)
+        return np.arctanh(np.clip(out / self.s, -below_one, below_one))
+
     def clipped(self, yhat, xp=np):
         """Explicit outputs (on NETWORK_SCALE) as predicted, on the data's scale: the identity
         output's clipped to the scale (the scaled tanh's are inside it already); implicit

@@ -11,6 +11,7 @@ loads, and sets what these methods read: `data` (the fit data, FitData), `_net` 
 from __future__ import annotations
 
 import abc
+from typing import Callable
 
 import numpy as np
 
@@ -18,8 +19,8 @@ from ..data.interactions import DataError, Interactions
 from .ann import ItemIndex
 from .base import Model, Unsupported, cosine_of
 from .cold_means import cold_ratings, new_user_ratings
-from .evaluate import (constant_scorer, model_scorer, predict_ratings, rating_report,
-                       row_codes, top_m)
+from .evaluate import (Scorer, constant_scorer, model_scorer, predict_ratings,
+                       rating_report, row_codes, top_m)
 from .fitdata import new_rows
 
 NAME = "ncae"          # NCAE's and BlendedNCAE's key in the factory (based='both': the blend)
@@ -85,6 +86,41 @@ class RatingModel(Model):
         yhat[cold] = cold_ratings(self.data.shrunk_means, self.data.user_counts, users[cold],
                                   items[cold])
         return yhat
+
+    def _scorer(self) -> Scorer:
+        """recommend's scores of the fit data's users: _model_scorer's, an explicit model's
+        items of no fit rating at the user's shrunk mean (_with_cold_items)."""
+        return self._with_cold_items(self._model_scorer(), lambda: self.data.shrunk_means.users)
+
+    @abc.abstractmethod
+    def _model_scorer(self) -> Scorer:
+        """The model's own scores of every item (held here) for a batch of the fit data's
+        users, in the units of _scores_of."""
+
+    def _scores_of(self, ratings: np.ndarray) -> np.ndarray:
+        """(n,) the scores _model_scorer would give predicted `ratings`: the ratings
+        themselves, where a model scores by them."""
+        return ratings
+
+    def _with_cold_items(self, scorer: Scorer, user_means: Callable[[], np.ndarray]
+                         ) -> Scorer:
+        """`scorer` (of a batch of rows, each a user) with an explicit model's items of no fit
+        rating scored at the row's user's shrunk mean, user_means()[row] (cold_means.py): what
+        predict gives a known user there, where the network has learnt nothing (the item's
+        output column, or row, an untrained draw). The other items keep their scores, and so
+        their order and ties; such items tie among themselves, the earlier first."""
+        held = self.data.item_columns
+        cold = np.flatnonzero(self.data.item_counts[held.lo:held.hi] == 0)   # (cold held,)
+        if self.config.implicit or not len(cold):
+            return scorer
+        means, cold = user_means(), self.ops.to_device(cold)
+
+        def score(rows: np.ndarray):
+            scores = scorer(rows)                                            # (B, items held)
+            at_mean = self._scores_of(means[rows]).astype(np.float32)        # (B,)
+            scores[:, cold] = self.ops.to_device(at_mean)[:, None]
+            return scores
+        return score
 
     def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray,
                  candidates) -> tuple[np.ndarray, np.ndarray]:
@@ -155,8 +191,13 @@ class Recommender(RatingModel):
             yhat = predict_ratings(self._net, self.data.inputs(), rows, cols)
         return self._with_cold_ratings(users, items, yhat)
 
-    def _scorer(self):
+    def _model_scorer(self) -> Scorer:
+        """The network's logits."""
         return model_scorer(self._net, self.data.inputs(), self.config.based)
+
+    def _scores_of(self, ratings: np.ndarray) -> np.ndarray:
+        """The logits the network would put out for `ratings` (Objective.logit)."""
+        return self._net.objective.logit(ratings)
 
     def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray,
                  candidates) -> tuple[np.ndarray, np.ndarray]:
@@ -171,14 +212,17 @@ class Recommender(RatingModel):
         """The autoencoder encodes any row, so this needs a user-based model (an item-based
         model's users are its columns, each with an embedding learned in training): new's rows
         as fit reads X (explicit ratings on the model's scale; with recency_boost, weighted by
-        `times`, a matrix of X_new's shape holding each interaction's time at its place)."""
+        `times`, a matrix of X_new's shape holding each interaction's time at its place). An
+        explicit model's items of no fit rating are scored at a new user's mean, shrunk as a
+        fit user's is (_with_cold_items)."""
         if self.config.based != "user":
             raise Unsupported("NCAE folds new users in as new rows of the autoencoder: "
                               "recommend_new needs a user-based model (based='user'); an "
                               "item-based model must be refit to learn a new user's embedding")
         self.data.check_ratings(new, "X_new")
         csr = self.data.part(self.data.network_values(new_rows(new, self.config, times)))
-        return lambda: model_scorer(self._net, csr, "user")
+        return lambda: self._with_cold_items(model_scorer(self._net, csr, "user"), lambda: (
+            self.data.shrunk_means.of_new_users(new.users, new.ratings, new.n_users)))
 
     def similar_items(self, items, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """The n items most similar to each given item by the cosine of their output
