@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_cold_entries import EMPTIED, emptied_items_data
 from test_serve import Server, query, wait_for
 
 from ncae_cuda import NCAE, BlendedNCAE
@@ -319,3 +320,24 @@ def test_a_loaded_model_fit_on_leaves_the_index_of_its_file_as_it_was(models, tm
     with np.load(ann.index_path(path)) as index:
         assert str(index["digest"]) == ann.ItemIndex.for_model(NCAE.load(path, device="cpu")
                                                                ).digest
+
+
+@pytest.mark.parametrize("based", ["user", "item"])
+@pytest.mark.parametrize("filter_seen", [True, False])
+def test_items_of_no_fit_rating_are_ranked_through_the_index_as_the_exact_top_k(based,
+                                                                                 filter_seen):
+    """An explicit model scores a known user's item with no fit rating at the user's shrunk
+    mean, as predict does; the index holds such an item's untrained vector, and found or
+    missed it by that instead. Every list scanned, the index's rows are the exact top-k's."""
+    X = emptied_items_data()
+    model = NCAE(device="cpu", hidden=(8,), feedback="explicit", based=based,
+                 rating_scale=(1, 5)).fit(X, epochs=2, verbose=False)
+    model._index = scanning_every_list(model)
+    users = np.arange(X.shape[0])
+    for n in (5, 12):
+        items, scores = model.recommend(users, n=n, filter_seen=filter_seen,
+                                        index="approximate")
+        exact_items, exact_scores = model.recommend(users, n=n, filter_seen=filter_seen)
+        np.testing.assert_array_equal(items, exact_items)
+        np.testing.assert_allclose(scores, exact_scores, rtol=1e-5)
+    assert np.isin(exact_items, EMPTIED).any()                      # the case: ranked by them

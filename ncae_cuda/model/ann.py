@@ -240,34 +240,35 @@ class ItemIndex:
         logits[idx < 0] = -np.inf
         return idx.astype(np.int32), logits
 
-    def top(self, queries: np.ndarray, users: np.ndarray, n: int, seen
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def top(self, queries: np.ndarray, users: np.ndarray, n: int, seen,
+            left_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(idx, logits, short): the n best items of each user, queries (B, d), not in `seen`
-        (users x items CSR, or None: one search of them all), each user's seen items left out
-        of its own search; ties go to the earlier item, as the exact top-k's; `short` (B,)
-        bool marks the users for whom the index found too few (the exact top-k answers
-        those)."""
+        (users x items CSR, or None: one search of them all) nor `left_out` (items no user
+        is offered, indices none of them has seen), each user's seen items left out of its
+        own search; ties go to the earlier item, as the exact top-k's; `short` (B,) bool
+        marks the users for whom the index found too few (the exact top-k answers those)."""
         users = np.asarray(users, np.int32)
-        n_items = len(self.items)
+        left_out = np.zeros(0, np.int32) if left_out is None else left_out
+        offered = len(self.items) - len(left_out)
         idx = np.full((len(users), n), -1, np.int32)
         logits = np.full((len(users), n), -np.inf, np.float32)
         if seen is None:
-            wanted = np.full(len(users), min(n, n_items))                      # (B,)
-            idx[:], logits[:] = self.search(queries, n)
+            wanted = np.full(len(users), min(n, offered))                      # (B,)
+            idx[:], logits[:] = self.search(queries, n, left_out)
         else:
-            wanted = np.minimum(n, n_items - np.diff(seen.indptr)[users])      # what exact offers
+            wanted = np.minimum(n, offered - np.diff(seen.indptr)[users])      # what exact offers
 
             def search_one(r: int) -> None:         # faiss lets go of the GIL while it searches
                 u = users[r]
-                idx[r], logits[r] = self.search(
-                    queries[r:r + 1], n, seen.indices[seen.indptr[u]:seen.indptr[u + 1]])
+                idx[r], logits[r] = self.search(queries[r:r + 1], n, np.concatenate(
+                    [seen.indices[seen.indptr[u]:seen.indptr[u + 1]], left_out]))
             if len(users) < PARALLEL_QUERIES:
                 for r in range(len(users)):
                     search_one(r)
             else:
                 with ThreadPoolExecutor(CORES) as pool:
                     list(pool.map(search_one, range(len(users))))
-        order = np.lexsort((np.where(idx < 0, n_items, idx), -logits), axis=-1)
+        order = np.lexsort((np.where(idx < 0, len(self.items), idx), -logits), axis=-1)
         idx, logits = (np.take_along_axis(a, order, -1) for a in (idx, logits))
         short = (idx >= 0).sum(axis=1) < wanted
         return idx, logits, short

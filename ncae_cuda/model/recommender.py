@@ -19,7 +19,7 @@ from ..data.interactions import DataError, Interactions
 from .ann import ItemIndex
 from .base import Model, Unsupported, cosine_of
 from .cold_means import cold_ratings, new_user_ratings
-from .evaluate import (Scorer, constant_scorer, model_scorer, predict_ratings,
+from .evaluate import (Scorer, constant_scorer, merged_top, model_scorer, predict_ratings,
                        rating_report, row_codes, top_m)
 from .fitdata import new_rows
 
@@ -109,9 +109,8 @@ class RatingModel(Model):
         predict gives a known user there, where the network has learnt nothing (the item's
         output column, or row, an untrained draw). The other items keep their scores, and so
         their order and ties; such items tie among themselves, the earlier first."""
-        held = self.data.item_columns
-        cold = np.flatnonzero(self.data.item_counts[held.lo:held.hi] == 0)   # (cold held,)
-        if self.config.implicit or not len(cold):
+        cold = self._cold_items()
+        if not len(cold):
             return scorer
         means, cold = user_means(), self.ops.to_device(cold)
 
@@ -121,6 +120,33 @@ class RatingModel(Model):
             scores[:, cold] = self.ops.to_device(at_mean)[:, None]
             return scores
         return score
+
+    def _searched_top(self, searched: ItemIndex, u: np.ndarray, n: int, filter_seen: bool,
+                      left_out: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Model's, an explicit model's items of no fit rating left out of the search (their
+        vectors are untrained) and ranked among what it finds at the user's shrunk mean, as
+        the exact top-k ranks them (_with_cold_items); they tie, so the first n of them are
+        all that can rank."""
+        cold = self._cold_items()
+        idx, vals, short = super()._searched_top(searched, u, n, filter_seen, cold)
+        if not len(cold):
+            return idx, vals, short
+        first = cold[:n]
+        cold_idx, cold_vals = np.full_like(idx, -1), np.full_like(vals, -np.inf)
+        cold_idx[:, :len(first)] = first
+        cold_vals[:, :len(first)] = self._scores_of(self.data.shrunk_means.users[u])[:, None]
+        idx, vals = merged_top(np.stack([idx, cold_idx]), np.stack([vals, cold_vals]), self.ops,
+                               n)
+        return idx, vals, short
+
+    def _cold_items(self) -> np.ndarray:
+        """(k,) the items held here (indices among them) that an explicit model scores at a
+        user's shrunk mean, those of no fit rating; none for an implicit model."""
+        if self.config.implicit:
+            return np.zeros(0, np.int64)
+        held = self.data.item_columns
+        return np.flatnonzero(self.data.item_counts[held.lo:held.hi] == 0)
 
     def _results(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray,
                  candidates) -> tuple[np.ndarray, np.ndarray]:
