@@ -230,8 +230,9 @@ def emptied_items_data():
 EMPTIED = [3, 7, 20]
 
 
-@pytest.mark.parametrize("model", ["user", "item", "both"])
-def test_recommend_scores_items_of_no_fit_rating_as_predict_does(model):
+@pytest.mark.parametrize("model, output", [("user", "tanh"), ("item", "tanh"), ("both", "tanh"),
+                                           ("user", "identity")])
+def test_recommend_scores_items_of_no_fit_rating_as_predict_does(model, output):
     """A known user's item with no fit rating is predicted at the user's shrunk mean;
     recommend ranked it by its untrained column (a random draw, decayed) or empty row instead,
     at a score predict never gives. Now every item's score is predict's (float32), the
@@ -239,7 +240,7 @@ def test_recommend_scores_items_of_no_fit_rating_as_predict_does(model):
     recommend_new of a fit user's row gives recommend's."""
     X = emptied_items_data()
     make = BlendedNCAE if model == "both" else lambda **s: NCAE(based=model, **s)
-    fitted = make(feedback="explicit", rating_scale=(1, 5), **SETTINGS).fit(
+    fitted = make(feedback="explicit", rating_scale=(1, 5), output=output, **SETTINGS).fit(
         X, epochs=2, verbose=False)
     users, every_item = np.arange(8), np.arange(X.shape[1])
     fit = Interactions(*X.nonzero(), X.data, None, np.arange(X.shape[0]), every_item)
