@@ -609,14 +609,14 @@ def test_experiments_draw_the_baselines_beside_ncae(tmp_path):
                              "--batch-size", "16"])
     assert code == 0
     header = (tmp_path / "topm.csv").read_text().splitlines()[0]
-    assert "EASE NDCG@M mean" in header and "POP NDCG@M mean" in header
+    assert "EASE ndcg@M mean" in header and "POP ndcg@M mean" in header
     run = json.loads((tmp_path / "runs" / "topm" / "baselines-seed0" / "baselines.json")
                      .read_text())
     with open(tmp_path / "topm.csv") as f:
         rows = list(csv.DictReader(f))
     for row in rows:                         # the table's figures are the run's, cutoff by cutoff
         m = row["M"]
-        assert float(row["EASE NDCG@M mean"]) == pytest.approx(
+        assert float(row["EASE ndcg@M mean"]) == pytest.approx(
             run["models"]["ease"]["test"][f"ndcg@{m}"], abs=1e-4)
 
 
