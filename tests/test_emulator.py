@@ -1,13 +1,18 @@
 """The CUDA emulator shows a kernel's missing __syncthreads: a warp that reads another warp's
 shared memory before it is written, or after it is written again for the next round, reads
-the wrong value, as it may on a GPU. Without the barrier the result is wrong; with it, right."""
+the wrong value, as it may on a GPU. Without the barrier the result is wrong; with it, right.
+A vector access off its boundary aborts, as a GPU faults."""
 import ctypes
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from helpers import REPOSITORY
 from ncae_cuda.ops import conformance, gpu
-from ncae_cuda.ops.emulator import CXX, EmulatedDevice, build
+from ncae_cuda.ops.emulator import CXX, EmulatedDevice, alignment_checked, build
 
 pytestmark = pytest.mark.skipif(CXX is None, reason="no g++")
 
@@ -77,3 +82,40 @@ def test_a_kernel_with_a_barrier_taken_out_fails_its_check(tmp_path):
                                            lambda kernel: True))
     case = next(c for c in conformance.op_cases(planted) if c.op == "sparse_output_forward")
     assert not conformance.check_op(case).passed
+
+
+# One float4 of `in` a thread, from `offset` floats past the array's start: at offset 1 it is
+# misaligned, which a GPU faults at ("misaligned address") and x86 would run as any load.
+VECTOR_SOURCE = r"""
+extern "C" __global__ void copy4_kernel(float* out, const float* in, int offset) {
+    float4 x = reinterpret_cast<const float4*>(in + offset)[threadIdx.x];
+    out[4 * threadIdx.x] = x.x + x.y + x.z + x.w;
+}
+"""
+
+
+@pytest.mark.skipif(CXX is None or not alignment_checked(),
+                    reason="g++ cannot link UBSan's alignment check here (no libubsan)")
+@pytest.mark.parametrize("offset, aborts", [(0, False), (4, False), (1, True)])
+def test_a_misaligned_vector_access_aborts_as_a_gpu_faults(tmp_path, offset, aborts):
+    """Before the alignment check, the load one float off ran and summed the next four."""
+    script = f"""
+import ctypes, sys
+import numpy as np
+from ncae_cuda.ops.emulator import build
+library = build(__import__("pathlib").Path({str(tmp_path)!r}), {VECTOR_SOURCE!r})
+data = np.zeros(64, np.float32)                 # numpy's buffers: 16-byte aligned at least
+data[:] = np.arange(64)
+out = np.zeros(8, np.float32)
+library.emu_copy4_kernel(1, 2, ctypes.c_void_p(out.ctypes.data),
+                         ctypes.c_void_p(data.ctypes.data), {offset})
+print(f"{{out[0]:g}} {{out[4]:g}}")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPOSITORY)}, timeout=120)
+    if aborts:
+        assert done.returncode != 0 and "misaligned address" in done.stderr, done.stderr
+    else:
+        first = np.arange(offset, offset + 8, dtype=np.float32)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [f"{first[:4].sum():g}", f"{first[4:].sum():g}"]

@@ -10,6 +10,7 @@ trainer makes around the kernels is visible to a ledger.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import re
 import shutil
@@ -28,6 +29,12 @@ from .ledger import DeviceNumpy
 
 HERE = Path(__file__).resolve().parent
 CXX = shutil.which("g++")
+# UBSan's alignment check, the process aborted at the first: a float4 (or float2, double)
+# loaded or stored at an address not a multiple of its size faults on a GPU ("misaligned
+# address") and on x86 runs as any other access, so without it a kernel's vector access one
+# float off would pass every emulated test. Left out, said by ALIGNMENT_CHECKED, where the
+# compiler has no UBSan runtime to link (libubsan).
+ALIGNMENT_CHECKS = ["-fsanitize=alignment", "-fno-sanitize-recover=alignment"]
 _SIGNATURE = re.compile(r'extern "C" __global__ void (\w+)\((.*?)\)\s*\{', re.S)
 _SCALARS = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
             np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
@@ -53,16 +60,30 @@ def build(directory: Path | None = None, source: str | None = None) -> ctypes.CD
             return build(Path(folder), source)
     source = source or gpu.module_source()
     source += "\n" + _wrappers(source) + "\n"
-    digest = hashlib.sha1((source + (HERE / "emu.h").read_text()).encode()).hexdigest()
+    flags = ["-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
+             *(ALIGNMENT_CHECKS if alignment_checked() else [])]
+    digest = hashlib.sha1("\n".join([source, (HERE / "emu.h").read_text(), *flags]).encode()
+                          ).hexdigest()
     library = directory / f"kernels-{digest[:12]}.so"
     if not library.exists():
         cpp = directory / "kernels_emulated.cpp"
         cpp.write_text(source)
-        subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
-                        "-include", str(HERE / "emu.h"), f"-I{gpu.KERNEL_DIR}",
+        subprocess.run([CXX, *flags, "-include", str(HERE / "emu.h"), f"-I{gpu.KERNEL_DIR}",
                         "-x", "c++", str(cpp), "-o", str(library)],
                        check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(library))
+
+
+@functools.cache
+def alignment_checked() -> bool:
+    """Whether g++ links ALIGNMENT_CHECKS here (its UBSan runtime is installed): the emulated
+    kernels then abort at a misaligned vector access, as a GPU faults."""
+    with tempfile.TemporaryDirectory(prefix="ncae-emu-") as folder:
+        probe = Path(folder) / "probe.cpp"
+        probe.write_text("int probe(int* p) { return *p; }\n")
+        return subprocess.run([CXX, "-shared", "-fPIC", *ALIGNMENT_CHECKS, str(probe), "-o",
+                               str(Path(folder) / "probe.so")],
+                              capture_output=True).returncode == 0
 
 
 class EmulatedDevice:
