@@ -322,18 +322,31 @@ def test_a_killed_run_is_said_to_be_killed(tmp_path):
         f"killed failed: killed by SIGKILL (see {tmp_path / 'killed' / pool.LOG})")
 
 
+BY_ANOTHER = "another process (process {pid}) is running these runs: wait for it to end"
+BY_TASKS = "tasks of a --tasks share are running these runs: wait for them to end"
+
+
 @pytest.mark.parametrize("first, second, refused", [
-    ([], ["--tasks", "2", "--task", "0"], "another process (process {pid}) is running"),
-    (["--tasks", "2", "--task", "0"], [], "tasks of a --tasks share are running"),
-    (["--tasks", "2", "--task", "0"], ["--tasks", "2", "--task", "0"],
-     "another process (process {pid}) is running"),
-    (["--tasks", "2", "--task", "0"], ["--tasks", "2", "--task", "1"], None)])
+    ([], ["--tasks", "2", "--task", "0"], BY_ANOTHER),
+    (["--tasks", "2", "--task", "0"], [], BY_TASKS),
+    (["--tasks", "2", "--task", "0"], ["--tasks", "2", "--task", "0"], BY_ANOTHER),
+    (["--tasks", "2", "--task", "0"], ["--tasks", "2", "--task", "1"], None),
+    (["--tasks", "2", "--task", "1"], ["--tasks", "3", "--task", "0"],
+     "--tasks 3: task 1 of a --tasks 2 share (process {pid}) is running these runs, which "
+     "--tasks 3 shares out otherwise: give --tasks 2, or wait for it to end"),
+    (["--tasks", "2", "--task", "0"], ["--tasks", "2", "--collect"], BY_TASKS),
+    (["--tasks", "2", "--task", "1"], ["--tasks", "2", "--collect"], BY_TASKS),
+    ([], ["--tasks", "2", "--collect"], BY_ANOTHER)])
 def test_a_folder_is_run_by_one_command_or_by_its_tasks_never_both(first, second, refused,
                                                                     tmp_path, capsys,
                                                                     monkeypatch):
     """A second command on the runs while a first runs them (started from the first's pool):
     refused in a line, except the other tasks of one share (before, a plain command took
-    .lock and task I .lock-taskI, so a plain command and a share ran the same runs at once)."""
+    .lock and task I .lock-taskI, so a plain command and a share ran the same runs at once).
+    A task of another --tasks is refused, naming both: task 1 of 2 and task 0 of 3 both run
+    the fourth run (before, each started it, and one failed on the run's own lock). --collect
+    writes tables of finished runs only: refused while any task runs (before, it took task 0's
+    lock: refused while task 0 ran, not while task 1 did, whatever its --task)."""
     flags = [*ONE_SEED, "--out", str(tmp_path / "exp")]
     codes = []
 
@@ -348,8 +361,8 @@ def test_a_folder_is_run_by_one_command_or_by_its_tasks_never_both(first, second
         assert codes[1] == 0, err
     else:
         runs = tmp_path / "exp" / "runs" / "configurations"
-        assert codes[1] == 2 and (f"error: {runs}: {refused.format(pid=os.getpid())} these "
-                                  "runs: wait for") in err, err
+        said = f"error: {runs}: {refused.format(pid=os.getpid())}\n"
+        assert codes[1] == 2 and said in err, err
 
 
 def test_overwrite_removes_the_old_tables_before_its_runs(tmp_path, capsys, monkeypatch):

@@ -17,7 +17,9 @@ flags):
 - task I of T runs every T-th run from the I-th (a SLURM array, or any scheduler), the other
   tasks the rest; the tables are built once every run of the listing is finished. The tasks
   share the folder's lock, which a process running all the runs holds alone: while one of
-  either runs them, the other is refused;
+  either runs them, the other is refused; so is a task of another T while those of a share
+  run (the two shares overlap), and `collect`, which holds the lock alone too (it builds the
+  tables of finished runs: no run may be under way);
 - a line at each start and end of a run: runs done, running and left, and the time left;
 - Ctrl-C or SIGTERM reaches every run as one SIGTERM each (a second asks again, which stops a
   trainer at once): a trainer stops at the end of its step with a checkpoint, and the same
@@ -30,6 +32,7 @@ import ctypes
 import difflib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,6 +56,9 @@ PR_SET_PDEATHSIG = 1             # prctl(2): the signal a process gets when its 
 # the files a run reads, where a file: its data, and its recipe (the recipes experiment's
 # cells are named by the file, so an edited one is not told apart by the flags)
 FILE_FLAGS = ("--dataset", "--train", "--valid", "--test", "--config")
+# task I of a share of T's own lock: its name records T, which a task of another T is refused
+SHARE_LOCK = rundir.LOCK + "-task{task}-of-{tasks}"
+SHARE_LOCK_NAME = re.compile(re.escape(rundir.LOCK) + r"-task(\d+)-of-(\d+)")
 
 
 class PoolError(NcaeError):
@@ -212,12 +218,13 @@ class Pool:
                 "runs": {run.name: " ".join([run.module, *run.flags]) for run in self.runs},
                 "data": {path: _sha256(path) for path in data_paths(self.runs)}}
 
-    def take(self, overwrite: bool = False, task: int | None = None):
+    def take(self, overwrite: bool = False, task: tuple[int, int] | None = None):
         """The folder, for this listing: made, locked against a second pool process on the same
         runs, and refused where it holds another listing's runs (or with `overwrite`, emptied
         of them first). Returns the held lock (close() lets go of it). The folder's one lock
-        is held by the process running all its runs, or shared by the tasks of a share (task
-        I: the I-th), each also holding a lock of its own against a second task I."""
+        is held by the process running all its runs (or collecting them), or shared by the
+        tasks of a share (task (I, T): the I-th of T), each also holding a lock of its own
+        against a second task I and a task of another T."""
         if self.folder.exists() and not self.folder.is_dir():
             raise PoolError(f"{self.folder}: a file, not a folder: choose another --out")
         held = contextlib.ExitStack()
@@ -225,7 +232,13 @@ class Pool:
             self.folder.mkdir(parents=True, exist_ok=True)
             held.enter_context(rundir.lock(self.folder / rundir.LOCK, shared=task is not None))
             if task is not None:
-                held.enter_context(rundir.lock(self.folder / f"{rundir.LOCK}-task{task}"))
+                index, tasks = task
+                held.enter_context(rundir.lock(
+                    self.folder / SHARE_LOCK.format(task=index, tasks=tasks)))
+                self._refuse_other_shares(tasks)
+        except PoolError:
+            held.close()
+            raise
         except rundir.Held as e:
             held.close()
             if e.shared:
@@ -256,6 +269,23 @@ class Pool:
         text = json.dumps(listing, indent=2).encode()
         atomic_write(path, lambda f: f.write(text))
         return held
+
+    def _refuse_other_shares(self, tasks: int) -> None:
+        """PoolError where a task of a share of another number of tasks than `tasks` holds its
+        lock: every T-th run from I and every T'-th from I' overlap. (Each task takes its own
+        lock before it looks at the others': of two that start together, one at least is
+        refused.)"""
+        for path in sorted(self.folder.iterdir()):
+            named = SHARE_LOCK_NAME.fullmatch(path.name)
+            if named is None or int(named[2]) == tasks:
+                continue
+            try:
+                rundir.lock(path).close()
+            except rundir.Held as e:
+                raise PoolError(f"{self.folder}: --tasks {tasks}: task {named[1]} of a --tasks "
+                                f"{named[2]} share ({e.holder}) is running these runs, which "
+                                f"--tasks {tasks} shares out otherwise: give --tasks "
+                                f"{named[2]}, or wait for it to end") from None
 
     def _remove(self, names) -> None:
         """The listed runs' folders, once no process is using any of them: where one is in
@@ -433,8 +463,11 @@ def _last_line(path: Path) -> str:
 def run_share(pool: Pool, args) -> bool:
     """What the pool's flags ask of `pool`: the task's share of the runs run (nothing with
     --collect); True where every run of the pool is finished and the tables can be written.
-    An NcaeError (PoolError; DataError, a write's) and Stopped say why not."""
-    with contextlib.closing(pool.take(args.overwrite, None if args.tasks == 1 else args.task)):
+    An NcaeError (PoolError; DataError, a write's) and Stopped say why not. --collect holds
+    the folder alone, as a process running every run does: the tables are of finished runs,
+    none under way, whichever task's it names."""
+    share = None if args.tasks == 1 or args.collect else (args.task, args.tasks)
+    with contextlib.closing(pool.take(args.overwrite, share)):
         if not args.collect:
             pool.run(pool.runs[args.task::args.tasks], args.jobs, args.gpus)
         left = pool.unfinished()
