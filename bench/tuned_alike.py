@@ -23,12 +23,12 @@ are of other data flags, or whose NCAE study started from other settings, is ref
 runs would be tabled as this command's). --also MODEL=STUDY counts an earlier study of the
 model (its space since changed, say) in the model's --trials and minutes; the model's recipe
 is then the best of its studies on validation; a study whose tune.json says it scored its
-trials otherwise (another figure, data, split seed, pruner, seed or --jobs) is refused. Writes
-tuned_alike.json and tuned_alike.md under --out, with the commit, the date and the machine (its
-CPU, and the GPU NCAE trains on where there is one): for each model the trials finished, their
-minutes (the trials' own time, as trials.csv has it), the settings chosen, validation and test
-NDCG at the last cutoff per split seed and their mean, and NCAE's margin over the best
-baseline's mean test figure.
+trials otherwise (another figure, data, split seed, pruner, seed, --jobs or device) is refused.
+Writes tuned_alike.json and tuned_alike.md under --out, with the commit, the date and the
+machine (its CPU, and the GPU NCAE trains on where there is one): for each model the trials
+finished, their minutes (the trials' own time, as trials.csv has it), the settings chosen,
+validation and test NDCG at the last cutoff per split seed and their mean, and NCAE's margin
+over the best baseline's mean test figure.
 """
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ from bench.epoch_time import machine, provenance, provenance_line
 from ncae_cuda import cli
 from ncae_cuda.commands import flags, tune
 from ncae_cuda.model.modelfile import differences
+from ncae_cuda.ops import backend_name
 from ncae_cuda.runs import effort
 from ncae_cuda.runs.factory import read_recipe, recipe_text
 from ncae_cuda.runs.spec import as_used, given_data, located
@@ -153,13 +154,14 @@ def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Pa
 def scored_here(tuning: list[str]) -> dict:
     """How this command's studies, on the data flags `tuning`, score their trials, as their
     tune.json records it (effort.scoring): by METRIC on the split seed's validation part, at
-    tune's default pruner, seed and --jobs (their minutes taken on the same share of the
-    cores)."""
+    tune's default pruner, seed, --jobs and --device, resolved (their minutes taken on the
+    same share of the cores, on the same device)."""
     args = tune.build_parser().parse_args([*tuning, "--out", "."])
     cli.check_slots(args)
     return {"metric": METRIC, "split_seeds": [args.split_seed],
             "data": located(as_used(given_data(flags.data_spec(args)), FEEDBACK)),
-            "pruner": args.pruner, "seed": args.seed, "jobs": args.jobs}
+            "pruner": args.pruner, "seed": args.seed, "jobs": args.jobs,
+            "device": backend_name(args.device)}
 
 
 def scored_otherwise(record: dict | None, here: dict) -> list[str]:

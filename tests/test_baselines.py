@@ -6,6 +6,7 @@ import json
 import re
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -484,6 +485,19 @@ def test_the_baselines_are_tuned_on_the_data_and_figure_of_ncaes_study(tmp_path,
     assert " --pruner none " in command
 
 
+def ncae_study(tmp_path: Path, *flags: str) -> Path:
+    """The folder of a tune study of NCAE on synthetic-tiny run with `flags` (its recipe: 2
+    epochs of hidden [8], cutoffs 5 and 20; its space: dropout)."""
+    from ncae_cuda.commands import tune
+    recipe, space = tmp_path / "recipe.toml", tmp_path / "space.toml"
+    recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\ncutoffs = [5, 20]\n')
+    space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
+    study = tmp_path / "tune-ncae"
+    assert tune.main(["--dataset", "synthetic-tiny", "--config", str(recipe), "--space",
+                      str(space), *flags, "--out", str(study)]) == 0
+    return study
+
+
 @pytest.mark.extra("tune")
 def test_the_baselines_are_tuned_with_the_workers_of_ncaes_study(tmp_path, capsys):
     """train --config STUDY/best.toml --baselines ease, the study run with --jobs 2: EASE's
@@ -491,13 +505,8 @@ def test_the_baselines_are_tuned_with_the_workers_of_ncaes_study(tmp_path, capsy
     EASE's study ran 1 worker on all the cores, NCAE's trials on half each, and the minutes
     were tabled as if alike); a study's record without its --jobs is said, its baselines
     tuned by 1 worker as before."""
-    from ncae_cuda.commands import tune
-    recipe, space = tmp_path / "recipe.toml", tmp_path / "space.toml"
-    recipe.write_text('feedback = "implicit"\nhidden = [8]\nepochs = 2\ncutoffs = [5, 20]\n')
-    space.write_text("[dropout]\nlow = 0.1\nhigh = 0.5\n")
-    data, study = ["--dataset", "synthetic-tiny"], tmp_path / "tune-ncae"
-    assert tune.main([*data, "--config", str(recipe), "--space", str(space), "--trials", "2",
-                      "--jobs", "2", "--out", str(study)]) == 0
+    data, study = ["--dataset", "synthetic-tiny"], ncae_study(tmp_path, "--trials", "2",
+                                                              "--jobs", "2")
     assert json.loads((study / "tune.json").read_text())["scored"]["jobs"] == 2
     capsys.readouterr()
     run = [*data, "--config", str(study / "best.toml"), "--baselines", "ease",
@@ -521,6 +530,37 @@ def test_the_baselines_are_tuned_with_the_workers_of_ncaes_study(tmp_path, capsy
             "study runs 1 worker") in printed
     assert json.loads(ease.read_text())["scored"]["jobs"] == 1
     assert not re.search(r"^ease: tuned as .* --jobs ", printed, re.M)
+
+
+@pytest.mark.extra("tune")
+def test_a_study_run_on_another_device_than_the_run_is_said(tmp_path, capsys):
+    """train --config STUDY/best.toml --baselines ease --device cpu, NCAE's study run on a GPU
+    (its tune.json says so, written here by hand: this machine has none): a note says the
+    baselines' studies run on the run's CPU, and NCAE's minutes cell names the GPU its
+    trials ran on (before: nothing recorded where a study ran, and the table compared CPU
+    minutes with GPU minutes as if alike)."""
+    data, study = ["--dataset", "synthetic-tiny"], ncae_study(tmp_path, "--trials", "1",
+                                                              "--device", "cpu")
+    record = json.loads((study / "tune.json").read_text())
+    assert record["scored"]["device"] == "cpu"
+    record["scored"]["device"] = "gpu"
+    (study / "tune.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    out = tmp_path / "run"
+    assert train.main([*data, "--config", str(study / "best.toml"), "--baselines", "ease",
+                       "--device", "cpu", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert ("note: --config's study ran NCAE's trials on the gpu, and this run tunes the "
+            "baselines' on the cpu (--device cpu): the minutes columns compare the two, and "
+            "the table names a study's device where it is not the run's") in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["search"]["device"] == "gpu"
+    assert metrics["baselines"]["ease"]["search"]["device"] == "cpu"
+    table = printed.split("\nwarm test\n" if "\nwarm test\n" in printed else "\ntest\n")[1]
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]
+            if line.startswith("|")}
+    assert re.search(r"\| 1 \(study\) +\| \d+\.\d \(on gpu\) +\|", rows["NCAE+"])
+    assert re.search(r"\| 1 \(study\) +\| \d+\.\d +\|", rows["EASE"])
 
 
 @pytest.mark.extra("tune")

@@ -1031,3 +1031,8 @@ def test_a_studys_effort_counts_its_finished_trials_and_their_minutes(tmp_path):
                                                        "minutes": 2.0}
     assert effort.of_study(tmp_path / "other" / "best.toml") is None      # a recipe by hand
     assert effort.columns(effort.of_grid(12, 90.0)) == {"trials": "12 (grid)", "minutes": "1.5"}
+    # a study's device named beside a run on another only (python -m ncae_cuda.baselines'
+    # table, which gives none, marked every study "on cpu" before)
+    study = {"by": "study", "trials": 2, "minutes": 0.5, "jobs": 2, "device": "gpu"}
+    assert [effort.columns(study, device)["minutes"] for device in (None, "gpu", "cpu")] == [
+        "0.5 (2 jobs)", "0.5 (2 jobs)", "0.5 (2 jobs, on gpu)"]

@@ -14,29 +14,30 @@ FINISHED = ("COMPLETE", "PRUNED")        # the trials a study's --trials counts
 
 
 def of_study(recipe: Path | None) -> dict | None:
-    """{'by': 'study', 'trials', 'minutes', 'jobs'}: the finished trials of the study whose
-    best.toml is `recipe` and their own wall time, Numba's compile left out (as the study's
-    trials.csv has it), read from the trials.csv beside it, and the --jobs its workers shared
-    the cores by (its tune.json's; absent from a record before it held them); None where there
-    is none (a recipe written by hand)."""
+    """{'by': 'study', 'trials', 'minutes', 'jobs', 'device'}: the finished trials of the
+    study whose best.toml is `recipe` and their own wall time, Numba's compile left out (as
+    the study's trials.csv has it), read from the trials.csv beside it, the --jobs its workers
+    shared the cores by and the backend its trials ran on (its tune.json's; each absent from a
+    record before it held them); None where there is none (a recipe written by hand)."""
     table = None if recipe is None else Path(recipe).parent / TABLE
     if table is None or not table.is_file():
         return None
     with open(table, newline="") as f:
         finished = [row for row in csv.DictReader(f) if row["state"] in FINISHED]
-    jobs = (scoring(recipe) or {}).get("jobs")
+    scored = scoring(recipe) or {}
     return {"by": "study", "trials": len(finished),
             "minutes": sum(float(row["seconds"]) for row in finished) / 60,
-            **({} if jobs is None else {"jobs": jobs})}
+            **{key: scored[key] for key in ("jobs", "device") if key in scored}}
 
 
 def scoring(recipe: Path | None) -> dict | None:
-    """{'metric', 'split_seeds', 'data', 'pruner', 'seed', 'jobs'}: the validation figure
-    (e.g. 'recall@100'), the split seeds and the data flags (spec.as_used's) by which the study
-    whose best.toml is `recipe` scored its trials, its --pruner, its --seed and its --jobs
-    (the workers that shared the cores), from the tune.json beside it ('data', 'pruner',
-    'seed' and 'jobs' absent from a record before it held them); None where there is none (a
-    recipe written by hand, a study's record before it held them)."""
+    """{'metric', 'split_seeds', 'data', 'pruner', 'seed', 'jobs', 'device'}: the validation
+    figure (e.g. 'recall@100'), the split seeds and the data flags (spec.as_used's) by which
+    the study whose best.toml is `recipe` scored its trials, its --pruner, its --seed, its
+    --jobs (the workers that shared the cores) and the backend its trials ran on ('cpu',
+    'gpu'), from the tune.json beside it ('data', 'pruner', 'seed', 'jobs' and 'device' absent
+    from a record before it held them); None where there is none (a recipe written by hand, a
+    study's record before it held them)."""
     try:
         held = json.loads((Path(recipe).parent / MARKER).read_text())
     except (TypeError, OSError, ValueError):
@@ -49,12 +50,16 @@ def of_grid(points: int, seconds: float) -> dict:
     return {"by": "grid", "trials": points, "minutes": seconds / 60}
 
 
-def columns(effort: dict | None) -> dict:
+def columns(effort: dict | None, device: str | None = None) -> dict:
     """A table row's 'trials' and 'minutes' cells ('-' where nothing was searched), the
-    minutes of a study run by more than one worker saying how many: each trial had its
-    worker's share of the cores, not all of them."""
+    minutes of a study run by more than one worker saying how many (each trial had its
+    worker's share of the cores, not all of them), and those of a study run on another
+    backend than `device` (the run's, where given) naming it: a GPU's minutes are not a
+    CPU's."""
     if effort is None:
         return {"trials": "-", "minutes": "-"}
-    jobs = effort.get("jobs", 1)
+    jobs, ran_on = effort.get("jobs", 1), effort.get("device", device)
+    said = [*([f"{jobs} jobs"] if jobs > 1 else []),
+            *([f"on {ran_on}"] if device is not None and ran_on != device else [])]
     return {"trials": f"{effort['trials']} ({effort['by']})",
-            "minutes": f"{effort['minutes']:.1f}" + (f" ({jobs} jobs)" if jobs > 1 else "")}
+            "minutes": f"{effort['minutes']:.1f}" + (f" ({', '.join(said)})" if said else "")}

@@ -382,9 +382,16 @@ def beside(spec: RunSpec, split: splits.Split, cutoffs: tuple[int, ...], ops,
     """--baselines on the run's split (comparison.compare): each at its recipe's settings, a
     recipe given or the best of a study of --baseline-trials trials run here (tuned_recipe),
     or else by its grid, then refit as NCAE is (--no-refit: tested as fit on the training
-    part); each result's 'search' says what chose its settings."""
+    part); each result's 'search' says what chose its settings. The studies run on the run's
+    device (`ops`), and a note says so where NCAE's study (--config's) ran on another."""
     names, recipes = recipe_paths(spec.baselines)
     if spec.baseline_trials:
+        ran_on = (effort.scoring(spec.config) or {}).get("device", ops.name)
+        if ran_on != ops.name and tuned_by_study(spec.baselines):
+            print(f"note: --config's study ran NCAE's trials on the {ran_on}, and this run "
+                  f"tunes the baselines' on the {ops.name} (--device {spec.device}): the "
+                  "minutes columns compare the two, and the table names a study's device "
+                  "where it is not the run's", flush=True)
         for name in tuned_by_study(spec.baselines):
             recipes[name] = tuned_recipe(name, spec, seed, cutoffs)
     results = compare(split, names, cutoffs, ops, seed,
@@ -501,7 +508,8 @@ def report(model: NCAE | BlendedNCAE, result: dict, cold: dict | None = None) ->
     if model.config.implicit:
         # beside baselines, what chose each model's settings
         def searched(r: dict) -> dict:
-            return effort.columns(r.get("search")) if "baselines" in result else {}
+            return (effort.columns(r.get("search"), model.ops.name) if "baselines" in result
+                    else {})
         rows = [{"model": model.config.model_name,
                  **{k: v for k, v in test.items() if k != "clusters"}, **searched(result)},
                 {"model": "POP", **result["pop"]},

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..data.atomic_file import atomic_write
 from ..model.config import DEFAULTS
+from ..ops import backend_name
 from . import space
 from .effort import MARKER, TABLE
 from .factory import recipe_text
@@ -55,15 +56,17 @@ def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
         atomic_write(spec.out / name, lambda f, content=content: f.write(content))
     # what a later command checks its storage against (tune_study's check): the study that holds
     # this trial, with this score, is the one best.toml came from, and its best is no worse;
-    # and how it scored, pruned and seeded its trials, and the workers that shared the cores
-    # among them, which the baselines tuned beside it follow (effort.scoring)
+    # and how it scored, pruned and seeded its trials, the workers that shared the cores
+    # among them and the backend they ran on (auto's, resolved), which the baselines tuned
+    # beside it follow or, the device, name (effort.scoring)
     write_marker(spec.out, {"study": found.study, "storage": found.storage,
                          "best": {"trial": best.number, "value": best.value},
                          "scored": {"metric": found.metric,
                                     "split_seeds": list(found.split_seeds),
                                     "data": located(as_used(found.data, found.feedback)),
                                     "pruner": spec.pruner, "seed": spec.seed,
-                                    "jobs": spec.jobs}})
+                                    "jobs": spec.jobs,
+                                    "device": backend_name(spec.device)}})
     print(f"best: trial {best.number}, validation {found.metric} {best.value:.4f}: "
           + ", ".join(f"{k} {v}" for k, v in space.settings(found.dimensions,
                                                               best.params).items()))
