@@ -26,7 +26,7 @@ def test_operations_allocations_copies_and_syncs_are_counted():
         s = c.sum()                                    # op + allocation (a 0-d device array)
         value = float(s)                               # copy + sync
         a[:2] = 0                                      # op (a fill)
-        a[:] = np.ones(4, np.float32)                  # op + copy from the host
+        a[np.arange(4)] = np.ones(4, np.float32)       # op + copy from the host
         e = xp.empty_like(a)                           # allocation only
         with paused():
             np.diff(c)                                 # the ledger's own reading: nothing
@@ -35,6 +35,32 @@ def test_operations_allocations_copies_and_syncs_are_counted():
     assert step.ops == ["add", "add", "add.reduce", "setitem", "setitem"]
     assert (step.allocations, step.copies, step.syncs) == (3, 2, 1)
     assert value == 6.0 and view.shape == (2, 1) and e.shape == (4,)
+
+
+def test_what_cupy_refuses_of_a_host_array_the_emulated_device_refuses():
+    """On a GPU a numpy array beside a CuPy one is a TypeError, and one written into a plain
+    slice of it a ValueError (CuPy fills such a slice from a scalar alone): emulated, numpy took
+    both, so code that runs under the emulator failed on its first GPU."""
+    xp, host = DeviceNumpy(), np.ones(4, np.float32)
+    a = xp.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="CuPy refuses it"):
+        a[:] = host
+    with pytest.raises(ValueError, match="CuPy refuses it"):
+        a[1:3] = host[:2]
+    for use in (lambda: a + host, lambda: np.multiply(host, a), lambda: a.__iadd__(host),
+                lambda: a * np.array(2.0, np.float32),
+                lambda: np.add(host, host, out=a), lambda: np.concatenate([a, host]),
+                lambda: np.where(a > 0, a, host)):
+        with pytest.raises(TypeError, match="CuPy refuses"):
+            use()
+    # what CuPy takes: scalars (a 0-d host array's value written into a slice too), an
+    # advanced index's values, device arrays
+    a[:] = 2
+    a[:2] = np.array(3, np.float32)
+    a[np.array([2, 3])] = host[:2]
+    a[[0]] = host[:1]
+    b = a * np.float32(2) + xp.asarray(host) + 1
+    np.testing.assert_array_equal(xp.to_host(b), [4, 8, 4, 4])
 
 
 def test_summary_reads_the_steps_after_the_first():

@@ -253,10 +253,33 @@ def _arrays(x) -> list:
     return []
 
 
+def _host_arrays(values, least_ndim: int = 0) -> bool:
+    """Whether any of `values` is a host array of least_ndim dimensions or more."""
+    return any(type(a) is np.ndarray and a.ndim >= least_ndim for a in _arrays(list(values)))
+
+
+def _refuse_host_arrays(name: str, values) -> None:
+    """CuPy's functions and ufuncs take device arrays and scalars only (numpy's scalar types,
+    not a 0-d array): a host array among their arguments is a TypeError on a GPU
+    ("Unsupported type"), so it is one here too."""
+    if _host_arrays(values):
+        raise TypeError(f"{name}: a host (numpy) array among device arrays, which CuPy refuses "
+                        "on a GPU: move it to the device first (ops.to_device)")
+
+
+def _advanced(key) -> bool:
+    """Whether an index holds an array or a list: CuPy copies those to the device itself."""
+    return any(isinstance(k, (np.ndarray, list)) for k in (key if isinstance(key, tuple)
+                                                          else (key,)))
+
+
 class DeviceArray(np.ndarray):
-    """A numpy array standing for device memory: see the module's docstring."""
+    """A numpy array standing for device memory: see the module's docstring. What CuPy refuses
+    of a host array, it refuses alike: as an operand beside it, or written into a plain slice
+    of it."""
 
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        _refuse_host_arrays(ufunc.__name__, inputs + (out or ()))
         if out is not None:
             kwargs["out"] = _host(out)
         result = getattr(ufunc, method)(*_host(inputs), **kwargs)
@@ -267,6 +290,7 @@ class DeviceArray(np.ndarray):
         return out[0] if len(out) == 1 else out
 
     def __array_function__(self, func, types, args, kwargs):
+        _refuse_host_arrays(func.__name__, [*args, *kwargs.values()])
         result = func(*_host(args), **_host(kwargs))
         given = _arrays(_host(args)) + _arrays(_host(kwargs))
         fresh = [r for r in _arrays(result) if not any(np.shares_memory(r, g) for g in given)]
@@ -278,6 +302,11 @@ class DeviceArray(np.ndarray):
         return _device(result)
 
     def __setitem__(self, key, value):
+        if _host_arrays([value], least_ndim=1) and not _advanced(key):
+            # CuPy fills a plain slice from a scalar alone, a 0-d array's value too (fill)
+            raise ValueError("a host (numpy) array written into a slice of a device array: "
+                             "CuPy refuses it on a GPU (non-scalar numpy.ndarray cannot be "
+                             "used for fill): move it to the device first (ops.to_device)")
         if isinstance(value, np.ndarray) and not isinstance(value, DeviceArray) and value.size > 1:
             _emulated("copy")                 # host data written into device memory
         _emulated("op", "setitem")
