@@ -101,6 +101,9 @@ def test_users_with_fewer_candidates_get_fewer_lines(saved, capsys):
     (["--all", "-n", "0"], "-n must be >= 1"),
     (["--users", ""], "--users: no user ids in it"),          # before: exit 0, a header only
     (["--users", " , "], "--users: no user ids in it"),
+    # before: the empty id dropped unseen, the others answered (no model has an empty id)
+    (["--users", "1,"], "--users '1,': id 2 of 2 is empty"),
+    (["--users", "1,,2"], "--users '1,,2': id 2 of 3 is empty"),
     (["--users-file", "/dev/null"], "--users-file /dev/null: no user ids in it"),
     (["--users", "1", "--items-file", "/dev/null"],              # before: exit 0, a header
      "--items-file /dev/null: no item ids in it"),

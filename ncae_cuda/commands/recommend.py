@@ -8,7 +8,8 @@ Writes CSV lines `user,rank,item,score` (rank 1 is the best; scores as the model
 gives them: predicted ratings, logits for NCAE's implicit feedback, a baseline's own scores)
 to stdout or --out, a file written whole or not at all (an earlier file there stays as it was
 until the new one is complete). A user with fewer candidate items than -n gets fewer lines.
-Ids the model does not know stop it with a message naming them, before anything is written.
+Ids the model does not know stop it with a message naming them, before anything is written, as
+does an empty one in --users ("1,": a stray comma, or an id that went missing).
 The model is a model.npz of any model (NCAE, a blend, a baseline: ncae_cuda.load_model reads
 it) or the run folder that holds one.
 """
@@ -77,12 +78,24 @@ def read_ids(path: Path, flag: str, kind: str) -> np.ndarray:
     return some_ids([line.strip() for line in lines if line.strip()], f"{flag} {path}", kind)
 
 
+def listed_ids(text: str, flag: str, kind: str) -> np.ndarray:
+    """The comma-separated ids of `text`, the value of `flag`, each stripped of spaces; an
+    empty one among others refused (before, "1," and "1,,2" dropped it unseen: no model has
+    an empty id, so it is a stray comma or an id that went missing), none at all some_ids'."""
+    ids = [part.strip() for part in text.split(",")]
+    empty = [k for k, part in enumerate(ids, 1) if not part]
+    if empty and len(empty) < len(ids):
+        raise DataError(f"{flag} {text!r}: id {empty[0]} of {len(ids)} is empty: give the "
+                        f"{kind} ids separated by single commas, none empty")
+    return some_ids([part for part in ids if part], flag, kind)
+
+
 def wanted_users(args, model: Model) -> np.ndarray:
     if args.all:
         return model.user_ids
     if args.users_file:
         return read_ids(args.users_file, "--users-file", "user")
-    return some_ids([u.strip() for u in args.users.split(",") if u.strip()], "--users", "user")
+    return listed_ids(args.users, "--users", "user")
 
 
 def write_recommendations(out, model: Model, users: np.ndarray, n: int, filter_seen: bool,
