@@ -439,6 +439,16 @@ def test_fit_refuses_validation_of_other_shape_or_ids():
 
 
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_fit_refuses_a_validation_part_of_no_entries(feedback):
+    # splits.random_split(data, valid_ratio=0) makes one. Before, the fit ran and stopped after
+    # epoch 1 with Diverged: "the validation rmse became nan ...: lower the learning rate"
+    X = matrix()
+    with pytest.raises(DataError, match=r"validation has no entries: nothing to choose the "
+                                        r"epoch on; leave it out \(validation=None\)"):
+        new_model(feedback).fit(X, validation=sp.csr_matrix(X.shape), epochs=1, verbose=False)
+
+
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 def test_matmul_tf32_rounds_every_product_of_the_step(monkeypatch, tmp_path, feedback):
     """matmul="tf32": every dense product of a training step takes TF32 inputs; the fit ends
     near float32's (TF32's rounding, not a different model) but not on it; a saved model

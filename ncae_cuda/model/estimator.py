@@ -168,7 +168,7 @@ class NCAE(Recommender):
         ------
         DataError
             Bad data (duplicate entries; negative, NaN or infinite values), a validation part
-            whose entries are all cold, or a checkpoint of another fit.
+            of no entries or whose entries are all cold, or a checkpoint of another fit.
         SettingError
             A warm start whose hidden, feedback, based, output or loss differ from this
             model's, named; an epochs, checkpoint_every or callback that is none.
@@ -207,7 +207,12 @@ class NCAE(Recommender):
         if comm is not None:
             data.shard(comm.rank, comm.world)
         valid = None if validation is None else data.held_out(validation, "validation")
-        if valid is not None and valid.nnz and not data.cold_apart(valid)[0].nnz:
+        if valid is not None and not valid.nnz:
+            # (splits' valid_ratio=0 makes one) its figure would be NaN, and the trainer's
+            # "lower the learning rate" mislead, as below
+            raise DataError("validation has no entries: nothing to choose the epoch on; leave "
+                            "it out (validation=None) to train all the epochs")
+        if valid is not None and not data.cold_apart(valid)[0].nnz:
             # the warm entries' figure early stopping follows would be NaN, and the trainer's
             # "lower the learning rate" mislead (a file of one user: every held-out item is new)
             raise DataError(f"validation: all {valid.nnz} entries are of users or items with no "
