@@ -13,6 +13,7 @@ from ncae_cuda import NCAE
 from ncae_cuda.data.interactions import DataError, Interactions, UnknownIds, from_matrix
 from ncae_cuda.model import evaluate, loop, modelfile, stopping, trainer
 from ncae_cuda.model.cold_means import SHRINK
+from ncae_cuda.model.config import SettingError
 from ncae_cuda.model.network import Network
 from ncae_cuda.ops import cpu
 
@@ -815,6 +816,13 @@ def test_resume_refuses_a_checkpoint_of_another_fit(tmp_path):
         new_model().fit(X, epochs=4, checkpoint=path, resume=True, verbose=False)
     with pytest.raises(DataError, match=another + r"data: \w+ -> \w+\)"):
         new_model().fit(matrix(seed=1), epochs=2, checkpoint=path, resume=True, verbose=False)
+
+
+def test_resume_without_a_checkpoint_is_refused():
+    # before: fit(X, resume=True) trained from scratch, as if resume were not there
+    with pytest.raises(SettingError, match=r"resume needs checkpoint=, the file a fit resumes "
+                                           r"from"):
+        new_model().fit(matrix(), epochs=1, resume=True, verbose=False)
 
 
 def test_misused_calls_say_what_is_wrong():

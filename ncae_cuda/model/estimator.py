@@ -171,7 +171,8 @@ class NCAE(Recommender):
             of no entries or whose entries are all cold, or a checkpoint of another fit.
         SettingError
             A warm start whose hidden, feedback, based, output or loss differ from this
-            model's, named; an epochs, checkpoint_every or callback that is none.
+            model's, named; an epochs, checkpoint_every or callback that is none; resume
+            without a checkpoint.
         OutOfMemory
             The device's memory is too small: the message names what needed it and the setting
             that lowers it.
@@ -190,6 +191,9 @@ class NCAE(Recommender):
         """
         c, comm = self.config, self.comm
         check_callback(callback)
+        if resume and checkpoint is None:     # (before, the fit started over, unsaid)
+            raise SettingError("resume", "needs checkpoint=, the file a fit resumes from (the "
+                                         "one the interrupted fit was given)")
         start = None if warm_start is None else self._warm_start(warm_start)
         epochs = c.epochs if epochs is None else epochs
         pretraining = c.pretrain if start is None else "BP"
