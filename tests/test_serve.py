@@ -311,6 +311,11 @@ ERRORS = [  # (method, path, body, status, what the error says)
     ("GET", "/recommend?user=1&user=2", None, 400, "user: given more than once"),
     ("GET", "/similar?item=1&n=2&n=3", None, 400, "n: given more than once"),
     ("GET", "/recommend?user=1&keep_seen=maybe", None, 422, "keep_seen"),
+    # a name the query does not have, refused as a body's field is: before, ignored (seen
+    # items left out for keep-seen, the command line's spelling; 10 items for count=3)
+    ("GET", "/recommend?user=1&keep-seen=true", None, 422,
+     'keep-seen: Unexpected keyword argument (got "true")'),
+    ("GET", "/similar?item=1&count=3", None, 422, "count: Unexpected keyword argument"),
     ("POST", "/recommend", {"users": [1, 9999, 8888]}, 404, "9999, 8888"),
     ("POST", "/recommend", {"users": [1], "exclude": [7777]}, 404, "7777"),
     ("POST", "/recommend", {"users": [1], "exclude": [10 ** 30]}, 404, str(10 ** 30)),

@@ -42,13 +42,16 @@ UNION_MEMBERS = ("int", "float", "str")
 UNIONS = {"times": f"a time is {TIMESTAMP_FORMS}"}
 ANY_ID = "an id is an integer or a string"
 SHOWN_INPUT = 80                               # characters of a wrong value an error shows
-# the request bodies: pydantic validates them strictly (no "3" for 3) and refuses a field they
-# do not have (a misspelt one is not silently left out)
-STRICT = {"strict": True, "extra": "forbid"}
+# pydantic refuses a field or query name a request does not have (a misspelt one is not
+# silently left out: ?keep-seen=true, the command line's spelling, kept nothing); the bodies it
+# validates strictly too (no "3" for 3), a URL's query being text
+FORBID_OTHERS = {"extra": "forbid"}
+STRICT = {"strict": True, **FORBID_OTHERS}
 
 
 @dataclass
 class OneUserAsk:             # GET /recommend's query: text, as a URL's, read into these types
+    __pydantic_config__ = FORBID_OTHERS
     user: str
     n: int = N
     keep_seen: bool = False
@@ -56,6 +59,7 @@ class OneUserAsk:             # GET /recommend's query: text, as a URL's, read i
 
 @dataclass
 class SimilarAsk:             # GET /similar's query
+    __pydantic_config__ = FORBID_OTHERS
     item: str
     n: int = N
 
@@ -235,8 +239,8 @@ def once_each(query) -> dict:
 
 def validated(shape: type, value: bytes | dict):
     """`value` as `shape`, a RequestError in a line where it is not one: a JSON body (bytes),
-    or a URL's query (text values: '5' an int, 'true' a bool; other names ignored, as FastAPI
-    ignores them)."""
+    or a URL's query (text values: '5' an int, 'true' a bool; a name the shape has not is
+    refused, as a body's field is)."""
     from pydantic import ValidationError
     check = adapter(shape)
     try:
