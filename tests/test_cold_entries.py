@@ -266,3 +266,31 @@ def test_recommend_scores_items_of_no_fit_rating_as_predict_does(model, output):
                                                    filter_seen=False)
         np.testing.assert_array_equal(new_ids, ids)
         np.testing.assert_allclose(new_scores, scores, rtol=1e-6)
+
+
+@pytest.mark.parametrize("model, feedback", [("user", "explicit"), ("item", "explicit"),
+                                             ("both", "explicit"), ("user", "implicit"),
+                                             ("item", "implicit")])
+def test_similar_items_compares_no_item_of_no_fit_entry(model, feedback):
+    """An item with no fit entry has nothing to compare it by: its row is padding, and it is
+    no other item's neighbour. Before, an item-based model gave each such item its empty row's
+    code, so each was every other's most similar at cosine 1.0 (and a warm item's, where its
+    code came near), and a user-based one compared their untrained columns (random draws)."""
+    X = emptied_items_data()
+    make = BlendedNCAE if model == "both" else lambda **s: NCAE(based=model, **s)
+    fitted = make(feedback=feedback, **SETTINGS).fit(X, epochs=2, verbose=False)
+    ids, sims = fitted.similar_items(EMPTIED, n=4)
+    assert (ids == -1).all() and (sims == -np.inf).all()
+    warm = np.setdiff1d(np.arange(X.shape[1]), EMPTIED)
+    ids, sims = fitted.similar_items(warm, n=X.shape[1])          # every item it may offer
+    offered = ids[:, :len(warm) - 1]
+    assert (ids[:, len(warm) - 1:] == -1).all() and (sims[:, len(warm) - 1:] == -np.inf).all()
+    for item, row in zip(warm, offered):
+        np.testing.assert_array_equal(np.sort(row), np.setdiff1d(warm, [item]))
+    if model == "user":           # by hand: the cosine of the warm items' output embeddings
+        V = np.asarray(fitted._net.p["V"], np.float64)[warm]
+        unit = V / np.linalg.norm(V, axis=1, keepdims=True)
+        cosine = unit @ unit.T
+        np.fill_diagonal(cosine, -np.inf)
+        np.testing.assert_allclose(sims[:, :len(warm) - 1], -np.sort(-cosine, axis=1)[:, :-1],
+                                   atol=1e-5)

@@ -72,9 +72,9 @@ class Model(abc.ABC):
         Whether the fit ran out of epochs with its best among the last few.
     ranks_without_history : bool
         Whether the model ranks items for a user with no interaction (NCAE from its empty row's
-        code, POP by popularity), and compares an item with none with the others; a model that
-        scores them from their interactions alone has nothing to rank them by, and gives them
-        a row of padding, no items.
+        code, POP by popularity); a model that scores a user from their interactions alone has
+        nothing to rank them by, and gives them a row of padding, no items. (An item with no
+        interaction no model compares: similar_items.)
     """
 
     name: str
@@ -202,8 +202,8 @@ class Model(abc.ABC):
     def _ranked_ids(self, idx: np.ndarray, vals: np.ndarray, without_history: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
         """(item ids, values) of column indices (padding -1 or "") and their values, a row of
-        `without_history` ((rows,) bool: a user or item with no interaction) all padding where
-        the model has nothing to rank it by (not ranks_without_history)."""
+        `without_history` ((rows,) bool: a user with no interaction) all padding where the
+        model has nothing to rank it by (not ranks_without_history)."""
         if not self.ranks_without_history:
             idx[without_history], vals[without_history] = -1, -np.inf
         return self.data.item_ids_of(idx), vals
@@ -280,18 +280,21 @@ class Model(abc.ABC):
         Returns
         -------
         item_ids, similarities : numpy.ndarray
-            Each (len(items), n), the most similar first; an item with no interaction in the
-            fit data is a row of padding (similarity -inf, id -1 or "") where the model
-            compares items by their interactions alone (not ranks_without_history).
+            Each (len(items), n), the most similar first. An item with no interaction in the
+            fit data has nothing to compare it by (NCAE's vector of it is an untrained draw, or
+            the code of an empty row, the same for every such item): its row is padding
+            (similarity -inf, id -1 or ""), and it is no other item's neighbour; a row with
+            fewer than n items to offer ends in such padding.
         """
         raise Unsupported(f"{self.title} has no similarity of items")
 
     def _most_similar(self, items, n: int, similarity) -> tuple[np.ndarray, np.ndarray]:
         """similar_items' (item ids, similarities): the n items of the largest similarity to
-        each item, itself left out, similarity() (made inside the backend's session) giving
-        (B,) item indices -> device (B, items held) similarities."""
+        each item, itself and the items of no fit interaction left out (a row of padding for
+        such an item: see similar_items), similarity() (made inside the backend's session)
+        giving (B,) item indices -> device (B, items held) similarities."""
         self._check_fitted()
-        ops, held = self.ops, self.data.item_columns
+        ops, held, counts = self.ops, self.data.item_columns, self.data.item_counts
         idx = self.data.item_lookup(items)
 
         def itself(chunk: np.ndarray) -> tuple:
@@ -300,8 +303,11 @@ class Model(abc.ABC):
             return ops.to_device(indptr), ops.to_device(chunk[mine] - held.lo)
         with ops.session():
             m = min(self.data.candidates(n, None)[0], max(len(self.item_ids) - 1, 1))
-            found, sims = top_m(ops, similarity(), idx, m, itself, None, held, self.comm)
-        return self._ranked_ids(found, sims, self.data.item_counts[idx] == 0)
+            found, sims = top_m(ops, similarity(), idx, m, itself,
+                                ops.to_device(counts[held.lo:held.hi] > 0), held, self.comm)
+        cold = counts[idx] == 0                                            # (len(idx),)
+        found[cold], sims[cold] = -1, -np.inf
+        return self.data.item_ids_of(found), sims
 
     def evaluate(self, held, exclude=None, per_user: bool = False,
                  popularity: bool = False) -> dict:
