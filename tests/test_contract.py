@@ -255,6 +255,12 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
     "settings not a dict": (lambda: make_model("ease"),
                             "settings must be a dict such as {'model': 'ease'}; got str"),
     "device": (lambda: NCAE(device="tpu"), "device must be one of auto, "),
+    # before, taken for a backend: AttributeError "'NoneType' object has no attribute 'session'"
+    # at the fit
+    "device None": (lambda: NCAE(device=None), "device must be one of auto, reference, cpu, "
+                    "gpu, or a backend; got None"),
+    "baseline's device None": (lambda: make_model({"model": "ease"}, device=None),
+                               "or a backend; got None"),
     "baseline's device": (lambda: make_model({"model": "ease"}, device="tpu"),
                           "device must be one of auto, "),
     "shard": (lambda: NCAE(shard="rows"), "shard must be None or 'columns'; got 'rows'"),

@@ -35,8 +35,15 @@ class BackendUnavailable(NcaeError, RuntimeError):
 
 
 def as_backend(device):
-    """The ops module a device names (get_backend's names), or `device`, a backend already."""
-    return get_backend(device) if isinstance(device, str) else device
+    """The ops module a device names (get_backend's names), or `device`, a backend already (what
+    has a backend's name, array module and session); SettingError for anything else."""
+    if isinstance(device, str):
+        return get_backend(device)
+    if not all(hasattr(device, part) for part in ("name", "xp", "session")):
+        # (before, None or a number was taken for a backend, an AttributeError at the fit)
+        raise SettingError("device", f"must be one of auto, {', '.join(BACKENDS)}, or a "
+                                     f"backend; got {device!r}")
+    return device
 
 
 def get_backend(device: str = "auto"):
