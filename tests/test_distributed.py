@@ -228,7 +228,7 @@ def past_checkpoint(job: subprocess.Popen, out: Path, generation: int) -> None:
 
 
 KILLED = ["--dataset", "synthetic", "--device", "cpu", "--hidden", "64", "--epochs", "16",
-          "--patience", "0", "--valid-ratio", "0", "--checkpoint-every", "0"]
+          "--valid-ratio", "0", "--checkpoint-every", "0"]
 
 
 @pytest.fixture(scope="module")

@@ -335,13 +335,20 @@ def test_pretrain_epochs_reach_only_the_runs_that_pretrain(given, epochs):
                for c in configs)
 
 
-def test_pretrain_epochs_no_run_reads_are_refused_before_any_run(tmp_path, capsys):
+@pytest.mark.parametrize("name, given, message", [
+    ("clusters", ["--pretrain-epochs", "2"], "-- --pretrain-epochs: no run of clusters "
+     "pre-trains (give --pretrain with it): leave it out"),
+    # pretraining's runs hold out no validation part (--valid-ratio 0): before, each run
+    # started and failed on the user's --patience (before that, trained ignoring it)
+    ("pretraining", ["--patience", "5"], "run BP-seed0: --patience 5: stops on the validation "
+     "score, and --valid-ratio 0 holds out no validation part"),
+])
+def test_a_flag_no_run_reads_is_refused_before_any_run(tmp_path, capsys, name, given, message):
     with pytest.raises(SystemExit) as e:
-        experiments.main(["clusters", "--dataset", "synthetic-tiny", "--quick", "--out",
-                          str(tmp_path), "--", "--pretrain-epochs", "2"])
+        experiments.main([name, "--dataset", "synthetic-tiny", "--quick", "--out",
+                          str(tmp_path), "--", *given])
     err = capsys.readouterr().err
-    assert e.value.code == 2 and ("-- --pretrain-epochs: no run of clusters pre-trains (give "
-                                  "--pretrain with it): leave it out") in err, err
+    assert e.value.code == 2 and message in err, err
     assert not (tmp_path / "runs").exists()
 
 

@@ -130,8 +130,8 @@ def test_s_u_s_starts_fine_tuning_lower_than_bp(tmp_path):
     first_loss = {}
     for variant in ("BP", "S+U+S"):
         out = tmp_path / variant
-        assert train.main(["--hidden", "64,64", "--epochs", "1", "--patience", "0",
-                           "--valid-ratio", "0", "--pretrain", variant,
+        assert train.main(["--hidden", "64,64", "--epochs", "1", "--valid-ratio", "0",
+                           "--pretrain", variant,
                            *["--pretrain-epochs", "3"] * (variant != "BP"),
                            "--device", "cpu", "--out", str(out)]) == 0
         history = json.loads((out / "metrics.json").read_text())["history"]

@@ -284,6 +284,10 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--feedback", "implicit", "--loss", "multinomial", "--c0", "5"],
      "--c0: weighs the square loss's entries: the multinomial loss has none to weigh"),
     (["--c0", "5"], "--c0: is for implicit feedback"),
+    (["--valid-ratio", "0", "--patience", "5"],
+     "--patience 5: stops on the validation score, and --valid-ratio 0 holds out no "
+     "validation part (the run trains --epochs): leave it out"),
+    (["--valid-ratio", "0", "--patience", "0"], "--patience 0: stops on the validation score"),
     (["--resume", "--overwrite"], "--resume continues the run in --out, --overwrite starts"),
     (["--shard-timeout", "60"], "--shard-timeout: is for --shard columns"),
     (["--shard-timeout", "0"], "argument --shard-timeout: expected a number of seconds in "
@@ -293,6 +297,14 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
 ])
 def test_train_flags(tmp_path, capsys, flags, message):
     refused(train.main, [*TINY, "--out", str(tmp_path / "r"), *flags], capsys, message)
+
+
+def test_a_recipes_patience_runs_without_validation(tmp_path):
+    # a recipe is a whole, run on any split: its patience is not refused where the run holds
+    # out no validation part, as a --patience given on the command line is
+    (tmp_path / "recipe.toml").write_text("patience = 3\nepochs = 2\n")
+    out = trained(tmp_path, "--config", str(tmp_path / "recipe.toml"), "--valid-ratio", "0")
+    assert len(json.loads((out / "metrics.json").read_text())["history"]) == 2
 
 
 @pytest.mark.parametrize("name, flags, message", [

@@ -50,7 +50,7 @@ from ..runs.paper_tables import (
     ExperimentRuns,
     numbers,
 )
-from ..runs.spec import resolved
+from ..runs.spec import refuse_unread, resolved
 from .flags import given_flags, trainer_run
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
@@ -302,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     for run in plan.runs:       # a grid's value no run takes (--ks 0): refused before any starts
         if run.module == "ncae_cuda.train":
             try:
-                resolved(*trainer_run(list(run.flags)))
+                spec, _ = resolved(*trainer_run(list(run.flags)))
+                refuse_unread(spec, given_flags(list(run.flags)))
             except NcaeError as e:
                 parser.error(f"run {run.name}: {e}")
     if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):

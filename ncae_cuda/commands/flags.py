@@ -17,7 +17,7 @@ from ..data import datasets
 from ..model.ann import INDEXES
 from ..model.config import Config, read_recipe
 from ..runs import protocol, rundir
-from ..runs.spec import FROM_THE_DATA, DataSpec, RunSpec, resolved
+from ..runs.spec import FROM_THE_DATA, DataSpec, RunSpec, refuse_unread, resolved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,8 +110,10 @@ def given_flags(argv: list[str]) -> dict[str, tuple[str, object]]:
 
 def run_spec(parser, argv: list[str] | None) -> tuple[RunSpec, Config]:
     """The run a command line of the trainer's flags describes, parsed and resolved; a bad flag
-    is refused by parser.error."""
-    return cli.refused(parser, resolved, *from_args(parse(parser, argv)))
+    is refused by parser.error (one it gives that the run never reads, too)."""
+    spec, config = cli.refused(parser, resolved, *from_args(parse(parser, argv)))
+    cli.refused(parser, refuse_unread, spec, given_flags(argv))
+    return spec, config
 
 
 def run_flags(argv: list[str]) -> dict:

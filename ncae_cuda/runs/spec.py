@@ -255,6 +255,13 @@ class DataSpec:
                 why = "a folder, not a data file" if path.is_dir() else "no such file"
                 raise SpecError(f"{name} {path}: {why}")
 
+    def validation_unheld(self) -> str | None:
+        """Why this split (resolved) holds out no validation part, or None where it does: a
+        run then trains --epochs, and nothing stops it early."""
+        if self.valid is None and self.valid_ratio == 0:
+            return "--valid-ratio 0 holds out no validation part (the run trains --epochs)"
+        return None
+
     @property
     def name(self) -> str:
         """The data's name in a run folder's: the data set's, or the training file's stem."""
@@ -472,6 +479,16 @@ def resolved(spec: RunSpec, config: Config) -> tuple[RunSpec, Config]:
         return spec.resolved(config)
     except SettingError as e:
         raise SpecError(f"{naming.flag(e.setting)}: {e.reason}") from None
+
+
+def refuse_unread(spec: RunSpec, given: dict) -> None:
+    """SpecError naming a flag a command line gives (`given`: commands.flags.given_flags')
+    that the run of `spec` (resolved) never reads: --patience without a validation part. A
+    recipe's patience is not refused: a recipe is a whole, run on any split."""
+    if "patience" in given and (why := spec.data.validation_unheld()):
+        flag, value = given["patience"]
+        raise SpecError(f"{flag} {value}: stops on the validation score, and {why}: leave it "
+                        "out")
 
 
 def given_data(data: DataSpec) -> dict:
