@@ -392,6 +392,11 @@ def test_the_command_keeps_a_run_folder_another_run_never_overwrites(tmp_path, c
     (["--grid", "ease.recency_boost=-1"], "recency_boost takes numbers >= 0"),
     (["--models", "ease", "--grid", "ials.factors=8"], "ials is not in --models"),
     (["--split", "random"], "use --split loo"),
+    # before, accepted and scored once at boost 0, which reads no halflife
+    (["--models", "ease", "--grid", "ease.recency_halflife=1,3"],
+     "--grid ease.recency_halflife: is for recency weighting: recency_boost > 0 turns it on, "
+     "and the grid's recency_boost is 0 alone: give --grid ease.recency_boost too, or leave it "
+     "out"),
 ])
 def test_the_command_refuses_mistakes_in_a_line(flags, message, capsys):
     with pytest.raises(SystemExit) as e:

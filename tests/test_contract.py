@@ -8,7 +8,7 @@ import csv
 import io
 import re
 from contextlib import redirect_stdout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -254,6 +254,13 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
     "blend of one side": (lambda: BlendedNCAE(based="item"), "based is both in a blend"),
     "settings not a dict": (lambda: make_model("ease"),
                             "settings must be a dict such as {'model': 'ease'}; got str"),
+    # a setting read only where another is on, given where it is off: before, accepted unread
+    "augmentation's p": (lambda: NCAE(feedback="implicit", variant="NCAE", augment_p=0.5),
+                         "augment_p is for augmentation (implicit feedback, variant NCAE+): "
+                         "augment_eps > 0 turns it on"),
+    "baseline's halflife": (lambda: make_model({"model": "ease", "recency_halflife": 4.0}),
+                            "recency_halflife is for recency weighting: recency_boost > 0 "
+                            "turns it on"),
     "device": (lambda: NCAE(device="tpu"), "device must be one of auto, "),
     # before, taken for a backend: AttributeError "'NoneType' object has no attribute 'session'"
     # at the fit
@@ -295,6 +302,30 @@ def test_a_mistake_in_making_or_fitting_a_model_is_a_setting_error(call, says):
     element #0 has length 1'; fit(callback=3): 'int' object is not callable, after an epoch)."""
     with pytest.raises(SettingError, match=re.escape(says)):
         call()
+
+
+@pytest.mark.parametrize("settings, unread", [
+    ({"feedback": "implicit", "variant": "NCAE", **NCAE_SETTINGS}, {"augment_p": 0.5}),
+    ({"model": "ease", "l2": 3.0}, {"recency_halflife": 4.0})])
+def test_a_file_saved_with_a_setting_its_others_leave_unread_loads(tmp_path, settings, unread):
+    """A file of a model made before such a setting was refused (augment_p without
+    augmentation, a recency halflife without a boost) loads with the default in its place: the
+    value changed nothing (before, 'a damaged ncae_cuda model file ... train it again')."""
+    model = make_model(settings, device="cpu").fit(TRAIN, validation=VALID)
+    saved = model.settings
+    if type(model) is NCAE:
+        model.config = replace(model.config, **unread)          # as an older version held it
+    else:
+        model.values = {**model.values, **unread}
+    assert model.settings != saved
+    path = tmp_path / "model.npz"
+    model.save(path)
+    for load in (load_model, *((NCAE.load,) if type(model) is NCAE else ())):
+        loaded = load(path, device="cpu")
+        assert loaded.settings == saved
+        for got, want in zip(loaded.recommend(np.arange(USERS), n=N),
+                             model.recommend(np.arange(USERS), n=N)):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_loading_onto_a_device_that_is_none_blames_the_device_not_the_file(tmp_path):

@@ -198,13 +198,62 @@ def test_the_default_space_leaves_out_time_where_the_data_has_none(tmp_path, cap
              str(tmp_path / "implicit.toml"), "--trials", "1"]
     assert tune.main([*timed, "--out", str(tmp_path / "dated")]) == 0
     assert "not searched" not in capsys.readouterr().out
-    assert set(journal(tmp_path / "dated").get_trials()[0].params) == searched | set(space.TIMED)
+    # (the recipe's own trial: its recency_boost 0 leaves the halflife unread, and undrawn)
+    assert set(journal(tmp_path / "dated").get_trials()[0].params) == searched | {
+        "recency_boost"}
     (tmp_path / "timed.toml").write_text('feedback = "implicit"\nrecency_boost = 10.0\n')
     refused(tune.main, [*map(str, flags), "--config", str(tmp_path / "timed.toml"), "--out",
                         str(tmp_path / "t")], capsys,
             f"--config {tmp_path / 'timed.toml'}: recency_boost 10 weighs a user's interactions "
             "by their time, and the data has no timestamps: set recency_boost = 0")
     assert not (tmp_path / "t").exists()
+
+
+CONDITIONAL_SPACE = """
+[recency_boost]
+choices = [0.0, 4.0]
+[recency_halflife]
+low = 1.0
+high = 8.0
+[augment_eps]
+choices = [0.0, 0.05]
+[augment_p]
+low = 0.2
+high = 0.8
+"""
+
+
+def test_a_setting_read_only_with_another_is_drawn_only_where_that_one_is_on(tmp_path,
+                                                                            capsys):
+    """recency_halflife is read only with recency_boost > 0, augment_p only with augment_eps >
+    0: a trial draws each only where its other is on, and runs with the default elsewhere
+    (before, every trial drew both, and those off ran with a halflife or p they never read)."""
+    (tmp_path / "recipe.toml").write_text('feedback = "implicit"\nepochs = 2\npatience = 0\n'
+                                          "batch_size = 16\nhidden = [8]\n")
+    (tmp_path / "space.toml").write_text(CONDITIONAL_SPACE)
+    out = tmp_path / "o"
+    assert tune.main([*map(str, ["--dataset", "synthetic-tiny", "--config",
+                                 tmp_path / "recipe.toml", "--space", tmp_path / "space.toml",
+                                 "--device", "cpu", "--pruner", "none", "--trials", 6,
+                                 "--out", out])]) == 0
+    said = capsys.readouterr().out
+    assert ("recency_halflife: drawn only where recency_boost > 0; elsewhere unread, at its "
+            f"default {DEFAULTS.recency_halflife:g}") in said
+    assert "augment_p: drawn only where augment_eps > 0" in said
+    trials = journal(out).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 6
+    pairs = [("recency_boost", "recency_halflife"), ("augment_eps", "augment_p")]
+    for other, name in pairs:
+        assert {other in t.params for t in trials} == {True}
+        assert {t.params[other] > 0 for t in trials} == {True, False}      # both are tried
+        for t in trials:
+            config = json.loads((out / "trials" / f"{t.number:04d}" / "metrics.json")
+                                .read_text())["config"]
+            assert (name in t.params) == (t.params[other] > 0)
+            assert config[name] == t.params.get(name, getattr(DEFAULTS, name))
+    best = read_recipe(out / "best.toml")                    # a recipe the trainer takes
+    for other, name in pairs:
+        assert (name in best) == (best[other] > 0)
 
 
 def test_a_multinomial_recipe_is_searched_in_the_space_of_its_loss(tmp_path, capsys):

@@ -284,6 +284,15 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--feedback", "implicit", "--loss", "multinomial", "--c0", "5"],
      "--c0: weighs the square loss's entries: the multinomial loss has none to weigh"),
     (["--c0", "5"], "--c0: is for implicit feedback"),
+    # settings read only where another turns them on (before, accepted and read by nothing)
+    (["--augment-p", "0.5"], "--augment-p: is for augmentation (implicit feedback, variant "
+                             "NCAE+): augment_eps > 0 turns it on"),
+    (["--feedback", "implicit", "--variant", "NCAE", "--augment-p", "0.5"],
+     "--augment-p: is for augmentation"),
+    (["--feedback", "implicit", "--augment-eps", "0", "--augment-p", "0.5"],
+     "--augment-p: is for augmentation"),
+    (["--feedback", "implicit", "--recency-halflife", "4"],
+     "--recency-halflife: is for recency weighting: recency_boost > 0 turns it on"),
     (["--valid-ratio", "0", "--patience", "5"],
      "--patience 5: stops on the validation score, and --valid-ratio 0 holds out no "
      "validation part (the run trains --epochs): leave it out"),

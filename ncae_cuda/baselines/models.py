@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from ..data.interactions import Interactions
 from ..model import metrics
-from ..model.config import DEFAULTS, Config
+from ..model.config import DEFAULTS, READ_ONLY_WITH, Config
 from ..model.estimator import OutOfMemory
 from ..model.fitdata import scored_rows
 from ..ops import BackendUnavailable
@@ -54,7 +54,8 @@ EASE_ROWS = 2                     # users x items ones in the user space: K⁻¹
 # changes no score without a boost
 RECENCY = {"recency_boost": (DEFAULTS.recency_boost,),
            "recency_halflife": (DEFAULTS.recency_halflife,)}
-RECENCY_ONLY_WITH = (("recency_halflife", "recency_boost"),)
+RECENCY_ONLY_WITH = tuple((name, other) for name, (other, _) in READ_ONLY_WITH.items()
+                          if name in RECENCY)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ..baselines.models import BASELINES, installed, model_list
 from .. import cli
 from ..data.atomic_file import atomic_write
 from ..errors import NcaeError
-from ..model.config import DEFAULTS
+from ..model.config import DEFAULTS, read_only_with
 from ..model.metrics import format_table
 from ..ops import get_backend
 from ..runs import comparison, effort, protocol, rundir
@@ -131,6 +131,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.config is not None and key == model:
             parser.error(f"--grid {key}.{name}: --config gives {key}'s settings")
         grids.setdefault(key, {})[name] = values
+    for key, given in grids.items():
+        baseline = BASELINES[key]
+        grid = {**baseline.grid, **given}
+        for name, other in baseline.only_with:   # (its grid's own values: those of its default)
+            if (name in given and set(given[name]) != set(baseline.grid[name])
+                    and not any(grid[other])):
+                parser.error(f"--grid {key}.{name}: {read_only_with(name)}, and the grid's "
+                             f"{other} is 0 alone: give --grid {key}.{other} too, or leave it "
+                             "out")
     try:
         spec = RunSpec(data=data, device=args.device, out=args.out, resume=args.resume,
                        overwrite=args.overwrite).with_folder(f"baselines-{data.name}")

@@ -31,6 +31,11 @@ WEIGHTED_SQUARE, MULTINOMIAL = LOSSES = ("weighted_square", "multinomial")
 VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (model/pretrain.py)
 # the training step's dense products (network.Network): float32, or on TF32
 FLOAT32, TF32 = MATMULS = ("float32", "tf32")
+# Settings read only where another is > 0: {setting: (the other, what it turns on)}; a search
+# draws such a setting only where its other is on (ncae_cuda.runs.space)
+READ_ONLY_WITH = {
+    "augment_p": ("augment_eps", "augmentation (implicit feedback, variant NCAE+)"),
+    "recency_halflife": ("recency_boost", "recency weighting")}
 
 
 def setting(default, help: str, group: str = "model", choices=None, kind=None):
@@ -340,9 +345,30 @@ def _refuse_unused(c: Config) -> None:
         unused = {name: "is for implicit feedback" for name in ("c0", "omega", "uniform_c")}
     if c.pretrain == "BP":
         unused["pretrain_epochs"] = "is for pre-training (a pretrain other than BP)"
+    for name in idle(asdict(c)):
+        unused[name] = read_only_with(name)
     for name, why in unused.items():
         if getattr(c, name) != getattr(DEFAULTS, name):
             raise SettingError(name, why)
+
+
+def read_only_with(name: str) -> str:
+    """Why setting `name` of READ_ONLY_WITH is unread where its other is 0, as a reason."""
+    other, what = READ_ONLY_WITH[name]
+    return f"is for {what}: {other} > 0 turns it on"
+
+
+def idle(settings: dict) -> set[str]:
+    """The settings of READ_ONLY_WITH that `settings` leave unread: those whose other they
+    hold at 0."""
+    return {name for name, (other, _) in READ_ONLY_WITH.items() if settings.get(other) == 0}
+
+
+def without_idle(settings: dict) -> dict:
+    """`settings` less those they leave unread (idle), whose value changes nothing: the
+    default stands in (a model file saved before such a value was refused loads as it scored;
+    a search's trial drawing an other 0 drops the recipe's)."""
+    return {name: value for name, value in settings.items() if name not in idle(settings)}
 
 
 def _is_int(value) -> bool:

@@ -32,7 +32,7 @@ from ..ops import as_backend
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout
 from ..ops.plan import Planner, Schedule
 from . import modelfile, stopping
-from .config import MULTINOMIAL, TF32, Config, SettingError
+from .config import MULTINOMIAL, TF32, Config, SettingError, without_idle
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
 from .base import Model, check_callback, restored
@@ -444,8 +444,9 @@ class NCAE(Recommender):
             what = "BlendedNCAE" if kind == NAME else kind
             raise DataError(f"{path}: the file of a {what} model, not of one NCAE: load it "
                             "with ncae_cuda.load_model")
+        # as load_model: a setting an older file holds that its others leave unread, unset
         return restored(path, meta, arrays, lambda ops: cls(device=ops, **asdict(
-            Config.from_dict(settings))), device)
+            Config.from_dict(without_idle(settings)))), device)
 
     def restore(self, meta: dict, a: dict) -> None:
         """Take the fitted state of contents()' (meta, arrays); KeyError, ValueError or

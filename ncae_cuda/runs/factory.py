@@ -17,7 +17,7 @@ from ..model import modelfile
 from ..model.base import Model, restored
 from ..model.blend import BlendedNCAE
 from ..model import config
-from ..model.config import Config, SettingError
+from ..model.config import Config, SettingError, without_idle
 from ..model.estimator import NCAE
 from ..model.recommender import NAME
 
@@ -93,7 +93,9 @@ def load_model(path, device="auto") -> Model:
         named.
     """
     meta, arrays = modelfile.read(path, "model")
-    return restored(path, meta, arrays, lambda ops: make_model(meta["settings"], ops), device)
+    # (a setting its others leave unread, from a file of before it was refused: the default)
+    return restored(path, meta, arrays,
+                    lambda ops: make_model(without_idle(meta["settings"]), ops), device)
 
 
 def read_recipe(path) -> dict:

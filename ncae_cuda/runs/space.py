@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..baselines.estimators import MODELS as BASELINES
-from ..model.config import DEFAULTS, NOT_IN_A_RECIPE, SettingError, read_toml
+from ..model.config import (DEFAULTS, NOT_IN_A_RECIPE, READ_ONLY_WITH, SettingError, idle,
+                            read_toml, without_idle)
 from ..model.recommender import NAME as NCAE
 
 # Settings a search cannot move: the score must mean the same thing in every trial.
@@ -42,6 +43,10 @@ TUNED = (NCAE, *(name for name, kind in BASELINES.items() if kind.defaults))
 # Settings that weigh a user's interactions by their time: a space's are searched only where
 # the data has timestamps and the model can weigh its rows (tune leaves them out elsewhere)
 TIMED = ("recency_boost", "recency_halflife")
+# {setting: the other}: a setting read only where the other is > 0 (NCAE's, and the baselines'
+# recency halflife): a trial draws it only where the other is on, and elsewhere leaves it at
+# its default (Optuna's define-by-run: a trial suggests what it reads)
+CONDITIONAL = {name: other for name, (other, _) in READ_ONLY_WITH.items()}
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]
         raise ValueError("no setting to search: a table for each, e.g. [dropout] low = 0.1 "
                          "high = 0.8")
     settings = searched(model)
-    dimensions = []
+    dimensions = {}
     for name, table in tables.items():
         if name in FIXED or name in NOT_IN_A_RECIPE or name == "seed":
             raise ValueError(f"{name}: not searched: every trial must be scored alike, on the "
@@ -132,14 +137,20 @@ def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]
         if name not in settings.defaults:
             raise ValueError(f"{name}: no such setting of {model} (settings: "
                              f"{', '.join(sorted(settings.defaults))})")
-        dimension = _dimension(name, table, settings.defaults[name])
+        dimensions[name] = _dimension(name, table, settings.defaults[name])
+    for name, dimension in dimensions.items():
+        other = dimensions.get(CONDITIONAL.get(name))
+        # a conditional setting is drawn where its other is on: checked there (refused where
+        # the space's other, or else the recipe's, is never on: it would never be read)
+        on = {} if other is None else {other.name: max(other.values())}
         for value in dimension.values():
+            point = ({**recipe, **on, name: value} if name in CONDITIONAL
+                     else trial_point(recipe, {name: value}))
             try:
-                settings.check({**recipe, name: value})
+                settings.check(point)
             except SettingError as e:
                 raise ValueError(f"{name}: {value!r}: {e.setting} {e.reason}") from None
-        dimensions.append(dimension)
-    return dimensions
+    return list(dimensions.values())
 
 
 def _dimension(name: str, table, default) -> Dimension:
@@ -195,7 +206,9 @@ def recipe_point(dimensions: list[Dimension], recipe: dict, model: str = NCAE) -
     space holds them in, as Optuna stores them: a study's first trial, so that a search starts
     where the recipe stands and its best is never behind the recipe on validation."""
     defaults, point = searched(model).defaults, {}
-    for d in dimensions:
+    for d in sorted(dimensions, key=lambda d: d.name in CONDITIONAL):    # each other first
+        if d.name in idle(point):
+            continue                                         # not drawn: its other is off
         value = recipe.get(d.name, defaults[d.name])
         value = tuple(value) if isinstance(value, list) else value
         if d.choices is not None and value in d.choices:
@@ -215,3 +228,18 @@ def settings(dimensions: list[Dimension], params: dict) -> dict:
     """The settings of Optuna's stored params (trial.params), as the model takes them."""
     return {d.name: _from_optuna(params[d.name]) if d.choices is not None else params[d.name]
             for d in dimensions if d.name in params}
+
+
+def draw(dimensions: list[Dimension], trial) -> dict:
+    """A trial's settings, drawn by Optuna: each dimension's, but a conditional one's
+    (CONDITIONAL) only where its other, drawn first, is on."""
+    for d in sorted(dimensions, key=lambda d: d.name in CONDITIONAL):
+        if d.name not in idle(trial.params):
+            d.suggest(trial)
+    return settings(dimensions, trial.params)
+
+
+def trial_point(recipe: dict, drawn: dict) -> dict:
+    """The settings a trial runs with: the recipe's, those drawn over them, less each that they
+    leave unread (at the model's default, which is the only value it takes there)."""
+    return without_idle({**recipe, **drawn})

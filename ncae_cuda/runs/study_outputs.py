@@ -49,7 +49,8 @@ def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
                f"  {command.rstrip()}")
     kept = ({"feedback": found.feedback} if found.model == NCAE    # the data's, where not given
             else {"model": found.model})
-    settings = {**found.recipe, **kept, **space.settings(found.dimensions, best.params)}
+    settings = space.trial_point({**found.recipe, **kept},
+                                 space.settings(found.dimensions, best.params))
     files = {BEST: recipe_text(settings, comment).encode(), TABLE: _table(found, trials),
              FIGURE: _figure(found, trials)}
     for name, content in files.items():
@@ -122,7 +123,8 @@ def _figure(found: Setup, trials) -> bytes:
     ax.set(xlabel="trial", ylabel=label, title=found.study)
     ax.legend(fontsize=7)
     for ax, d in zip(axes[1:], found.dimensions):
-        values = [t.params[d.name] for t in done]
+        drew = [t for t in done if d.name in t.params]      # (a conditional setting: where on)
+        values = [t.params[d.name] for t in drew]
         if d.choices is not None:                      # a choice's place, under its name
             shown = [space.to_optuna(c) for c in d.choices]
             ax.set_xticks(range(len(shown)), [str(c) for c in shown], fontsize=7)
@@ -131,7 +133,7 @@ def _figure(found: Setup, trials) -> bytes:
         elif d.log:                     # labels at the decades only: the others overlap
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.plot(values, [t.value for t in done], "o", alpha=0.7)
+        ax.plot(values, [t.value for t in drew], "o", alpha=0.7)
         ax.set(xlabel=d.name, ylabel=label)
     for ax in axes[panels:]:
         ax.axis("off")

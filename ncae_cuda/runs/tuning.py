@@ -21,7 +21,7 @@ from numba.core import event as numba_event
 
 from ..data.interactions import DataError
 from ..model.blend import MEMBERS
-from ..model.config import DEFAULTS, Config, SettingError
+from ..model.config import DEFAULTS, Config, SettingError, idle
 from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
@@ -145,6 +145,10 @@ def setup(spec: TuneSpec) -> Setup:
         dimensions = space.dimensions(tables, under(model, recipe, config.feedback), model)
     except ValueError as e:
         raise SpecError(f"{named}: {e}") from None
+    for name, other in space.CONDITIONAL.items():
+        if name in tables and other in tables and spec.worker is None:
+            print(f"{name}: drawn only where {other} > 0; elsewhere unread, at its default "
+                  f"{getattr(DEFAULTS, name):g}", flush=True)
     metric, higher = selection(spec.metric, config.resolved())
     seeds = ",".join(map(str, spec.split_seeds))
     if spec.split_seeds and min(spec.split_seeds) < 0:
@@ -208,7 +212,7 @@ def trainer_spec(spec: TuneSpec, recipe: dict, settings: dict, out: Path,
     data flag that is wrong."""
     data = spec.data if split_seed is None else replace(spec.data, split_seed=split_seed)
     run = RunSpec(data=data, device=spec.device, out=out, validation_only=True)
-    config = given_settings(**{**recipe, **settings, "seed": spec.seed})
+    config = given_settings(**space.trial_point(recipe, settings), seed=spec.seed)
     return resolved(run, config)
 
 
@@ -229,7 +233,8 @@ def open_study(spec: TuneSpec, found: Setup, storage):
         study.set_user_attr("ncae_cuda", identity)
         point = space.recipe_point(found.dimensions, found.recipe, found.model)
         study.enqueue_trial(point, skip_if_exists=True)   # (two machines may both make it)
-        outside = [d.name for d in found.dimensions if d.name not in point]
+        outside = [d.name for d in found.dimensions
+                   if d.name not in point and d.name not in idle(point)]
         if outside:
             print(f"note: the recipe's {', '.join(outside)} outside the space: the first trial "
                   "draws them, so the best may fall behind the recipe on validation", flush=True)
@@ -414,7 +419,7 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
     compile (`compiling`'s) are noted, and left out of its time and spec's clock."""
     optuna = import_optuna()
     trial.set_user_attr("worker", me)
-    settings = {d.name: d.suggest(trial) for d in found.dimensions}
+    settings = space.draw(found.dimensions, trial)
     asking.release()
     folder = spec.out / TRIALS / f"{trial.number:04d}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -434,8 +439,8 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
             raise optuna.TrialPruned(f"epoch {record['epoch']}")
     several = len(found.split_seeds) > 1
     try:
-        space.searched(found.model).check({**under(found.model, found.recipe, found.feedback),
-                                           **settings})
+        space.searched(found.model).check(
+            space.trial_point(under(found.model, found.recipe, found.feedback), settings))
         summaries = []
         for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
             on_epoch = None if summaries else heard
@@ -479,9 +484,9 @@ def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int
     run's summary has them (protocol.run's, validation only). The split is made as a trainer
     run's, once a worker."""
     data, split = _split(spec, split_seed, found.model, found.cutoffs)
-    model = factory.make_model({"model": found.model, "cutoffs": found.cutoffs, **found.recipe,
-                                **settings, **factory.seeded(found.model, spec.seed)},
-                               spec.device)
+    model = factory.make_model({"model": found.model, "cutoffs": found.cutoffs,
+                                **space.trial_point(found.recipe, settings),
+                                **factory.seeded(found.model, spec.seed)}, spec.device)
     print(f"{data.name}: {model!r} on split seed {split_seed}")
     callback = None if on_epoch is None else lambda _, record: on_epoch(record)
     result = select_refit_test(model, split, lambda phase, part: {"callback": callback},
