@@ -365,10 +365,14 @@ def idle(settings: dict) -> set[str]:
 
 
 def without_idle(settings: dict) -> dict:
-    """`settings` less those they leave unread (idle), whose value changes nothing: the
-    default stands in (a model file saved before such a value was refused loads as it scored;
-    a search's trial drawing an other 0 drops the recipe's)."""
-    return {name: value for name, value in settings.items() if name not in idle(settings)}
+    """`settings` less those they leave unread (idle, and pretrain_epochs without
+    pre-training), whose value changes nothing: the default stands in (a model file saved
+    before such a value was refused loads as it scored; a search's trial drawing an other 0
+    drops the recipe's)."""
+    unread = idle(settings)
+    if settings.get("pretrain", DEFAULTS.pretrain) == "BP":
+        unread.add("pretrain_epochs")
+    return {name: value for name, value in settings.items() if name not in unread}
 
 
 def _is_int(value) -> bool:
