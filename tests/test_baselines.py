@@ -569,6 +569,25 @@ def test_a_study_run_on_another_device_than_the_run_is_said(tmp_path, capsys):
 
 
 @pytest.mark.extra("tune")
+def test_the_baselines_command_names_the_device_a_study_ran_on(tmp_path, capsys):
+    """baselines --config tune-ease/best.toml --device cpu, the study run on a GPU (its
+    tune.json says so, written by hand): EASE's minutes cell names the GPU, as the trainer's
+    table does (before, the command's table said nothing of it)."""
+    from ncae_cuda.commands import tune
+    study, data = tmp_path / "tune-ease", ["--dataset", "synthetic-tiny"]
+    assert tune.main(["--model", "ease", *data, "--trials", "1", "--out", str(study)]) == 0
+    record = json.loads((study / "tune.json").read_text())
+    record["scored"]["device"] = "gpu"
+    (study / "tune.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert baselines.main([*data, "--config", str(study / "best.toml"), "--device", "cpu",
+                           "--out", str(tmp_path / "run")]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"\| 1 \(study\) +\| \d+\.\d \(on gpu\) +\|", printed), printed
+    assert "(on gpu)" in (tmp_path / "run" / "baselines.md").read_text()
+
+
+@pytest.mark.extra("tune")
 def test_a_studys_data_file_spelled_another_way_is_the_same_data(tmp_path, monkeypatch):
     """tune --dataset clicks.csv run in the file's folder, then train --dataset with its
     absolute path from elsewhere: the same file (before: refused as other data, the two
@@ -808,7 +827,7 @@ def test_the_commands_table_shows_cold_test_entries_apart_as_the_trainers_does()
                                  log=print)
     expected = estimators.EASE(CPU, cutoffs=(5, 20), l2=50.0).fit(
         split.fold_validation().train).evaluate(split.test, exclude=split.valid)["cold"]
-    shown = baselines.tables(split, results, (5, 20))
+    shown = baselines.tables(split, results, (5, 20), CPU.name)
     warm, cold = shown.split("cold test, scored apart: entries of users or items with no "
                              "training entry\n")
     assert warm.startswith("warm test\n") and "| EASE" in warm

@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                          "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
                          "cutoffs": list(args.cutoffs), "notes": split.notes,
                          "data": protocol.sizes(interactions, split),
-                         "models": results}, tables(split, results, args.cutoffs))
+                         "models": results}, tables(split, results, args.cutoffs, ops.name))
         folder.finish()
     except NcaeError as e:
         folder.abandon()
@@ -184,18 +184,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     written = [spec.out / name for name in (("baselines.json", "baselines.md") + (
         (rundir.MODEL, "metrics.json") if one_recipe else ()))]
-    print(f"\n{tables(split, results, args.cutoffs)}\n\nwrote "
+    print(f"\n{tables(split, results, args.cutoffs, ops.name)}\n\nwrote "
           f"{', '.join(map(str, written[:-1]))} and {written[-1]}")
     return 0
 
 
-def tables(split, results: dict, cutoffs: tuple[int, ...]) -> str:
-    """The test table, and where cold test entries were scored apart (a time split's, or
-    items no fit has seen, as the trainer's table shows them), theirs apart."""
+def tables(split, results: dict, cutoffs: tuple[int, ...], device: str) -> str:
+    """The test table (a study's minutes run on another backend than `device`, the run's,
+    naming it), and where cold test entries were scored apart (a time split's, or items no fit
+    has seen, as the trainer's table shows them), theirs apart."""
     cold, rows = protocol.cold_parts(split).get("cold_test"), comparison.cold_table(results)
+    table = format_table(comparison.table(results, cutoffs, device))
     if not (cold and cold["entries"]) and not rows:   # as the trainer's: no empty cold part
-        return f"test\n{format_table(comparison.table(results, cutoffs))}"
-    text = (f"warm test\n{format_table(comparison.table(results, cutoffs))}\n\n"
+        return f"test\n{table}"
+    text = (f"warm test\n{table}\n\n"
             f"{protocol.cold_heading(cold)}")
     return text + (f"\n{format_table(rows)}" if rows else "")
 

@@ -229,13 +229,14 @@ def cold_table(results: dict) -> list[dict]:
             for r in results.values() if "cold_test" in r]
 
 
-def table(results: dict, cutoffs: tuple[int, ...]) -> list[dict]:
+def table(results: dict, cutoffs: tuple[int, ...], device: str | None = None) -> list[dict]:
     """One row per model: its test figures, validation's NDCG at the last cutoff, the seconds
     of the final fit, what chose its settings (a study's or a grid's trials and minutes, as
-    the comparison prints them) and the settings chosen."""
+    the comparison prints them, a study's run on another backend than `device`, the run's,
+    naming it) and the settings chosen."""
     metric = f"ndcg@{cutoffs[-1]}"
     return [{"model": r["name"], **{k: v for k, v in r["test"].items()
                                     if k not in ("rows", "clusters")},
              f"valid {metric}": r["best_validation"][metric], "fit s": r["seconds_fit"],
-             **effort.columns(r.get("search")), "chosen": _shown(r["chosen"])}
+             **effort.columns(r.get("search"), device), "chosen": _shown(r["chosen"])}
             for r in results.values()]
