@@ -343,10 +343,7 @@ def _refuse_unused(c: Config) -> None:
                                    "popularity, by c0 and omega)")
     else:
         unused = {name: "is for implicit feedback" for name in ("c0", "omega", "uniform_c")}
-    if c.pretrain == "BP":
-        unused["pretrain_epochs"] = "is for pre-training (a pretrain other than BP)"
-    for name in idle(asdict(c)):
-        unused[name] = read_only_with(name)
+    unused |= unread_by_others(asdict(c))
     for name, why in unused.items():
         if getattr(c, name) != getattr(DEFAULTS, name):
             raise SettingError(name, why)
@@ -364,14 +361,19 @@ def idle(settings: dict) -> set[str]:
     return {name for name, (other, _) in READ_ONLY_WITH.items() if settings.get(other) == 0}
 
 
+def unread_by_others(settings: dict) -> dict[str, str]:
+    """{setting: why} of those `settings` (a model's, or a saved file's) leave unread by
+    another's value: pretrain_epochs without pre-training, and the idle ones."""
+    unread = ({"pretrain_epochs": "is for pre-training (a pretrain other than BP)"}
+              if settings.get("pretrain", DEFAULTS.pretrain) == "BP" else {})
+    return unread | {name: read_only_with(name) for name in idle(settings)}
+
+
 def without_idle(settings: dict) -> dict:
-    """`settings` less those they leave unread (idle, and pretrain_epochs without
-    pre-training), whose value changes nothing: the default stands in (a model file saved
-    before such a value was refused loads as it scored; a search's trial drawing an other 0
-    drops the recipe's)."""
-    unread = idle(settings)
-    if settings.get("pretrain", DEFAULTS.pretrain) == "BP":
-        unread.add("pretrain_epochs")
+    """`settings` less those they leave unread (unread_by_others), whose value changes
+    nothing: the default stands in (a model file saved before such a value was refused loads
+    as it scored; a search's trial drawing an other 0 drops the recipe's)."""
+    unread = unread_by_others(settings)
     return {name: value for name, value in settings.items() if name not in unread}
 
 

@@ -229,7 +229,7 @@ class FitData:
         return np.bincount(self.seen.indices, minlength=len(self.item_ids))
 
     @functools.cached_property
-    def shrunk_means(self) -> tuple[np.ndarray, np.ndarray]:
+    def shrunk_means(self) -> cold_means.ShrunkMeans:
         """cold_means.shrunk_means of the fit data, computed once: an explicit model's
         recommend and predict read them at each call with a cold entry, and they are a pass
         over every fit rating (a new fit or load has a FitData of its own)."""
