@@ -5,7 +5,7 @@
   (with kernels/ on the include path), for sm_80 and sm_90, warnings as errors; the register
   and spill report of each kernel is printed (CI shows it).
 - NVRTC (what CuPy compiles with at run time): the one module ops/gpu.py assembles, with its
-  options, where a libnvrtc can be found (CuPy's [ctk] extra installs one).
+  options, where a libnvrtc can be found: the [nvrtc] extra's (CI's, no GPU) or CuPy's [ctk].
 """
 import ctypes
 import glob
@@ -84,7 +84,10 @@ def _find_nvrtc() -> str | None:
 NVRTC = _find_nvrtc()
 
 
-@pytest.mark.skipif(NVRTC is None, reason="no libnvrtc (pip install 'ncae-cuda[cuda13]')")
+# optional: a GPU machine's CuPy may bring its libnvrtc without the [nvrtc] extra's wheel
+@pytest.mark.extra("nvrtc", optional=True)
+@pytest.mark.skipif(NVRTC is None, reason="no libnvrtc: needs the [nvrtc] extra: "
+                                          "pip install -e '.[nvrtc]'")
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
 def test_module_compiles_with_nvrtc(arch):
     nvrtc = ctypes.CDLL(NVRTC)
