@@ -393,7 +393,7 @@ def test_a_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path):
                if line.startswith(f"{victim.number},FAIL,"))
     assert row.endswith("stopped or killed with its worker")
     # the same command, one more trial: the study goes on from where it is
-    assert tune.main([*map(str, flags), "--trials", "4"]) == 0
+    assert tune.main([*map(str, flags), "--trials", "4", "--jobs", "2"]) == 0
     states = by_state(journal(out))
     assert len(states[TrialState.COMPLETE]) == 4 and len(states[TrialState.FAIL]) == 1
 
@@ -558,12 +558,25 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     assert tune.main(flags) == 0
     refused(tune.main, [*flags, "--seed", "1"], capsys,
             "study o in " + str(tmp_path / "o" / study_storage.JOURNAL) + " tunes other settings (seed: "
-            "0 -> 1): tune with those, choose another --study, or start over with --overwrite")
+            "0 -> 1): tune with those, choose another --out, or start over with --overwrite")
     # another pruner: the study's trials were pruned by one, and tune.json, which the baselines
     # tuned beside it follow, records one (before: continued, tune.json saying the last's)
     refused(tune.main, [*flags, "--pruner", "halving", "--trials", "3"], capsys,
             "tunes other settings (pruner: none -> halving): tune with those")
     assert json.loads((tmp_path / "o" / effort.MARKER).read_text())["scored"]["pruner"] == "none"
+    # other workers, or another device: the trials' minutes were taken on one share of the
+    # cores, on one backend, as tune.json says and the baselines tuned beside it follow
+    # (before: continued, tune.json saying the last command's); a separate study of the same
+    # storage, a journal in --out, needs another --out
+    refused(tune.main, [*flags, "--jobs", "2", "--trials", "3"], capsys,
+            "tunes other settings (jobs: 1 -> 2): tune with those, choose another --out, or "
+            "start over with --overwrite")
+    assert json.loads((tmp_path / "o" / effort.MARKER).read_text())["scored"]["jobs"] == 1
+    # ... and of a database, whose --out holds one study too: both name a separate one
+    shared = [*flags[:-1], str(tmp_path / "d"), "--storage", f"sqlite:///{tmp_path / 'd.db'}"]
+    assert tune.main(shared) == 0
+    refused(tune.main, [*shared, "--jobs", "2", "--trials", "3"], capsys,
+            "(jobs: 1 -> 2): tune with those, choose another --study and --out, or start over")
     refused(tune.main, [*flags, "--storage", f"sqlite:///{tmp_path / 's.db'}"], capsys,
             f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / study_storage.JOURNAL}")
     refused(tune.main, [*flags, "--storage", "nonsense"], capsys, "not a database URL")
@@ -595,6 +608,14 @@ def test_a_default_spelled_out_is_the_same_study(tmp_path, capsys):
     assert tune.main([*flags, "--pruner", "halving", "--trials", "3"]) == 0
     assert journal(tmp_path / "o").user_attrs["ncae_cuda"]["pruner"] == "halving"
     refused(tune.main, [*flags, "--trials", "4"], capsys, "(pruner: halving -> none)")
+    # ... as its workers and device (before they were recorded, every command's were taken)
+    study.set_user_attr("ncae_cuda", {k: v for k, v in made.items() if k not in ("jobs", "device")})
+    assert tune.main([*flags, "--jobs", "2", "--trials", "4"]) == 0
+    assert {k: journal(tmp_path / "o").user_attrs["ncae_cuda"][k] for k in ("jobs", "device")} == {
+        "jobs": 2, "device": "cpu"}
+    refused(tune.main, [*flags, "--trials", "5"], capsys, "(jobs: 2 -> 1)")
+    study.set_user_attr("ncae_cuda", {**made, "device": "gpu"})       # as if run with --device gpu
+    refused(tune.main, [*flags, "--trials", "5"], capsys, "(device: gpu -> cpu)")
 
 
 # ---------------------------------------------------------------------------------------------

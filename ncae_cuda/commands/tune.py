@@ -26,7 +26,9 @@ trials, or successive halving), heard after every epoch through the trainer's ca
 
 The study lives in a storage: by default a journal file in --out (workers on one machine);
 --storage sqlite:///FILE, or postgresql://... for workers on many machines, each running the same
-command against one study (its own --out: its trials' folders). --jobs N runs N worker
+command against one study (its own --out: its trials' folders; the study's --jobs, --device
+and --pruner, as its --seed and space, are its own: a command with others is refused).
+--jobs N runs N worker
 processes (ncae_cuda.runs.pool's slots: the cores shared out, --gpus one each), each taking trials
 until the study has --trials of them finished (complete or pruned), or until --budget minutes
 of this command's wall time have passed: then no worker starts another trial (each starts at
@@ -137,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--study", help="the study's name in the storage (default: --out's name)")
     cli.add_slot_flags(g)
     cli.add_fields(g, RunSpec, ("device",),
-                   helps={"device": "the trials' device (default: %(default)s)"})
+                   helps={"device": "the trials' device, the study's own as its --jobs "
+                                    "and --pruner are (default: %(default)s)"})
     g.add_argument("--overwrite", action="store_true",
                    help="start over: remove the study from the storage and its trials from "
                         "--out")

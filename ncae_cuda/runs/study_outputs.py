@@ -12,14 +12,13 @@ from pathlib import Path
 
 from ..data.atomic_file import atomic_write
 from ..model.config import DEFAULTS
-from ..ops import backend_name
 from . import space
 from .effort import MARKER, TABLE
 from .factory import recipe_text
 from .spec import as_used, located
 from .study_storage import TuneError
 from .tune_spec import NCAE, TuneSpec
-from .tuning import COMPILED, TRIALS, Setup, own_seconds
+from .tuning import COMPILED, TRIALS, Setup, own_seconds, run_by
 
 BEST, FIGURE = "best.toml", "tune.png"      # the study's outputs in --out, beside TABLE
 
@@ -65,9 +64,7 @@ def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
                          "scored": {"metric": found.metric,
                                     "split_seeds": list(found.split_seeds),
                                     "data": located(as_used(found.data, found.feedback)),
-                                    "pruner": spec.pruner, "seed": spec.seed,
-                                    "jobs": spec.jobs,
-                                    "device": backend_name(spec.device)}})
+                                    "seed": spec.seed, **run_by(spec)}})
     print(f"best: trial {best.number}, validation {found.metric} {best.value:.4f}: "
           + ", ".join(f"{k} {v}" for k, v in space.settings(found.dimensions,
                                                               best.params).items()))

@@ -69,15 +69,16 @@ class Setup:
     model: str = NCAE                   # what the trials fit (ncae_cuda.runs.factory.MODELS)
     cutoffs: tuple = DEFAULTS.cutoffs   # a baseline's trials' (NCAE's: the recipe's)
 
-    def identity(self, seed: int, pruner: str) -> dict:
-        """What makes two commands one study: their trials are comparable, pruned alike (NCAE's
-        studies as they were before other models were tuned; a dimension's kind follows its
-        name)."""
+    def identity(self, spec: TuneSpec) -> dict:
+        """What makes two commands one study: their trials are comparable, pruned alike, and
+        timed alike (as many workers sharing the cores, on one backend: the minutes tune.json
+        and the baselines tuned beside it follow) (NCAE's studies as they were before other
+        models were tuned; a dimension's kind follows its name)."""
         return json_ready({"metric": self.metric, "data": as_used(self.data, self.feedback),
                            "recipe": self.recipe,
                            "space": [{k: v for k, v in asdict(d).items() if k != "integer"}
-                                     for d in self.dimensions], "seed": seed,
-                           "split_seeds": self.split_seeds, "pruner": pruner,
+                                     for d in self.dimensions], "seed": spec.seed,
+                           "split_seeds": self.split_seeds, **run_by(spec),
                            **({} if self.model == NCAE else {"model": self.model})})
 
     @property
@@ -91,6 +92,12 @@ class Setup:
     def data_text(self) -> str:
         """The data flags given, as a command line has them."""
         return " ".join(data_argv(self.data))
+
+
+def run_by(spec: TuneSpec) -> dict:
+    """How a study's trials run: their pruner, the workers sharing the cores, the backend (auto
+    resolved): each joined a study's identity after the first studies were made."""
+    return {"pruner": spec.pruner, "jobs": spec.jobs, "device": backend_name(spec.device)}
 
 
 def setup(spec: TuneSpec) -> Setup:
@@ -222,12 +229,12 @@ def open_study(spec: TuneSpec, found: Setup, storage):
     study = optuna.create_study(storage=storage, study_name=found.study, load_if_exists=True,
                                 direction="maximize" if found.higher else "minimize",
                                 pruner=_pruner(optuna, spec.pruner))
-    identity = found.identity(spec.seed, spec.pruner)
+    identity = found.identity(spec)
     made = study.user_attrs.get("ncae_cuda")
-    if made is not None and "pruner" not in made:
-        # a study made before its pruner was recorded: this command's, from now on (before,
-        # each command pruned by its own and tune.json said the last's)
-        made = {**made, "pruner": spec.pruner}
+    if made is not None and not run_by(spec).keys() <= made.keys():
+        # a study made before its pruner, workers or device were recorded: this command's,
+        # from now on (before, each command ran by its own and tune.json said the last's)
+        made = {**run_by(spec), **made}
         study.set_user_attr("ncae_cuda", made)
     if made is None:
         study.set_user_attr("ncae_cuda", identity)
@@ -244,8 +251,11 @@ def open_study(spec: TuneSpec, found: Setup, storage):
     made = {**made, "data": as_used(made["data"], found.feedback)}
     if made != identity:
         changed = "; ".join(_changes(made, identity)[:3])
+        # (an --out holds one study's trials: another --study there is refused; a database
+        # holds many, each of its --study)
+        other = "--out" if spec.storage is None else "--study and --out"
         raise TuneError(f"study {found.study} in {found.storage} tunes other settings "
-                        f"({changed}): tune with those, choose another --study, or start over "
+                        f"({changed}): tune with those, choose another {other}, or start over "
                         "with --overwrite")
     return study
 
