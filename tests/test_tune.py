@@ -256,6 +256,30 @@ def test_a_setting_read_only_with_another_is_drawn_only_where_that_one_is_on(tmp
         assert (name in best) == (best[other] > 0)
 
 
+def test_pretrain_epochs_is_drawn_only_where_a_trial_pre_trains(tmp_path, capsys):
+    """pretrain_epochs is read only where pretrain is not BP: a trial draws it only where it
+    pre-trains, as a setting read only with a number > 0 is (before, every trial drew it, and
+    the sampler learnt from the values of those that never read it)."""
+    (tmp_path / "recipe.toml").write_text("epochs = 2\npatience = 0\nbatch_size = 16\n")
+    (tmp_path / "space.toml").write_text('[pretrain]\nchoices = ["BP", "U+U"]\n'
+                                         "[pretrain_epochs]\nlow = 1\nhigh = 3\n")
+    out = tmp_path / "o"
+    assert tune.main([*map(str, ["--dataset", "synthetic-tiny", "--config",
+                                 tmp_path / "recipe.toml", "--space", tmp_path / "space.toml",
+                                 "--device", "cpu", "--pruner", "none", "--trials", 5,
+                                 "--out", out])]) == 0
+    assert ("pretrain_epochs: drawn only where pretrain is not BP; elsewhere unread, at its "
+            f"default {DEFAULTS.pretrain_epochs}") in capsys.readouterr().out
+    trials = journal(out).get_trials()
+    assert {t.params["pretrain"] for t in trials} == {"BP", "U+U"}          # both are tried
+    for t in trials:
+        config = json.loads((out / "trials" / f"{t.number:04d}" / "metrics.json")
+                            .read_text())["config"]
+        assert ("pretrain_epochs" in t.params) == (t.params["pretrain"] != "BP")
+        assert config["pretrain_epochs"] == t.params.get("pretrain_epochs",
+                                                         DEFAULTS.pretrain_epochs)
+
+
 def test_a_multinomial_recipe_is_searched_in_the_space_of_its_loss(tmp_path, capsys):
     """A recipe of the multinomial loss, which has no weights c_j, is searched in the
     package's implicit-multinomial space (depth among the layers, no c0 or omega), and its
@@ -545,6 +569,11 @@ def test_a_choice_of_widths_reaches_the_model_as_a_tuple(tmp_path):
     ("[dropout]\nchoices = []\n", "dropout: choices = [a list of values]"),
     ("[dropout]\nlow = 0.1\nhigh = 0.5\nlog = 1\n", "dropout: log = true needs low > 0 and no step"),
     ("", "no setting to search"),
+    # a setting its recipe's other (or the space's) never turns on: never read
+    ("[pretrain_epochs]\nlow = 1\nhigh = 3\n", "pretrain_epochs: 1: pretrain_epochs is for "
+     "pre-training (a pretrain other than BP)"),
+    ('[pretrain]\nchoices = ["BP"]\n[pretrain_epochs]\nlow = 1\nhigh = 3\n',
+     "pretrain_epochs: 1: pretrain_epochs is for pre-training"),
 ])
 def test_a_bad_space_is_refused_in_a_line(tmp_path, capsys, text, message):
     flags = files(tmp_path, 3)

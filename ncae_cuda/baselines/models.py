@@ -54,7 +54,7 @@ EASE_ROWS = 2                     # users x items ones in the user space: K⁻¹
 # changes no score without a boost
 RECENCY = {"recency_boost": (DEFAULTS.recency_boost,),
            "recency_halflife": (DEFAULTS.recency_halflife,)}
-RECENCY_ONLY_WITH = tuple((name, other) for name, (other, _) in READ_ONLY_WITH.items()
+RECENCY_ONLY_WITH = tuple((name, other) for name, (other, *_) in READ_ONLY_WITH.items()
                           if name in RECENCY)
 
 

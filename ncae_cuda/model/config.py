@@ -31,11 +31,13 @@ WEIGHTED_SQUARE, MULTINOMIAL = LOSSES = ("weighted_square", "multinomial")
 VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (model/pretrain.py)
 # the training step's dense products (network.Network): float32, or on TF32
 FLOAT32, TF32 = MATMULS = ("float32", "tf32")
-# Settings read only where another is > 0: {setting: (the other, what it turns on)}; a search
+# Settings another's value leaves unread: {setting: (the other, its value that turns the
+# setting off, what the setting is for)}: a number's 0 (read where > 0), a choice's one; a search
 # draws such a setting only where its other is on (ncae_cuda.runs.space)
 READ_ONLY_WITH = {
-    "augment_p": ("augment_eps", "augmentation (implicit feedback, variant NCAE+)"),
-    "recency_halflife": ("recency_boost", "recency weighting")}
+    "augment_p": ("augment_eps", 0, "augmentation (implicit feedback, variant NCAE+)"),
+    "recency_halflife": ("recency_boost", 0, "recency weighting"),
+    "pretrain_epochs": ("pretrain", VARIANTS[0], "pre-training")}
 
 
 def setting(default, help: str, group: str = "model", choices=None, kind=None):
@@ -343,37 +345,37 @@ def _refuse_unused(c: Config) -> None:
                                    "popularity, by c0 and omega)")
     else:
         unused = {name: "is for implicit feedback" for name in ("c0", "omega", "uniform_c")}
-    unused |= unread_by_others(asdict(c))
+    unused |= {name: read_only_with(name) for name in idle(asdict(c))}
     for name, why in unused.items():
         if getattr(c, name) != getattr(DEFAULTS, name):
             raise SettingError(name, why)
 
 
 def read_only_with(name: str) -> str:
-    """Why setting `name` of READ_ONLY_WITH is unread where its other is 0, as a reason."""
-    other, what = READ_ONLY_WITH[name]
-    return f"is for {what}: {other} > 0 turns it on"
+    """Why setting `name` of READ_ONLY_WITH is unread where its other is off, as a reason."""
+    other, off, what = READ_ONLY_WITH[name]
+    return (f"is for {what}: {read_where(name)} turns it on" if off == 0
+            else f"is for {what} (a {other} other than {off})")
+
+
+def read_where(name: str) -> str:
+    """Where setting `name` of READ_ONLY_WITH is read, in words: 'recency_boost > 0'."""
+    other, off, _ = READ_ONLY_WITH[name]
+    return f"{other} > 0" if off == 0 else f"{other} is not {off}"
 
 
 def idle(settings: dict) -> set[str]:
-    """The settings of READ_ONLY_WITH that `settings` leave unread: those whose other they
-    hold at 0."""
-    return {name for name, (other, _) in READ_ONLY_WITH.items() if settings.get(other) == 0}
-
-
-def unread_by_others(settings: dict) -> dict[str, str]:
-    """{setting: why} of those `settings` (a model's, or a saved file's) leave unread by
-    another's value: pretrain_epochs without pre-training, and the idle ones."""
-    unread = ({"pretrain_epochs": "is for pre-training (a pretrain other than BP)"}
-              if settings.get("pretrain", DEFAULTS.pretrain) == "BP" else {})
-    return unread | {name: read_only_with(name) for name in idle(settings)}
+    """The settings of READ_ONLY_WITH that `settings` (a model's, a saved file's, a trial's)
+    leave unread: those whose other they hold off, or leave at a default that is."""
+    return {name for name, (other, off, _) in READ_ONLY_WITH.items()
+            if settings.get(other, getattr(DEFAULTS, other)) == off}
 
 
 def without_idle(settings: dict) -> dict:
-    """`settings` less those they leave unread (unread_by_others), whose value changes
-    nothing: the default stands in (a model file saved before such a value was refused loads
-    as it scored; a search's trial drawing an other 0 drops the recipe's)."""
-    unread = unread_by_others(settings)
+    """`settings` less those they leave unread (idle), whose value changes nothing: the
+    default stands in (a model file saved before such a value was refused loads as it scored;
+    a search's trial drawing an other off drops the recipe's)."""
+    unread = idle(settings)
     return {name: value for name, value in settings.items() if name not in unread}
 
 

@@ -43,10 +43,11 @@ TUNED = (NCAE, *(name for name, kind in BASELINES.items() if kind.defaults))
 # Settings that weigh a user's interactions by their time: a space's are searched only where
 # the data has timestamps and the model can weigh its rows (tune leaves them out elsewhere)
 TIMED = ("recency_boost", "recency_halflife")
-# {setting: the other}: a setting read only where the other is > 0 (NCAE's, and the baselines'
-# recency halflife): a trial draws it only where the other is on, and elsewhere leaves it at
-# its default (Optuna's define-by-run: a trial suggests what it reads)
-CONDITIONAL = {name: other for name, (other, _) in READ_ONLY_WITH.items()}
+# {setting: the other}: a setting read only where the other is on (> 0, or a choice but the one
+# that turns it off: NCAE's, and the baselines' recency halflife): a trial draws it only where
+# the other is on, and elsewhere leaves it at its default (Optuna's define-by-run: a trial
+# suggests what it reads)
+CONDITIONAL = {name: other for name, (other, *_) in READ_ONLY_WITH.items()}
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]
         other = dimensions.get(CONDITIONAL.get(name))
         # a conditional setting is drawn where its other is on: checked there (refused where
         # the space's other, or else the recipe's, is never on: it would never be read)
-        on = {} if other is None else {other.name: max(other.values())}
+        on = {} if other is None else {other.name: _turning_on(name, other)}
         for value in dimension.values():
             point = ({**recipe, **on, name: value} if name in CONDITIONAL
                      else trial_point(recipe, {name: value}))
@@ -151,6 +152,13 @@ def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]
             except SettingError as e:
                 raise ValueError(f"{name}: {value!r}: {e.setting} {e.reason}") from None
     return list(dimensions.values())
+
+
+def _turning_on(name: str, other: Dimension):
+    """A value of `other`'s dimension that has setting `name` read (its off value where it
+    has none: the check then refuses `name`)."""
+    off = READ_ONLY_WITH[name][1]
+    return next((value for value in other.values() if value != off), off)
 
 
 def _dimension(name: str, table, default) -> Dimension:
@@ -207,7 +215,7 @@ def recipe_point(dimensions: list[Dimension], recipe: dict, model: str = NCAE) -
     where the recipe stands and its best is never behind the recipe on validation."""
     defaults, point = searched(model).defaults, {}
     for d in sorted(dimensions, key=lambda d: d.name in CONDITIONAL):    # each other first
-        if d.name in idle(point):
+        if d.name in idle({**recipe, **point}):
             continue                                         # not drawn: its other is off
         value = recipe.get(d.name, defaults[d.name])
         value = tuple(value) if isinstance(value, list) else value
@@ -230,11 +238,11 @@ def settings(dimensions: list[Dimension], params: dict) -> dict:
             for d in dimensions if d.name in params}
 
 
-def draw(dimensions: list[Dimension], trial) -> dict:
-    """A trial's settings, drawn by Optuna: each dimension's, but a conditional one's
-    (CONDITIONAL) only where its other, drawn first, is on."""
+def draw(dimensions: list[Dimension], trial, recipe: dict) -> dict:
+    """A trial's settings, drawn by Optuna over `recipe`: each dimension's, but a conditional
+    one's (CONDITIONAL) only where its other, drawn first (or else the recipe's), is on."""
     for d in sorted(dimensions, key=lambda d: d.name in CONDITIONAL):
-        if d.name not in idle(trial.params):
+        if d.name not in idle({**recipe, **trial.params}):
             d.suggest(trial)
     return settings(dimensions, trial.params)
 

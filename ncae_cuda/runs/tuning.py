@@ -21,7 +21,7 @@ from numba.core import event as numba_event
 
 from ..data.interactions import DataError
 from ..model.blend import MEMBERS
-from ..model.config import DEFAULTS, Config, SettingError, idle
+from ..model.config import DEFAULTS, Config, SettingError, idle, read_where
 from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
@@ -154,8 +154,8 @@ def setup(spec: TuneSpec) -> Setup:
         raise SpecError(f"{named}: {e}") from None
     for name, other in space.CONDITIONAL.items():
         if name in tables and other in tables and spec.worker is None:
-            print(f"{name}: drawn only where {other} > 0; elsewhere unread, at its default "
-                  f"{getattr(DEFAULTS, name):g}", flush=True)
+            print(f"{name}: drawn only where {read_where(name)}; elsewhere unread, at its "
+                  f"default {getattr(DEFAULTS, name):g}", flush=True)
     metric, higher = selection(spec.metric, config.resolved())
     seeds = ",".join(map(str, spec.split_seeds))
     if spec.split_seeds and min(spec.split_seeds) < 0:
@@ -241,7 +241,7 @@ def open_study(spec: TuneSpec, found: Setup, storage):
         point = space.recipe_point(found.dimensions, found.recipe, found.model)
         study.enqueue_trial(point, skip_if_exists=True)   # (two machines may both make it)
         outside = [d.name for d in found.dimensions
-                   if d.name not in point and d.name not in idle(point)]
+                   if d.name not in point and d.name not in idle({**found.recipe, **point})]
         if outside:
             print(f"note: the recipe's {', '.join(outside)} outside the space: the first trial "
                   "draws them, so the best may fall behind the recipe on validation", flush=True)
@@ -429,7 +429,7 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
     compile (`compiling`'s) are noted, and left out of its time and spec's clock."""
     optuna = import_optuna()
     trial.set_user_attr("worker", me)
-    settings = space.draw(found.dimensions, trial)
+    settings = space.draw(found.dimensions, trial, found.recipe)
     asking.release()
     folder = spec.out / TRIALS / f"{trial.number:04d}"
     folder.mkdir(parents=True, exist_ok=True)
