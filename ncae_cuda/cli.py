@@ -18,6 +18,8 @@ from pathlib import Path
 from .errors import NcaeError
 from .naming import flag
 
+FIRST_TASK = 0                  # --task's default: a pool's first share (the only one of one)
+
 
 def exit_with(main) -> None:
     """sys.exit(main()) for a command's __main__, where a reader that stops reading (the
@@ -217,9 +219,10 @@ def add_pool_flags(p: argparse.ArgumentParser) -> None:
     """The flags of a command that runs a pool."""
     g = p.add_argument_group("running the runs")
     add_slot_flags(g)
-    g.add_argument("--task", type=int, default=0, metavar="I",
+    g.add_argument("--task", type=int, metavar="I",
                    help="with --tasks T: run the I-th share of the runs (0 <= I < T; on a SLURM "
-                        "array, $SLURM_ARRAY_TASK_ID with --array=0-(T-1)) (default: %(default)s)")
+                        "array, $SLURM_ARRAY_TASK_ID with --array=0-(T-1)) (default: "
+                        f"{FIRST_TASK}; not with --collect)")
     g.add_argument("--tasks", type=count, default=1, metavar="T",
                    help="share the runs out among T tasks, each its own command, on one machine "
                         "or many sharing --out; the task that finds every run finished writes "
@@ -238,8 +241,14 @@ def check_slots(args: argparse.Namespace) -> None:
 
 
 def check_pool_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse the pool flags that do not go together; fill --jobs' default."""
+    """Refuse the pool flags that do not go together; fill --jobs' and --task's defaults."""
     check_slots(args)
+    if args.collect and args.task is not None:
+        # (before, accepted and unread: the tables are every task's, whichever it named)
+        parser.error(f"--task {args.task}: --collect writes the tables of every task's runs, "
+                     "and runs none: leave --task out")
+    if args.task is None:
+        args.task = FIRST_TASK
     if not 0 <= args.task < args.tasks:
         parser.error(f"--task {args.task}: must be in 0..{args.tasks - 1} (--tasks {args.tasks})")
     if args.overwrite and (args.tasks > 1 or args.collect):

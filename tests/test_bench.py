@@ -91,6 +91,16 @@ def test_scalability_quick(tmp_path, monkeypatch):
     assert not any(path.exists() for path in tables)
 
 
+def test_scalability_refuses_a_task_beside_collect(tmp_path, capsys):
+    """--collect writes the tables of every task's cells: --task beside it is refused, as the
+    experiments' (cli.check_pool_flags) is (before: accepted, and unread)."""
+    with pytest.raises(SystemExit) as refused:
+        scalability.main(["--quick", "--collect", "--tasks", "2", "--task", "1", "--out",
+                          str(tmp_path)])
+    assert refused.value.code == 2
+    assert "--task 1: --collect writes the tables of every task's runs" in capsys.readouterr().err
+
+
 def raising_at_call(real, n: int, error: BaseException):
     """`real`, raising `error` at its n-th call in place of running it, the calls before and
     after it running: what a time limit's signal (KeyboardInterrupt) or a run that fails is to

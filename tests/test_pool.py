@@ -287,6 +287,12 @@ def test_the_pool_flags_are_checked(capsys):
     for flags, message in ((["--task", "2", "--tasks", "2"], "--task 2: must be in 0..1"),
                            (["--overwrite", "--tasks", "2"], "--overwrite: start over with one"),
                            (["--jobs", "0"], "--jobs: expected an integer >= 1"),
+                           # --collect writes the tables of every task's runs: a task's share
+                           # named beside it would be unread (before: accepted, and unread)
+                           (["--collect", "--tasks", "2", "--task", "1"],
+                            "--task 1: --collect writes the tables of every task's runs, and "
+                            "runs none: leave --task out"),
+                           (["--collect", "--task", "0"], "--task 0: --collect writes"),
                            (["--gpus", "0,x"], "expected comma-separated GPU numbers")):
         with pytest.raises(SystemExit):
             experiments.main(["configurations", "--quick", *flags])
