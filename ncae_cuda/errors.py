@@ -8,9 +8,12 @@ a run folder (rundir.RunFolderError), a backend (ops.BackendUnavailable), the de
 an approximate index that does not apply (ann.IndexUnavailable), a query a model does not
 answer (base.Unsupported) or a model not fitted yet (base.NotFitted).
 Each keeps the built-in base it had (ValueError, RuntimeError, ...), so `except ValueError`
-still catches a DataError.
+still catches a DataError. One whose message names settings (NamingSettings) spells them as
+the caller gives them: Python's keywords in str(), a command's flags on_command_line().
 """
 from __future__ import annotations
+
+from . import naming
 
 
 class NcaeError(Exception):
@@ -29,6 +32,27 @@ class NcaeError(Exception):
     def __init__(self, *args, errno: int | None = None):
         super().__init__(*args)
         self.errno = errno
+
+    def on_command_line(self) -> str:
+        """The message as a command's `error:` line says it: an error that names settings
+        spells them as flags there (--index exact), as Python's keywords in str()."""
+        return str(self)
+
+
+class NamingSettings(NcaeError):
+    """An error whose message names settings: `template`'s {fields} filled from `settings`
+    ({name: value}), spelled as Python's keywords (index='exact') in str() and as flags
+    (--index exact) on_command_line(), so that each message is written once for both."""
+
+    def __init__(self, template: str, **settings):
+        self.template, self.settings = template, settings
+        super().__init__(self._spelled(naming.as_keyword))
+
+    def on_command_line(self) -> str:
+        return self._spelled(naming.as_flag)
+
+    def _spelled(self, spell) -> str:
+        return self.template.format(**{k: spell(k, v) for k, v in self.settings.items()})
 
 
 class SettingError(NcaeError, ValueError):

@@ -9,3 +9,13 @@ from __future__ import annotations
 def flag(name: str) -> str:
     """A field's flag: 'split_seed' -> '--split-seed'."""
     return "--" + name.replace("_", "-")
+
+
+def as_keyword(name: str, value) -> str:
+    """A setting's value as a Python call gives it: index='exact'."""
+    return f"{name}={value!r}"
+
+
+def as_flag(name: str, value) -> str:
+    """A setting's value as a command line gives it: --index exact."""
+    return f"{flag(name)} {value}"

@@ -341,3 +341,27 @@ def test_items_of_no_fit_rating_are_ranked_through_the_index_as_the_exact_top_k(
         np.testing.assert_array_equal(items, exact_items)
         np.testing.assert_allclose(scores, exact_scores, rtol=1e-5)
     assert np.isin(exact_items, EMPTIED).any()                      # the case: ranked by them
+
+
+def test_an_index_that_does_not_apply_is_said_in_flags_on_the_command_line(tmp_path, capsys):
+    blend = BlendedNCAE(device="cpu", hidden=(8,), feedback="explicit").fit(
+        datasets.load("synthetic-tiny"), epochs=1, verbose=False)
+    with pytest.raises(ann.IndexUnavailable) as raised:
+        blend.recommend(blend.user_ids[:2], index="approximate")
+    python = str(raised.value)
+    assert "(based='both')" in python and "(index='exact')" in python
+    path = tmp_path / "model.npz"
+    blend.save(path)
+    assert recommend.main([str(path), "--all", "--index", "approximate"]) == 2
+    said = capsys.readouterr().err
+    assert said == "error: " + python.replace("based='both'", "--based both").replace(
+        "index='exact'", "--index exact") + "\n"
+
+
+def test_an_index_on_the_gpu_names_both_ways_out_in_each_spelling(models):
+    on_gpu = copy.copy(models["implicit-user"])
+    on_gpu.ops = type("Ops", (), {"name": "gpu"})()
+    with pytest.raises(ann.IndexUnavailable) as raised:
+        ann.check_applies(on_gpu)
+    assert str(raised.value).endswith("(index='exact', or device='cpu')")
+    assert raised.value.on_command_line().endswith("(--index exact, or --device cpu)")

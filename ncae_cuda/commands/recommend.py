@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = written(args.out, lambda out: write_recommendations(
                 out, model, users, args.n, not args.keep_seen, items, args.index))
     except NcaeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e.on_command_line()}", file=sys.stderr)
         return 2
     print(f"top-{args.n} for {len(users)} users: {rows} rows in "
           f"{time.perf_counter() - start:.2f} s on {model.ops.name}", file=sys.stderr)

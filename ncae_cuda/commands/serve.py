@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         served = holder.ModelHolder(args.model, args.device, args.index)
         sock = server.listening_socket(args.host, args.port)
     except NcaeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e.on_command_line()}", file=sys.stderr)
         return 2
     server.serve(app.create_app(served, bounds, args.max_batch, args.max_wait_ms / 1000),
                  served, sock)

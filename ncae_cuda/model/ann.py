@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.atomic_file import atomic_write
-from ..errors import NcaeError
+from ..errors import NamingSettings, NcaeError
 from ..machine import cores
 from .evaluate import EVAL_BATCH, row_codes
 
@@ -56,8 +56,10 @@ PARALLEL_QUERIES = 16                        # a search of as many queries runs 
 CORES = cores()
 
 
-class IndexUnavailable(NcaeError, ValueError):
-    """index='approximate' asked of a model or a machine it does not apply to."""
+class IndexUnavailable(NamingSettings, ValueError):
+    """index='approximate' asked of a model or a machine it does not apply to; the settings
+    its message names are spelled as the caller gives them (a command's flags, Python's
+    keywords)."""
 
 
 @dataclass(frozen=True)
@@ -111,15 +113,16 @@ def check_applies(model) -> None:
     """IndexUnavailable in a line where `model` cannot be searched through an index."""
     config = model.config
     if config.based == "both":
-        raise IndexUnavailable("a blend (based='both') scores a weighted sum of two models' "
-                               "ratings, not one inner product: use the exact top-k "
-                               "(index='exact')")
+        raise IndexUnavailable("a blend ({based}) scores a weighted sum of two models' "
+                               "ratings, not one inner product: use the exact top-k ({index})",
+                               based="both", index=INDEXES[0])
     if model.comm is not None:
         raise IndexUnavailable("a sharded model's items live in several processes: use the "
-                               "exact top-k (index='exact')")
+                               "exact top-k ({index})", index=INDEXES[0])
     if model.ops.name != "cpu":
         raise IndexUnavailable(f"the index searches on the CPU; on {model.ops.name} the exact "
-                               "batched top-k is the path (index='exact', or device='cpu')")
+                               "batched top-k is the path ({index}, or {device})",
+                               index=INDEXES[0], device="cpu")
     faiss_module()
 
 

@@ -212,7 +212,7 @@ class Model(abc.ABC):
         """The approximate index of the model's items: IndexUnavailable, as a model without
         one inner product of a user's and an item's vectors has none."""
         raise IndexUnavailable(f"{self.title} scores no inner product of item vectors: use the "
-                               "exact top-k (index='exact')")
+                               "exact top-k ({index})", index=INDEXES[0])
 
     def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
                       times=None) -> tuple[np.ndarray, np.ndarray]:

@@ -90,7 +90,8 @@ class ModelHolder:
         try:
             self.current = load(self.path, self.device, self.index)
         except NcaeError as e:
-            log.error("reload failed, still serving %s (sha256 %s): %s", old.path, old.sha256, e)
+            log.error("reload failed, still serving %s (sha256 %s): %s", old.path, old.sha256,
+                      e.on_command_line())
             return False
         log.info("reloaded %s (sha256 %s, was %s)", self.path, self.current.sha256, old.sha256)
         return True
