@@ -211,20 +211,40 @@ def test_out_is_written_whole_or_not_at_all(saved, tmp_path):
     assert len(rows_of(out.read_text())) == 20 * 60
 
 
-def test_ids_print_as_the_file_wrote_them(tmp_path, capsys):
-    # Before, users "00007", "007" and "7" were one user 7, and item "01" printed as 1.
-    seen = {"00007": ["01", "1"], "007": ["1", "2"], "7": ["2", "3"], "00001": ["01", "3"]}
-    path = tmp_path / "ids.csv"
+def fit_on_file(folder: Path, seen: dict) -> NCAE:
+    """A model fit on a CSV file of the users' `seen` items ({user: [item, ...]}), their ids as
+    written, saved as folder/model.npz."""
+    path = folder / "ids.csv"
     path.write_text("user,item\n" + "".join(f"{u},{i}\n" for u, items in seen.items()
                                              for i in items))
     model = NCAE(feedback="implicit", hidden=(4,), batch_size=4, device="cpu")
     model.fit(datasets.load(str(path)), epochs=1, verbose=False)
     assert sorted(model.user_ids.tolist()) == sorted(seen)
+    model.save(folder / "model.npz")
+    return model
+
+
+def test_ids_print_as_the_file_wrote_them(tmp_path, capsys):
+    # Before, users "00007", "007" and "7" were one user 7, and item "01" printed as 1.
+    seen = {"00007": ["01", "1"], "007": ["1", "2"], "7": ["2", "3"], "00001": ["01", "3"]}
+    model = fit_on_file(tmp_path, seen)
     assert sorted(model.item_ids.tolist()) == ["01", "1", "2", "3"]
-    model.save(tmp_path / "model.npz")
     assert recommend.main([str(tmp_path / "model.npz"), "--users", "007,7,00007", "-n",
                            "4"]) == 0
     rows = rows_of(capsys.readouterr().out)
     assert [r["user"] for r in rows] == ["007"] * 2 + ["7"] * 2 + ["00007"] * 2
     for r in rows:                     # each user's unseen items, as written
         assert r["item"] in {"01", "1", "2", "3"} - set(seen[r["user"]])
+
+
+def test_ids_with_spaces_are_found_as_written_before_stripped(tmp_path, capsys):
+    # Before, " a" was asked for as "a" (another user's rows, silently) and "b " as the
+    # unknown "b": --users and --users-file stripped every id
+    fit_on_file(tmp_path, {"a": ["1", "2"], " a": ["2", "3"], "b ": ["3", "4"], "c": ["4", "1"]})
+    (tmp_path / "users.txt").write_text(" a\nb \na\n")
+    for flags, users in [(["--users", " a,b "], [" a", "b "]),
+                         (["--users", "a, a"], ["a", " a"]),            # exact first
+                         (["--users", "c, a ,b "], ["c", "a", "b "]),  # then stripped
+                         (["--users-file", str(tmp_path / "users.txt")], [" a", "b ", "a"])]:
+        assert recommend.main([str(tmp_path / "model.npz"), *flags, "-n", "1"]) == 0
+        assert [r["user"] for r in rows_of(capsys.readouterr().out)] == users, flags

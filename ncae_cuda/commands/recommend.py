@@ -8,8 +8,10 @@ Writes CSV lines `user,rank,item,score` (rank 1 is the best; scores as the model
 gives them: predicted ratings, logits for NCAE's implicit feedback, a baseline's own scores)
 to stdout or --out, a file written whole or not at all (an earlier file there stays as it was
 until the new one is complete). A user with fewer candidate items than -n gets fewer lines.
-Ids the model does not know stop it with a message naming them, before anything is written, as
-does an empty one in --users ("1,": a stray comma, or an id that went missing).
+An id is the model's as written where the model has it so (a data file may hold " a"), else
+stripped of the spaces around it ("1, 2" asks for 1 and 2). Ids the model does not know stop
+it with a message naming them, before anything is written, as does an empty one in --users
+("1,": a stray comma, or an id that went missing).
 The model is a model.npz of any model (NCAE, a blend, a baseline: ncae_cuda.load_model reads
 it) or the run folder that holds one.
 """
@@ -26,7 +28,7 @@ import numpy as np
 
 from ..cli import Parser, check_file_to_write
 from ..data.atomic_file import atomic_write
-from ..data.interactions import DataError
+from ..data.interactions import CONTROL, DataError, IdLookup
 from ..errors import NcaeError
 from ..model import ann
 from ..model.base import Model
@@ -67,35 +69,47 @@ def some_ids(ids: list[str], given: str, kind: str) -> np.ndarray:
 
 
 def read_ids(path: Path, flag: str, kind: str) -> np.ndarray:
-    """One id per line of `path`, the file `flag` names (UTF-8, a byte-order mark skipped);
-    blank lines skipped, a file of none refused (some_ids)."""
+    """One id per line of `path`, the file `flag` names (UTF-8, a byte-order mark skipped), as
+    written; blank lines skipped, a file of none refused (some_ids)."""
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except OSError as e:
         raise DataError(f"{path}: {e.strerror}", errno=e.errno) from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    return some_ids([line.strip() for line in lines if line.strip()], f"{flag} {path}", kind)
+    return some_ids([line for line in lines if line.strip()], f"{flag} {path}", kind)
 
 
 def listed_ids(text: str, flag: str, kind: str) -> np.ndarray:
-    """The comma-separated ids of `text`, the value of `flag`, each stripped of spaces; an
-    empty one among others refused (before, "1," and "1,,2" dropped it unseen: no model has
+    """The comma-separated ids of `text`, the value of `flag`, each as written; an empty one
+    (or of spaces alone) among others refused (before, "1," and "1,,2" dropped it unseen: no model has
     an empty id, so it is a stray comma or an id that went missing), none at all some_ids'."""
-    ids = [part.strip() for part in text.split(",")]
-    empty = [k for k, part in enumerate(ids, 1) if not part]
+    ids = text.split(",")
+    empty = [k for k, part in enumerate(ids, 1) if not part.strip()]
     if empty and len(empty) < len(ids):
         raise DataError(f"{flag} {text!r}: id {empty[0]} of {len(ids)} is empty: give the "
                         f"{kind} ids separated by single commas, none empty")
-    return some_ids([part for part in ids if part], flag, kind)
+    return some_ids([part for part in ids if part.strip()], flag, kind)
+
+
+def known(lookup: IdLookup, written: np.ndarray) -> np.ndarray:
+    """The indices (lookup's) of ids as a user wrote them: each as written where the model has
+    it so, else stripped of the spaces around it (before, every id was stripped: a data file's
+    " a" was asked for as "a", another user, and "b " could not be asked for at all). Ids
+    holding a control character (a tab) are not ids as written: stripped."""
+    stripped = np.char.strip(written)
+    padded = (stripped != written) & np.array([not CONTROL.search(w) for w in written], bool)
+    padded[padded] = lookup.find(written[padded])[1]                    # ... and the model's
+    return lookup(np.where(padded, written, stripped))
 
 
 def wanted_users(args, model: Model) -> np.ndarray:
+    """The users the flags ask for, as the model has them."""
     if args.all:
         return model.user_ids
-    if args.users_file:
-        return read_ids(args.users_file, "--users-file", "user")
-    return listed_ids(args.users, "--users", "user")
+    written = (read_ids(args.users_file, "--users-file", "user") if args.users_file else
+               listed_ids(args.users, "--users", "user"))
+    return model.user_ids[known(model.data.user_lookup, written)]
 
 
 def write_recommendations(out, model: Model, users: np.ndarray, n: int, filter_seen: bool,
@@ -145,11 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.index == "approximate":
             model.item_index()
         # unknown ids stop here, before any output is written; known ones as the model has them
-        users = model.user_ids[model.data.user_lookup(wanted_users(args, model))]
-        items = (None if args.items_file is None else
-                 read_ids(args.items_file, "--items-file", "item"))
-        if items is not None:
-            items = model.item_ids[model.data.item_lookup(items)]
+        users = wanted_users(args, model)
+        items = (None if args.items_file is None else model.item_ids[known(
+            model.data.item_lookup, read_ids(args.items_file, "--items-file", "item"))])
         start = time.perf_counter()
         with cpu.compile_note():
             rows = written(args.out, lambda out: write_recommendations(

@@ -202,6 +202,17 @@ class IdLookup:
 
     def __call__(self, wanted) -> np.ndarray:
         """(k,) int32 index in the ids of each wanted id (a 1-d sequence)."""
+        index, found = self.find(wanted)
+        if not found.all():
+            unknown = np.atleast_1d(np.asarray(wanted))[~found]
+            shown = (", ".join(map(shown_id, unknown[:10]))
+                     + (", ..." if len(unknown) > 10 else ""))
+            raise UnknownIds(f"{len(unknown)} {self.what} id(s) unknown to the model: {shown}")
+        return index
+
+    def find(self, wanted) -> tuple[np.ndarray, np.ndarray]:
+        """(index, found), each (k,), of each wanted id (a 1-d sequence): its int32 index in
+        the ids, and whether it is there (where not, its index means nothing)."""
         ids, what = self.ids, self.what
         _refuse_control_characters(wanted, what)
         wanted = np.atleast_1d(np.asarray(wanted))
@@ -220,12 +231,7 @@ class IdLookup:
             at = np.searchsorted(ids, key, sorter=self.order)
             index = self.order[np.minimum(at, len(ids) - 1)]
             found = comparable & (ids[index] == key)
-        if not found.all():
-            unknown = wanted[~found]
-            shown = (", ".join(map(shown_id, unknown[:10]))
-                     + (", ..." if len(unknown) > 10 else ""))
-            raise UnknownIds(f"{len(unknown)} {what} id(s) unknown to the model: {shown}")
-        return index.astype(np.int32)
+        return index.astype(np.int32), found
 
 
 ID_SHOWN = 60                      # characters of an id a message shows
