@@ -365,3 +365,27 @@ def test_an_index_on_the_gpu_names_both_ways_out_in_each_spelling(models):
         ann.check_applies(on_gpu)
     assert str(raised.value).endswith("(index='exact', or device='cpu')")
     assert raised.value.on_command_line().endswith("(--index exact, or --device cpu)")
+
+
+def test_the_items_no_user_is_offered_are_left_out_once_a_search_not_once_a_user(monkeypatch):
+    """An explicit model's items of no fit rating are left out of every user's search: their
+    ids went into each user's own exclusion list, a per-user cost that grew with their number
+    (on 400,000 items, 0.3 ms a user with none, 51 ms with 195,000). Now their selector is
+    made once, and a user's list holds the items that user has seen alone."""
+    X = emptied_items_data()
+    model = NCAE(device="cpu", hidden=(8,), feedback="explicit",
+                 rating_scale=(1, 5)).fit(X, epochs=1, verbose=False)
+    made = []                                          # the ids of each exclusion list made
+    selector = sys.modules["faiss"].IDSelectorBatch
+
+    def recorded(ids):
+        made.append(np.sort(ids))
+        return selector(ids)
+    monkeypatch.setattr(sys.modules["faiss"], "IDSelectorBatch", recorded)
+    users = np.arange(X.shape[0])
+    model.recommend(users, n=5, index="approximate")
+    model.recommend(users, n=5, index="approximate")
+    seen = [np.sort(X[u].indices).tolist() for u in users if X[u].nnz]
+    cold = [ids for ids in made if np.isin(EMPTIED, ids).any()]
+    assert len(cold) == 1 and cold[0].tolist() == EMPTIED                # the index's, once
+    assert sorted(ids.tolist() for ids in made if ids is not cold[0]) == sorted(2 * seen)

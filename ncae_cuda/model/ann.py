@@ -132,10 +132,16 @@ def index_path(model_file: Path) -> Path:
 
 
 class ItemIndex:
-    """An index of item vectors (N, d), searched with query vectors (B, d)."""
+    """An index of item vectors (N, d), searched with query vectors (B, d); the items
+    `left_out` (indices) are offered to no user (an explicit model's items of no fit rating:
+    their vectors are untrained)."""
 
-    def __init__(self, items: np.ndarray, settings: IndexSettings = IndexSettings()):
+    def __init__(self, items: np.ndarray, settings: IndexSettings = IndexSettings(),
+                 left_out: np.ndarray | None = None):
         self.items, self.settings = items, settings
+        self.left_out = np.zeros(0, np.int64) if left_out is None else np.asarray(
+            left_out, np.int64)
+        self._left_out_selector = None      # their faiss selector, made by prepare_search
         self.digest = _digest(items, settings)
         self.index, self.probes = None, None
         self.built_seconds = None
@@ -145,9 +151,10 @@ class ItemIndex:
     def for_model(cls, model, model_file: Path | None = None,
                   settings: IndexSettings = IndexSettings()) -> ItemIndex:
         """The model's index: read from beside `model_file` where it was built from these item
-        vectors with these settings, else built (and saved there, when it can be)."""
+        vectors with these settings, else built (and saved there, when it can be); the items
+        the model scores without their vectors left out of its searches."""
         check_applies(model)
-        found = cls(_item_vectors(model), settings)
+        found = cls(_item_vectors(model), settings, model._cold_items())
         found.network, found.steps = model._net, int(model._net.counter[0])
         path = None if model_file is None else index_path(model_file)
         if path is not None and found._read(path):
@@ -213,24 +220,32 @@ class ItemIndex:
         return True
 
     def prepare_search(self) -> None:
-        """Set the index's search to the settings' probes."""
-        ivf = faiss_module().extract_index_ivf(self.index)
+        """Set the index's search to the settings' probes, and make left_out's selector: once,
+        shared by every query (each query's own list held them too before, a cost a user
+        that grew with their number)."""
+        faiss = faiss_module()
+        ivf = faiss.extract_index_ivf(self.index)
         self.probes = ivf.nprobe = self.settings.probes_of(ivf.nlist)
+        if len(self.left_out):
+            self._left_out_selector = faiss.IDSelectorBatch(self.left_out)
 
     def search(self, queries: np.ndarray, k: int, excluded: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
         """(idx, logits), each (B, k), of the queries (B, d): best first, -1 and -inf where
-        none; the items `excluded` (indices) are left out by the scan itself (faiss's ID
-        selector), so that the refine x k candidates scored exactly are all eligible."""
+        none; the items `excluded` (indices) and left_out are left out by the scan itself
+        (faiss's ID selectors), so that the refine x k candidates scored exactly are all
+        eligible."""
         faiss = faiss_module()
         # a few queries on one thread: OpenMP's idle workers would spin on the cores that the
         # encoder's Numba threads need next
         faiss.omp_set_num_threads(1 if len(queries) < PARALLEL_QUERIES else CORES)
         # the selectors are held here: faiss's parameters point at them without owning them
-        eligible = excluded_ids = None
-        if excluded is not None and len(excluded):
-            excluded_ids = faiss.IDSelectorBatch(excluded.astype(np.int64))
-            eligible = faiss.IDSelectorNot(excluded_ids)
+        own = (None if excluded is None or not len(excluded) else
+               faiss.IDSelectorBatch(excluded.astype(np.int64)))
+        parts = [s for s in (own, self._left_out_selector) if s is not None]
+        not_offered = (faiss.IDSelectorOr(*parts) if len(parts) == 2 else
+                       parts[0] if parts else None)
+        eligible = None if not_offered is None else faiss.IDSelectorNot(not_offered)
         scan = faiss.SearchParametersIVF(nprobe=self.probes, sel=eligible)
         params = faiss.IndexRefineSearchParameters(k_factor=self.settings.refine,
                                                    base_index_params=scan)
@@ -243,28 +258,27 @@ class ItemIndex:
         logits[idx < 0] = -np.inf
         return idx.astype(np.int32), logits
 
-    def top(self, queries: np.ndarray, users: np.ndarray, n: int, seen,
-            left_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def top(self, queries: np.ndarray, users: np.ndarray, n: int, seen
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(idx, logits, short): the n best items of each user, queries (B, d), not in `seen`
-        (users x items CSR, or None: one search of them all) nor `left_out` (items no user
-        is offered, indices none of them has seen), each user's seen items left out of its
-        own search; ties go to the earlier item, as the exact top-k's; `short` (B,) bool
-        marks the users for whom the index found too few (the exact top-k answers those)."""
+        (users x items CSR, or None: one search of them all) nor left_out (none of them
+        seen), each user's seen items left out of its own search; ties go to the earlier
+        item, as the exact top-k's; `short` (B,) bool marks the users for whom the index
+        found too few (the exact top-k answers those)."""
         users = np.asarray(users, np.int32)
-        left_out = np.zeros(0, np.int32) if left_out is None else left_out
-        offered = len(self.items) - len(left_out)
+        offered = len(self.items) - len(self.left_out)
         idx = np.full((len(users), n), -1, np.int32)
         logits = np.full((len(users), n), -np.inf, np.float32)
         if seen is None:
             wanted = np.full(len(users), min(n, offered))                      # (B,)
-            idx[:], logits[:] = self.search(queries, n, left_out)
+            idx[:], logits[:] = self.search(queries, n)
         else:
             wanted = np.minimum(n, offered - np.diff(seen.indptr)[users])      # what exact offers
 
             def search_one(r: int) -> None:         # faiss lets go of the GIL while it searches
                 u = users[r]
-                idx[r], logits[r] = self.search(queries[r:r + 1], n, np.concatenate(
-                    [seen.indices[seen.indptr[u]:seen.indptr[u + 1]], left_out]))
+                idx[r], logits[r] = self.search(queries[r:r + 1], n,
+                                                seen.indices[seen.indptr[u]:seen.indptr[u + 1]])
             if len(users) < PARALLEL_QUERIES:
                 for r in range(len(users)):
                     search_one(r)

@@ -175,14 +175,11 @@ class Model(abc.ABC):
             idx[short], vals[short] = self._exact_top(u[short], n, filter_seen, None)
         return self._results(idx, vals, without_history, None)
 
-    def _searched_top(self, searched: ItemIndex, u: np.ndarray, n: int, filter_seen: bool,
-                      left_out: np.ndarray | None = None
+    def _searched_top(self, searched: ItemIndex, u: np.ndarray, n: int, filter_seen: bool
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(idx, scores, short) each of len(u) rows: the n best columns of users u the index
-        `searched` finds, none of `left_out` (item indices), and which users it found too few
-        for (ItemIndex.top)."""
-        return searched.top(user_queries(self, u), u, n, self.data.seen if filter_seen else None,
-                            left_out)
+        `searched` finds, and which users it found too few for (ItemIndex.top)."""
+        return searched.top(user_queries(self, u), u, n, self.data.seen if filter_seen else None)
 
     def _exact_top(self, u: np.ndarray, n: int, filter_seen: bool, candidates
                    ) -> tuple[np.ndarray, np.ndarray]:

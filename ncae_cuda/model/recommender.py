@@ -121,15 +121,14 @@ class RatingModel(Model):
             return scores
         return score
 
-    def _searched_top(self, searched: ItemIndex, u: np.ndarray, n: int, filter_seen: bool,
-                      left_out: np.ndarray | None = None
+    def _searched_top(self, searched: ItemIndex, u: np.ndarray, n: int, filter_seen: bool
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Model's, an explicit model's items of no fit rating left out of the search (their
-        vectors are untrained) and ranked among what it finds at the user's shrunk mean, as
-        the exact top-k ranks them (_with_cold_items); they tie, so the first n of them are
-        all that can rank."""
+        """Model's, an explicit model's items of no fit rating (which the index leaves out:
+        their vectors are untrained, ItemIndex.for_model) ranked among what it finds at the
+        user's shrunk mean, as the exact top-k ranks them (_with_cold_items); they tie, so the
+        first n of them are all that can rank."""
         cold = self._cold_items()
-        idx, vals, short = super()._searched_top(searched, u, n, filter_seen, cold)
+        idx, vals, short = super()._searched_top(searched, u, n, filter_seen)
         if not len(cold):
             return idx, vals, short
         first = cold[:n]
