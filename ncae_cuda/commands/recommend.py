@@ -82,8 +82,9 @@ def read_ids(path: Path, flag: str, kind: str) -> np.ndarray:
 
 def listed_ids(text: str, flag: str, kind: str) -> np.ndarray:
     """The comma-separated ids of `text`, the value of `flag`, each as written; an empty one
-    (or of spaces alone) among others refused (before, "1," and "1,,2" dropped it unseen: no model has
-    an empty id, so it is a stray comma or an id that went missing), none at all some_ids'."""
+    (or of spaces alone) among others refused (before, "1," and "1,,2" dropped it unseen: no
+    model has an empty id, so it is a stray comma or an id that went missing), none at all
+    some_ids'."""
     ids = text.split(",")
     empty = [k for k, part in enumerate(ids, 1) if not part.strip()]
     if empty and len(empty) < len(ids):
