@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ncae_cuda.commands import experiments
 from ncae_cuda.data import datasets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,6 +147,46 @@ def test_the_pages_run_the_commands_they_are_meant_to():
     assert any(c.startswith(TORCHRUN) for c in ran["docs/distributed.md"])
     assert not any(" ml-100k" in c for codes in ran.values() for c in codes)
     assert sum(map(len, ran.values())) >= 20
+
+
+# the commands whose folder a later command finds: a run's, a study's, an experiment's
+KEEPS_A_FOLDER = ("ncae_cuda.train", "ncae_cuda.tune", "ncae_cuda.baselines",
+                  "ncae_cuda.experiments")
+CONTINUED_BY_THE_SAME_COMMAND = ("ncae_cuda.tune", "ncae_cuda.experiments")
+
+
+def output_folder(command: str) -> str | None:
+    """The folder a page's command writes its run, study or experiment in (an experiment's
+    runs and tables: one per NAME under its --out); None where it writes a new one each time
+    (train and baselines without --out) or is no such command."""
+    words = shlex.split(command)
+    if words[:2] != [".venv/bin/python", "-m"] or words[2] not in KEEPS_A_FOLDER:
+        return None
+    own = words[3:words.index("--")] if "--" in words else words[3:]   # not a run's flags
+    out = own[own.index("--out") + 1] if "--out" in own else None
+    if words[2] == "ncae_cuda.experiments":                 # python -m ... experiments NAME
+        return f"{out or experiments.build_parser().get_default('out')}/{own[0]}"
+    return out
+
+
+def test_no_two_commands_of_a_page_write_one_folder():
+    """A reader runs a page's commands one after another in one folder: a command into a
+    folder an earlier one wrote is refused (another run's files, an experiment's runs of other
+    settings) unless it continues that one (--resume; a study's or an experiment's command
+    again) or starts it over (--overwrite)."""
+    clashes = []
+    for page in MANUAL:
+        first = {}
+        for _, language, text in blocks(page):
+            for command in commands(text) if language == "bash" else ():
+                folder = output_folder(command)
+                if folder is None or first.setdefault(folder, command) is command:
+                    continue
+                words = shlex.split(command)
+                again = command == first[folder] and words[2] in CONTINUED_BY_THE_SAME_COMMAND
+                if not again and not {"--resume", "--overwrite"} & set(words):
+                    clashes.append(f"{page.name}: {folder}: {command}")
+    assert not clashes, clashes
 
 
 def test_every_install_a_page_shows_is_what_ci_runs():
