@@ -1,9 +1,14 @@
 """The manual shows what runs: every page (README.md and docs/) has its commands run as written,
 where they need no downloaded data and no GPU, and its Python blocks too; what a page installs
-is what CI installs; its performance tables are what bench/results give; and the site builds
-with --strict, every link, heading and API reference resolved."""
+is what CI installs; every flag it gives a command is one the command has; no two of its
+commands write one folder that the second would be refused; its performance tables are what
+bench/results give; and the site builds with --strict, every link, heading and API reference
+resolved."""
+import contextlib
+import functools
 import importlib
 import importlib.util
+import io
 import os
 import re
 import shlex
@@ -101,6 +106,14 @@ def write_inputs(folder: Path) -> None:
         (folder / name).write_text(header + "\n" + "".join(lines))
 
 
+def main_of(module: str):
+    """The main(argv) of what `python -m module` runs: the module's, or its package's
+    __main__'s."""
+    if importlib.util.find_spec(module).submodule_search_locations:
+        module += ".__main__"
+    return importlib.import_module(module).main
+
+
 def run_command(command: str, capsys) -> tuple[int, str]:
     """(exit status, stderr) of a page's command. `python -m M ...` runs M's main in this
     process: the same parsing and work, less a fresh interpreter's start (every entry module
@@ -110,11 +123,8 @@ def run_command(command: str, capsys) -> tuple[int, str]:
         done = subprocess.run([sys.executable, "-m", "torch.distributed.run", *words[1:]],
                               capture_output=True, text=True)
         return done.returncode, done.stderr
-    module, argv = words[2], words[3:]                  # .venv/bin/python -m M ARGS...
-    if importlib.util.find_spec(module).submodule_search_locations:     # a package's __main__
-        module += ".__main__"
     try:
-        code = importlib.import_module(module).main(argv)
+        code = main_of(words[2])(words[3:])             # .venv/bin/python -m M ARGS...
     except SystemExit as e:
         code = e.code
     return code, capsys.readouterr().err
@@ -147,6 +157,62 @@ def test_the_pages_run_the_commands_they_are_meant_to():
     assert any(c.startswith(TORCHRUN) for c in ran["docs/distributed.md"])
     assert not any(" ml-100k" in c for codes in ran.values() for c in codes)
     assert sum(map(len, ran.values())) >= 20
+
+
+# a command of this repository a page names: `python -m MODULE ...` (torchrun's `-m MODULE`), or
+# in the text a package command by its name alone (`train --baselines ...`)
+MODULE = re.compile(r"(?:^|\s)-m ((?:ncae_cuda|bench|dev)(?:\.\w+)+)")
+COMMAND_NAME = re.compile(r"(train|tune|recommend|serve|baselines|experiments|datasets|check) ")
+RUN_FLAGS = "ncae_cuda.train"               # what follows an experiment's -- reaches each run
+
+
+@functools.cache
+def flags_of(module: str, *subcommand: str) -> frozenset:
+    """The flags `python -m module [subcommand] --help` lists."""
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
+        main_of(module)([*subcommand, "--help"])
+    return frozenset(re.findall(r"--[a-z][a-z0-9-]*", help_text.getvalue()))
+
+
+def named_commands(page: Path) -> list[str]:
+    """Every command of this repository's that the page shows, in its blocks (a console
+    block's `$ ` lines) and its text's code spans."""
+    found = []
+    for _, language, text in blocks(page):
+        lines = commands(text) if language == "bash" else [
+            line[2:] for line in text.splitlines() if line.startswith("$ ")]
+        found += [line for line in lines if MODULE.search(line)]
+    prose = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M).replace("\n", " ")
+    for span in re.findall(r"`([^`]+)`", prose):
+        if MODULE.search(span):
+            found.append(span)
+        elif COMMAND_NAME.match(span):
+            found.append("-m ncae_cuda." + span)
+    return found
+
+
+def flags_named(command: str) -> list[tuple[str, tuple[str, ...], str]]:
+    """(module, subcommand, flag) of each flag the command gives its module (a subcommand:
+    the datasets command's first word), and each flag after an experiment's `--`, which its
+    runs read."""
+    module = MODULE.search(command)
+    words = command[module.end():].split()
+    cut = words.index("--") if "--" in words else len(words)
+    own, runs = words[:cut], words[cut + 1:]
+    subcommand = tuple(own[:1]) if module.group(1) == "ncae_cuda.datasets" else ()
+    return ([(module.group(1), subcommand, word) for word in own if word.startswith("--")]
+            + [(RUN_FLAGS, (), word) for word in runs if word.startswith("--")])
+
+
+def test_every_flag_a_page_gives_a_command_is_one_it_has():
+    """The pages' commands on published data sets, on a GPU, of the benchmarks, and those in
+    the text run nowhere in the suite: a flag renamed or removed would stay on the page."""
+    unknown = [f"{page.name}: {module} {' '.join(sub)} {flag}: {command}"
+               for page in MANUAL for command in named_commands(page)
+               for module, sub, flag in flags_named(command)
+               if flag.split("=")[0] not in flags_of(module, *sub)]
+    assert not unknown, unknown
 
 
 # the commands whose folder a later command finds: a run's, a study's, an experiment's
