@@ -21,6 +21,7 @@ import pytest
 
 from ncae_cuda.commands import experiments
 from ncae_cuda.data import datasets
+from ncae_cuda.model.config import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 MANUAL = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -263,6 +264,19 @@ def test_every_install_a_page_shows_is_what_ci_runs():
     ci = [line.split("#")[0].strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert installs and all(command in ci for command in installs), installs
     assert '.venv/bin/pip install -e ".[docs]"' in installs
+
+
+def test_the_extras_table_names_every_extra_the_package_has():
+    """Getting started's table of the extras: one the package adds (pyproject.toml) is a row
+    there, and a row is one it has."""
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    table = re.search(r"^\| extra \| brings \| for \|\n(.*?)\n\n", page, re.S | re.M)
+    assert table, "docs/getting-started.md needs its table of the extras"
+    named = re.findall(r"`([\w-]+)`", "".join(row.split("|")[1] for row in
+                                               table.group(1).splitlines()))
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert sorted(named) == sorted(extras), set(named) ^ set(extras)
 
 
 def test_the_readme_links_to_files_that_exist():
