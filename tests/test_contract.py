@@ -215,6 +215,21 @@ def test_a_misused_query_is_the_packages_error_saying_what(fitted):
                 (lambda: model.recommend([[0, 1]], n=N), DataError, "user ids: expected a 1-d"),
                 (lambda: model.recommend([0], n=N, index="fast"), SettingError,
                  "index must be one of exact, approximate; got 'fast'")]
+    # a keyword a query does not take: before, TypeError "unexpected keyword argument"
+    mistakes += [(lambda: model.recommend([0], N=3), SettingError,
+                  f"N is not an argument of {model.title}'s recommend (it takes users, n, "
+                  "filter_seen, items and index); did you mean n?"),
+                 (lambda: model.evaluate(TEST, excluded=VALID), SettingError,
+                  f"excluded is not an argument of {model.title}'s evaluate"),
+                 (lambda: model.recommend_new(TRAIN[:1], number=3), SettingError,
+                  f"number is not an argument of {model.title}'s recommend_new")]
+    if case.similar:
+        mistakes.append((lambda: model.similar_items([0], top=3), SettingError,
+                         f"top is not an argument of {model.title}'s similar_items"))
+    if not case.settings.get("model"):                         # NCAE's and a blend's
+        mistakes.append((lambda: model.predict([0], [0], user=[0]), SettingError,
+                         f"user is not an argument of {model.title}'s predict (it takes "
+                         "users and items); did you mean users?"))
     if not case.implicit:
         mistakes.append((lambda: model.predict([0, 1], [0]), DataError,
                          "predict needs as many users as items; got 2, 1"))
@@ -287,6 +302,26 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
                       "callback); its iterations are its setting 'iterations'"),
     "baseline's refit": (lambda: make_model({"model": "pop"}).fit(TRAIN).refit(
         TRAIN, verbose=False), "verbose is not an argument of POP's fit"),
+    # a misspelt keyword of NCAE's or a blend's: before, TypeError "unexpected keyword argument"
+    "fit's misspelt epochs": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, epoch=5),
+                              "epoch is not an argument of NCAE's fit (it takes X, validation, "
+                              "epochs, callback, checkpoint, resume, checkpoint_every, verbose "
+                              "and warm_start); did you mean epochs?"),
+    "fit's setting": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, lr=0.1),
+                      "lr is not an argument of NCAE's fit (it takes X, validation, epochs, "
+                      "callback, checkpoint, resume, checkpoint_every, verbose and "
+                      "warm_start); lr is a setting of NCAE: give it where the model is made"),
+    "blend's fit": (lambda: BlendedNCAE(**NCAE_SETTINGS).fit(TRAIN, verbos=False),
+                    "verbos is not an argument of BlendedNCAE's fit"),
+    "partial fit's keyword": (lambda: NCAE(**NCAE_SETTINGS).partial_fit(TRAIN, epoch=1),
+                              "epoch is not an argument of NCAE's fit"),
+    # refit trains the epochs the fit chose: before, TypeError "got multiple values for
+    # keyword argument 'epochs'"
+    "refit's epochs": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, verbose=False).refit(
+        TRAIN, epochs=5), "epochs is refit's own: it trains the 2 epochs the fit chose "
+                          "(best_epoch); fit() trains a number given"),
+    "blend's refit epochs": (lambda: BlendedNCAE(**NCAE_SETTINGS).fit(
+        TRAIN, verbose=False).refit(TRAIN, epochs=5), "epochs is refit's own"),
     "partial fit's warm start": (
         lambda: NCAE(**NCAE_SETTINGS).partial_fit(TRAIN, warm_start=NCAE(**NCAE_SETTINGS)),
         "warm_start is this model itself in partial_fit"),

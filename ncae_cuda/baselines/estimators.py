@@ -105,16 +105,15 @@ class BaselineModel(Model):
     def settings(self) -> dict:
         return {"model": self.name, **self.values}
 
-    def fit(self, X, validation=None, callback=None, **fitting) -> BaselineModel:
+    def fit(self, X, validation=None, callback=None) -> BaselineModel:
         """Fit on X, a users x items scipy.sparse matrix or Interactions (every stored entry an
         interaction); with `validation` (of the same ids), its figures (best_validation) and,
         for iALS and BPR, the iteration count chosen on them, each iteration's figures heard
         by callback(model, {"epoch": iteration, "valid": figures}) as NCAE's callback hears
         an epoch's (tune's pruner: what it raises ends the fit, the model left as it was).
-        Another model's fit arguments (`fitting`: NCAE's epochs, verbose, ...) are refused,
-        a SettingError naming the first. Returns the model."""
+        Another model's fit arguments (NCAE's epochs, verbose, ...) are refused, a
+        SettingError naming the first (Model's keywords_named). Returns the model."""
         check_callback(callback)
-        self._refuse(fitting)
         data = FitData.of(as_interactions(X, "X"), self.config, self.ops)
         valid = None if validation is None else data.held_out(validation, "validation")
         with self._as_it_was_unless_fitted():
@@ -131,17 +130,11 @@ class BaselineModel(Model):
             self.best_validation = None if valid is None else self.evaluate(valid)
         return self
 
-    def _refuse(self, fitting: dict) -> None:
-        """SettingError naming the first of `fitting`, keywords of another model's fit: a
-        baseline's takes none beyond X, validation and callback (the contract's **fitting is
-        each model's own), and a user's mistake is not Python's TypeError."""
-        if not fitting:
-            return
-        name = sorted(fitting)[0]
+    def _not_an_argument(self, name: str, method: str, taken: list[str]) -> str:
+        """Model's, and for NCAE's epochs given iALS or BPR, where their count is."""
         counted = ("; its iterations are its setting 'iterations'"
                    if name == "epochs" and "iterations" in self.defaults else "")
-        raise SettingError(name, f"is not an argument of {self.title}'s fit (it takes X, "
-                                 f"validation and callback){counted}")
+        return super()._not_an_argument(name, method, taken) + counted
 
     @property
     def best_epoch(self) -> int | None:

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import difflib
+import functools
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,12 @@ from .config import Config, SettingError
 from .evaluate import Scorer, constant_scorer, excluded_entries, top_m
 
 
+# the contract's methods a user calls: each refuses a keyword it does not take by name
+# (entry_points_named), in every model and every override of one
+ENTRY_POINTS = ("fit", "refit", "partial_fit", "predict", "recommend", "recommend_new",
+                "similar_items", "evaluate", "evaluator", "save")
+
+
 class NotFitted(NcaeError, RuntimeError):
     """A query or save of a model not fitted yet: fit it, or load a saved one."""
 
@@ -41,6 +50,42 @@ class Unsupported(NcaeError, ValueError):
     in, similar_items of one without item vectors): the message names the model and why."""
 
 
+def keywords_named(method):
+    """`method` refusing a keyword it does not take with a SettingError that names it, what the
+    method takes, and what it likely meant (Model._not_an_argument), where Python would raise
+    a TypeError; a method of **keywords passes them on, to the fit that names them."""
+    parameters = inspect.signature(method).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return method
+    taken = [name for name, p in list(parameters.items())[1:]               # (self)
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    @functools.wraps(method)
+    def checked(self, *args, **keywords):
+        for name in keywords:
+            if name not in taken:
+                raise SettingError(name, self._not_an_argument(name, method.__name__, taken))
+        return method(self, *args, **keywords)
+    return checked
+
+
+def listed(names: list[str]) -> str:
+    """'a, b and c'."""
+    return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
+
+
+def entry_points_named(cls: type) -> type:
+    """`cls` with each entry point it defines (ENTRY_POINTS) refusing a keyword it does not
+    take with a SettingError (keywords_named); what it inherits is named where it is defined,
+    so that the method is the same object there and in every subclass."""
+    for name in ENTRY_POINTS:
+        method = vars(cls).get(name)
+        if method is not None and not hasattr(method, "__wrapped__"):
+            setattr(cls, name, keywords_named(method))
+    return cls
+
+
+@entry_points_named
 class Model(abc.ABC):
     """A fitted recommender's contract (see the module's docstring).
 
@@ -84,6 +129,22 @@ class Model(abc.ABC):
     comm = None
     source: Path | None = None
     ranks_without_history = True
+
+    def __init_subclass__(cls, **kwargs):
+        """A model's own entry points named as Model's are (entry_points_named)."""
+        super().__init_subclass__(**kwargs)
+        entry_points_named(cls)
+
+    def _not_an_argument(self, name: str, method: str, taken: list[str]) -> str:
+        """Why keyword `name` of `method` (which takes `taken`) is refused, and what it likely
+        meant: a setting of the model, given where the model is made, or an argument spelt
+        alike."""
+        hint = ""
+        if name != "model" and name in self.settings:
+            hint = f"; {name} is a setting of {self.title}: give it where the model is made"
+        elif close := difflib.get_close_matches(name.lower(), taken, n=1):
+            hint = f"; did you mean {close[0]}?"
+        return f"is not an argument of {self.title}'s {method} (it takes {listed(taken)}){hint}"
 
     # -----------------------------------------------------------------------------------------
     # what each model supplies

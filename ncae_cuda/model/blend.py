@@ -33,7 +33,7 @@ import numpy as np
 
 from ..data.interactions import DataError
 from .config import Config, SettingError
-from .estimator import NCAE
+from .estimator import NCAE, refuse_epochs
 from .evaluate import rating_report
 from .fitdata import as_interactions
 from .recommender import RatingModel
@@ -207,6 +207,7 @@ class BlendedNCAE(RatingModel):
         best_epoch (the run protocol's refit on training + validation); NotFitted before a
         fit, which has chosen no epochs yet."""
         self._check_fitted()
+        refuse_epochs(fitting, self.best_epoch)
         model = BlendedNCAE(device=self.ops, **asdict(self.config))
         model.weights = self.weights.copy()
         return model.fit(X, epochs=dict(self.best_epoch), **fitting)

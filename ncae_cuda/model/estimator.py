@@ -276,6 +276,7 @@ class NCAE(Recommender):
         refit on training + validation of the epoch chosen on validation. **fitting: fit's
         other keywords. NotFitted before a fit, which has chosen no epoch yet."""
         self._check_fitted()
+        refuse_epochs(fitting, self.best_epoch)
         model = NCAE(device=self.ops, shard=self.shard, **asdict(self.config))
         return model.fit(X, epochs=self.best_epoch, **fitting)
 
@@ -461,6 +462,14 @@ class NCAE(Recommender):
                             a.get("col_weights"), tf32=self.config.matmul == TF32)
         self._net.counter[0] = meta["steps"]
         self.history, self.best_epoch = meta["history"], meta["best_epoch"]
+
+
+def refuse_epochs(fitting: dict, chosen) -> None:
+    """SettingError where refit's keywords `fitting` give epochs: refit trains those the fit
+    chose (`chosen`, its best_epoch), which a number of one's own is not."""
+    if "epochs" in fitting:
+        raise SettingError("epochs", f"is refit's own: it trains the {chosen} epochs the fit "
+                                     "chose (best_epoch); fit() trains a number given")
 
 
 def _entries(part: Interactions | None, config: Config) -> tuple:
