@@ -36,7 +36,7 @@ CASES = {   # name: (data, split, settings)
     "implicit": ("synthetic-tiny", "loo", dict(feedback="implicit", hidden=(9,), epochs=2,
                                                batch_size=16, augment_eps=0.2, patience=0)),
     "skewed": (None, None, dict(feedback="implicit", hidden=(5,), epochs=2, batch_size=4,
-                                variant="NCAE", patience=0)),
+                                variant="NCAE")),
 }
 
 

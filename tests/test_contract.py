@@ -313,6 +313,14 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
                       "warm_start); lr is a setting of NCAE: give it where the model is made"),
     "blend's fit": (lambda: BlendedNCAE(**NCAE_SETTINGS).fit(TRAIN, verbos=False),
                     "verbos is not an argument of BlendedNCAE's fit"),
+    # a patience named, which a fit without validation stops on nothing by: before, unread
+    "patience without validation": (
+        lambda: NCAE(**NCAE_SETTINGS, patience=5).fit(TRAIN, verbose=False),
+        "patience stops a fit on its validation score, and this fit has no validation: give "
+        "validation=, or leave patience=5 out of NCAE(...)"),
+    "blend's patience without validation": (
+        lambda: BlendedNCAE(**NCAE_SETTINGS, patience=0).fit(TRAIN, verbose=False),
+        "leave patience=0 out of BlendedNCAE(...)"),
     "partial fit's keyword": (lambda: NCAE(**NCAE_SETTINGS).partial_fit(TRAIN, epoch=1),
                               "epoch is not an argument of NCAE's fit"),
     # refit trains the epochs the fit chose: before, TypeError "got multiple values for
@@ -492,6 +500,23 @@ def test_a_fit_without_validation_refits_the_count_it_ran(name):
     expected = {"item": ran, "user": ran} if settings.get("based") == "both" else ran
     assert model.best_epoch == expected and model.best_validation is None
     assert model.refit(TRAIN + VALID).best_epoch == expected
+
+
+@pytest.mark.parametrize("settings", [{}, {"based": "both"}], ids=["ncae", "blend"])
+def test_a_records_patience_is_kept_by_a_fit_without_validation(settings, tmp_path):
+    """A whole record's patience (make_model's, as the trainer keeps a recipe's), a refit's
+    and a loaded file's train every epoch without validation, as before; only a patience named
+    in NCAE(...) or BlendedNCAE(...) is refused there."""
+    record = {**NCAE_SETTINGS, **settings, "patience": 1}
+    model = make_model(record, device="cpu").fit(TRAIN, verbose=False)
+    assert len(model.history) == NCAE_SETTINGS["epochs"] * (1 + bool(settings))
+    named = (BlendedNCAE if settings else NCAE)(device="cpu", **NCAE_SETTINGS, patience=1)
+    refit = named.fit(TRAIN, validation=VALID, verbose=False).refit(TRAIN + VALID,
+                                                                     verbose=False)
+    assert refit.settings == model.settings
+    refit.save(tmp_path / "model.npz")
+    loaded = load_model(tmp_path / "model.npz", device="cpu")
+    assert loaded.partial_fit(TRAIN, epochs=1, verbose=False).settings == model.settings
 
 
 class Stop(Exception):

@@ -664,7 +664,8 @@ def test_resume_after_interrupt_equals_uninterrupted(tmp_path, monkeypatch, feed
                                                      patience, lr, epochs, stop_in, lr_decay):
     train, valid = split(matrix())
     valid = valid if validated else None
-    settings = {"feedback": feedback, "patience": patience, "lr": lr, "lr_decay": lr_decay}
+    settings = {"feedback": feedback, "lr": lr, "lr_decay": lr_decay,
+                **({"patience": patience} if validated else {})}   # (without: refused, unread)
     whole = new_model(**settings).fit(train, validation=valid, epochs=epochs, verbose=False)
 
     real, calls = loop.run_epoch, []

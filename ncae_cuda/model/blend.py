@@ -71,10 +71,12 @@ class BlendedNCAE(RatingModel):
                                         f"got {settings['based']!r}: NCAE(based=...) is one of "
                                         f"them")
         self.config = Config.from_dict({**settings, "based": "both"}).resolved()
-        first = NCAE(device=device, **asdict(self._member_config(MEMBERS[0])))
+        self._patience_named = "patience" in settings
+        first = NCAE.of_settings(asdict(self._member_config(MEMBERS[0])), device=device)
         self.members = {MEMBERS[0]: first}
         for name in MEMBERS[1:]:                                    # one backend for both
-            self.members[name] = NCAE(device=first.ops, **asdict(self._member_config(name)))
+            self.members[name] = NCAE.of_settings(asdict(self._member_config(name)),
+                                                  device=first.ops)
         self.ops = first.ops
         self.weights = MEAN.copy()
         self.data = None                 # the user-based member's FitData: users x items
@@ -116,6 +118,7 @@ class BlendedNCAE(RatingModel):
             The model, fitted: best_epoch and still_improving per member, history of both,
             best_validation the blend's cross-fitted figures on validation.
         """
+        self._check_patience_read(validation)
         if warm_start is not None:
             self.check_warm_start(warm_start)
         if validation is None and verbose and np.array_equal(self.weights, MEAN):
@@ -208,7 +211,7 @@ class BlendedNCAE(RatingModel):
         fit, which has chosen no epochs yet."""
         self._check_fitted()
         refuse_epochs(fitting, self.best_epoch)
-        model = BlendedNCAE(device=self.ops, **asdict(self.config))
+        model = BlendedNCAE.of_settings(asdict(self.config), device=self.ops)
         model.weights = self.weights.copy()
         return model.fit(X, epochs=dict(self.best_epoch), **fitting)
 

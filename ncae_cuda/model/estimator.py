@@ -87,6 +87,7 @@ class NCAE(Recommender):
                                "column-sharded model's processes each hold a share: it trains "
                                "the weighted_square loss")
         self.device, self.shard = device, shard
+        self._patience_named = "patience" in settings
         self.ops = as_backend(device)
         self.data = None                              # FitData: what the fit derived from its
                                                       # data (ncae_cuda.model.fitdata)
@@ -172,7 +173,8 @@ class NCAE(Recommender):
         SettingError
             A warm start whose hidden, feedback, based, output or loss differ from this
             model's, named; an epochs, checkpoint_every or callback that is none; resume
-            without a checkpoint.
+            without a checkpoint; no validation where NCAE(patience=...) named a patience,
+            which would stop on nothing (a whole record's, make_model's, is kept).
         OutOfMemory
             The device's memory is too small: the message names what needed it and the setting
             that lowers it.
@@ -191,6 +193,7 @@ class NCAE(Recommender):
         """
         c, comm = self.config, self.comm
         check_callback(callback)
+        self._check_patience_read(validation)
         if resume and checkpoint is None:     # (before, the fit started over, unsaid)
             raise SettingError("resume", "needs checkpoint=, the file a fit resumes from (the "
                                          "one the interrupted fit was given)")
@@ -277,7 +280,7 @@ class NCAE(Recommender):
         other keywords. NotFitted before a fit, which has chosen no epoch yet."""
         self._check_fitted()
         refuse_epochs(fitting, self.best_epoch)
-        model = NCAE(device=self.ops, shard=self.shard, **asdict(self.config))
+        model = NCAE.of_settings(asdict(self.config), device=self.ops, shard=self.shard)
         return model.fit(X, epochs=self.best_epoch, **fitting)
 
     @property
@@ -446,8 +449,8 @@ class NCAE(Recommender):
             raise DataError(f"{path}: the file of a {what} model, not of one NCAE: load it "
                             "with ncae_cuda.load_model")
         # as load_model: a setting an older file holds that its others leave unread, unset
-        return restored(path, meta, arrays, lambda ops: cls(device=ops, **asdict(
-            Config.from_dict(without_idle(settings)))), device)
+        return restored(path, meta, arrays, lambda ops: cls.of_settings(asdict(
+            Config.from_dict(without_idle(settings))), device=ops), device)
 
     def restore(self, meta: dict, a: dict) -> None:
         """Take the fitted state of contents()' (meta, arrays); KeyError, ValueError or

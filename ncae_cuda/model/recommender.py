@@ -18,6 +18,7 @@ import numpy as np
 from ..data.interactions import DataError, Interactions
 from .ann import ItemIndex
 from .base import Model, Unsupported, cosine_of
+from .config import SettingError
 from .cold_means import cold_ratings, new_user_ratings
 from .evaluate import (Scorer, constant_scorer, merged_top, model_scorer, predict_ratings,
                        rating_report, row_codes, top_m)
@@ -32,6 +33,26 @@ class RatingModel(Model):
 
     name = NAME
     _index: ItemIndex | None = None    # built on recommend(index='approximate')'s first call
+    # a patience named where the model was made (NCAE(patience=5)), which a fit without
+    # validation would leave unread; a whole record's is kept (of_settings)
+    _patience_named = False
+
+    @classmethod
+    def of_settings(cls, settings: dict, **where) -> RatingModel:
+        """The model of a whole record of settings (a recipe's, a model file's, a fitted
+        model's), made where `where` says (device, shard): its patience is kept by a fit
+        without validation, as the trainer keeps a recipe's, where one named is refused."""
+        model = cls(**where, **settings)
+        model._patience_named = False
+        return model
+
+    def _check_patience_read(self, validation) -> None:
+        """SettingError where a fit without `validation` would leave a patience named where
+        the model was made unread: nothing stops it early (as the trainer's --patience)."""
+        if validation is None and self._patience_named:
+            raise SettingError("patience", f"stops a fit on its validation score, and this "
+                               f"fit has no validation: give validation=, or leave "
+                               f"patience={self.config.patience} out of {self.title}(...)")
 
     @property
     def settings(self) -> dict:

@@ -61,13 +61,15 @@ def make_model(settings: dict | None = None, device="auto", shard: str | None = 
     if name == NAME:
         settings = asdict(Config.from_dict(settings))          # a file's lists as tuples
         if settings["based"] != "both":
-            return NCAE(device=device, shard=shard, **settings)
+            return NCAE.of_settings(settings, device=device, shard=shard)
         model_class = BlendedNCAE
     else:
         model_class = BASELINES[name]
     if shard is not None:
         raise SettingError("shard", f"is for an item- or user-based NCAE, not "
                                     f"{model_class.__name__}: it trains in one process")
+    if model_class is BlendedNCAE:
+        return BlendedNCAE.of_settings(settings, device=device)
     return model_class(device=device, **settings)
 
 
