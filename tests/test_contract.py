@@ -223,10 +223,21 @@ def test_a_misused_query_is_the_packages_error_saying_what(fitted):
                   f"excluded is not an argument of {model.title}'s evaluate"),
                  (lambda: model.recommend_new(TRAIN[:1], number=3), SettingError,
                   f"number is not an argument of {model.title}'s recommend_new")]
+    # ids in a container of no order: before, taken for one id, UnknownIds "{0, 1}"
+    mistakes += [(lambda: model.recommend({0, 1}, n=N), DataError, "user ids must be an "
+                  "ordered sequence (a list, tuple or numpy array); got a set"),
+                 (lambda: model.recommend([0], n=N, items=(i for i in [1, 2])), DataError,
+                  "item ids must be an ordered sequence (a list, tuple or numpy array); got a "
+                  "generator"),
+                 (lambda: model.recommend({0: "a"}.keys(), n=N), DataError, "got a dict_keys")]
     if case.similar:
+        mistakes.append((lambda: model.similar_items({1, 2}, n=N), DataError,
+                         "item ids must be an ordered sequence"))
         mistakes.append((lambda: model.similar_items([0], top=3), SettingError,
                          f"top is not an argument of {model.title}'s similar_items"))
     if not case.settings.get("model"):                         # NCAE's and a blend's
+        mistakes.append((lambda: model.predict(iter([0]), [0]), DataError,
+                         "user ids must be an ordered sequence"))
         mistakes.append((lambda: model.predict([0], [0], user=[0]), SettingError,
                          f"user is not an argument of {model.title}'s predict (it takes "
                          "users and items); did you mean users?"))

@@ -17,6 +17,7 @@ a pair the other file has no time for gets NO_TIME, earlier than any time.
 from __future__ import annotations
 
 import re
+from collections import abc
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -214,6 +215,7 @@ class IdLookup:
         """(index, found), each (k,), of each wanted id (a 1-d sequence): its int32 index in
         the ids, and whether it is there (where not, its index means nothing)."""
         ids, what = self.ids, self.what
+        check_ordered(wanted, f"{what} ids")
         _refuse_control_characters(wanted, what)
         wanted = np.atleast_1d(np.asarray(wanted))
         if wanted.ndim != 1:
@@ -232,6 +234,19 @@ class IdLookup:
             index = self.order[np.minimum(at, len(ids) - 1)]
             found = comparable & (ids[index] == key)
         return index.astype(np.int32), found
+
+
+# containers of no order (a set, a dict and its views) or read once (a generator, an
+# iterator): numpy takes one for a single id, and their order is none a result could follow
+UNORDERED = (abc.Set, abc.Mapping, abc.MappingView, abc.Iterator)
+
+
+def check_ordered(values, name: str) -> None:
+    """DataError where `values` (ids, or one id) come in a container of no order
+    (UNORDERED), naming it."""
+    if isinstance(values, UNORDERED):
+        raise DataError(f"{name} must be an ordered sequence (a list, tuple or numpy array); "
+                        f"got a {type(values).__name__}")
 
 
 ID_SHOWN = 60                      # characters of an id a message shows

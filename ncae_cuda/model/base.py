@@ -217,6 +217,9 @@ class Model(abc.ABC):
         ------
         UnknownIds
             Ids the model was not fit on, named.
+        DataError
+            Ids in a container of no order (a set, a dict, a generator): give a list, tuple or
+            numpy array.
         IndexUnavailable
             index='approximate' for a model or device it does not apply to, or without the
             [ann] extra.
