@@ -530,3 +530,83 @@ def test_an_empty_file_says_so(tmp_path):
     empty.write_bytes(gzip.compress(b""))
     with pytest.raises(DataError, match="empty file"):
         read_table(empty)
+
+
+# --- an Interactions built by hand, checked where a model takes it -------------------------
+
+def by_hand(**changed) -> interactions.Interactions:
+    """Four users (ids 100..103) x three items ("a", "b", "c"), six entries, with `changed`."""
+    fields = dict(users=np.array([0, 0, 1, 2, 3, 3], np.int32),
+                  items=np.array([0, 1, 1, 2, 0, 2], np.int32),
+                  ratings=np.array([5, 3, 4, 1, 2, 5], np.float32), timestamps=None,
+                  user_ids=np.arange(100, 104), item_ids=np.array(["a", "b", "c"]))
+    return interactions.Interactions(**{**fields, **changed})
+
+
+BY_HAND = {   # name: (the changed fields, what the DataError says); before: see each
+    # before: "1 duplicate (user, item) pairs reached to_csr; readers must merge duplicates
+    # first"; an explicit evaluate scored the pair twice
+    "a pair twice": (dict(users=np.array([0, 0, 1, 2, 3, 0], np.int32),
+                          items=np.array([0, 1, 1, 2, 0, 1], np.int32)),
+                     "X: entries 1 and 5 are both user 100, item b (1 pair repeated): give "
+                     "each pair once (a sparse matrix would add them up)"),
+    # before: ValueError "axis 0 index 4 exceeds matrix dimension 4"
+    "a user beyond the ids": (dict(users=np.array([0, 0, 1, 2, 4, 3], np.int32)),
+                              "X: entry 4's user index 4 is outside user_ids (4 ids, 0 to "
+                              "3; 1 entry so)"),
+    # before: ValueError "negative axis 1 index: -1"
+    "a negative item": (dict(items=np.array([0, 1, -1, 2, 0, 2], np.int32)),
+                        "X: entry 2's item index -1 is outside item_ids (3 ids"),
+    # before: ValueError "axis 0 index 3 exceeds matrix dimension 3"
+    "too few user ids": (dict(user_ids=np.arange(100, 103)),
+                         "X: entry 4's user index 3 is outside user_ids (3 ids"),
+    # before: the error named indices as if they were ids: "e.g. nan at (2, 2)"
+    "a NaN rating": (dict(ratings=np.array([5, 3, 4, 1, np.nan, 5], np.float32)),
+                     "X: 1 NaN or infinite values, e.g. nan at user 103, item a"),
+    # before: ValueError "all index and data arrays must have the same length"
+    "fewer items than users": (dict(items=np.array([0, 1, 1, 2, 0], np.int32)),
+                               "X: 5 items for 6 users: one of each an entry"),
+    "fewer ratings": (dict(ratings=np.ones(5, np.float32)),
+                      "X: 5 ratings for 6 users: one of each an entry"),
+    # before: accepted, the times read by no entry
+    "fewer times": (dict(timestamps=np.zeros(2, np.int64)),
+                    "X: 2 timestamps for 6 users: one of each an entry"),
+    # before: accepted, a user 1.5 taken for user 1
+    "indices of floats": (dict(users=np.array([0, 0, 1.5, 2, 3, 3])),
+                          "X: users must be integer indices into user_ids; got float64"),
+    # before: ValueError "coordinates and data arrays must be 1-D"
+    "indices of two dimensions": (dict(users=np.array([[0, 0, 1], [2, 3, 3]], np.int32)),
+                                  "X: users must be a 1-d numpy array; got shape (2, 3)"),
+    "indices in a list": (dict(users=[0, 0, 1, 2, 3, 3]),
+                          "X: users must be a 1-d numpy array; got list"),
+    # before: accepted; the model saved, and its file refused on load: "2 duplicate user ids"
+    "an id twice": (dict(user_ids=np.array([100, 101, 100, 101])),
+                    "X: user id 100 is in user_ids 2 times: each id names one user"),
+    # before: ValueError from scipy, a set taken for one id
+    "ids in a set": (dict(item_ids={"a", "b", "c"}),
+                     "X: item_ids must be an ordered sequence (a list, tuple or numpy "
+                     "array); got a set"),
+}
+
+
+@pytest.mark.parametrize("changed, says", BY_HAND.values(), ids=BY_HAND.keys())
+def test_an_interactions_built_by_hand_is_checked_where_a_model_takes_it(changed, says):
+    from ncae_cuda import NCAE, make_model
+    bad = by_hand(**changed)
+    with pytest.raises(DataError, match=re.escape(says)):
+        NCAE(hidden=(4,), device="cpu").fit(bad, epochs=1, verbose=False)
+    if "user_ids" in changed or "item_ids" in changed:
+        return                                     # no longer the fit data's ids
+    fitted = make_model({"model": "pop"}, device="cpu").fit(by_hand())
+    explicit = NCAE(hidden=(4,), device="cpu").fit(by_hand(), epochs=1, verbose=False)
+    for held_out in (lambda: fitted.evaluate(bad), lambda: explicit.evaluate(bad),
+                     lambda: fitted.fit(by_hand(), validation=bad)):
+        with pytest.raises(DataError, match=re.escape(says.replace("X:", "", 1))):
+            held_out()
+
+
+def test_an_interactions_with_users_of_no_entry_is_taken():
+    """More ids than entries name (a part of a split shares the whole data's id maps)."""
+    from ncae_cuda import make_model
+    model = make_model({"model": "pop"}, device="cpu").fit(by_hand(user_ids=np.arange(100, 109)))
+    assert model.user_ids.tolist() == list(range(100, 109))

@@ -34,6 +34,11 @@ class DataError(NcaeError, ValueError):
 class Interactions:
     """Observed (user, item) pairs of one data set, with their ratings and times.
 
+    One built by hand is checked where a model takes it (fit's X and validation, evaluate's
+    held-out data and exclude: check_entries): 1-d numpy arrays of one value an entry, integer
+    indices within the ids, each (user, item) pair once, each id once, ratings finite and >= 0;
+    a DataError names the first entry that is not.
+
     Attributes
     ----------
     users : numpy.ndarray
@@ -316,6 +321,68 @@ def check_values(name: str, values: np.ndarray, rows: np.ndarray, cols: np.ndarr
             raise DataError(f"{name}: {int(bad.sum())} {what}, e.g. {values[k]} at "
                             f"{entry(rows[k], cols[k])}: ratings and interaction "
                             "counts are >= 0, held as float32")
+
+
+def check_entries(data: Interactions, name: str) -> None:
+    """Refuse an Interactions that does not hold together (one built by hand: the readers' and
+    splits' do by construction) with a DataError naming what, and the first entry where: its
+    arrays' kinds and lengths, ids given twice, an index outside its ids, a (user, item) pair
+    given twice (a sparse matrix would add them up: a rating lost), values check_values
+    refuses."""
+    for side in ("user", "item"):
+        ids = getattr(data, f"{side}_ids")
+        _check_array(ids, f"{name}: {side}_ids")
+        unique, counts = np.unique(ids.astype(str) if ids.dtype == object else ids,
+                                   return_counts=True)
+        if len(unique) < len(ids):
+            raise DataError(f"{name}: {side} id {shown_id(unique[counts > 1][0])} is in "
+                            f"{side}_ids {counts.max()} times: each id names one {side}")
+    for field in ("users", "items", "ratings", "timestamps"):
+        values = getattr(data, field)
+        if values is None and field in ("ratings", "timestamps"):
+            continue
+        _check_array(values, f"{name}: {field}")
+        kinds = "iu" if field in ("users", "items") else "iuf"
+        if values.dtype.kind not in kinds:
+            what = f"integer indices into {field[:-1]}_ids" if kinds == "iu" else "numbers"
+            raise DataError(f"{name}: {field} must be {what}; got {values.dtype}")
+        if len(values) != data.nnz:
+            raise DataError(f"{name}: {len(values)} {field} for {data.nnz} users: one of each "
+                            "an entry")
+    for field, n in (("users", data.n_users), ("items", data.n_items)):
+        index, side = getattr(data, field), field[:-1]
+        outside = (index < 0) | (index >= n)
+        if outside.any():
+            k = int(np.flatnonzero(outside)[0])
+            many = int(outside.sum())
+            raise DataError(f"{name}: entry {k}'s {side} index {index[k]} is outside {side}_ids "
+                            f"({n} ids, 0 to {n - 1}; {many} {'entry' if many == 1 else 'entries'}"
+                            " so)")
+
+    def entry(user: int, item: int) -> str:
+        return f"user {shown_id(data.user_ids[user])}, item {shown_id(data.item_ids[item])}"
+    if data.ratings is not None:
+        check_values(name, data.ratings, data.users, data.items, entry)
+    key = data.users.astype(np.int64) * data.n_items + data.items               # (nnz,)
+    if (np.diff(np.sort(key)) == 0).any():          # (where, only once known: a stable sort)
+        order = np.argsort(key, kind="stable")
+        repeated = np.flatnonzero(key[order][1:] == key[order][:-1])
+        later = order[repeated + 1]                  # each an entry of an earlier one's pair
+        first = int(np.argmin(later))
+        j, k = int(order[repeated[first]]), int(later[first])
+        raise DataError(f"{name}: entries {j} and {k} are both "
+                        f"{entry(data.users[k], data.items[k])} ({len(repeated)} pair"
+                        f"{'s' if len(repeated) > 1 else ''} repeated): give each pair once (a "
+                        "sparse matrix would add them up)")
+
+
+def _check_array(values, name: str) -> None:
+    """DataError where `values` is not a 1-d numpy array (a container of no order named)."""
+    check_ordered(values, name)
+    if not isinstance(values, np.ndarray):
+        raise DataError(f"{name} must be a 1-d numpy array; got {type(values).__name__}")
+    if values.ndim != 1:
+        raise DataError(f"{name} must be a 1-d numpy array; got shape {values.shape}")
 
 
 def from_matrix(X, name: str = "X", rating_scale: tuple[float, float] | None = None,

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import recency
-from ..data.interactions import (DataError, IdLookup, Interactions, check_values, from_matrix,
+from ..data.interactions import (DataError, IdLookup, Interactions, check_entries, from_matrix,
                                  shown_id)
 from ..ops.common import CSR
 from ..ops.shard import Columns, column_part, split_columns
@@ -377,11 +377,11 @@ def check_scale(data: Interactions, scale: tuple[float, float], name: str) -> No
 
 
 def as_interactions(X, name: str, empty_ok: bool = False) -> Interactions:
-    """X, a users x items scipy.sparse matrix or an Interactions, as Interactions whose values
-    are checked (no NaN, infinite or negative ones)."""
+    """X, a users x items scipy.sparse matrix or an Interactions, as Interactions checked: its
+    entries (check_entries: each pair once, of indices among its ids) and values (no NaN,
+    infinite or negative ones)."""
     if isinstance(X, Interactions):
-        if X.ratings is not None:             # from_matrix checks a matrix's values
-            check_values(name, X.ratings, X.users, X.items)
+        check_entries(X, name)                # from_matrix checks a matrix's
         data = X
     else:
         data = from_matrix(X, name)
