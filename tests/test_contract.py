@@ -530,6 +530,23 @@ def test_a_records_patience_is_kept_by_a_fit_without_validation(settings, tmp_pa
     assert loaded.partial_fit(TRAIN, epochs=1, verbose=False).settings == model.settings
 
 
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_validation_part_with_nothing_to_score_is_refused(name):
+    """No entry, or only cold ones (scored apart): before, NCAE refused them, but iALS and BPR
+    kept iteration 1 (every figure NaN, none better) and the others' best_validation was NaN."""
+    model = make_model(CASES[name].settings, device="cpu")
+    use = {"ials": "choose the iteration count on", "bpr": "choose the iteration count on"}.get(
+        name, "choose the epoch on" if "model" not in CASES[name].settings else "score")
+    cold = sp.csr_matrix(([3.0], ([EMPTY_USER], [0])), shape=TRAIN.shape)    # no fit entry
+    for validation, says in ((sp.csr_matrix(TRAIN.shape), f"validation has no entries: nothing "
+                              f"to {use}; leave it out (validation=None)"),
+                             (cold, f"validation: all 1 entries are of users or items with no "
+                              f"training entry (cold, scored apart): none is left to {use}")):
+        with pytest.raises(DataError, match=re.escape(says)):
+            model.fit(TRAIN, validation=validation)
+        assert model.data is None                   # as it was: not fitted
+
+
 class Stop(Exception):
     """What a callback raises to end a fit (tune's pruner raises its own)."""
 

@@ -74,6 +74,7 @@ class BaselineModel(Model):
 
     defaults: dict = {}                  # each setting and its default
     ranks_without_history = False        # its scores of a user come from their interactions
+    validation_use = "score"             # (best_validation's figures) it chooses nothing on it
 
     def __init__(self, device="auto", cutoffs: tuple[int, ...] | None = None, **settings):
         unknown = sorted(set(settings) - set(self.defaults))
@@ -110,12 +111,13 @@ class BaselineModel(Model):
         interaction); with `validation` (of the same ids), its figures (best_validation) and,
         for iALS and BPR, the iteration count chosen on them, each iteration's figures heard
         by callback(model, {"epoch": iteration, "valid": figures}) as NCAE's callback hears
-        an epoch's (tune's pruner: what it raises ends the fit, the model left as it was).
+        an epoch's (tune's pruner: what it raises ends the fit, the model left as it was);
+        a validation of no entries, or of cold ones alone, is refused (FitData.validation).
         Another model's fit arguments (NCAE's epochs, verbose, ...) are refused, a
         SettingError naming the first (Model's keywords_named). Returns the model."""
         check_callback(callback)
         data = FitData.of(as_interactions(X, "X"), self.config, self.ops)
-        valid = None if validation is None else data.held_out(validation, "validation")
+        valid = None if validation is None else data.validation(validation, self.validation_use)
         with self._as_it_was_unless_fitted():
             self.data, self.history = data, []
             last = [time.perf_counter()]
@@ -305,6 +307,7 @@ class FactorModel(BaselineModel):
 
     best_iteration: int | None = None     # before a fit: nothing chosen yet
     step = "iteration"
+    validation_use = "choose the iteration count on"
 
     @abc.abstractmethod
     def _unfit(self, iterations: int, gpu: bool):

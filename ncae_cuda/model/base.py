@@ -125,6 +125,7 @@ class Model(abc.ABC):
     name: str
     config: Config
     step = "epoch"              # what best_epoch counts, as lines name it (iALS: iteration)
+    validation_use = "choose the epoch on"     # what a fit does with validation, as said
     data = None
     comm = None
     source: Path | None = None

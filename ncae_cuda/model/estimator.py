@@ -213,19 +213,7 @@ class NCAE(Recommender):
         data = FitData.of(fit, c, self.ops)
         if comm is not None:
             data.shard(comm.rank, comm.world)
-        valid = None if validation is None else data.held_out(validation, "validation")
-        if valid is not None and not valid.nnz:
-            # (splits' valid_ratio=0 makes one) its figure would be NaN, and the trainer's
-            # "lower the learning rate" mislead, as below
-            raise DataError("validation has no entries: nothing to choose the epoch on; leave "
-                            "it out (validation=None) to train all the epochs")
-        if valid is not None and not data.cold_apart(valid)[0].nnz:
-            # the warm entries' figure early stopping follows would be NaN, and the trainer's
-            # "lower the learning rate" mislead (a file of one user: every held-out item is new)
-            raise DataError(f"validation: all {valid.nnz} entries are of users or items with no "
-                            "training entry (cold, scored apart): none is left to choose the "
-                            "epoch on; hold out entries of users and items the training data "
-                            "has")
+        valid = None if validation is None else data.validation(validation, self.validation_use)
         known = None if start is None else start.known(data.column_ids, c.based)
         verbose = verbose and self.leader
         B = c.batch_size                # the batch, until the rows it is capped at are known

@@ -301,6 +301,22 @@ class FitData:
         return Interactions(data.users, data.items, data.ratings, None, self.user_ids,
                             self.item_ids, name=name)
 
+    def validation(self, X, use: str) -> Interactions:
+        """X as a fit's validation part (held_out), refused where nothing of it is left to
+        `use` ('choose the epoch on': what the fit does with it, as a message says): no entry
+        (splits' valid_ratio=0 makes such a part), or only cold ones, scored apart (a file of
+        one user: every held-out item is new). Its figure would be NaN: the trainer's "lower
+        the learning rate" would mislead, and an iteration count be chosen on nothing."""
+        valid = self.held_out(X, "validation")
+        if not valid.nnz:
+            raise DataError(f"validation has no entries: nothing to {use}; leave it out "
+                            "(validation=None)")
+        if not self.cold_apart(valid)[0].nnz:
+            raise DataError(f"validation: all {valid.nnz} entries are of users or items with no "
+                            f"training entry (cold, scored apart): none is left to {use}; hold "
+                            "out entries of users and items the training data has")
+        return valid
+
     def check_ratings(self, data: Interactions, name: str) -> None:
         """Refuse `data` (users x items of the model's items) where an explicit model reads
         ratings off its rating scale: check_scale's DataError naming the first one's item."""
