@@ -178,6 +178,17 @@ def test_recommend_leaves_out_seen_items_and_ranks_by_the_models_own_scores(fitt
     assert SEEN[np.arange(USERS)[:, None], kept].any()     # the seen items come back
 
 
+def test_evaluate_of_a_part_of_no_entries_is_nan_of_none(fitted):
+    """The documented empty result (metrics' for no inputs: a split whose test entries are
+    all cold, scored apart, leaves such a test part): every figure NaN, its count 0, no
+    clusters."""
+    _, case, model = fitted
+    figures = model.evaluate(sp.csr_matrix(TRAIN.shape), per_user=True)
+    count = "rows" if case.implicit else "entries"
+    assert figures.pop(count) == 0 and figures.pop("clusters") == []
+    assert figures and all(np.isnan(value) for value in figures.values())
+
+
 def test_save_and_load_give_the_same_recommendations_and_settings(fitted, tmp_path):
     name, case, model = fitted
     path = tmp_path / "model.npz"

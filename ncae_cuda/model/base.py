@@ -384,6 +384,9 @@ class Model(abc.ABC):
             with per_user, the table of users grouped by their number of fit interactions (its
             'rows' are users). Where `held` has cold entries (user or item with no fit
             interaction), the figures are the warm entries', and 'cold' holds the cold ones'.
+            `held` of no entries (or of no warm ones) gives every figure NaN, the count 0 and
+            no clusters, as metrics.py's figures of no inputs: a split whose test entries are
+            all cold, scored apart, leaves such a test part.
         """
         return self.evaluator(held, exclude, popularity)(per_user)
 
