@@ -240,7 +240,10 @@ def test_a_misused_query_is_the_packages_error_saying_what(fitted):
                  (lambda: model.recommend([0], n=N, items=(i for i in [1, 2])), DataError,
                   "item ids must be an ordered sequence (a list, tuple or numpy array); got a "
                   "generator"),
-                 (lambda: model.recommend({0: "a"}.keys(), n=N), DataError, "got a dict_keys")]
+                 (lambda: model.recommend({0: "a"}.keys(), n=N), DataError, "got a dict_keys"),
+                 # a mask for the ids: before, True and False taken for ids 1 and 0
+                 (lambda: model.recommend(np.arange(USERS) < 2, n=N), DataError,
+                  "user ids are booleans (a mask?): give the ids, e.g. model.user_ids[mask]")]
     if case.similar:
         mistakes.append((lambda: model.similar_items({1, 2}, n=N), DataError,
                          "item ids must be an ordered sequence"))

@@ -225,6 +225,9 @@ class IdLookup:
         wanted = np.atleast_1d(np.asarray(wanted))
         if wanted.ndim != 1:
             raise DataError(f"{what} ids: expected a 1-d sequence, got shape {wanted.shape}")
+        if wanted.dtype == bool:         # (numpy would find ids 1 and 0 for True and False)
+            raise DataError(f"{what} ids are booleans (a mask?): give the ids, e.g. "
+                            f"model.{what}_ids[mask]")
         key, comparable = wanted, np.ones(len(wanted), bool)
         if ids.dtype.kind in "iu" and wanted.dtype.kind not in "iu":
             parsed = [_integer(x) for x in wanted]
