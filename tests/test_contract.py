@@ -355,6 +355,14 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
                           "(best_epoch); fit() trains a number given"),
     "blend's refit epochs": (lambda: BlendedNCAE(**NCAE_SETTINGS).fit(
         TRAIN, verbose=False).refit(TRAIN, epochs=5), "epochs is refit's own"),
+    # before, KeyError 'user'; a key of no member was ignored
+    "blend's epochs of one member": (
+        lambda: BlendedNCAE(**NCAE_SETTINGS).fit(TRAIN, epochs={"item": 1}, verbose=False),
+        "epochs must be an integer, or a dict of each member's ({'item': e, 'user': e}); got "
+        "{'item': 1}"),
+    "blend's epochs of no member": (
+        lambda: BlendedNCAE(**NCAE_SETTINGS).fit(TRAIN, epochs={"item": 1, "user": 1, "both": 2},
+                                                 verbose=False), "got {'item': 1, 'user': 1, "),
     "partial fit's warm start": (
         lambda: NCAE(**NCAE_SETTINGS).partial_fit(TRAIN, warm_start=NCAE(**NCAE_SETTINGS)),
         "warm_start is this model itself in partial_fit"),

@@ -119,6 +119,9 @@ class BlendedNCAE(RatingModel):
             best_validation the blend's cross-fitted figures on validation.
         """
         self._check_patience_read(validation)
+        if isinstance(epochs, dict) and set(epochs) != set(MEMBERS):
+            raise SettingError("epochs", f"must be an integer, or a dict of each member's "
+                                         f"({{'item': e, 'user': e}}); got {epochs!r}")
         if warm_start is not None:
             self.check_warm_start(warm_start)
         if validation is None and verbose and np.array_equal(self.weights, MEAN):
