@@ -355,6 +355,9 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
                           "(best_epoch); fit() trains a number given"),
     "blend's refit epochs": (lambda: BlendedNCAE(**NCAE_SETTINGS).fit(
         TRAIN, verbose=False).refit(TRAIN, epochs=5), "epochs is refit's own"),
+    # before, TypeError "'float' object is not iterable"
+    "baseline's cutoffs": (lambda: type(make_model({"model": "pop"}))(cutoffs=2.5),
+                           "cutoffs must be positive integers, e.g. (10, 100); got 2.5"),
     # before, KeyError 'user'; a key of no member was ignored
     "blend's epochs of one member": (
         lambda: BlendedNCAE(**NCAE_SETTINGS).fit(TRAIN, epochs={"item": 1}, verbose=False),

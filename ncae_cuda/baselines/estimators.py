@@ -85,7 +85,7 @@ class BaselineModel(Model):
                        for name, default in self.defaults.items()}
         self.ops = as_backend(device)
         self.config = Config(feedback="implicit", **self._scoring(),
-                             **({} if cutoffs is None else {"cutoffs": tuple(cutoffs)})).resolved()
+                             **({} if cutoffs is None else {"cutoffs": cutoffs})).resolved()
         self.data, self.best_validation, self._arrays = None, None, {}
         self.history, self.still_improving = [], False     # (the iterations' records)
 
