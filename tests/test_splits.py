@@ -257,6 +257,17 @@ def test_a_time_split_trained_on_less_sets_apart_what_it_leaves_cold():
                            "before the test cut: scored apart from the other 1"]
 
 
+def test_a_time_split_trained_on_its_whole_train_keeps_its_cold_validation_entries():
+    # the split of test_by_time_folds_and_carves_its_cold_entries: validation (0, 2) warm and
+    # (2, 3) cold; a subsample that keeps every training entry moves none of them
+    data = make([0, 0, 1, 1, 2, 0, 2], [0, 1, 1, 2, 3, 2, 0], timestamps=[1, 2, 3, 4, 5, 6, 7])
+    split = by_time(data, test_ratio=0.15, valid_ratio=0.3)
+    moved = split.trained_on(split.train, "all of it")
+    for part in ("valid", "cold_valid", "test", "cold_test"):
+        assert rows_of(getattr(moved, part)) == rows_of(getattr(split, part)), part
+    assert (moved.valid.nnz, moved.cold_valid.nnz) == (1, 1)
+
+
 # --- file_split -----------------------------------------------------------------------------
 
 def test_file_split_remaps_ids():
@@ -405,6 +416,14 @@ def test_carve_validation():
         carve_validation(split, 0.0)
 
 
+@pytest.mark.parametrize("ratio, n_valid", [(0.25, 3), (0.45, 5)])
+def test_carve_validation_rounds_half_up(ratio, n_valid):
+    # of 10 training entries: 2.5 -> 3 and 4.5 -> 5, as the held-out counts of a split round
+    split = random_split(random_data(nnz=10), test_ratio=0.0)
+    carved = carve_validation(split, ratio)
+    assert (carved.train.nnz, carved.valid.nnz) == (10 - n_valid, n_valid)
+
+
 def test_carve_validation_keeps_a_given_part_of_cold_entries():
     # Before, a given validation part whose entries are all cold (user 3 has no training entry)
     # was dropped for the carved one, and nothing said so.
@@ -518,6 +537,11 @@ def test_leave_one_out_without_timestamps():
     assert "no timestamps: leave-one-out holds out a random interaction per user" in split.notes
     test_items = {tuple(entries(leave_one_out(data, seed).test, 0)) for seed in range(40)}
     assert test_items == {(0,), (1,), (2,), (3,)}
+    for seed in range(40):      # the count rules hold without timestamps to narrow the choice
+        split = leave_one_out(data, seed)
+        assert (len(entries(split.test, 2)), entries(split.valid, 2)) == (1, [])
+        assert (entries(split.test, 3), entries(split.valid, 3), entries(split.train, 3)) \
+            == ([], [], [0])                                    # 1 interaction: train only
 
 
 def test_leave_one_out_is_vectorized():
