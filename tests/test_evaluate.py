@@ -82,3 +82,15 @@ def test_popularity_baseline_ranks_with_ties(backend):
     # user 0, item 1 (3): ties with 2 and 3, beaten by 0 -> 3; user 1, item 5: best -> 0;
     # user 2, item 4 (0): every one of the 5 others scores >= -> 5
     np.testing.assert_array_equal(ranks, [3, 0, 5])
+
+
+def test_rating_report_groups_the_users_with_held_out_ratings_alone():
+    # users 0 (3 inputs) and 2 (5) have held-out ratings, users 1 and 3 none: the table holds
+    # two clusters of one user each (edges of the counts 3 and 5), each its user's RMSE
+    yhat, ratings = np.float32([4.0, 2.0, 3.0]), np.float32([5.0, 2.0, 1.0])
+    report = evaluate.rating_report(yhat, ratings, np.array([0, 0, 2]), np.array([3, 1, 5, 2]))
+    assert report["entries"] == 3
+    assert report["rmse"] == pytest.approx(np.sqrt(5 / 3), rel=1e-12)
+    assert report["clusters"] == [
+        {"cluster": "3-4", "rows": 1, "rmse": pytest.approx(np.sqrt(0.5), rel=1e-12)},
+        {"cluster": "5+", "rows": 1, "rmse": pytest.approx(2.0, rel=1e-12)}]

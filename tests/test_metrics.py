@@ -233,6 +233,10 @@ def test_rmse_against_float64_loop():
     assert rmse([1.0, 3.0], [2.0, 1.0]) == pytest.approx(math.sqrt(2.5))
 
 
+def test_rmse_of_exact_predictions_is_zero():
+    assert rmse(np.float32([1.5, 4.0, 2.0]), np.float32([1.5, 4.0, 2.0])) == 0.0
+
+
 def test_rmse_empty_and_shapes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -257,6 +261,9 @@ def test_popularity_scores():
     assert scores.dtype == np.float32
     np.testing.assert_array_equal(popularity_scores(np.array([2, 0, 3])), [2, 0, 3])
     np.testing.assert_array_equal(popularity_scores(sp.csc_array(train)), [2, 0, 3, 1])
+    # items after the last one with an interaction score 0: one score an item, whatever X holds
+    wide = sp.csr_matrix((train.data, train.indices, train.indptr), shape=(3, 6))
+    np.testing.assert_array_equal(popularity_scores(wide), [2, 0, 3, 1, 0, 0])
     # POP through the rank definition: held-out column 3 (1 interaction) among candidates of
     # row 1 (columns 0, 1, 3): column 0 scores higher, so its rank is 1.
     assert reference_rank(scores, heldout=3, train_cols={2}) == 1
@@ -267,6 +274,9 @@ def test_popularity_scores():
 def test_cluster_edges():
     np.testing.assert_array_equal(cluster_edges(np.arange(10, 0, -1), 5), [1, 3, 5, 7, 9])
     np.testing.assert_array_equal(cluster_edges(np.ones(7, int), 5), [1])       # deduplicated
+    # 7 rows in 5: the sorted counts at floor(k * 7 / 5) = 0, 1, 2, 4, 5
+    np.testing.assert_array_equal(cluster_edges(np.array([7, 1, 6, 2, 5, 3, 4]), 5),
+                                  [1, 2, 3, 5, 6])
     counts = np.random.default_rng(2).integers(1, 300, 1000)
     edges = cluster_edges(counts, 5)
     assert edges[0] == counts.min() and len(edges) == 5 and np.all(np.diff(edges) > 0)
