@@ -108,6 +108,32 @@ def test_partial_step_trains_only_the_tail(first, lowest):
     assert not part.grads.any() and part.steps == int(part.counter[0]) == 1
 
 
+@pytest.mark.parametrize("first", ["V", "W3", "W2", "E"])
+def test_a_partial_train_step_leaves_no_gradient_behind(first):
+    """train_step(first=...) backprops no further than the parameters its Adam step takes:
+    a gradient left below them would be added into the next step that trains them."""
+    problem = Problem("explicit", (5, 4, 3))
+    net, batch = problem.network(ref, OBJECTIVES["explicit"], np.float64)
+    net.train_step(batch, 2.0, AdamConfig(lr=0.1), first)
+    start = problem.layout.offsets[first]
+    np.testing.assert_array_equal(net.params[:start], problem.params[:start])
+    assert (net.params[start:] != problem.params[start:]).any()
+    assert not net.grads.any()
+
+
+@pytest.mark.parametrize("identity", [False, True])
+def test_a_rating_at_the_scales_ends_has_a_finite_logit_that_maps_back(identity):
+    """Objective.logit, rating()'s inverse, at the scale's ends and inside it (1-10 ratings):
+    the tanh output reaches its ends only at an infinite logit, so an end gets the nearest
+    finite one, whose float32 rating is the end."""
+    objective = Objective.explicit(1.0, 10.0, 1.0, 1.0, identity=identity)
+    ratings = np.array([1.0, 10.0, 3.25, 7.0])
+    logits = objective.logit(ratings)
+    assert np.isfinite(logits).all()
+    np.testing.assert_allclose(objective.rating(logits.astype(np.float32)), ratings, rtol=1e-6)
+    np.testing.assert_array_equal(objective.rating(logits.astype(np.float32))[:2], [1.0, 10.0])
+
+
 def test_identity_output_predicts_within_the_rating_scale():
     problem = Problem("explicit", (4,))
     net, batch = problem.network(ref, OBJECTIVES["explicit-identity"], np.float64)
