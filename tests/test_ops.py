@@ -27,7 +27,16 @@ from helpers import (
 )
 
 from ncae_cuda.ops import reference as ref
-from ncae_cuda.ops.common import CSR, DEFAULT_SMS, adam_state, dropout_threshold
+from ncae_cuda.ops.common import (
+    CSR,
+    DEFAULT_SMS,
+    GOLDEN,
+    KEEP_BITS,
+    adam_state,
+    dropout_stream,
+    dropout_threshold,
+    mix64,
+)
 from ncae_cuda.ops.conformance import TF32_TOLERANCE
 from ncae_cuda.ops.gpu import BLOCK, CupyDevice
 from ncae_cuda.ops.layout import NCAELayout
@@ -159,6 +168,22 @@ def test_dropout_masks_change_with_epoch_and_seed():
         ref.dropout_keep(keep, ids, seed, epoch, 0.5)
         masks.append(keep)
     assert (masks[0] != masks[1]).mean() > 0.4 and (masks[0] != masks[2]).mean() > 0.4
+
+
+def test_dropout_keeps_an_entry_whose_hash_is_the_threshold(backend):
+    """At a rate q whose threshold is an entry's 24-bit hash exactly, that entry is kept (>=):
+    Python's integer hash, entry by entry. A random rate meets such an entry once in 2^24, so
+    the rate tests above never do."""
+    seed, epoch, ids = 7, 3, np.arange(64, dtype=np.int32)
+    stream = dropout_stream(seed, epoch)
+    hashes = np.array([mix64(stream + int(i) * GOLDEN) >> (64 - KEEP_BITS) for i in ids])
+    threshold = int(np.sort(hashes)[len(ids) // 2])          # half the entries kept
+    q = threshold / (1 << KEEP_BITS)
+    assert dropout_threshold(q) == threshold
+    for ops in (ref, backend):
+        keep = ops.to_device(np.full(len(ids), 9, np.uint8))
+        ops.dropout_keep(keep, ops.to_device(ids), seed, epoch, q)
+        np.testing.assert_array_equal(ops.to_host(keep), hashes >= threshold, err_msg=ops.name)
 
 
 def test_dropout_threshold_is_exact():
