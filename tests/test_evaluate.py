@@ -6,6 +6,7 @@ import scipy.sparse as sp
 from ncae_cuda.model import evaluate
 from ncae_cuda.model.evaluate import constant_scorer, heldout_ranks, model_scorer, predict_ratings
 from ncae_cuda.model.network import Network, Objective
+from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.layout import NCAELayout
 
@@ -94,3 +95,14 @@ def test_rating_report_groups_the_users_with_held_out_ratings_alone():
     assert report["clusters"] == [
         {"cluster": "3-4", "rows": 1, "rmse": pytest.approx(np.sqrt(0.5), rel=1e-12)},
         {"cluster": "5+", "rows": 1, "rmse": pytest.approx(2.0, rel=1e-12)}]
+
+
+def test_reports_of_an_empty_part_have_no_clusters():
+    # a held-out part of no entries, scored per user: nan figures and an empty table, no error
+    counts, none = np.array([3, 1, 5]), np.array([], np.int64)
+    rating = evaluate.rating_report(np.float32([]), np.float32([]), none, counts)
+    assert np.isnan(rating["rmse"]) and (rating["entries"], rating["clusters"]) == (0, [])
+    exclude = CSR.from_scipy(ref, sp.csr_matrix((3, 4), dtype=np.float32))
+    ranking = evaluate.ranking_report(ref, constant_scorer(ref, np.arange(4.0)), exclude, none,
+                                      none, (2,), counts)
+    assert np.isnan(ranking["hr@2"]) and (ranking["rows"], ranking["clusters"]) == (0, [])
