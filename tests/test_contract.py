@@ -386,11 +386,15 @@ def test_a_mistake_in_making_or_fitting_a_model_is_a_setting_error(call, says):
 @pytest.mark.parametrize("settings, unread", [
     ({"feedback": "implicit", "variant": "NCAE", **NCAE_SETTINGS}, {"augment_p": 0.5}),
     ({**NCAE_SETTINGS}, {"pretrain_epochs": 1}),      # experiments --quick gave every run one
+    ({"feedback": "implicit", "variant": "NCAE-", **NCAE_SETTINGS}, {"c0": 300.0}),
+    ({"feedback": "implicit", "loss": "multinomial", **NCAE_SETTINGS}, {"uniform_c": 0.1}),
     ({"model": "ease", "l2": 3.0}, {"recency_halflife": 4.0})])
 def test_a_file_saved_with_a_setting_its_others_leave_unread_loads(tmp_path, settings, unread):
     """A file of a model made before such a setting was refused (augment_p without
-    augmentation, pretrain_epochs without pre-training, a recency halflife without a boost) loads with the default in its place: the
-    value changed nothing (before, 'a damaged ncae_cuda model file ... train it again')."""
+    augmentation, pretrain_epochs without pre-training, a recency halflife without a boost, c0
+    with uniform weighting, uniform_c with the multinomial loss) loads with the default in its
+    place: the value changed nothing (before, 'a damaged ncae_cuda model file ... train it
+    again')."""
     model = make_model(settings, device="cpu").fit(TRAIN, validation=VALID)
     saved = model.settings
     if type(model) is NCAE:

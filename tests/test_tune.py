@@ -223,19 +223,26 @@ high = 0.8
 """
 
 
+def tuned_implicit(tmp_path, space_text: str, trials: int) -> Path:
+    """The --out of a study of `trials` trials over a small implicit recipe (recipe.toml) in
+    the space of `space_text`, on synthetic-tiny."""
+    (tmp_path / "recipe.toml").write_text('feedback = "implicit"\nepochs = 2\npatience = 0\n'
+                                          "batch_size = 16\nhidden = [8]\n")
+    (tmp_path / "space.toml").write_text(space_text)
+    out = tmp_path / "o"
+    assert tune.main([*map(str, ["--dataset", "synthetic-tiny", "--config",
+                                 tmp_path / "recipe.toml", "--space", tmp_path / "space.toml",
+                                 "--device", "cpu", "--pruner", "none", "--trials", trials,
+                                 "--out", out])]) == 0
+    return out
+
+
 def test_a_setting_read_only_with_another_is_drawn_only_where_that_one_is_on(tmp_path,
                                                                             capsys):
     """recency_halflife is read only with recency_boost > 0, augment_p only with augment_eps >
     0: a trial draws each only where its other is on, and runs with the default elsewhere
     (before, every trial drew both, and those off ran with a halflife or p they never read)."""
-    (tmp_path / "recipe.toml").write_text('feedback = "implicit"\nepochs = 2\npatience = 0\n'
-                                          "batch_size = 16\nhidden = [8]\n")
-    (tmp_path / "space.toml").write_text(CONDITIONAL_SPACE)
-    out = tmp_path / "o"
-    assert tune.main([*map(str, ["--dataset", "synthetic-tiny", "--config",
-                                 tmp_path / "recipe.toml", "--space", tmp_path / "space.toml",
-                                 "--device", "cpu", "--pruner", "none", "--trials", 6,
-                                 "--out", out])]) == 0
+    out = tuned_implicit(tmp_path, CONDITIONAL_SPACE, 6)
     said = capsys.readouterr().out
     assert ("recency_halflife: drawn only where recency_boost > 0; elsewhere unread, at its "
             f"default {DEFAULTS.recency_halflife:g}") in said
@@ -278,6 +285,68 @@ def test_pretrain_epochs_is_drawn_only_where_a_trial_pre_trains(tmp_path, capsys
         assert ("pretrain_epochs" in t.params) == (t.params["pretrain"] != "BP")
         assert config["pretrain_epochs"] == t.params.get("pretrain_epochs",
                                                          DEFAULTS.pretrain_epochs)
+
+
+# {a space over a setting that decides whether others are read: (its text, {setting: the
+# values of the decider where it is read}, the lines tune says)}
+DECIDED = {
+    "weighting": ('[weighting]\nchoices = ["popularity", "uniform"]\n[c0]\nlow = 100.0\n'
+                  "high = 800.0\n[uniform_c]\nlow = 0.01\nhigh = 0.2\n",
+                  {"c0": {"popularity"}, "uniform_c": {"uniform"}},
+                  ["c0: drawn only where weighting is not uniform; elsewhere unread, at its "
+                   "default 512", "uniform_c: drawn only where weighting is not popularity; "
+                   "elsewhere unread, at its default 0.05"]),
+    "loss": ('[loss]\nchoices = ["weighted_square", "multinomial"]\n[c0]\nlow = 100.0\n'
+             "high = 800.0\n", {"c0": {"weighted_square"}},
+             ["c0: drawn only where loss is not multinomial; elsewhere unread, at its default "
+              "512"]),
+    # (the variant fills in augment_eps, which reads augment_p)
+    "variant": ('[variant]\nchoices = ["NCAE", "NCAE+"]\n[augment_p]\nlow = 0.2\nhigh = 0.6\n',
+                {"augment_p": {"NCAE+"}},
+                ["augment_p: drawn only where augment_eps > 0; elsewhere unread, at its default "
+                 "0.8"]),
+}
+
+
+@pytest.mark.parametrize("decider", DECIDED)
+def test_a_setting_its_others_leave_unread_is_drawn_only_where_a_trial_reads_it(
+        tmp_path, capsys, decider):
+    """c0 is read only with popularity weighting and the square loss, uniform_c only with
+    uniform weighting, augment_p only with augmentation (a variant's): a trial draws each only
+    where it reads it (before, a trial drawing uniform with a c0 failed, "c0 is for popularity
+    weighting", and a space of weighting and uniform_c was refused outright)."""
+    text, read_with, lines = DECIDED[decider]
+    out = tuned_implicit(tmp_path, text, 6)
+    said = capsys.readouterr().out
+    assert all(line in said for line in lines), said
+    trials = journal(out).get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 6
+    choices = space.read_tables(tmp_path / "space.toml")[decider]["choices"]
+    assert {t.params[decider] for t in trials} == set(choices)              # both are tried
+    for t in trials:
+        config = json.loads((out / "trials" / f"{t.number:04d}" / "metrics.json")
+                            .read_text())["config"]
+        for name, values in read_with.items():
+            assert (name in t.params) == (t.params[decider] in values), (t.number, t.params)
+            assert config[name] == t.params.get(name, getattr(DEFAULTS, name))
+
+
+def test_the_recipe_s_weighting_left_to_its_variant_is_its_first_trial_s(tmp_path, capsys):
+    """A recipe that leaves weighting to its variant (NCAE+'s popularity) starts the search
+    there (before: "note: the recipe's weighting outside the space", and the first trial drew
+    it); a space whose weighting never reads its c0 is refused (before: accepted, and every
+    trial that drew a c0 failed)."""
+    out = tuned_implicit(tmp_path, DECIDED["weighting"][0], 1)
+    assert "outside the space" not in capsys.readouterr().out
+    assert journal(out).get_trials()[0].params == {"weighting": "popularity",
+                                                   "c0": DEFAULTS.c0}
+    # a space whose weighting never reads its c0 is refused (as a recipe's would be)
+    (tmp_path / "space.toml").write_text('[weighting]\nchoices = ["uniform"]\n'
+                                         "[c0]\nlow = 100.0\nhigh = 800.0\n")
+    refused(tune.main, [*map(str, ["--dataset", "synthetic-tiny", "--config",
+                                   tmp_path / "recipe.toml", "--space", tmp_path / "space.toml",
+                                   "--out", tmp_path / "u"])], capsys,
+            f"--space {tmp_path / 'space.toml'}: c0: 100.0: c0 is for popularity weighting")
 
 
 def test_a_multinomial_recipe_is_searched_in_the_space_of_its_loss(tmp_path, capsys):
@@ -574,6 +643,7 @@ def test_a_choice_of_widths_reaches_the_model_as_a_tuple(tmp_path):
      "pre-training (a pretrain other than BP)"),
     ('[pretrain]\nchoices = ["BP"]\n[pretrain_epochs]\nlow = 1\nhigh = 3\n',
      "pretrain_epochs: 1: pretrain_epochs is for pre-training"),
+    ("[c0]\nlow = 64.0\nhigh = 128.0\n", "c0: 64.0: c0 is for implicit feedback"),
 ])
 def test_a_bad_space_is_refused_in_a_line(tmp_path, capsys, text, message):
     flags = files(tmp_path, 3)

@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from ..data.interactions import Interactions
 from ..model import metrics
-from ..model.config import DEFAULTS, READ_ONLY_WITH, Config
+from ..model.config import DEFAULTS, UNREAD, Config, without_unread
 from ..model.estimator import OutOfMemory
 from ..model.fitdata import scored_rows
 from ..ops import BackendUnavailable
@@ -54,7 +54,7 @@ EASE_ROWS = 2                     # users x items ones in the user space: K⁻¹
 # changes no score without a boost
 RECENCY = {"recency_boost": (DEFAULTS.recency_boost,),
            "recency_halflife": (DEFAULTS.recency_halflife,)}
-RECENCY_ONLY_WITH = tuple((name, other) for name, (other, *_) in READ_ONLY_WITH.items()
+RECENCY_ONLY_WITH = tuple((name, rule.other) for rule in UNREAD for name in rule.names
                           if name in RECENCY)
 
 
@@ -64,16 +64,16 @@ class Baseline:
     grid: dict                              # each setting chosen on validation: its values
     fit: Callable                           # fit(part, settings, points, check, seed, gpu)
     along: tuple[str, ...] = ()             # settings of the grid scored along one fit
-    # (setting, other): the setting changes no score where the other is 0 (EASE's recency
-    # halflife without a boost); grid points that differ only in such settings are one
+    # (setting, other): the setting changes no score where the other is 0 (config.UNREAD's:
+    # EASE's recency halflife without a boost); a --grid of it needs the other's
     only_with: tuple[tuple[str, str], ...] = ()
     library: str | None = None              # the module it is fit with, where an extra brings it
 
     def relevant(self, settings: dict) -> dict:
-        """settings less those that change no score (only_with's where their other is 0): two
-        points of a grid are equivalent, and scored once, where this is the same for both."""
-        idle = {name for name, other in self.only_with if settings.get(other) == 0}
-        return {name: value for name, value in settings.items() if name not in idle}
+        """settings less those that change no score (config.unread's, by the rules whose other
+        the point holds: a halflife where its boost is 0): two points of a grid are
+        equivalent, and scored once, where this is the same for both."""
+        return without_unread(settings, among=settings)
 
 
 def ones(part: Interactions) -> sp.csr_matrix:

@@ -30,7 +30,7 @@ from ..baselines.models import BASELINES, installed, model_list
 from .. import cli
 from ..data.atomic_file import atomic_write
 from ..errors import NcaeError
-from ..model.config import DEFAULTS, read_only_with
+from ..model.config import DEFAULTS, unread
 from ..model.metrics import format_table
 from ..ops import get_backend
 from ..runs import comparison, effort, protocol, rundir
@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, other in baseline.only_with:   # (its grid's own values: those of its default)
             if (name in given and set(given[name]) != set(baseline.grid[name])
                     and not any(grid[other])):
-                parser.error(f"--grid {key}.{name}: {read_only_with(name)}, and the grid's "
+                why = unread({other: 0}, among=(other,))[name]
+                parser.error(f"--grid {key}.{name}: {why}, and the grid's "
                              f"{other} is 0 alone: give --grid {key}.{other} too, or leave it "
                              "out")
     try:

@@ -31,13 +31,51 @@ WEIGHTED_SQUARE, MULTINOMIAL = LOSSES = ("weighted_square", "multinomial")
 VARIANTS = ("BP", "U+U", "S+S", "U+S", "S+U", "S+U+S")       # pre-training (model/pretrain.py)
 # the training step's dense products (network.Network): float32, or on TF32
 FLOAT32, TF32 = MATMULS = ("float32", "tf32")
-# Settings another's value leaves unread: {setting: (the other, its value that turns the
-# setting off, what the setting is for)}: a number's 0 (read where > 0), a choice's one; a search
-# draws such a setting only where its other is on (ncae_cuda.runs.space)
-READ_ONLY_WITH = {
-    "augment_p": ("augment_eps", 0, "augmentation (implicit feedback, variant NCAE+)"),
-    "recency_halflife": ("recency_boost", 0, "recency weighting"),
-    "pretrain_epochs": ("pretrain", VARIANTS[0], "pre-training")}
+# the settings a variant fills in where they are None (by_variant)
+VARIANT_FILLED = ("weighting", "augment_eps")
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A rule of UNREAD: settings `names` are unread where setting `other` is `off` (a
+    number's 0: they are read where it is above; or one of a choice's values), `why` in a
+    refusal's words."""
+    names: tuple[str, ...]
+    other: str
+    off: object
+    why: str
+
+    @property
+    def where_read(self) -> str:
+        """Where the rule leaves its settings read, in words: 'recency_boost > 0'."""
+        return f"{self.other} > 0" if self.off == 0 else f"{self.other} is not {self.off}"
+
+    @property
+    def reason(self) -> str:
+        """Why its settings are unread where its other is off (a number's: what turns them
+        on)."""
+        return f"{self.why}: {self.where_read} turns it on" if self.off == 0 else self.why
+
+
+# Which settings others' values leave unread, and why: a setting is read where none of its
+# rules has its other off (the first that has says why). Config refuses one given where it is
+# unread, a model file's older value of it gives way to the default (without_unread), and a
+# search draws it only where a trial reads it (ncae_cuda.runs.space)
+UNREAD = (
+    Unread(("c0", "omega", "uniform_c"), "feedback", "explicit", "is for implicit feedback"),
+    Unread(("alpha", "beta", "output", "row_norm", "rating_scale"), "feedback", "implicit",
+           "is for explicit feedback"),
+    Unread(("c0", "omega", "uniform_c"), "loss", MULTINOMIAL,
+           "weighs the square loss's entries: the multinomial loss has none to weigh"),
+    Unread(("c0", "omega"), "weighting", "uniform",
+           "is for popularity weighting (these settings weigh uniformly, by uniform_c)"),
+    Unread(("uniform_c",), "weighting", "popularity",
+           "is for uniform weighting (these settings weigh by popularity, by c0 and omega)"),
+    Unread(("augment_p",), "augment_eps", 0, "is for augmentation (implicit feedback, variant "
+           "NCAE+)"),
+    Unread(("recency_halflife",), "recency_boost", 0, "is for recency weighting"),
+    Unread(("pretrain_epochs",), "pretrain", VARIANTS[0],
+           "is for pre-training (a pretrain other than BP)"))
 
 
 def setting(default, help: str, group: str = "model", choices=None, kind=None):
@@ -330,53 +368,62 @@ def _check_range(c: Config) -> None:
 
 
 def _refuse_unused(c: Config) -> None:
-    """SettingError naming a setting given (not its default) that these settings never read:
-    a flag accepted and ignored would say it was used."""
-    if c.implicit:
-        unused = {name: "is for explicit feedback" for name in ("alpha", "beta", "rating_scale")}
-        if c.loss == MULTINOMIAL:
-            unused |= {name: "weighs the square loss's entries: the multinomial loss has none "
-                             "to weigh" for name in ("c0", "omega", "uniform_c")}
-        elif c.weighting == "uniform":
-            unused |= {name: "is for popularity weighting (these settings weigh uniformly, "
-                             "by uniform_c)" for name in ("c0", "omega")}
-        else:
-            unused["uniform_c"] = ("is for uniform weighting (these settings weigh by "
-                                   "popularity, by c0 and omega)")
-    else:
-        unused = {name: "is for implicit feedback" for name in ("c0", "omega", "uniform_c")}
-    unused |= {name: read_only_with(name) for name in idle(asdict(c))}
-    for name, why in unused.items():
+    """SettingError naming a setting given (not its default) that these settings never read
+    (UNREAD): a flag accepted and ignored would say it was used."""
+    for name, why in unread(asdict(c)).items():
         if getattr(c, name) != getattr(DEFAULTS, name):
             raise SettingError(name, why)
 
 
-def read_only_with(name: str) -> str:
-    """Why setting `name` of READ_ONLY_WITH is unread where its other is off, as a reason."""
-    other, off, what = READ_ONLY_WITH[name]
-    return (f"is for {what}: {read_where(name)} turns it on" if off == 0
-            else f"is for {what} (a {other} other than {off})")
+def unread(settings: dict, among=None) -> dict[str, str]:
+    """{setting: why} of those UNREAD says `settings` (a model's, a saved file's, a trial's)
+    leave unread: each with a rule whose other they hold off, or leave to a value that is
+    (value_of); `among`: the model's settings where it is not NCAE (a baseline's), whose rules
+    apply only where their other is one of them (an iALS's alpha is not NCAE's)."""
+    found = {}
+    for rule in UNREAD:
+        if (among is None or rule.other in among) and value_of(settings, rule.other) == rule.off:
+            found |= {name: rule.reason for name in rule.names if name not in found}
+    return found
 
 
-def read_where(name: str) -> str:
-    """Where setting `name` of READ_ONLY_WITH is read, in words: 'recency_boost > 0'."""
-    other, off, _ = READ_ONLY_WITH[name]
-    return f"{other} > 0" if off == 0 else f"{other} is not {off}"
-
-
-def idle(settings: dict) -> set[str]:
-    """The settings of READ_ONLY_WITH that `settings` (a model's, a saved file's, a trial's)
-    leave unread: those whose other they hold off, or leave at a default that is."""
-    return {name for name, (other, off, _) in READ_ONLY_WITH.items()
-            if settings.get(other, getattr(DEFAULTS, other)) == off}
-
-
-def without_idle(settings: dict) -> dict:
-    """`settings` less those they leave unread (idle), whose value changes nothing: the
+def without_unread(settings: dict, among=None) -> dict:
+    """`settings` less those they leave unread (unread's), whose value changes nothing: the
     default stands in (a model file saved before such a value was refused loads as it scored;
     a search's trial drawing an other off drops the recipe's)."""
-    unread = idle(settings)
-    return {name: value for name, value in settings.items() if name not in unread}
+    gone = unread(settings, among)
+    return {name: value for name, value in settings.items() if name not in gone}
+
+
+def deciding(name: str) -> set[str]:
+    """The settings whose values decide whether setting `name` is read: the others of its rules
+    in UNREAD, and the variant where it fills one in (VARIANT_FILLED)."""
+    others = {rule.other for rule in UNREAD if name in rule.names}
+    return others | ({"variant"} if others & set(VARIANT_FILLED) else set())
+
+
+def read_where(name: str, searched) -> str:
+    """Where setting `name` is read as settings `searched` decide it, in words ('weighting is
+    not uniform and ...'): '' where none of them does."""
+    return " and ".join(rule.where_read for rule in UNREAD if name in rule.names and (
+        rule.other in searched or rule.other in VARIANT_FILLED and "variant" in searched))
+
+
+def value_of(settings: dict, name: str):
+    """The value setting `name` has under `settings` as resolved() fills it in: their own, or
+    else the default; a weighting or augment_eps of None the variant's (by_variant)."""
+    value = settings[name] if name in settings else getattr(DEFAULTS, name)
+    return by_variant(settings).get(name) if value is None else value
+
+
+def by_variant(settings: dict) -> dict:
+    """The weighting and augment_eps (VARIANT_FILLED) `settings`' variant gives where they
+    leave them None (NCAE+'s where they have none): no weighting and no augmentation without
+    implicit feedback."""
+    if settings.get("feedback", DEFAULTS.feedback) != "implicit":
+        return dict(zip(VARIANT_FILLED, (None, 0.0)))
+    weighting, augmented = VARIANT_SETTINGS[settings.get("variant") or "NCAE+"]
+    return dict(zip(VARIANT_FILLED, (weighting, DEFAULT_AUGMENT_EPS if augmented else 0.0)))
 
 
 def _is_int(value) -> bool:
@@ -384,31 +431,33 @@ def _is_int(value) -> bool:
 
 
 def _resolved_variant(c: Config) -> Config:
-    """variant, weighting and augment_eps: implicit settings that must agree."""
+    """variant, weighting and augment_eps: implicit settings that must agree; a weighting and
+    augment_eps left None filled in (by_variant)."""
     if not c.implicit:
         for name in ("variant", "weighting", "augment_eps", "recency_boost"):
             if getattr(c, name):
                 raise SettingError(name, "is for implicit feedback")
         if c.loss != DEFAULTS.loss:
             raise SettingError("loss", "is for implicit feedback")
-        return replace(c, augment_eps=0.0)
+        return _filled_by_variant(c)
     if c.based == "both":
         raise SettingError("based", "'both' blends predicted ratings: it is for explicit "
                            "feedback")
     if c.recency_boost and c.based != "user":
         raise SettingError("recency_boost", "weighs the rows of users: it needs based='user'")
-    for name in ("output", "row_norm"):
-        if getattr(c, name) != getattr(DEFAULTS, name):
-            raise SettingError(name, "is for explicit feedback")
     if c.augment_eps is not None and not 0 <= c.augment_eps < math.inf:
         raise SettingError("augment_eps", f"must be a finite number >= 0; got {c.augment_eps!r}")
-    weighting, augmented = VARIANT_SETTINGS[c.variant or "NCAE+"]
-    if c.variant and c.weighting not in (None, weighting):
-        raise SettingError("variant", f"{c.variant} uses weighting {weighting}")
-    if c.variant and not augmented and c.augment_eps:
-        raise SettingError("variant", f"{c.variant} has no augmentation: leave augment_eps "
-                           "unset")
-    eps = c.augment_eps
-    if eps is None:
-        eps = DEFAULT_AUGMENT_EPS if augmented else 0.0
-    return replace(c, weighting=c.weighting or weighting, augment_eps=float(eps))
+    if c.variant:
+        weighting, augmented = VARIANT_SETTINGS[c.variant]
+        if c.weighting not in (None, weighting):
+            raise SettingError("variant", f"{c.variant} uses weighting {weighting}")
+        if not augmented and c.augment_eps:
+            raise SettingError("variant", f"{c.variant} has no augmentation: leave "
+                               "augment_eps unset")
+    return _filled_by_variant(c)
+
+
+def _filled_by_variant(c: Config) -> Config:
+    """`c` with its weighting and augment_eps of None the variant's (value_of)."""
+    settings = asdict(c)
+    return replace(c, **{name: value_of(settings, name) for name in VARIANT_FILLED})

@@ -32,7 +32,7 @@ from ..ops import as_backend
 from ..ops.layout import SHARDED, AdamConfig, NCAELayout
 from ..ops.plan import Planner, Schedule
 from . import modelfile, stopping
-from .config import MULTINOMIAL, TF32, Config, SettingError, without_idle
+from .config import MULTINOMIAL, TF32, Config, SettingError, without_unread
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
 from .base import Model, check_callback, restored
@@ -438,7 +438,7 @@ class NCAE(Recommender):
                             "with ncae_cuda.load_model")
         # as load_model: a setting an older file holds that its others leave unread, unset
         return restored(path, meta, arrays, lambda ops: cls.of_settings(asdict(
-            Config.from_dict(without_idle(settings))), device=ops), device)
+            Config.from_dict(without_unread(settings))), device=ops), device)
 
     def restore(self, meta: dict, a: dict) -> None:
         """Take the fitted state of contents()' (meta, arrays); KeyError, ValueError or

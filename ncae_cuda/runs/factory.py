@@ -17,7 +17,7 @@ from ..model import modelfile
 from ..model.base import Model, restored
 from ..model.blend import BlendedNCAE
 from ..model import config
-from ..model.config import Config, SettingError, without_idle
+from ..model.config import Config, SettingError, without_unread
 from ..model.estimator import NCAE
 from ..model.recommender import NAME
 
@@ -95,9 +95,13 @@ def load_model(path, device="auto") -> Model:
         named.
     """
     meta, arrays = modelfile.read(path, "model")
-    # (a setting its others leave unread, from a file of before it was refused: the default)
-    return restored(path, meta, arrays,
-                    lambda ops: make_model(without_idle(meta["settings"]), ops), device)
+
+    def make(ops) -> Model:
+        # a setting its others leave unread, from a file of before it was refused: the
+        # default (a baseline's, by the rules of its own settings)
+        kind = BASELINES.get(meta["settings"].get("model"))
+        return make_model(without_unread(meta["settings"], kind and kind.defaults), ops)
+    return restored(path, meta, arrays, make, device)
 
 
 def read_recipe(path) -> dict:

@@ -25,14 +25,15 @@ the values (suggest); a choice that is a list, e.g. hidden [300, 300], is a stri
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Callable
 
 from ..baselines.estimators import MODELS as BASELINES
-from ..model.config import (DEFAULTS, NOT_IN_A_RECIPE, READ_ONLY_WITH, SettingError, idle,
-                            read_toml, without_idle)
+from ..model.config import (DEFAULTS, NOT_IN_A_RECIPE, UNREAD, SettingError, deciding,
+                            read_toml, unread, value_of, without_unread)
 from ..model.recommender import NAME as NCAE
 
 # Settings a search cannot move: the score must mean the same thing in every trial.
@@ -43,11 +44,11 @@ TUNED = (NCAE, *(name for name, kind in BASELINES.items() if kind.defaults))
 # Settings that weigh a user's interactions by their time: a space's are searched only where
 # the data has timestamps and the model can weigh its rows (tune leaves them out elsewhere)
 TIMED = ("recency_boost", "recency_halflife")
-# {setting: the other}: a setting read only where the other is on (> 0, or a choice but the one
-# that turns it off: NCAE's, and the baselines' recency halflife): a trial draws it only where
-# the other is on, and elsewhere leaves it at its default (Optuna's define-by-run: a trial
-# suggests what it reads)
-CONDITIONAL = {name: other for name, (other, *_) in READ_ONLY_WITH.items()}
+# Settings others' values may leave unread (config.UNREAD: NCAE's, and the baselines' recency
+# halflife): a trial draws one only where the recipe and its values drawn so far read it, and
+# elsewhere leaves it at its default (Optuna's define-by-run: a trial suggests what it reads);
+# those deciding it are drawn first
+CONDITIONAL = {name for rule in UNREAD for name in rule.names}
 
 
 @dataclass(frozen=True)
@@ -140,13 +141,11 @@ def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]
                              f"{', '.join(sorted(settings.defaults))})")
         dimensions[name] = _dimension(name, table, settings.defaults[name])
     for name, dimension in dimensions.items():
-        other = dimensions.get(CONDITIONAL.get(name))
-        # a conditional setting is drawn where its other is on: checked there (refused where
-        # the space's other, or else the recipe's, is never on: it would never be read)
-        on = {} if other is None else {other.name: _turning_on(name, other)}
+        # a conditional setting is drawn where it is read: checked there (and refused where
+        # neither the space's values nor the recipe's read it: it would never be read)
+        reading = _reading(name, dimensions, recipe, model)
         for value in dimension.values():
-            point = ({**recipe, **on, name: value} if name in CONDITIONAL
-                     else trial_point(recipe, {name: value}))
+            point = {**trial_point(recipe, {**reading, name: value}, model), name: value}
             try:
                 settings.check(point)
             except SettingError as e:
@@ -154,11 +153,16 @@ def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]
     return list(dimensions.values())
 
 
-def _turning_on(name: str, other: Dimension):
-    """A value of `other`'s dimension that has setting `name` read (its off value where it
-    has none: the check then refuses `name`)."""
-    off = READ_ONLY_WITH[name][1]
-    return next((value for value in other.values() if value != off), off)
+def _reading(name: str, dimensions: dict, recipe: dict, model: str) -> dict:
+    """Values of the space's `dimensions` that decide whether setting `name` is read
+    (config.deciding), the first that read it over `recipe` (the first of all where none do:
+    `name` is then refused, never read)."""
+    deciders = [d for d in dimensions.values() if d.name in deciding(name)]
+    points = [{d.name: value for d, value in zip(deciders, values)}
+              for values in itertools.product(*(d.values() for d in deciders))]
+    return next((drawn for drawn in points
+                 if name not in unread({**recipe, **drawn}, searched(model).defaults)),
+                points[0])
 
 
 def _dimension(name: str, table, default) -> Dimension:
@@ -209,15 +213,16 @@ def _from_optuna(value):
     return value
 
 
-def recipe_point(dimensions: list[Dimension], recipe: dict, model: str = NCAE) -> dict:
-    """The recipe's own values (`model`'s defaults where it has none) of the settings the
+def recipe_point(dimensions: list[Dimension], base: dict, model: str = NCAE) -> dict:
+    """The values of `base` (a recipe, and NCAE's feedback; `model`'s defaults where it has
+    none, and a variant's weighting and augment_eps: config.value_of) of the settings the
     space holds them in, as Optuna stores them: a study's first trial, so that a search starts
     where the recipe stands and its best is never behind the recipe on validation."""
     defaults, point = searched(model).defaults, {}
-    for d in sorted(dimensions, key=lambda d: d.name in CONDITIONAL):    # each other first
-        if d.name in idle({**recipe, **point}):
-            continue                                         # not drawn: its other is off
-        value = recipe.get(d.name, defaults[d.name])
+    for d in sorted(dimensions, key=lambda d: d.name in CONDITIONAL):  # the deciding first
+        if d.name in unread_in(dimensions, point, base, model):
+            continue                                       # not drawn: the point leaves it unread
+        value = value_of({**defaults, **base}, d.name)
         value = tuple(value) if isinstance(value, list) else value
         if d.choices is not None and value in d.choices:
             point[d.name] = to_optuna(value)
@@ -238,16 +243,24 @@ def settings(dimensions: list[Dimension], params: dict) -> dict:
             for d in dimensions if d.name in params}
 
 
-def draw(dimensions: list[Dimension], trial, recipe: dict) -> dict:
-    """A trial's settings, drawn by Optuna over `recipe`: each dimension's, but a conditional
-    one's (CONDITIONAL) only where its other, drawn first (or else the recipe's), is on."""
+def draw(dimensions: list[Dimension], trial, base: dict, model: str = NCAE) -> dict:
+    """A trial's settings, drawn by Optuna over `base` (a recipe, and NCAE's feedback): each
+    dimension's, but a conditional one's (CONDITIONAL) only where the base and the values
+    drawn before it, those deciding it, read it."""
     for d in sorted(dimensions, key=lambda d: d.name in CONDITIONAL):
-        if d.name not in idle({**recipe, **trial.params}):
+        if d.name not in unread_in(dimensions, trial.params, base, model):
             d.suggest(trial)
     return settings(dimensions, trial.params)
 
 
-def trial_point(recipe: dict, drawn: dict) -> dict:
-    """The settings a trial runs with: the recipe's, those drawn over them, less each that they
-    leave unread (at the model's default, which is the only value it takes there)."""
-    return without_idle({**recipe, **drawn})
+def unread_in(dimensions: list[Dimension], params: dict, base: dict, model: str = NCAE) -> dict:
+    """{setting: why} of those `model`'s settings leave unread at `base` (a recipe, and NCAE's
+    feedback) under Optuna's `params` of `dimensions` (config.unread)."""
+    return unread({**base, **settings(dimensions, params)}, searched(model).defaults)
+
+
+def trial_point(base: dict, drawn: dict, model: str = NCAE) -> dict:
+    """The settings a trial runs with: `base`'s (a recipe, and NCAE's feedback), those drawn
+    over them, less each that they leave unread (at the model's default, which is the only
+    value it takes there)."""
+    return without_unread({**base, **drawn}, searched(model).defaults)

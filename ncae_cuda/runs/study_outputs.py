@@ -49,7 +49,7 @@ def write_outputs(spec: TuneSpec, found: Setup, study) -> None:
     kept = ({"feedback": found.feedback} if found.model == NCAE    # the data's, where not given
             else {"model": found.model})
     settings = space.trial_point({**found.recipe, **kept},
-                                 space.settings(found.dimensions, best.params))
+                                 space.settings(found.dimensions, best.params), found.model)
     files = {BEST: recipe_text(settings, comment).encode(), TABLE: _table(found, trials),
              FIGURE: _figure(found, trials)}
     for name, content in files.items():

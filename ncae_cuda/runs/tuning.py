@@ -21,7 +21,7 @@ from numba.core import event as numba_event
 
 from ..data.interactions import DataError
 from ..model.blend import MEMBERS
-from ..model.config import DEFAULTS, Config, SettingError, idle, read_where
+from ..model.config import DEFAULTS, Config, SettingError, read_where
 from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
@@ -80,6 +80,11 @@ class Setup:
                                      for d in self.dimensions], "seed": spec.seed,
                            "split_seeds": self.split_seeds, **run_by(spec),
                            **({} if self.model == NCAE else {"model": self.model})})
+
+    @property
+    def base(self) -> dict:
+        """The settings a trial's are drawn over: the recipe, and NCAE's feedback (under)."""
+        return under(self.model, self.recipe, self.feedback)
 
     @property
     def step(self) -> str | None:
@@ -152,10 +157,10 @@ def setup(spec: TuneSpec) -> Setup:
         dimensions = space.dimensions(tables, under(model, recipe, config.feedback), model)
     except ValueError as e:
         raise SpecError(f"{named}: {e}") from None
-    for name, other in space.CONDITIONAL.items():
-        if name in tables and other in tables and spec.worker is None:
-            print(f"{name}: drawn only where {read_where(name)}; elsewhere unread, at its "
-                  f"default {getattr(DEFAULTS, name):g}", flush=True)
+    for name in tables:
+        if (where := read_where(name, tables)) and spec.worker is None:
+            print(f"{name}: drawn only where {where}; elsewhere unread, at its default "
+                  f"{space.searched(model).defaults[name]:g}", flush=True)
     metric, higher = selection(spec.metric, config.resolved())
     seeds = ",".join(map(str, spec.split_seeds))
     if spec.split_seeds and min(spec.split_seeds) < 0:
@@ -215,8 +220,8 @@ def trainer_spec(spec: TuneSpec, recipe: dict, settings: dict, out: Path,
                  split_seed: int | None = None) -> tuple[RunSpec, Config]:
     """A trial's run, resolved as the trainer resolves its flags: the study's data (split_seed,
     where given, for its split seed), device, the trial's folder, validation only; the model's
-    settings: the recipe, the trial's settings over it, the study's seed. SpecError names a
-    data flag that is wrong."""
+    settings: `recipe` (a trial's: Setup.base), the trial's settings over it, the study's
+    seed. SpecError names a data flag that is wrong."""
     data = spec.data if split_seed is None else replace(spec.data, split_seed=split_seed)
     run = RunSpec(data=data, device=spec.device, out=out, validation_only=True)
     config = given_settings(**space.trial_point(recipe, settings), seed=spec.seed)
@@ -238,10 +243,11 @@ def open_study(spec: TuneSpec, found: Setup, storage):
         study.set_user_attr("ncae_cuda", made)
     if made is None:
         study.set_user_attr("ncae_cuda", identity)
-        point = space.recipe_point(found.dimensions, found.recipe, found.model)
+        point = space.recipe_point(found.dimensions, found.base, found.model)
         study.enqueue_trial(point, skip_if_exists=True)   # (two machines may both make it)
+        unread = space.unread_in(found.dimensions, point, found.base, found.model)
         outside = [d.name for d in found.dimensions
-                   if d.name not in point and d.name not in idle({**found.recipe, **point})]
+                   if d.name not in point and d.name not in unread]
         if outside:
             print(f"note: the recipe's {', '.join(outside)} outside the space: the first trial "
                   "draws them, so the best may fall behind the recipe on validation", flush=True)
@@ -294,7 +300,7 @@ def retry_recipe(study, found: Setup) -> int | None:
     recipe = [t for t in study.get_trials(deepcopy=False) if "fixed_params" in t.system_attrs]
     if not recipe or any(t.state != TrialState.FAIL for t in recipe):
         return None
-    study.enqueue_trial(space.recipe_point(found.dimensions, found.recipe, found.model))
+    study.enqueue_trial(space.recipe_point(found.dimensions, found.base, found.model))
     return recipe[-1].number
 
 
@@ -429,7 +435,7 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
     compile (`compiling`'s) are noted, and left out of its time and spec's clock."""
     optuna = import_optuna()
     trial.set_user_attr("worker", me)
-    settings = space.draw(found.dimensions, trial, found.recipe)
+    settings = space.draw(found.dimensions, trial, found.base, found.model)
     asking.release()
     folder = spec.out / TRIALS / f"{trial.number:04d}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -449,14 +455,14 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
             raise optuna.TrialPruned(f"epoch {record['epoch']}")
     several = len(found.split_seeds) > 1
     try:
-        space.searched(found.model).check(
-            space.trial_point(under(found.model, found.recipe, found.feedback), settings))
+        space.searched(found.model).check(space.trial_point(found.base, settings,
+                                                            found.model))
         summaries = []
         for split_seed in found.split_seeds:     # the pruner hears the first split's epochs
             on_epoch = None if summaries else heard
             with open(folder / pool.LOG, "a") as log, contextlib.redirect_stdout(log):
                 if found.model == NCAE:
-                    run, config = trainer_spec(spec, found.recipe, settings,
+                    run, config = trainer_spec(spec, found.base, settings,
                                                folder / f"split{split_seed}" if several
                                                else folder, split_seed)
                     summaries.append(protocol.run(run, config, on_epoch=on_epoch))
@@ -495,7 +501,7 @@ def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int
     run's, once a worker."""
     data, split = _split(spec, split_seed, found.model, found.cutoffs)
     model = factory.make_model({"model": found.model, "cutoffs": found.cutoffs,
-                                **space.trial_point(found.recipe, settings),
+                                **space.trial_point(found.base, settings, found.model),
                                 **factory.seeded(found.model, spec.seed)}, spec.device)
     print(f"{data.name}: {model!r} on split seed {split_seed}")
     callback = None if on_epoch is None else lambda _, record: on_epoch(record)
