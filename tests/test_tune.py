@@ -964,6 +964,17 @@ def test_a_storage_that_does_not_open_leaves_out_unbound(tmp_path, capsys):
     assert tune.main(flags) == 0                       # the default storage, in the same --out
 
 
+def test_a_postgres_url_is_refused_naming_postgresql(tmp_path, capsys):
+    """libpq's postgres:// is no SQLAlchemy dialect (before: "cannot open it (Can't load
+    plugin: sqlalchemy.dialects:postgres)"); the line gives the URL to use, without its
+    password, before any data is read."""
+    refused(tune.main, [*files(tmp_path, 1), "--storage", "postgres://ncae:secret@db:5433/tune",
+                        "--out", str(tmp_path / "o")], capsys,
+            "--storage postgres://ncae:***@db:5433/tune: PostgreSQL is postgresql:// to "
+            "SQLAlchemy: --storage postgresql://ncae:***@db:5433/tune")
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_recipe_value_outside_the_space_is_noted(tmp_path, capsys):
     """Before: the first trial drew hidden and dropout where the recipe's values (16, 0.7)
     are outside the space, and the docs said the best is never behind the recipe."""

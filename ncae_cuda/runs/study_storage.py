@@ -49,10 +49,16 @@ def _shown(spec) -> str:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
     try:
-        return make_url(spec.storage).render_as_string(hide_password=True)
+        url = make_url(spec.storage)
     except ArgumentError:
         raise TuneError(f"--storage {spec.storage}: not a database URL (sqlite:///FILE, "
                         "postgresql://USER@HOST/DB)") from None
+    shown = url.render_as_string(hide_password=True)
+    if url.drivername == "postgres":      # libpq's name (psql, Heroku), no SQLAlchemy dialect
+        fixed = url.set(drivername="postgresql").render_as_string(hide_password=True)
+        raise TuneError(f"--storage {shown}: PostgreSQL is postgresql:// to SQLAlchemy: "
+                        f"--storage {fixed}")
+    return shown
 
 
 def open_storage(spec):
