@@ -29,7 +29,7 @@ from ncae_cuda.commands import train, tune
 from ncae_cuda.data import atomic_file, datasets
 from ncae_cuda.model.config import DEFAULTS, read_recipe
 from ncae_cuda.runs import (effort, protocol, rundir, space, study_outputs, study_storage,
-                            tuning)
+                            tune_study, tuning)
 
 pytestmark = pytest.mark.extra("tune")
 optuna = pytest.importorskip("optuna", reason=missing_extra("tune"))
@@ -523,6 +523,22 @@ def test_ctrl_c_stops_the_study_and_writes_the_best_of_its_finished_trials(tmp_p
     assert read_recipe(out / "best.toml")["dropout"] == best.params["dropout"]
     assert f"trial {best.number}, the best of {len(complete)} finished trials" in (
         out / "best.toml").read_text()
+
+
+def test_a_worker_stopped_by_the_command_names_no_signal(monkeypatch, capsys):
+    """The command hands a Ctrl-C on to its workers as SIGTERM (pool.Processes), and says
+    "SIGINT: stopped ..." itself: a worker's line names no signal (before: "worker 1: SIGTERM:
+    stopped" of a Ctrl-C); its exit status is still the signal's."""
+    def stopped(*args):
+        error = KeyboardInterrupt()
+        error.signal_name = "SIGTERM"                   # as stopping.Stopped carries it
+        raise error
+    monkeypatch.setattr(tune_study, "open_storage", lambda spec: None)
+    monkeypatch.setattr(tune_study, "open_study", lambda spec, found, storage: None)
+    monkeypatch.setattr(tune_study, "work", stopped)
+    assert tune_study.work_on(types.SimpleNamespace(worker=1), None) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == ("worker 1: stopped; the trial under way is marked "
+                                       "failed\n")
 
 
 # ---------------------------------------------------------------------------------------------

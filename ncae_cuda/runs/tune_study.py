@@ -90,10 +90,11 @@ def work_on(spec: TuneSpec, found: Setup) -> int:
     try:
         work(spec, found, study)
     except KeyboardInterrupt as e:            # a signal: the trial under way is marked failed
-        name = getattr(e, "signal_name", "SIGINT")
-        print(f"worker {spec.worker}: {name}: stopped; the trial under way is marked failed",
+        # no signal named: the command hands its own on as SIGTERM (pool.Processes), and its
+        # line names the one it got (a Ctrl-C's SIGINT)
+        print(f"worker {spec.worker}: stopped; the trial under way is marked failed",
               file=sys.stderr)
-        return 128 + signal.Signals[name]
+        return 128 + signal.Signals[getattr(e, "signal_name", "SIGINT")]
     return 0
 
 
