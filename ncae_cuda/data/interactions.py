@@ -366,8 +366,12 @@ def check_entries(data: Interactions, name: str) -> None:
         return f"user {shown_id(data.user_ids[user])}, item {shown_id(data.item_ids[item])}"
     if data.ratings is not None:
         check_values(name, data.ratings, data.users, data.items, entry)
-    key = data.users.astype(np.int64) * data.n_items + data.items               # (nnz,)
-    if (np.diff(np.sort(key)) == 0).any():          # (where, only once known: a stable sort)
+    # whether a pair repeats: a CSR matrix of the entries sums repeated pairs into one (sorting
+    # each row's few items, where one sort of every pair's key cost 3x as long on 20M entries)
+    merged = sp.csr_matrix((np.ones(data.nnz, np.int8), (data.users, data.items)),
+                           shape=(data.n_users, data.n_items))
+    if merged.nnz < data.nnz:                       # where: a stable sort of the keys
+        key = data.users.astype(np.int64) * data.n_items + data.items           # (nnz,)
         order = np.argsort(key, kind="stable")
         repeated = np.flatnonzero(key[order][1:] == key[order][:-1])
         later = order[repeated + 1]                  # each an entry of an earlier one's pair
