@@ -370,3 +370,52 @@ def test_every_table_spells_a_figure_as_metrics_json_does(name, monkeypatch):
     columns = [column for column in [*rows[0], *baselines] if "@" in column]
     assert columns and all(column.split()[-1].partition("@")[0] in ("hr", "recall", "ndcg")
                            for column in columns), columns
+
+
+RECIPE_FILES = sorted(RECIPES.glob("*.toml"))
+
+
+@pytest.mark.parametrize("name", [name for name in paper_tables.EXPERIMENTS if name != "recipes"])
+def test_every_experiment_runs_every_shipped_recipe(name):
+    """-- --config RECIPE: a recipe is a whole, its settings a cell's flags leave unread or
+    contradict left out of that cell's runs (before, refused: factors over
+    ml-100k-implicit.toml "run K8-NCAE--seed0: --variant: NCAE- has no augmentation: leave
+    augment_eps unset", configurations over it "--variant: is for implicit feedback",
+    augmentation over ml-100k-explicit.toml "--output: is for explicit feedback")."""
+    args = experiments.build_parser().parse_args(
+        [name, "--dataset", "synthetic-tiny", "--quick", "--baselines", "none"])
+    for path in RECIPE_FILES:
+        plan = paper_tables.ExperimentRuns(args, ["--config", str(path)], trainer_run)
+        paper_tables.EXPERIMENTS[name](plan)
+        assert experiments.overridden(plan) is None
+        for run in plan.runs:
+            resolved(*trainer_run(list(run.flags)))
+
+
+def test_a_variant_cell_leaves_out_the_recipe_settings_it_does_not_read(tmp_path, capsys):
+    """factors over an NCAE+ recipe: NCAE- runs without its augmentation, c0 and omega (uniform
+    weighting), NCAE without its augmentation, NCAE+ with all; a line for each variant says
+    so before the runs."""
+    recipe = tmp_path / "plus.toml"
+    recipe.write_text('feedback = "implicit"\nvariant = "NCAE+"\nc0 = 100.0\nomega = 0.3\n'
+                      'augment_eps = 0.02\nlr = 0.005\n')
+    out = tmp_path / "exp"
+    assert experiments.main(["factors", "--dataset", "synthetic-tiny", "--quick", "--factor-ks",
+                             "8", "--baselines", "none", "--collect", "--out", str(out), "--",
+                             "--config", str(recipe)]) != 0      # nothing run: planned only
+    said = [line for line in capsys.readouterr().out.splitlines() if str(recipe) in line]
+    assert said == [
+        f"factors: {recipe} sets variant = NCAE+, which its cells set themselves: the runs take "
+        "theirs (K8-NCAE--seed0: --variant NCAE-)",
+        f"factors: {recipe} sets c0 = 100.0, omega = 0.3, augment_eps = 0.02, which --variant "
+        "NCAE- leaves unread or contradicts: left out of the runs of those cells (K8-NCAE--seed0)",
+        f"factors: {recipe} sets augment_eps = 0.02, which --variant NCAE leaves unread or "
+        "contradicts: left out of the runs of those cells (K8-NCAE-seed0)"], said
+    listing = json.loads((out / "runs" / "factors" / "runs.json").read_text())["runs"]
+    configs = {name: resolved(*trainer_run(command.split()[1:]))[1]
+               for name, command in listing.items()}
+    taken = {name: (c.weighting, c.c0, c.omega, c.augment_eps, c.lr)
+             for name, c in configs.items()}
+    assert taken == {"K8-NCAE--seed0": ("uniform", DEFAULTS.c0, DEFAULTS.omega, 0.0, 0.005),
+                     "K8-NCAE-seed0": ("popularity", 100.0, 0.3, 0.0, 0.005),
+                     "K8-NCAE+-seed0": ("popularity", 100.0, 0.3, 0.02, 0.005)}, taken

@@ -8,7 +8,8 @@ from test_user_errors import TINY, refused
 
 from ncae_cuda import NCAE, make_model
 from ncae_cuda.commands import train
-from ncae_cuda.model.config import Config, read_recipe
+from ncae_cuda.commands.flags import build_parser, run_spec
+from ncae_cuda.model.config import DEFAULTS, Config, given_way, read_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "recipes").glob("*.toml"))
@@ -73,3 +74,51 @@ def test_each_recipe_is_behind_a_result_of_the_manual():
     assert len(RECIPES) >= 6
     for path in RECIPES:
         assert f"recipes/{path.name}" in manual, path.name
+
+
+def test_a_flag_beats_the_recipe_settings_it_leaves_unread_with_a_note(tmp_path, capsys):
+    """--variant NCAE- over an NCAE+ recipe: the recipe's augmentation (NCAE- has none) and its
+    popularity weighting's c0 and omega (NCAE- weighs uniformly) are left out, said in a note,
+    and the rest of the recipe taken (before: refused, "--variant: NCAE- has no augmentation:
+    leave augment_eps unset", though the user never gave augment_eps)."""
+    path = recipe(tmp_path, 'feedback = "implicit"\nvariant = "NCAE+"\naugment_eps = 0.02\n'
+                            'c0 = 100.0\nomega = 0.3\nlr = 0.005\n')
+    spec, config = run_spec(build_parser(), [*TINY, "--config", str(path), "--variant", "NCAE-",
+                                             "--out", str(tmp_path / "run")])
+    assert capsys.readouterr().out.splitlines() == [
+        f"note: {path} sets c0 = 100.0, omega = 0.3, augment_eps = 0.02, which --variant NCAE- "
+        "leaves unread or contradicts: left out of the run (a flag beats its recipe)"]
+    assert (config.model_name, config.weighting, config.augment_eps) == ("NCAE-", "uniform", 0)
+    assert (config.c0, config.omega, config.lr) == (DEFAULTS.c0, DEFAULTS.omega, 0.005)
+
+
+def test_flags_that_contradict_each_other_are_refused_over_a_recipe(tmp_path, capsys):
+    """Only a recipe's setting gives way: two flags of the user's that disagree are refused."""
+    path = recipe(tmp_path, 'feedback = "implicit"\nc0 = 100.0\n')
+    refused(train.main, [*TINY, "--config", str(path), "--variant", "NCAE-", "--augment-eps",
+                         "0.02"], capsys, "--variant: NCAE- has no augmentation")
+
+
+@pytest.mark.parametrize("given, way", [
+    # NCAE-: no augmentation, uniform weighting (c0 and omega are popularity weighting's)
+    ({"variant": "NCAE-"}, {"c0": ("variant",), "omega": ("variant",),
+                            "augment_eps": ("variant",)}),
+    ({"variant": "NCAE"}, {"augment_eps": ("variant",)}),
+    # explicit: every implicit setting, the recency's halflife after its boost
+    ({"feedback": "explicit", "hidden": (8,)},
+     {name: ("feedback",) for name in ("variant", "c0", "omega", "augment_eps",
+                                       "recency_boost", "recency_halflife")}),
+    ({"recency_boost": 0.0}, {"recency_halflife": ("recency_boost",)}),
+    ({"lr": 0.1, "variant": "NCAE+"}, {})])
+def test_the_recipe_settings_given_flags_leave_unread(given, way):
+    recipe = {"feedback": "implicit", "variant": "NCAE+", "c0": 100.0, "omega": 0.3,
+              "augment_eps": 0.02, "recency_boost": 2.0, "recency_halflife": 3.0, "lr": 0.005}
+    assert given_way(recipe, given) == way
+
+
+def test_an_explicit_recipe_gives_way_to_the_flags_of_an_implicit_variant_together():
+    """output and row_norm are explicit feedback's: neither --feedback implicit nor --variant
+    alone over the recipe reads them, both do."""
+    recipe = {"feedback": "explicit", "output": "identity", "row_norm": 0.2, "lr": 0.005}
+    assert given_way(recipe, {"feedback": "implicit", "variant": "NCAE"}) == {
+        "output": ("feedback", "variant"), "row_norm": ("feedback", "variant")}

@@ -16,9 +16,10 @@ trainer's defaults; flags after `--` go to every run, e.g. the settings chosen o
 and --variant-flags "NCAE-=--weight-decay 1e-2" to the runs of one implicit variant (each
 variant's own chosen settings); there, a flag a cell sets itself to another value (factors'
 --hidden, each run's --seed) is refused, and a recipe's setting (--config) a cell sets itself
-is named, with the value the runs take, the cell's. Under --out: NAME.md, NAME.csv, NAME.png
-where the paper has a figure, and runs/NAME/ with each run's folder (its log.txt and
-metrics.json).
+is named, with the value the runs take, the cell's, as is one a cell's flags leave unread or
+contradict (NCAE-'s, the recipe's augment_eps), which its runs leave out. Under --out: NAME.md,
+NAME.csv, NAME.png where the paper has a figure, and runs/NAME/ with each run's folder (its
+log.txt and metrics.json).
 
 An experiment lists its runs, runs them (ncae_cuda.runs.pool: --jobs at once, each a process; the
 same command again skips the finished runs and resumes the others; --task I --tasks T shares
@@ -51,7 +52,7 @@ from ..runs.paper_tables import (
     numbers,
 )
 from ..runs.spec import refuse_unread, resolved
-from .flags import given_flags, trainer_run
+from .flags import given_flags, recipe_given_way, trainer_run
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
 OWN_FLAGS = {    # a flag one experiment reads (or two), as argparse names it: the others refuse it
@@ -155,9 +156,11 @@ def overridden(plan: ExperimentRuns) -> str | None:
 def recipe_overridden(plan: ExperimentRuns) -> list[str]:
     """A line for each setting of a recipe the runs read (--config) that a cell sets itself to
     another value, naming what the runs take: the cell's flag, which beats the recipe as any
-    flag does, though no flag of the user's asked it to. Those the user's flags (after --, in
-    --variant-flags) or --quick set for every run, and those a cell builds from them, are the
-    user's, not named."""
+    flag does, though no flag of the user's asked it to; and for each set of them a cell's
+    flags leave unread or contradict (its --variant NCAE-, the recipe's augment_eps), which its
+    runs go without (flags.recipe_given_way, as the trainer's note says). Those the user's
+    flags (after --, in --variant-flags) or --quick set for every run, and those a cell builds
+    from them, are the user's, not named."""
     said = {}
     for run in plan.runs:
         ran = given_flags(list(run.flags)) if run.module == "ncae_cuda.train" else {}
@@ -174,6 +177,11 @@ def recipe_overridden(plan: ExperimentRuns) -> list[str]:
                                    f"{cli.as_written(value)}, which its cells set themselves: "
                                    f"the runs take theirs ({run.name}: {flag} "
                                    f"{cli.as_written(taken)})")
+        for dests, given_way in recipe_given_way(list(run.flags)):
+            if given_way not in said and any(dest not in users and dest not in plan.reads
+                                             for dest in dests):
+                said[given_way] = (f"{plan.args.name}: {given_way}: left out of the runs of "
+                                   f"those cells ({run.name})")
     return list(said.values())
 
 

@@ -15,9 +15,11 @@ from pathlib import Path
 from .. import cli
 from ..data import datasets
 from ..model.ann import INDEXES
-from ..model.config import Config, read_recipe
+from ..model.config import Config, given_way, read_recipe
 from ..runs import protocol, rundir
 from ..runs.spec import FROM_THE_DATA, DataSpec, RunSpec, refuse_unread, resolved
+
+CONFIG_SETTINGS = {f.name for f in fields(Config)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,8 +77,13 @@ def build_parser(description: str | None = None) -> cli.Parser:
 # parsed: the records
 
 def parse(parser, argv: list[str] | None):
-    """The flags, over the recipe's settings where --config names one."""
-    return cli.parse(parser, argv, read_recipe)
+    """The flags, over the recipe's settings where --config names one, less those the flags
+    leave unread or contradict (recipe_given_way)."""
+    def kept(path) -> dict:
+        recipe = read_recipe(path)
+        left_out = given_way(recipe, given_settings(argv))
+        return {name: value for name, value in recipe.items() if name not in left_out}
+    return cli.parse(parser, argv, kept)
 
 
 def data_spec(args) -> DataSpec:
@@ -108,10 +115,43 @@ def given_flags(argv: list[str]) -> dict[str, tuple[str, object]]:
     return {dest: (flags[dest], value) for dest, value in vars(args).items() if value is not unset}
 
 
+def given_settings(argv: list[str] | None) -> dict:
+    """The model's settings a command line gives as flags (given_flags), {setting: value}."""
+    return {dest: value for dest, (_, value) in given_flags(argv).items()
+            if dest in CONFIG_SETTINGS}
+
+
+def recipe_given_way(argv: list[str] | None) -> list[tuple[tuple[str, ...], str]]:
+    """The settings of the recipe --config names that the flags given over it leave unread or
+    contradict (model.config.given_way: a flag beats its recipe, --variant NCAE- its
+    augment_eps), which the run goes without: for each set of flags they give way to, (their
+    destinations, 'FILE sets augment_eps = 0.02, which --variant NCAE- leaves unread or
+    contradicts'); none without a recipe."""
+    given = given_flags(argv)
+    if "config" not in given:
+        return []
+    path = given["config"][1]
+    recipe = read_recipe(path)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, dests in given_way(recipe, given_settings(argv)).items():
+        groups.setdefault(dests, []).append(name)
+    said = []
+    for dests, names in groups.items():
+        flags = " ".join(f"{given[dest][0]} {cli.as_written(given[dest][1])}" for dest in dests)
+        verbs = "leaves unread or contradicts" if len(dests) == 1 else "leave unread or contradict"
+        settings = ", ".join(f"{name} = {cli.as_written(recipe[name])}" for name in names)
+        said.append((dests, f"{path} sets {settings}, which {flags} {verbs}"))
+    return said
+
+
 def run_spec(parser, argv: list[str] | None) -> tuple[RunSpec, Config]:
     """The run a command line of the trainer's flags describes, parsed and resolved; a bad flag
-    is refused by parser.error (one it gives that the run never reads, too)."""
-    spec, config = cli.refused(parser, resolved, *from_args(parse(parser, argv)))
+    is refused by parser.error (one it gives that the run never reads, too). A recipe's setting
+    a flag leaves unread or contradicts is left out, with a note (a flag beats its recipe)."""
+    args = parse(parser, argv)
+    for _, said in recipe_given_way(argv):
+        print(f"note: {said}: left out of the run (a flag beats its recipe)", flush=True)
+    spec, config = cli.refused(parser, resolved, *from_args(args))
     cli.refused(parser, refuse_unread, spec, given_flags(argv))
     return spec, config
 

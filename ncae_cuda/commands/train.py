@@ -14,7 +14,8 @@ validation, the test part scored once, in the run's own folder --out (run.json, 
 model.npz, metrics.json). The flags (ncae_cuda/commands/flags.py) are generated from the
 model's settings (ncae_cuda.model.config.Config) and the data's and the run's
 (ncae_cuda/runs/spec.py: DataSpec, RunSpec); --config
-reads the model's from a recipe (a TOML file of the same names, recipes/), a flag overriding it.
+reads the model's from a recipe (a TOML file of the same names, recipes/), a flag overriding it
+(the recipe's settings it leaves unread or contradicts left out, with a note).
 
 --shard columns trains one model across the processes of a torch.distributed job (torchrun;
 pip install -e ".[distributed]"), each holding a share of the columns (ncae_cuda/ops/shard.py):

@@ -5,6 +5,7 @@ so the API and the CLI cannot drift apart.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import numbers
@@ -284,6 +285,48 @@ def recipe_of(values: dict) -> dict:
                 " (a recipe for implicit feedback says feedback = \"implicit\")")
         raise ValueError(f"{e.setting}: {e.reason}{hint}") from None
     return recipe
+
+
+def given_way(recipe: dict, given: dict) -> dict[str, tuple[str, ...]]:
+    """The settings of a recipe that settings given over it leave unread or contradict (a
+    flag beats its recipe: --variant NCAE- leaves a recipe's augment_eps, c0 and omega out),
+    each with the names of the given ones it gives way to: {setting: (given, ...)}.
+
+    The recipe's settings are added to the given ones in Config's order, where a setting
+    comes after those that turn it on or off (feedback first, weighting before c0): one that
+    breaks settings that resolved gives way. A recipe resolves alone (read_recipe), so where
+    nothing is given nothing gives way."""
+    taken, way = dict(given), {}
+    stands = _resolves(taken)
+    for name in (f.name for f in fields(Config)):
+        if name not in recipe or name in given:
+            continue
+        added = {**taken, name: recipe[name]}
+        if stands and not _resolves(added):
+            # those before it that gave way back too: recency_halflife's recency_boost
+            way[name] = _broken_by({**added, **{n: recipe[n] for n in way}}, recipe, given)
+        else:
+            taken, stands = added, stands or _resolves(added)
+    return way
+
+
+def _broken_by(settings: dict, recipe: dict, given: dict) -> tuple[str, ...]:
+    """The given settings that `settings` (theirs and a recipe's) do not resolve for: the
+    fewest whose recipe values (or defaults) in their place let them, every such set's."""
+    for size in range(1, len(given) + 1):
+        found = [names for names in itertools.combinations(given, size) if _resolves(
+            {**settings, **{n: recipe.get(n, getattr(DEFAULTS, n)) for n in names}})]
+        if found:
+            return tuple(dict.fromkeys(n for names in found for n in names))
+    return tuple(given)
+
+
+def _resolves(settings: dict) -> bool:
+    try:
+        replace(DEFAULTS, **settings).resolved()
+    except SettingError:
+        return False
+    return True
 
 
 def read_toml(path: Path) -> dict:
