@@ -124,6 +124,12 @@ def test_train_on_given_files_scores_cold_entries_apart(tmp_path, capsys, feedba
     assert "\nwarm test\n" in said and "\ncold test, scored apart: " in said
     result = json.loads((out / "metrics.json").read_text())
     assert result["data"]["cold_test"]["new_users"] == 10
+    # files have no time cut (before: "... new at the test cut", "no entry before the test cut")
+    cold = result["data"]["cold_test"]
+    assert (f"cold test, scored apart: {cold['entries']} entries of {cold['users']} users and "
+            f"{cold['items']} items, of which {cold['new_users']} users and {cold['new_items']} "
+            "items have no training or validation entry") in said
+    assert "test cut" not in said, said
     if feedback == "explicit":
         assert "predicted by the training data's means, shrunk by 5 ratings" in said
         assert result["cold_test"]["entries"] == result["data"]["cold_test"]["entries"]

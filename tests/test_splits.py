@@ -133,7 +133,7 @@ def test_by_time_by_hand():
         "validation from 7 (1970-01-01 00:00:07 UTC) on",
         "1 validation entries are cold, of 1 users and 0 items with no training entry: scored "
         "apart from the other 0",
-        "1 test entries are cold, of 0 users and 1 items with no entry before the test cut: "
+        "1 test entries are cold, of 0 users and 1 items with no training or validation entry: "
         "scored apart from the other 2"]
 
 
@@ -167,7 +167,7 @@ def test_by_time_random_data_against_loops(seed, test_ratio, valid_ratio):
     for cold, warm, users, items, name, before in (
             (entries[2], entries[1], train_users, train_items, "validation", "no training entry"),
             (entries[4], entries[3], before_users, before_items, "test",
-             "no entry before the test cut")):
+             "no training or validation entry")):
         new_users, new_items = ({e[0] for e in cold} - users), ({e[1] for e in cold} - items)
         note = (f"{len(cold)} {name} entries are cold, of {len(new_users)} users and "
                 f"{len(new_items)} items with {before}: scored apart from the other {len(warm)}")
@@ -253,8 +253,8 @@ def test_a_time_split_trained_on_less_sets_apart_what_it_leaves_cold():
     assert moved.notes == [*split.notes, "less",
                            "1 validation entries are cold, of 1 users and 0 items with no "
                            "training entry: scored apart from the other 0",
-                           "1 test entries are cold, of 0 users and 1 items with no entry "
-                           "before the test cut: scored apart from the other 1"]
+                           "1 test entries are cold, of 0 users and 1 items with no training "
+                           "or validation entry: scored apart from the other 1"]
 
 
 def test_a_time_split_trained_on_its_whole_train_keeps_its_cold_validation_entries():
@@ -289,8 +289,9 @@ def test_file_split_remaps_ids():
         np.testing.assert_array_equal(part.ratings, source.ratings)
         assert part.users.dtype == part.items.dtype == np.int32
     assert split.valid.nnz == 0
-    assert ("1 test entries are cold, of 1 users and 1 items with no entry before the test "
-            "cut: scored apart from the other 1") in split.notes
+    # (no time cut: a cold entry's user or item is in neither earlier part)
+    assert ("1 test entries are cold, of 1 users and 1 items with no training or validation "
+            "entry: scored apart from the other 1") in split.notes
 
 
 @pytest.mark.parametrize("test_user, test_item, message", [
@@ -330,8 +331,8 @@ def test_given_split_maps_ids_across_files():
         np.testing.assert_array_equal(part.ratings, source.ratings)
     assert split.notes[:1] == ["given split: train.csv (3 train), valid.csv (1 valid), "
                                "test.csv (2 test)"]
-    assert split.notes[1] == ("2 test entries are cold, of 1 users and 1 items with no entry "
-                              "before the test cut: scored apart from the other 0")
+    assert split.notes[1] == ("2 test entries are cold, of 1 users and 1 items with no training "
+                              "or validation entry: scored apart from the other 0")
 
 
 def test_given_split_notes_which_file_held_duplicates():

@@ -773,9 +773,9 @@ def test_a_given_test_file_of_new_users_alone_is_refused_in_a_line(tmp_path, cap
     test_file = write_table(tmp_path / "test.csv", "user,item,rating", rows[500:])
     refused(train.main, ["--train", str(train_file), "--test", str(test_file), *TINY[2:],
                          "--out", str(tmp_path / "run")], capsys,
-            "test.csv: all 100 test entries are of users or items new at the test cut, which "
-            "are scored apart: none is left to test the model on (give test entries of "
-            "--train's users and items)")
+            "test.csv: all 100 test entries are of users or items with no training or "
+            "validation entry, which are scored apart: none is left to test the model on (give "
+            "test entries of --train's users and items)")
 
 
 @pytest.mark.parametrize("header, held_out", [("user,item", 1), ("user,item,rating", 2)])
@@ -801,8 +801,8 @@ def test_a_given_validation_file_of_new_users_alone_is_refused_in_a_line(tmp_pat
     valid_file = write_table(tmp_path / "valid.csv", "user,item,rating", rows[500:])
     refused(train.main, ["--train", str(train_file), "--test", str(test_file), "--valid",
                          str(valid_file), *TINY[2:], "--out", str(tmp_path / "run")], capsys,
-            "valid.csv: all 100 validation entries are of users or items new at the validation "
-            "cut, which are scored apart: none is left to choose the epoch on (give validation "
+            "valid.csv: all 100 validation entries are of users or items with no training "
+            "entry, which are scored apart: none is left to choose the epoch on (give validation "
             "entries of --train's users and items)")
 
 

@@ -10,6 +10,10 @@ import numpy as np
 
 from .interactions import DataError, Interactions
 
+# What a cold entry of each held-out part lacks, in words true of every split that holds them
+# apart: a time split's (where it is before the part's cut) and a split of files (no cut)
+NO_ENTRY = {"validation": "no training entry", "test": "no training or validation entry"}
+
 
 def set_cold_apart(split):
     """`split` (one that holds cold entries apart) with each held-out part's cold entries in
@@ -64,15 +68,14 @@ def cold_apart_notes(split) -> list[str]:
     (an entry may be of a new user and a new item at once)."""
     notes = []
     before_test = split.train.concat(split.valid).concat(split.cold_valid)
-    for name, cold, warm, known, before in (
-            ("validation", split.cold_valid, split.valid, split.train, "no training entry"),
-            ("test", split.cold_test, split.test, before_test, "no entry before the test cut")):
+    for name, cold, warm, known in (("validation", split.cold_valid, split.valid, split.train),
+                                    ("test", split.cold_test, split.test, before_test)):
         if cold.nnz:
             users, items = with_an_entry(known)
             new_users = np.unique(cold.users[~users[cold.users]])
             new_items = np.unique(cold.items[~items[cold.items]])
             notes.append(f"{cold.nnz} {name} entries are cold, of {len(new_users)} users and "
-                         f"{len(new_items)} items with {before}: scored apart from the other "
+                         f"{len(new_items)} items with {NO_ENTRY[name]}: scored apart from the other "
                          f"{warm.nnz}")
     return notes
 
@@ -89,6 +92,6 @@ def refuse_all_cold(cold: Interactions | None, part: str, use: str, files: bool 
     if cold is not None and cold.nnz:
         advice = (f"give {part} entries of --train's users and items" if files else
                   "--split loo holds out each user's own latest interaction instead")
-        raise DataError(f"{cold.name}: all {cold.nnz} {part} entries are of users or items new "
-                        f"at the {part} cut, which are scored apart: none is left to {use} "
-                        f"({advice})")
+        lacking = f"with {NO_ENTRY[part]}" if files else f"new at the {part} cut"
+        raise DataError(f"{cold.name}: all {cold.nnz} {part} entries are of users or items "
+                        f"{lacking}, which are scored apart: none is left to {use} ({advice})")

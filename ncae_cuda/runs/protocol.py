@@ -8,8 +8,9 @@ part (--valid-ratio 0, or leave-one-out finding no user of 3 interactions) it tr
 epochs; one asked for by --valid-ratio that the split leaves empty is refused. Explicit feedback
 is scored by RMSE over held-out ratings, implicit by HR@M, Recall@M and NDCG@M of each user's
 held-out items ranked against every item the user has not interacted with, next to the POP
-baseline. A time split's cold test entries (of users or items new at the test cut) are scored
-apart, in their own table and keys (cold_test, cold_pop), never mixed into the test figures.
+baseline. Cold test entries (a time split's or split files': of users or items with no training
+or validation entry) are scored apart, in their own table and keys (cold_test, cold_pop), never
+mixed into the test figures.
 --warm-start starts both fits from a saved model (run.json records its path and sha256).
 
 Each run has its own folder, --out (default runs/<data set>-<date>-<time>): run.json (the
@@ -37,7 +38,7 @@ import numpy as np
 
 from ..data import datasets, splits
 from ..data.atomic_file import atomic_write
-from ..data.cold import refuse_all_cold
+from ..data.cold import NO_ENTRY, refuse_all_cold
 from ..data.digest import file_sha256
 from ..data.interactions import DataError, Interactions
 from ..data.reader import read_table
@@ -474,7 +475,7 @@ def cold_title(counts: dict) -> str:
     """A cold test part's table's title: what it holds, and that it is scored apart."""
     return (f"cold test, scored apart: {counts['entries']} entries of {counts['users']} users "
             f"and {counts['items']} items, of which {counts['new_users']} users and "
-            f"{counts['new_items']} items are new at the test cut")
+            f"{counts['new_items']} items have {NO_ENTRY['test']}")
 
 
 def cold_heading(counts: dict | None) -> str:
