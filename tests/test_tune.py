@@ -1001,3 +1001,15 @@ def test_a_recipe_value_outside_the_space_is_noted(tmp_path, capsys):
             "so the best may fall behind the recipe on validation") in capsys.readouterr().out
     trial = journal(tmp_path / "study").trials[0]
     assert trial.params["hidden"] in ("4", "8,4") and trial.params["dropout"] <= 0.6
+
+
+def test_without_a_recipe_the_defaults_outside_the_space_are_noted(tmp_path, capsys):
+    """No --config: the first trial is the defaults' (hidden 500,500 outside the space's), and
+    the note says so (before: "note: the recipe's hidden outside the space", of no recipe)."""
+    flags = files(tmp_path, 1)
+    at = flags.index("--config")
+    del flags[at:at + 2]
+    assert tune.main([*flags, "--trials", "1", "--out", str(tmp_path / "study")]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "outside" in line]
+    assert said == ["note: the defaults' hidden outside the space: the first trial draws them, "
+                    "so the best may fall behind the defaults on validation"], said

@@ -249,8 +249,11 @@ def open_study(spec: TuneSpec, found: Setup, storage):
         outside = [d.name for d in found.dimensions
                    if d.name not in point and d.name not in unread]
         if outside:
-            print(f"note: the recipe's {', '.join(outside)} outside the space: the first trial "
-                  "draws them, so the best may fall behind the recipe on validation", flush=True)
+            # without --config, the first trial is the defaults'
+            recipe = "the recipe" if spec.recipe else "the defaults"
+            whose = f"{recipe}'s" if spec.recipe else f"{recipe}'"
+            print(f"note: {whose} {', '.join(outside)} outside the space: the first trial "
+                  f"draws them, so the best may fall behind {recipe} on validation", flush=True)
         return study
     # a study made before its data was recorded as used may spell out a default (--split
     # random): the same data and split
