@@ -674,11 +674,15 @@ def test_every_model_goes_through_the_one_protocol_with_the_same_keys(name):
     case = CASES[name]
     _, split = splits.given_split(from_matrix(TRAIN, "train"), from_matrix(TEST, "test"),
                                   from_matrix(VALID, "valid"))
-    with redirect_stdout(io.StringIO()):
+    with redirect_stdout(io.StringIO()) as said:
         model, result = select_refit_test(make_model(case.settings, device="cpu"), split)
     assert PROTOCOL_KEYS <= set(result) and ("pop" in result) == case.implicit
     assert result["best_validation"] is not None
     counted = "epochs" in case.settings or "iterations" in case.settings
+    # iALS and BPR count iterations (before: "scoring validation after every epoch")
+    for unit in ("epoch", "iteration"):
+        if f"{unit}s" in case.settings:
+            assert f"scoring validation after every {unit}\n" in said.getvalue(), said.getvalue()
     assert (result["best_epoch"] is not None) == counted
     assert {k: v for k, v in model.settings.items() if k not in ("epochs", "iterations")} == {
         k: v for k, v in make_model(case.settings).settings.items()
