@@ -75,8 +75,8 @@ def cold_apart_notes(split) -> list[str]:
             new_users = np.unique(cold.users[~users[cold.users]])
             new_items = np.unique(cold.items[~items[cold.items]])
             notes.append(f"{cold.nnz} {name} entries are cold, of {len(new_users)} users and "
-                         f"{len(new_items)} items with {NO_ENTRY[name]}: scored apart from the other "
-                         f"{warm.nnz}")
+                         f"{len(new_items)} items with {NO_ENTRY[name]}: scored apart from the "
+                         f"other {warm.nnz}")
     return notes
 
 
