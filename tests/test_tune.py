@@ -1013,3 +1013,49 @@ def test_without_a_recipe_the_defaults_outside_the_space_are_noted(tmp_path, cap
     said = [line for line in capsys.readouterr().out.splitlines() if "outside" in line]
     assert said == ["note: the defaults' hidden outside the space: the first trial draws them, "
                     "so the best may fall behind the defaults on validation"], said
+
+
+# what the package's implicit space leaves out of each shipped recipe's study: the settings
+# the recipe's variant never reads (uniform weighting's c0 and omega) or holds at one value
+# (an unaugmented variant's augment_eps)
+LEFT_OUT = {"ml-100k-implicit-ncae-minus": {"c0", "omega", "augment_eps"},
+            "ml-100k-implicit-ncae": {"augment_eps"}}
+
+
+@pytest.mark.parametrize("recipe", sorted(p.stem for p in (REPO / "recipes").glob("*.toml")))
+def test_the_default_space_searches_every_shipped_recipe(recipe):
+    """Every shipped recipe has a study of the package's space of its feedback (before, NCAE-'s
+    was refused: "c0: 64.0: c0 is for popularity weighting", and NCAE's: "augment_eps: 0.05:
+    variant NCAE has no augmentation"): the settings the recipe leaves unread or holds at one
+    value are left out of it, the others searched."""
+    settings = read_recipe(REPO / "recipes" / f"{recipe}.toml")
+    base = {**settings, "feedback": settings.get("feedback", DEFAULTS.feedback)}
+    tables = space.read_tables(space.default(base["feedback"], loss=base.get("loss",
+                                                                             DEFAULTS.loss)))
+    left_out = space.left_out(tables, base)
+    assert set(left_out) == LEFT_OUT.get(recipe, set())
+    assert all(left_out[name] == ("variant",) for name in left_out)
+    dims = space.dimensions({k: v for k, v in tables.items() if k not in left_out}, base)
+    assert {d.name for d in dims} == set(tables) - LEFT_OUT.get(recipe, set())
+
+
+def test_the_default_space_leaves_out_what_the_recipe_never_reads(tmp_path, capsys):
+    """tune --config of an NCAE- recipe, without --space: the package's space less c0, omega
+    and augment_eps, said in a line, every trial complete; a --space of one's own naming c0
+    over it is still refused."""
+    (tmp_path / "recipe.toml").write_text('feedback = "implicit"\nvariant = "NCAE-"\n'
+                                          "epochs = 2\npatience = 0\nbatch_size = 16\n")
+    flags = ["--dataset", undated(tmp_path), "--config", tmp_path / "recipe.toml", "--device",
+             "cpu", "--pruner", "none", "--trials", 2]
+    assert tune.main([*map(str, flags), "--out", str(tmp_path / "o")]) == 0
+    assert ("c0, omega, augment_eps: not searched (the recipe's variant NCAE- leaves them "
+            "unread or holds them at one value)") in capsys.readouterr().out
+    trials = journal(tmp_path / "o").get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    searched = (set(space.read_tables(space.default("implicit"))) - set(space.TIMED)
+                - {"c0", "omega", "augment_eps"})
+    assert all(set(t.params) == searched for t in trials)
+    (tmp_path / "space.toml").write_text("[c0]\nlow = 100.0\nhigh = 800.0\n")
+    refused(tune.main, [*map(str, flags), "--space", str(tmp_path / "space.toml"), "--out",
+                        str(tmp_path / "u")], capsys,
+            f"--space {tmp_path / 'space.toml'}: c0: 100.0: c0 is for popularity weighting")

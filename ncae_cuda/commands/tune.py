@@ -19,7 +19,9 @@ the last cutoff), or for implicit feedback Recall at the last cutoff with --metr
 the epoch of the best NDCG). The space's settings that weigh a user's interactions by their
 time (space.TIMED) are left out, at the recipe's values, where the data has no timestamps or
 the model cannot weigh its rows; a recipe that weighs by time on data without timestamps is
-refused. The first trial is the recipe's own values of the space's settings (so the best is
+refused. The package's space leaves out, in a line, the settings the recipe leaves unread or
+holds at one value (NCAE-'s c0, omega and augment_eps); a --space naming one is refused. The
+first trial is the recipe's own values of the space's settings (so the best is
 never behind the recipe); then Optuna's TPE sampler, seeded, draws the values. A trial that
 falls behind the others at the same epoch stops there (--pruner: the median of the earlier
 trials, or successive halving), heard after every epoch through the trainer's callback.

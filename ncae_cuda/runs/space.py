@@ -33,7 +33,7 @@ from typing import Callable
 
 from ..baselines.estimators import MODELS as BASELINES
 from ..model.config import (DEFAULTS, NOT_IN_A_RECIPE, UNREAD, SettingError, deciding,
-                            read_toml, unread, value_of, without_unread)
+                            given_way, read_toml, unread, value_of, without_unread)
 from ..model.recommender import NAME as NCAE
 
 # Settings a search cannot move: the score must mean the same thing in every trial.
@@ -151,6 +151,24 @@ def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]
             except SettingError as e:
                 raise ValueError(f"{name}: {value!r}: {e.setting} {e.reason}") from None
     return list(dimensions.values())
+
+
+def left_out(tables: dict, recipe: dict) -> dict[str, tuple[str, ...]]:
+    """The settings of a space's `tables` over NCAE's that `recipe` (and its feedback) leaves
+    unread or holds at one value, at some value the space gives them (config.given_way, the
+    recipe given over the space's values: NCAE-'s c0), each with the recipe's settings it
+    gives way to: {setting: (recipe's, ...)}. tune leaves them out of the package's spaces,
+    which are no user's choice; a space of the user's naming one is refused (dimensions)."""
+    defaults = searched().defaults
+    found = {name: _dimension(name, table, defaults[name]) for name, table in tables.items()}
+    way = {}
+    for name, dimension in found.items():
+        reading = _reading(name, found, recipe, NCAE)
+        for value in dimension.values():
+            if gave := given_way({**reading, name: value}, recipe).get(name):
+                way[name] = gave
+                break
+    return way
 
 
 def _reading(name: str, dimensions: dict, recipe: dict, model: str) -> dict:

@@ -153,6 +153,8 @@ def setup(spec: TuneSpec) -> Setup:
             fixed = ", ".join(f"{name} {getattr(config, name):g}" for name in timed)
             print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
                   f"recipe's {fixed}", flush=True)
+    if spec.space is None and model == NCAE:
+        tables = _without_given_way(spec, tables, under(model, recipe, config.feedback))
     try:
         dimensions = space.dimensions(tables, under(model, recipe, config.feedback), model)
     except ValueError as e:
@@ -177,6 +179,24 @@ def setup(spec: TuneSpec) -> Setup:
     return Setup(recipe, dimensions, metric, higher, given,
                  spec.split_seeds or (probe.data.split_seed,), _shown(spec),
                  spec.study, config.feedback, model, config.cutoffs)
+
+
+def _without_given_way(spec: TuneSpec, tables: dict, base: dict) -> dict:
+    """The package's space `tables` less the settings the recipe `base` leaves unread or holds
+    at one value (space.left_out: NCAE-'s c0), said in a line: the package's space is no
+    user's choice (a space of the user's naming one is refused)."""
+    left_out = space.left_out(tables, base)
+    by_recipe: dict[tuple[str, ...], list[str]] = {}
+    for name, recipe_settings in left_out.items():
+        by_recipe.setdefault(recipe_settings, []).append(name)
+    for recipe_settings, names in by_recipe.items():
+        if spec.worker is None:
+            leave, hold = ("leaves", "holds") if len(recipe_settings) == 1 else ("leave", "hold")
+            them = "it" if len(names) == 1 else "them"
+            print(f"{', '.join(names)}: not searched (the recipe's "
+                  f"{space.shown({k: base[k] for k in recipe_settings})} {leave} {them} unread "
+                  f"or {hold} {them} at one value)", flush=True)
+    return {name: table for name, table in tables.items() if name not in left_out}
 
 
 def under(model: str, recipe: dict, feedback: str) -> dict:
