@@ -223,11 +223,11 @@ high = 0.8
 """
 
 
-def tuned_implicit(tmp_path, space_text: str, trials: int) -> Path:
-    """The --out of a study of `trials` trials over a small implicit recipe (recipe.toml) in
-    the space of `space_text`, on synthetic-tiny."""
+def tuned_implicit(tmp_path, space_text: str, trials: int, recipe: str = "") -> Path:
+    """The --out of a study of `trials` trials over a small implicit recipe (recipe.toml, and
+    the lines of `recipe`) in the space of `space_text`, on synthetic-tiny."""
     (tmp_path / "recipe.toml").write_text('feedback = "implicit"\nepochs = 2\npatience = 0\n'
-                                          "batch_size = 16\nhidden = [8]\n")
+                                          "batch_size = 16\nhidden = [8]\n" + recipe)
     (tmp_path / "space.toml").write_text(space_text)
     out = tmp_path / "o"
     assert tune.main([*map(str, ["--dataset", "synthetic-tiny", "--config",
@@ -1059,3 +1059,14 @@ def test_the_default_space_leaves_out_what_the_recipe_never_reads(tmp_path, caps
     refused(tune.main, [*map(str, flags), "--space", str(tmp_path / "space.toml"), "--out",
                         str(tmp_path / "u")], capsys,
             f"--space {tmp_path / 'space.toml'}: c0: 100.0: c0 is for popularity weighting")
+
+
+@pytest.mark.parametrize("recipe, first", [("", "NCAE+"), ("augment_eps = 0.0\n", "NCAE")])
+def test_a_recipe_without_a_variant_starts_at_the_variant_it_trains_as(tmp_path, capsys,
+                                                                       recipe, first):
+    """A space over variant and a recipe that names none: the first trial is the variant its
+    weighting and augmentation make (before: "note: the recipe's variant outside the space",
+    and the first trial drew one)."""
+    out = tuned_implicit(tmp_path, '[variant]\nchoices = ["NCAE", "NCAE+"]\n', 1, recipe)
+    assert "outside the space" not in capsys.readouterr().out
+    assert journal(out).get_trials()[0].params == {"variant": first}

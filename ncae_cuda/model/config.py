@@ -459,6 +459,16 @@ def value_of(settings: dict, name: str):
     return by_variant(settings).get(name) if value is None else value
 
 
+def variant_of(settings: dict) -> str | None:
+    """The paper's variant `settings` train as: their own, or where they name none, the one
+    whose weighting and augmentation theirs are (value_of's: NCAE+'s where they set neither);
+    None without implicit feedback, or where no variant's are theirs."""
+    if settings.get("feedback", DEFAULTS.feedback) != "implicit" or settings.get("variant"):
+        return settings.get("variant")
+    made = (value_of(settings, "weighting"), value_of(settings, "augment_eps") > 0)
+    return next((name for name, made_by in VARIANT_SETTINGS.items() if made_by == made), None)
+
+
 def by_variant(settings: dict) -> dict:
     """The weighting and augment_eps (VARIANT_FILLED) `settings`' variant gives where they
     leave them None (NCAE+'s where they have none): no weighting and no augmentation without

@@ -33,7 +33,8 @@ from typing import Callable
 
 from ..baselines.estimators import MODELS as BASELINES
 from ..model.config import (DEFAULTS, NOT_IN_A_RECIPE, UNREAD, SettingError, deciding,
-                            given_way, read_toml, unread, value_of, without_unread)
+                            given_way, read_toml, unread, value_of, variant_of,
+                            without_unread)
 from ..model.recommender import NAME as NCAE
 
 # Settings a search cannot move: the score must mean the same thing in every trial.
@@ -233,14 +234,16 @@ def _from_optuna(value):
 
 def recipe_point(dimensions: list[Dimension], base: dict, model: str = NCAE) -> dict:
     """The values of `base` (a recipe, and NCAE's feedback; `model`'s defaults where it has
-    none, and a variant's weighting and augment_eps: config.value_of) of the settings the
-    space holds them in, as Optuna stores them: a study's first trial, so that a search starts
-    where the recipe stands and its best is never behind the recipe on validation."""
-    defaults, point = searched(model).defaults, {}
+    none, a variant's weighting and augment_eps, config.value_of, and the variant they make,
+    config.variant_of) of the settings the space holds them in, as Optuna stores them: a
+    study's first trial, so that a search starts where the recipe stands and its best is never
+    behind the recipe on validation."""
+    recipe, point = {**searched(model).defaults, **base}, {}
     for d in sorted(dimensions, key=lambda d: d.name in CONDITIONAL):  # the deciding first
         if d.name in unread_in(dimensions, point, base, model):
             continue                                       # not drawn: the point leaves it unread
-        value = value_of({**defaults, **base}, d.name)
+        # (a recipe without a variant trains as the one its weighting and augmentation make)
+        value = variant_of(recipe) if d.name == "variant" else value_of(recipe, d.name)
         value = tuple(value) if isinstance(value, list) else value
         if d.choices is not None and value in d.choices:
             point[d.name] = to_optuna(value)
