@@ -342,6 +342,10 @@ def test_pretrain_epochs_reach_only_the_runs_that_pretrain(given, epochs):
     # started and failed on the user's --patience (before that, trained ignoring it)
     ("pretraining", ["--patience", "5"], "run BP-seed0: --patience 5: stops on the validation "
      "score, and --valid-ratio 0 holds out no validation part"),
+    # before, each run started and failed: "error: based must be 'user' or 'item', not 'both'"
+    ("robustness", ["--config", "recipes/ml-100k-explicit-both.toml"], "--data-ratio 0.4: "
+     "keeps a share of each row's training entries, and based both blends an item- and a "
+     "user-based NCAE, whose rows differ: give --based item or user"),
 ])
 def test_a_flag_no_run_reads_is_refused_before_any_run(tmp_path, capsys, name, given, message):
     with pytest.raises(SystemExit) as e:

@@ -1089,3 +1089,15 @@ def test_a_sharded_run_names_what_is_wrong_with_an_installed_torch(tmp_path, fil
                            "--out", str(tmp_path / "out")], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}"})
     assert done.returncode == 2 and done.stderr.splitlines() == [f"error: {said}"], done.stderr
+
+
+def test_a_blend_s_data_ratio_is_refused_before_the_run_starts(tmp_path, capsys):
+    """--data-ratio keeps a share of each row's entries, and a blend's two NCAEs have rows of
+    two kinds: before, the run started (its folder made, the data read) and failed, "error:
+    based must be 'user' or 'item', not 'both'"."""
+    refused(train.main, [*TINY, "--feedback", "explicit", "--based", "both", "--data-ratio",
+                         "0.4", "--out", str(tmp_path / "o")], capsys,
+            "--data-ratio 0.4: keeps a share of each row's training entries, and based both "
+            "blends an item- and a user-based NCAE, whose rows differ: give --based item or "
+            "user")
+    assert not (tmp_path / "o").exists()

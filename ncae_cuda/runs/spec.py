@@ -363,6 +363,12 @@ class RunSpec:
                             "each)")
         if self.shard_timeout is not None and self.shard == "none":
             raise SpecError("--shard-timeout: is for --shard columns")
+        if config.based == "both" and data.data_ratio < 1:
+            # (the paper's D samples each row of the one model; before, the run started and
+            # failed in splits.subsample: "based must be 'user' or 'item', not 'both'")
+            raise SpecError(f"--data-ratio {data.data_ratio:g}: keeps a share of each row's "
+                            "training entries, and based both blends an item- and a user-based "
+                            "NCAE, whose rows differ: give --based item or user")
         if config.based == "both" and self.shard != "none":
             raise SpecError("--based both trains its two NCAEs in one process: leave out "
                             "--shard")
