@@ -234,6 +234,17 @@ def test_a_misused_query_is_the_packages_error_saying_what(fitted):
                   f"excluded is not an argument of {model.title}'s evaluate"),
                  (lambda: model.recommend_new(TRAIN[:1], number=3), SettingError,
                   f"number is not an argument of {model.title}'s recommend_new")]
+    # a flag given a value that is not a bool: before, read by its truth, "no" as True
+    mistakes += [(lambda: model.recommend([0], n=N, filter_seen="no"), SettingError,
+                  "filter_seen must be True or False; got 'no'"),
+                 (lambda: model.recommend([0], N, 0), SettingError,
+                  "filter_seen must be True or False; got 0"),
+                 (lambda: model.recommend_new(TRAIN[:1], filter_seen="no"), SettingError,
+                  "filter_seen must be True or False; got 'no'"),
+                 (lambda: model.evaluate(TEST, per_user="yes"), SettingError,
+                  "per_user must be True or False; got 'yes'"),
+                 (lambda: model.evaluator(TEST, popularity=1), SettingError,
+                  "popularity must be True or False; got 1")]
     # ids in a container of no order: before, taken for one id, UnknownIds "{0, 1}"
     mistakes += [(lambda: model.recommend({0, 1}, n=N), DataError, "user ids must be an "
                   "ordered sequence (a list, tuple or numpy array); got a set"),
@@ -346,6 +357,15 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
     "blend's patience without validation": (
         lambda: BlendedNCAE(**NCAE_SETTINGS, patience=0).fit(TRAIN, verbose=False),
         "leave patience=0 out of BlendedNCAE(...)"),
+    # a flag given a value that is not a bool: before, read by its truth ("no" as True)
+    "fit's resume": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, resume="no"),
+                     "resume must be True or False; got 'no'"),
+    "fit's verbose": (lambda: NCAE(**NCAE_SETTINGS).fit(TRAIN, verbose="x"),
+                      "verbose must be True or False; got 'x'"),
+    "blend's verbose": (lambda: BlendedNCAE(**NCAE_SETTINGS).fit(TRAIN, verbose=None),
+                        "verbose must be True or False; got None"),
+    "partial fit's verbose": (lambda: NCAE(**NCAE_SETTINGS).partial_fit(TRAIN, verbose=[]),
+                              "verbose must be True or False; got []"),
     "partial fit's keyword": (lambda: NCAE(**NCAE_SETTINGS).partial_fit(TRAIN, epoch=1),
                               "epoch is not an argument of NCAE's fit"),
     # refit trains the epochs the fit chose: before, TypeError "got multiple values for
@@ -640,7 +660,27 @@ def test_every_model_file_recommends_through_the_command(fitted, tmp_path):
     assert [row[2] for row in rows[1:]] == [str(i) for i in items.ravel()]
 
 
+def test_a_numpy_bool_is_taken_for_a_flag(fitted):
+    """A flag refuses what is not a bool (test_a_misused_query...), and takes numpy's bool as
+    Python's: the same recommendations, per_user's table."""
+    _, _, model = fitted
+    for flag in (False, True):
+        as_python = model.recommend([0, 1], n=N, filter_seen=flag)[0]
+        as_numpy = model.recommend([0, 1], n=N, filter_seen=np.bool_(flag))[0]
+        np.testing.assert_array_equal(as_numpy, as_python)
+    assert "clusters" in model.evaluate(TEST, per_user=np.True_)
+
+
 def test_the_factory_refuses_what_it_cannot_make():
+    # a keyword the factory does not take: before, TypeError "unexpected keyword argument"
+    with pytest.raises(SettingError, match=re.escape(
+            "devic is not an argument of make_model (it takes settings, device and shard); "
+            "did you mean device?")):
+        make_model({"model": "ease"}, devic="cpu")
+    with pytest.raises(SettingError, match=re.escape(
+            "devic is not an argument of load_model (it takes path and device); did you mean "
+            "device?")):
+        load_model("model.npz", devic="cpu")
     with pytest.raises(SettingError, match="model must be one of ncae, ease"):
         make_model({"model": "svd"})
     with pytest.raises(SettingError, match="factors is not a setting of EASE"):

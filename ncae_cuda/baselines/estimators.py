@@ -114,7 +114,7 @@ class BaselineModel(Model):
         an epoch's (tune's pruner: what it raises ends the fit, the model left as it was);
         a validation of no entries, or of cold ones alone, is refused (FitData.validation).
         Another model's fit arguments (NCAE's epochs, verbose, ...) are refused, a
-        SettingError naming the first (Model's keywords_named). Returns the model."""
+        SettingError naming the first (Model's arguments_checked). Returns the model."""
         check_callback(callback)
         data = FitData.of(as_interactions(X, "X"), self.config, self.ops)
         valid = None if validation is None else data.validation(validation, self.validation_use)

@@ -35,10 +35,11 @@ from .config import Config, SettingError
 from .evaluate import Scorer, constant_scorer, excluded_entries, top_m
 
 
-# the contract's methods a user calls: each refuses a keyword it does not take by name
-# (entry_points_named), in every model and every override of one
+# the contract's methods a user calls: each refuses a keyword it does not take, and a flag
+# that is not a bool, by name (entry_points_named), in every model and every override of one
 ENTRY_POINTS = ("fit", "refit", "partial_fit", "predict", "recommend", "recommend_new",
                 "similar_items", "evaluate", "evaluator", "save")
+FLAG_TYPES = (bool, np.bool_)     # what a flag (an argument annotated bool) takes
 
 
 class NotFitted(NcaeError, RuntimeError):
@@ -50,23 +51,44 @@ class Unsupported(NcaeError, ValueError):
     in, similar_items of one without item vectors): the message names the model and why."""
 
 
-def keywords_named(method):
-    """`method` refusing a keyword it does not take with a SettingError that names it, what the
-    method takes, and what it likely meant (Model._not_an_argument), where Python would raise
-    a TypeError; a method of **keywords passes them on, to the fit that names them."""
-    parameters = inspect.signature(method).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return method
-    taken = [name for name, p in list(parameters.items())[1:]               # (self)
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+def arguments_checked(function):
+    """`function` refusing with a SettingError, where Python would raise a TypeError or read a
+    value by its truth: a keyword it does not take (naming it, what the function takes, and
+    what it likely meant: not_an_argument, a model's method Model._not_an_argument), and a
+    flag (an argument annotated bool) given anything but True or False, which would turn
+    filter_seen="no" into filtering. A function of **keywords passes them on, to the one that
+    names them; a method is one whose first argument is self."""
+    parameters = inspect.signature(function).parameters.values()
+    named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    method = named[:1] == ["self"]
+    taken = named[method:]
+    positional = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
+    flags = [p.name for p in parameters if p.annotation in ("bool", bool)]
+    open_keywords = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    if open_keywords and not flags:
+        return function
 
-    @functools.wraps(method)
-    def checked(self, *args, **keywords):
-        for name in keywords:
-            if name not in taken:
-                raise SettingError(name, self._not_an_argument(name, method.__name__, taken))
-        return method(self, *args, **keywords)
+    @functools.wraps(function)
+    def checked(*args, **keywords):
+        unknown = [] if open_keywords else [name for name in keywords if name not in taken]
+        if unknown:
+            name = unknown[0]
+            raise SettingError(name, args[0]._not_an_argument(name, function.__name__, taken)
+                               if method else not_an_argument(function.__name__, taken, name))
+        given = {**dict(zip(positional, args)), **keywords}
+        for name in flags:
+            if name in given and not isinstance(given[name], FLAG_TYPES):
+                raise SettingError(name, f"must be True or False; got {given[name]!r}")
+        return function(*args, **keywords)
     return checked
+
+
+def not_an_argument(where: str, taken: list[str], name: str, hint: str = "") -> str:
+    """Why keyword `name` of `where` (a function taking `taken`) is refused, and `hint`, or
+    else the argument spelt alike it likely meant."""
+    if not hint and (close := difflib.get_close_matches(name.lower(), taken, n=1)):
+        hint = f"did you mean {close[0]}?"
+    return f"is not an argument of {where} (it takes {listed(taken)})" + (hint and f"; {hint}")
 
 
 def listed(names: list[str]) -> str:
@@ -76,12 +98,13 @@ def listed(names: list[str]) -> str:
 
 def entry_points_named(cls: type) -> type:
     """`cls` with each entry point it defines (ENTRY_POINTS) refusing a keyword it does not
-    take with a SettingError (keywords_named); what it inherits is named where it is defined,
-    so that the method is the same object there and in every subclass."""
+    take and a flag that is not a bool with a SettingError (arguments_checked); what it
+    inherits is checked where it is defined, so that the method is the same object there and
+    in every subclass."""
     for name in ENTRY_POINTS:
         method = vars(cls).get(name)
         if method is not None and not hasattr(method, "__wrapped__"):
-            setattr(cls, name, keywords_named(method))
+            setattr(cls, name, arguments_checked(method))
     return cls
 
 
@@ -140,12 +163,9 @@ class Model(abc.ABC):
         """Why keyword `name` of `method` (which takes `taken`) is refused, and what it likely
         meant: a setting of the model, given where the model is made, or an argument spelt
         alike."""
-        hint = ""
-        if name != "model" and name in self.settings:
-            hint = f"; {name} is a setting of {self.title}: give it where the model is made"
-        elif close := difflib.get_close_matches(name.lower(), taken, n=1):
-            hint = f"; did you mean {close[0]}?"
-        return f"is not an argument of {self.title}'s {method} (it takes {listed(taken)}){hint}"
+        hint = (f"{name} is a setting of {self.title}: give it where the model is made"
+                if name != "model" and name in self.settings else "")
+        return not_an_argument(f"{self.title}'s {method}", taken, name, hint)
 
     # -----------------------------------------------------------------------------------------
     # what each model supplies

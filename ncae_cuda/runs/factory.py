@@ -14,7 +14,7 @@ from dataclasses import asdict
 
 from ..baselines.estimators import MODELS as BASELINES
 from ..model import modelfile
-from ..model.base import Model, restored
+from ..model.base import Model, arguments_checked, restored
 from ..model.blend import BlendedNCAE
 from ..model import config
 from ..model.config import Config, SettingError, without_unread
@@ -24,6 +24,7 @@ from ..model.recommender import NAME
 MODELS = (NAME, *BASELINES)              # the names `model` takes
 
 
+@arguments_checked
 def make_model(settings: dict | None = None, device="auto", shard: str | None = None
                ) -> Model:
     """The model of `settings`, unfit.
@@ -73,6 +74,7 @@ def make_model(settings: dict | None = None, device="auto", shard: str | None = 
     return model_class(device=device, **settings)
 
 
+@arguments_checked
 def load_model(path, device="auto") -> Model:
     """The model a model file holds, whichever it is (save() of any model wrote it).
 
