@@ -89,6 +89,19 @@ def test_another_listing_is_refused_and_overwrite_starts_over(tmp_path, capsys):
     assert run["run"]["settings"]["batch_size"] == 32
 
 
+def test_collect_where_nothing_ran_says_so_and_writes_nothing(tmp_path, capsys):
+    # Before: "4 of the 4 runs are not finished", after writing the listing of its settings,
+    # which refused a later --collect (and run) of other settings as "holds runs of
+    # configurations with other settings"
+    out = tmp_path / "exp"
+    folder = out / "runs" / "configurations"
+    for extra in ([], ["--", "--batch-size", "32"]):
+        assert experiments.main([*ONE_SEED, "--out", str(out), "--collect", *extra]) == 2
+        assert (f"error: --collect: {folder} holds no runs of configurations: run them first "
+                "(the same command without --collect)") in capsys.readouterr().err
+        assert not out.exists()
+
+
 def test_a_data_file_changed_since_the_runs_is_refused(tmp_path):
     """Runs of a data file (--dataset FILE, a split's files) whose contents have changed since
     are refused as another listing is (before, the finished ones were skipped and the tables

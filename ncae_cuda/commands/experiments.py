@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         datasets.DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None,
         outputs=tuple(args.out / f"{args.name}{suffix}" for suffix in OUTPUTS))
     try:
-        args.out.mkdir(parents=True, exist_ok=True)
+        if not args.collect:        # (what --collect reads, the runs made: it makes nothing)
+            args.out.mkdir(parents=True, exist_ok=True)
         if not pool.run_share(runs, args):
             return 0
         rows, figures = table()

@@ -465,7 +465,11 @@ def run_share(pool: Pool, args) -> bool:
     --collect); True where every run of the pool is finished and the tables can be written.
     An NcaeError (PoolError; DataError, a write's) and Stopped say why not. --collect holds
     the folder alone, as a process running every run does: the tables are of finished runs,
-    none under way, whichever task's it names."""
+    none under way, whichever task's it names; of a folder no run was started in, it writes
+    nothing (a listing there would refuse the runs of other settings as another's)."""
+    if args.collect and not (pool.folder / LISTING).exists():
+        raise PoolError(f"--collect: {pool.folder} holds no runs of {pool.what}: run them first "
+                        "(the same command without --collect)")
     share = None if args.tasks == 1 or args.collect else (args.task, args.tasks)
     with contextlib.closing(pool.take(args.overwrite, share)):
         if not args.collect:
