@@ -681,6 +681,10 @@ def test_the_factory_refuses_what_it_cannot_make():
             "devic is not an argument of load_model (it takes path and device); did you mean "
             "device?")):
         load_model("model.npz", devic="cpu")
+    with pytest.raises(SettingError, match=re.escape(
+            "devic is not an argument of NCAE.load (it takes path and device); did you mean "
+            "device?")):
+        NCAE.load("model.npz", devic="cpu")
     with pytest.raises(SettingError, match="model must be one of ncae, ease"):
         make_model({"model": "svd"})
     with pytest.raises(SettingError, match="factors is not a setting of EASE"):

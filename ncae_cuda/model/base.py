@@ -57,11 +57,12 @@ def arguments_checked(function):
     what it likely meant: not_an_argument, a model's method Model._not_an_argument), and a
     flag (an argument annotated bool) given anything but True or False, which would turn
     filter_seen="no" into filtering. A function of **keywords passes them on, to the one that
-    names them; a method is one whose first argument is self."""
+    names them. A method is one whose first argument is self, a class method's (checked
+    beneath its classmethod) cls: neither is an argument a caller gives."""
     parameters = inspect.signature(function).parameters.values()
     named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    method = named[:1] == ["self"]
-    taken = named[method:]
+    method = named[:1] == ["self"]                  # a model's: refused in its own words
+    taken = named[named[:1] in (["self"], ["cls"]):]    # (self, cls: no caller gives them)
     positional = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
     flags = [p.name for p in parameters if p.annotation in ("bool", bool)]
     open_keywords = any(p.kind is p.VAR_KEYWORD for p in parameters)
@@ -74,7 +75,7 @@ def arguments_checked(function):
         if unknown:
             name = unknown[0]
             raise SettingError(name, args[0]._not_an_argument(name, function.__name__, taken)
-                               if method else not_an_argument(function.__name__, taken, name))
+                               if method else not_an_argument(function.__qualname__, taken, name))
         given = {**dict(zip(positional, args)), **keywords}
         for name in flags:
             if name in given and not isinstance(given[name], FLAG_TYPES):

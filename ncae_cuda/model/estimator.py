@@ -35,7 +35,7 @@ from . import modelfile, stopping
 from .config import MULTINOMIAL, TF32, Config, SettingError, without_unread
 from .fitdata import FitData, as_interactions
 from .network import Network, Objective
-from .base import Model, check_callback, restored
+from .base import Model, arguments_checked, check_callback, restored
 from .recommender import NAME, RatingModel, Recommender
 from .trainer import CHECKPOINT_EVERY, Checkpoint, ShardCheckpoint, Trainer, fingerprint
 from .warmstart import WarmStart
@@ -406,6 +406,7 @@ class NCAE(Recommender):
         return np.concatenate([every[r, :widths[r]] for r in range(comm.world)])
 
     @classmethod
+    @arguments_checked
     def load(cls, path, device: str = "auto") -> NCAE:
         """An NCAE saved by save() (ncae_cuda.load_model reads any model's file).
 
