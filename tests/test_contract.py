@@ -244,7 +244,12 @@ def test_a_misused_query_is_the_packages_error_saying_what(fitted):
                  (lambda: model.evaluate(TEST, per_user="yes"), SettingError,
                   "per_user must be True or False; got 'yes'"),
                  (lambda: model.evaluator(TEST, popularity=1), SettingError,
-                  "popularity must be True or False; got 1")]
+                  "popularity must be True or False; got 1"),
+                 (lambda: model.evaluator(TEST)(per_user="yes"), SettingError,
+                  "per_user must be True or False; got 'yes'"),
+                 (lambda: model.evaluator(TEST)(per_users=True), SettingError,
+                  "per_users is not an argument of Model.evaluator's score (it takes per_user); "
+                  "did you mean per_user?")]
     # ids in a container of no order: before, taken for one id, UnknownIds "{0, 1}"
     mistakes += [(lambda: model.recommend({0, 1}, n=N), DataError, "user ids must be an "
                   "ordered sequence (a list, tuple or numpy array); got a set"),

@@ -68,6 +68,7 @@ def arguments_checked(function):
     open_keywords = any(p.kind is p.VAR_KEYWORD for p in parameters)
     if open_keywords and not flags:
         return function
+    where = function.__qualname__.replace(".<locals>.", "'s ")    # NCAE.load, a method's score
 
     @functools.wraps(function)
     def checked(*args, **keywords):
@@ -75,7 +76,7 @@ def arguments_checked(function):
         if unknown:
             name = unknown[0]
             raise SettingError(name, args[0]._not_an_argument(name, function.__name__, taken)
-                               if method else not_an_argument(function.__qualname__, taken, name))
+                               if method else not_an_argument(where, taken, name))
         given = {**dict(zip(positional, args)), **keywords}
         for name in flags:
             if name in given and not isinstance(given[name], FLAG_TYPES):
@@ -446,12 +447,12 @@ class Model(abc.ABC):
             raise Unsupported("the POP baseline ranks items: it is for implicit feedback")
         warm, cold = self.data.cold_apart(self._held_out(held))
         warm_score = self._part_scorer(warm, exclude, popularity)
-        if cold is None:
-            return warm_score
-        cold_score = self._part_scorer(cold, exclude, popularity)
+        cold_score = None if cold is None else self._part_scorer(cold, exclude, popularity)
 
+        @arguments_checked          # (its flag too: per_user="no" is no table)
         def score(per_user: bool = False) -> dict:
-            return {**warm_score(per_user), "cold": cold_score()}
+            figures = warm_score(per_user)
+            return figures if cold_score is None else {**figures, "cold": cold_score()}
         return score
 
     def _held_out(self, held) -> Interactions:
