@@ -64,6 +64,23 @@ def command(*flags) -> list[str]:
     return [sys.executable, "-m", "ncae_cuda.tune", *map(str, flags)]
 
 
+@contextlib.contextmanager
+def started(*flags):
+    """The command of `flags` running, its output piped; killed at the end, if it still runs."""
+    running = subprocess.Popen(command(*flags), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO)
+    try:
+        yield running
+    finally:
+        running.kill()
+
+
+def interrupted(running) -> tuple[int, str]:
+    """The exit status and error output of a command `started`, sent SIGINT (a Ctrl-C)."""
+    running.send_signal(signal.SIGINT)
+    return running.wait(120), running.stderr.read()
+
+
 def journal(out: Path):
     return optuna.load_study(study_name=out.name,
                              storage=JournalStorage(JournalFileBackend(str(out / study_storage.JOURNAL))))
@@ -498,22 +515,16 @@ def test_ctrl_c_stops_the_study_and_writes_the_best_of_its_finished_trials(tmp_p
     line comes before Optuna files the trial: the third line says the second is filed.)"""
     import queue
     out = tmp_path / "study"
-    running = subprocess.Popen(command(*files(tmp_path, 40), "--trials", 200, "--out", out),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in running.stdout],
-                     daemon=True).start()
-    finished, deadline = 0, time.monotonic() + 120
-    while finished < 3 and time.monotonic() < deadline:
-        with contextlib.suppress(queue.Empty):
-            finished += lines.get(timeout=1).startswith("worker 0: trial ")
-    try:
+    with started(*files(tmp_path, 40), "--trials", 200, "--out", out) as running:
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in running.stdout],
+                         daemon=True).start()
+        finished, deadline = 0, time.monotonic() + 120
+        while finished < 3 and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                finished += lines.get(timeout=1).startswith("worker 0: trial ")
         assert finished == 3, "no three trials finished"
-        running.send_signal(signal.SIGINT)
-        code = running.wait(120)
-    finally:
-        running.kill()
-    stderr = running.stderr.read()
+        code, stderr = interrupted(running)
     assert code == 130 and "the study goes on" not in stderr, stderr
     complete = by_state(journal(out))[TrialState.COMPLETE]
     assert 2 <= len(complete) < 200
@@ -523,6 +534,31 @@ def test_ctrl_c_stops_the_study_and_writes_the_best_of_its_finished_trials(tmp_p
     assert read_recipe(out / "best.toml")["dropout"] == best.params["dropout"]
     assert f"trial {best.number}, the best of {len(complete)} finished trials" in (
         out / "best.toml").read_text()
+
+
+def test_ctrl_c_stops_every_worker_at_a_safe_point_and_leaves_no_journal_lock(tmp_path):
+    """SIGINT to a command of two workers whose trials are short (most of their time outside
+    a fit: Optuna's writes to the journal): each worker stops, saying so, and the journal is
+    left whole: no trial running, and no lock of Optuna's left. Before, a worker outside a
+    fit died at once on the SIGTERM the command hands on, saying nothing, and could leave
+    the journal's lock behind: the other worker and the command waited out Optuna's 30 s
+    grace period on it."""
+    out = tmp_path / "study"
+    with started(*files(tmp_path, 3), "--trials", 500, "--jobs", 2, "--out", out) as running:
+        # once both workers have finished trials of their own (their kernels compiled)
+        said = {line.split(":")[0] for line, _ in zip(running.stdout, range(12))
+                if line.startswith("worker ")}
+        assert said == {"worker 0", "worker 1"}, said
+        code, stderr = interrupted(running)
+    assert code == 130 and "Traceback" not in stderr, stderr
+    stops = re.findall(r"^worker (\d): stopped(?:; the trial under way is marked failed|, with "
+                       r"no trial under way)$", stderr, re.MULTILINE)
+    assert sorted(stops) == ["0", "1"], stderr
+    states = by_state(journal(out))
+    assert not states[TrialState.RUNNING] and not glob.glob(f"{out}/*.lock")
+    finished = len(states[TrialState.COMPLETE])
+    assert stderr.endswith(f"SIGINT: stopped with {finished} of 500 trials finished (best.toml "
+                           "holds the best of them): the same command continues the study\n")
 
 
 def test_a_worker_stopped_by_the_command_names_no_signal(monkeypatch, capsys):

@@ -36,7 +36,9 @@ until the study has --trials of them finished (complete or pruned), or until --b
 of this command's wall time have passed: then no worker starts another trial (each starts at
 least one), the trials running finish, and the outputs are written of the study so far (the
 same command again continues it, with a budget of its own); Ctrl-C (SIGINT) or SIGTERM stops
-the workers, their trials under way marked failed, and the outputs are written of the trials
+the workers within moments, each where a stop cuts no write to the study's storage short: a
+trial under way ends at its fit's next step (NCAE's training step, iALS's or BPR's iteration),
+marked failed, or finishes (a model fit in one go), and the outputs are written of the trials
 finished. A worker prints a line a trial: its
 settings, its score, the best so far, the time since the command started and the time left,
 against --trials and --budget; Numba's compile of the kernels (a fresh install's first trial)

@@ -10,6 +10,11 @@ scored) stops the process as the fit ends, with no step left to take. A second s
 once, as a KeyboardInterrupt, without a checkpoint; outside a fit, signals are as Python has
 them.
 
+A process that writes where a raise or a death could cut a write short (a tuning worker, in a
+study's storage) takes every signal as a request (`recorded`): nothing raises, the fit ends at
+the end of its step as above (and at once where the request came before it), and the process
+looks at asked() between its own steps.
+
 still_improving() tells a fit that ran out of epochs while validation was still improving.
 """
 from __future__ import annotations
@@ -36,11 +41,34 @@ def asked() -> str | None:
     return _asked[0] if _asked else None
 
 
+def _record(number, frame) -> None:
+    """recorded()'s handler: the first signal's name, and nothing raised."""
+    if not _asked:
+        _asked.append(signal.Signals(number).name)
+
+
+@contextlib.contextmanager
+def recorded():
+    """Within it, every signal only asks to stop (asked()), and none raises, in a fit or out
+    of one (see the module's docstring); the caller stops where asked() says so. Only the
+    main thread can take signals: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        with _handled_by(_record):
+            yield
+    finally:
+        _asked.clear()
+
+
 @contextlib.contextmanager
 def deferred():
     """Within it, a signal asks the fit to stop at the end of its step (see the module's
-    docstring). Only the main thread can take signals: elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    docstring). Only the main thread can take signals: elsewhere this does nothing; nor does
+    it within recorded(), whose requests the fit's steps hear as they are."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is _record):
         yield
         return
 
@@ -48,16 +76,25 @@ def deferred():
         if _asked:
             raise KeyboardInterrupt
         _asked.append(signal.Signals(number).name)
-    previous = {number: signal.signal(number, ask) for number in SIGNALS}
     try:
-        yield
+        with _handled_by(ask):
+            yield
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
         late = asked()
         _asked.clear()
     if late is not None:        # asked after the last step (in the last epoch's validation):
         raise Stopped(late, [])     # the fit is whole and saved, and the process still stops
+
+
+@contextlib.contextmanager
+def _handled_by(handler):
+    """Within it, SIGINT and SIGTERM go to `handler`; after it, to those they went to before."""
+    previous = {number: signal.signal(number, handler) for number in SIGNALS}
+    try:
+        yield
+    finally:
+        for number, before in previous.items():
+            signal.signal(number, before)
 
 
 # A fit that ran its whole budget ended still improving when its best validation epoch is among

@@ -10,6 +10,7 @@ import shutil
 import signal
 import sys
 
+from ..model import stopping
 from . import pool
 from .effort import MARKER, TABLE
 from .study_outputs import BEST, FIGURE, write_marker, write_outputs
@@ -85,17 +86,23 @@ def _stopped(spec: TuneSpec, found: Setup, study, name: str, finished: int) -> i
 
 
 def work_on(spec: TuneSpec, found: Setup) -> int:
-    """A worker process's part of the study (tuning.work); the exit status."""
-    study = open_study(spec, found, open_storage(spec))
-    try:
-        work(spec, found, study)
-    except KeyboardInterrupt as e:            # a signal: the trial under way is marked failed
-        # no signal named: the command hands its own on as SIGTERM (pool.Processes), and its
-        # line names the one it got (a Ctrl-C's SIGINT)
-        print(f"worker {spec.worker}: stopped; the trial under way is marked failed",
-              file=sys.stderr)
-        return 128 + signal.Signals[getattr(e, "signal_name", "SIGINT")]
-    return 0
+    """A worker process's part of the study (tuning.work); the exit status. A signal only asks
+    it to stop (stopping.recorded): it never dies in a write to the study's storage, holding
+    its lock (before, a worker killed outside a fit left Optuna's journal lock behind, and the
+    others and the command waited out its 30 s grace period on it)."""
+    # no signal named in its lines: the command hands its own on as SIGTERM (pool.Processes),
+    # and its line names the one it got (a Ctrl-C's SIGINT)
+    with stopping.recorded():
+        try:
+            work(spec, found, open_study(spec, found, open_storage(spec)))
+        except KeyboardInterrupt as e:        # a fit stopped at a step's end: Optuna failed it
+            print(f"worker {spec.worker}: stopped; the trial under way is marked failed",
+                  file=sys.stderr)
+            return 128 + signal.Signals[getattr(e, "signal_name", "SIGINT")]
+        if stopping.asked() is None:
+            return 0
+        print(f"worker {spec.worker}: stopped, with no trial under way", file=sys.stderr)
+        return 128 + signal.Signals[stopping.asked()]
 
 
 def _held(spec: TuneSpec, found: Setup) -> dict | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from numba.core import event as numba_event
 
 from ..data.interactions import DataError
+from ..model import stopping
 from ..model.blend import MEMBERS
 from ..model.config import DEFAULTS, Config, SettingError, read_where
 from ..model.estimator import OutOfMemory
@@ -425,6 +426,8 @@ def _work(spec: TuneSpec, found: Setup, study, compiling: CompileClock) -> None:
     me = {"host": HOST, "pid": os.getpid(), "lock": str(Path(held.name).resolve())}
     asking, fails, started = AskLock(spec.out), 0, 0
     while True:
+        if stopping.asked():            # between trials (tune_study.work_on): none under way
+            return
         clocked = replace(spec, started=spec.started + compiling.seconds)
         with asking:
             now = census(study)
@@ -527,8 +530,15 @@ def baseline_trial(spec: TuneSpec, found: Setup, settings: dict, split_seed: int
                                 **space.trial_point(found.base, settings, found.model),
                                 **factory.seeded(found.model, spec.seed)}, spec.device)
     print(f"{data.name}: {model!r} on split seed {split_seed}")
-    callback = None if on_epoch is None else lambda _, record: on_epoch(record)
-    result = select_refit_test(model, split, lambda phase, part: {"callback": callback},
+
+    def heard(_, record: dict) -> None:
+        # a baseline's fit takes no signal itself (NCAE's loop does, stopping.py): asked to
+        # stop, the trial ends at an iteration's end (a fit of one go, once it is done)
+        if stopping.asked():
+            raise stopping.Stopped(stopping.asked(), [])
+        if on_epoch is not None:
+            on_epoch(record)
+    result = select_refit_test(model, split, lambda phase, part: {"callback": heard},
                                test=False)[1]
     print(f"validation {found.metric} {result['best_validation'][found.metric]:.4f}")
     return {"valid": result["best_validation"], "best_epoch": result["best_epoch"] or ""}
