@@ -465,6 +465,21 @@ def test_epochs_is_searched_and_early_stopping_picks_the_best_epoch(tmp_path):
     assert read_recipe(out / "best.toml")["epochs"] == best.params["epochs"]
 
 
+@pytest.mark.parametrize("model, unit", [("ncae", "epoch"), ("ials", "iteration")])
+def test_a_pruned_trial_s_line_names_its_model_s_unit(tmp_path, monkeypatch, capsys, model,
+                                                      unit):
+    """A trial pruned at its first validation (a worker run in this process): its line says
+    at what, in the model's unit (Model.step). Before, an iALS trial said "pruned at epoch
+    1" of its first iteration."""
+    monkeypatch.setattr(optuna.trial.Trial, "should_prune", lambda trial: True)
+    flags = (files(tmp_path, 3) if model == "ncae" else
+             ["--dataset", "synthetic-tiny", "--device", "cpu", "--model", model])
+    assert tune.main([*map(str, flags), "--out", str(tmp_path / "study"), "--trials", "1",
+                      "--worker", "0"]) == 0
+    assert re.search(rf"^worker 0: trial 0 \[.*\] pruned at {unit} 1 in ",
+                     capsys.readouterr().out, re.MULTILINE)
+
+
 def test_the_recipe_point_is_the_recipe_where_the_space_holds_it():
     dims = [space.Dimension("hidden", choices=((4,), (8, 4))),
             space.Dimension("dropout", low=0.0, high=0.6),

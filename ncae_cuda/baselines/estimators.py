@@ -75,6 +75,7 @@ class BaselineModel(Model):
     defaults: dict = {}                  # each setting and its default
     ranks_without_history = False        # its scores of a user come from their interactions
     validation_use = "score"             # (best_validation's figures) it chooses nothing on it
+    step = None                          # ...nor counts anything (iALS, BPR: FactorModel)
 
     def __init__(self, device="auto", cutoffs: tuple[int, ...] | None = None, **settings):
         unknown = sorted(set(settings) - set(self.defaults))

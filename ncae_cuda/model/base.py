@@ -149,7 +149,8 @@ class Model(abc.ABC):
 
     name: str
     config: Config
-    step = "epoch"              # what best_epoch counts, as lines name it (iALS: iteration)
+    # what best_epoch counts, as lines name it (iALS: iteration); None: a model fit in one go
+    step: str | None = "epoch"
     validation_use = "choose the epoch on"     # what a fit does with validation, as said
     data = None
     comm = None

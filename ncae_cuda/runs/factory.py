@@ -147,6 +147,13 @@ def recipe_text(settings: dict, comment: str) -> str:
     return config.recipe_text(settings, comment, ("model", *BASELINES[name].defaults))
 
 
+def step(model: str) -> str | None:
+    """What the fit of `model` (a name of MODELS) counts and chooses on validation, as lines
+    name it (Model.step): NCAE's epoch, iALS's and BPR's iteration; None for a model fit in
+    one go."""
+    return (NCAE if model == NAME else BASELINES[model]).step
+
+
 def seeded(model: str, seed: int) -> dict:
     """{'seed': seed} where the model takes one (NCAE; iALS's and BPR's initialisation), else
     {}: a recipe holds no seed, a run or a study gives it."""

@@ -40,8 +40,9 @@ def select_refit_test(model: Model, split: splits.Split, fitting=no_options, ref
     # train + validation (a time split's cold validation too): never a test item, and what a
     # user has done before the test, whichever fit is tested
     seen = split.fold_validation().train
+    scored = f"after every {model.step}" if model.step else "once fit"
     print("select: training on the training part" + (
-        f", scoring validation after every {model.step}" if has_valid else ""), flush=True)
+        f", scoring validation {scored}" if has_valid else ""), flush=True)
     start = time.perf_counter()
     model.fit(split.train, validation=split.valid if has_valid else None,
               **fitting("select", split.train))

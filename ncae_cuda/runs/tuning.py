@@ -89,11 +89,10 @@ class Setup:
 
     @property
     def step(self) -> str | None:
-        """What a trial's fit counts and chooses on validation, as its lines name it: NCAE's
-        epochs, iALS's and BPR's iterations; None for a model solved at once."""
-        if self.model == NCAE:
-            return "epoch"
-        return "iteration" if "iterations" in factory.BASELINES[self.model].defaults else None
+        """What a trial's fit counts and chooses on validation, as its lines name it (the
+        model's Model.step): NCAE's epochs, iALS's and BPR's iterations; None for a model
+        solved at once."""
+        return factory.step(self.model)
 
     def data_text(self) -> str:
         """The data flags given, as a command line has them."""
@@ -478,7 +477,7 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
             return              # a blend's pruner follows its first member (epochs restart)
         trial.report(record["valid"][found.metric], record["epoch"])
         if trial.should_prune():
-            raise optuna.TrialPruned(f"epoch {record['epoch']}")
+            raise optuna.TrialPruned(f"{found.step} {record['epoch']}")
     several = len(found.split_seeds) > 1
     try:
         space.searched(found.model).check(space.trial_point(found.base, settings,
