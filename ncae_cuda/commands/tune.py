@@ -38,8 +38,8 @@ least one), the trials running finish, and the outputs are written of the study 
 same command again continues it, with a budget of its own); Ctrl-C (SIGINT) or SIGTERM stops
 the workers within moments, each where a stop cuts no write to the study's storage short: a
 trial under way ends at its fit's next step (NCAE's training step, iALS's or BPR's iteration),
-marked failed, or finishes (a model fit in one go), and the outputs are written of the trials
-finished. A worker prints a line a trial: its
+marked failed, or finishes (a model fit in one go; a second signal stops them at once), and
+the outputs are written of the trials finished. A worker prints a line a trial: its
 settings, its score, the best so far, the time since the command started and the time left,
 against --trials and --budget; Numba's compile of the kernels (a fresh install's first trial)
 is left out of a trial's seconds and of the budget, and said apart, so that every model's

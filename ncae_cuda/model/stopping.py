@@ -11,9 +11,9 @@ once, as a KeyboardInterrupt, without a checkpoint; outside a fit, signals are a
 them.
 
 A process that writes where a raise or a death could cut a write short (a tuning worker, in a
-study's storage) takes every signal as a request (`recorded`): nothing raises, the fit ends at
-the end of its step as above (and at once where the request came before it), and the process
-looks at asked() between its own steps.
+study's storage) takes a signal as a request (`recorded`): nothing raises, the fit ends at the
+end of its step as above (and at once where the request came before it), and the process looks
+at asked() between its own steps; a second signal raises there too.
 
 still_improving() tells a fit that ran out of epochs while validation was still improving.
 """
@@ -42,9 +42,12 @@ def asked() -> str | None:
 
 
 def _record(number, frame) -> None:
-    """recorded()'s handler: the first signal's name, and nothing raised."""
-    if not _asked:
-        _asked.append(signal.Signals(number).name)
+    """recorded()'s handler: the first signal's name, and nothing raised; a second signal
+    raises, as a fit's does (a user who asks twice is not kept waiting on a long trial, at
+    the risk of a write cut short that the first request avoids)."""
+    if _asked:
+        raise KeyboardInterrupt
+    _asked.append(signal.Signals(number).name)
 
 
 @contextlib.contextmanager
