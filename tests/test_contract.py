@@ -5,6 +5,7 @@ float64 numpy reference of a baseline's, computed here from the fit matrix), sav
 through the factory bit for bit, unknown ids, recommend_new and similar_items working or
 Unsupported, and the model file through python -m ncae_cuda.recommend."""
 import csv
+import inspect
 import io
 import re
 from contextlib import redirect_stdout
@@ -234,6 +235,10 @@ def test_a_misused_query_is_the_packages_error_saying_what(fitted):
                   f"excluded is not an argument of {model.title}'s evaluate"),
                  (lambda: model.recommend_new(TRAIN[:1], number=3), SettingError,
                   f"number is not an argument of {model.title}'s recommend_new")]
+    # a keyword of a method that takes none: before, TypeError "unexpected keyword argument",
+    # and where one was named, IndexError from the list of none it takes
+    mistakes += [(lambda: model.item_index(rebuild=True), SettingError,
+                  f"rebuild is not an argument of {model.title}'s item_index (it takes none)")]
     # a flag given a value that is not a bool: before, read by its truth, "no" as True
     mistakes += [(lambda: model.recommend([0], n=N, filter_seen="no"), SettingError,
                   "filter_seen must be True or False; got 'no'"),
@@ -277,6 +282,22 @@ def test_a_misused_query_is_the_packages_error_saying_what(fitted):
     for call, error, says in mistakes:
         with pytest.raises(error, match=re.escape(says)):
             call()
+
+
+def test_every_public_method_names_a_keyword_it_does_not_take(fitted):
+    """Each public method of a model that names its arguments refuses another by name, as the
+    contract's entry points do (one of **keywords passes them on, to the one that names them:
+    MAKING's refit and partial_fit). Before, item_index, check_warm_start, contents and
+    restore raised Python's TypeError "got an unexpected keyword argument"."""
+    _, _, model = fitted
+    for name in dir(model):
+        method = getattr(model, name)
+        if name.startswith("_") or not inspect.ismethod(method) or any(
+                p.kind is p.VAR_KEYWORD for p in inspect.signature(method).parameters.values()):
+            continue
+        with pytest.raises(SettingError, match=re.escape("unheard is not an argument of")
+                           + f".*{name}"):
+            method(unheard=1)
 
 
 @pytest.mark.parametrize("name", PARAMS)

@@ -35,10 +35,12 @@ from .config import Config, SettingError
 from .evaluate import Scorer, constant_scorer, excluded_entries, top_m
 
 
-# the contract's methods a user calls: each refuses a keyword it does not take, and a flag
-# that is not a bool, by name (entry_points_named), in every model and every override of one
+# every public method of a model (a class method such as NCAE.load checked where it is made):
+# each refuses a keyword it does not take, and a flag that is not a bool, by name
+# (entry_points_named), in every model and every override of one
 ENTRY_POINTS = ("fit", "refit", "partial_fit", "predict", "recommend", "recommend_new",
-                "similar_items", "evaluate", "evaluator", "save")
+                "similar_items", "evaluate", "evaluator", "save", "item_index",
+                "check_warm_start", "contents", "restore")
 FLAG_TYPES = (bool, np.bool_)     # what a flag (an argument annotated bool) takes
 
 
@@ -94,7 +96,9 @@ def not_an_argument(where: str, taken: list[str], name: str, hint: str = "") -> 
 
 
 def listed(names: list[str]) -> str:
-    """'a, b and c'."""
+    """'a, b and c'; 'none' of no names (a method of no arguments takes none)."""
+    if not names:
+        return "none"
     return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
 
 
