@@ -404,6 +404,11 @@ MAKING = {   # a mistake in making or fitting a model: (call, what the SettingEr
     # before, TypeError "'float' object is not iterable"
     "baseline's cutoffs": (lambda: type(make_model({"model": "pop"}))(cutoffs=2.5),
                            "cutoffs must be positive integers, e.g. (10, 100); got 2.5"),
+    # a cutoff given twice: before, accepted, and metrics.json recorded (10, 10)
+    "repeated cutoff": (lambda: NCAE(cutoffs=(10, 10)),
+                        "cutoffs must each be given once; 10 is repeated"),
+    "baseline's repeated cutoff": (lambda: type(make_model({"model": "pop"}))(cutoffs=(5, 20, 5)),
+                                   "cutoffs must each be given once; 5 is repeated"),
     # before, KeyError 'user'; a key of no member was ignored
     "blend's epochs of one member": (
         lambda: BlendedNCAE(**NCAE_SETTINGS).fit(TRAIN, epochs={"item": 1}, verbose=False),
@@ -427,6 +432,13 @@ def test_a_mistake_in_making_or_fitting_a_model_is_a_setting_error(call, says):
     element #0 has length 1'; fit(callback=3): 'int' object is not callable, after an epoch)."""
     with pytest.raises(SettingError, match=re.escape(says)):
         call()
+
+
+def test_cutoffs_in_descending_order_are_kept_as_given():
+    """Early stopping reads NDCG at the last cutoff as given (topm puts its choice last): a
+    descending order is no mistake, unlike a repeated cutoff (MAKING)."""
+    assert NCAE(cutoffs=(100, 10)).config.cutoffs == (100, 10)
+    assert type(make_model({"model": "pop"}))(cutoffs=(20, 5)).config.cutoffs == (20, 5)
 
 
 @pytest.mark.parametrize("settings, unread", [

@@ -298,6 +298,9 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
      "validation part (the run trains --epochs): leave it out"),
     (["--valid-ratio", "0", "--patience", "0"], "--patience 0: stops on the validation score"),
     (["--resume", "--overwrite"], "--resume continues the run in --out, --overwrite starts"),
+    # before, accepted: metrics.json's cutoffs (10, 10), its figures at 10 once
+    (["--feedback", "implicit", "--cutoffs", "10,10"],
+     "--cutoffs: must each be given once; 10 is repeated"),
     (["--shard-timeout", "60"], "--shard-timeout: is for --shard columns"),
     (["--shard-timeout", "0"], "argument --shard-timeout: expected a number of seconds in "
                                "(0, 9223372036], got '0'"),
@@ -879,6 +882,9 @@ def test_every_bench_flag_says_what_it_is_and_its_default(monkeypatch, capsys):
 @pytest.mark.parametrize("module, argv, message", [
     # each before any work: baselines' before its data is read (the data set named is none)
     (baselines, ["--dataset", "x.csv", "--cutoffs", "0"], "--cutoffs must be >= 1; got 0"),
+    # before, refused by the first model made, after the data was read and a study scored
+    (baselines, ["--dataset", "x.csv", "--cutoffs", "10,10"],
+     "--cutoffs: must each be given once; 10 is repeated"),
     (baselines, ["--dataset", "x.csv", "--seed", "-1"], "--seed must be >= 0; got -1"),
     (check, ["--device", "cpu", "--no-train", "--seed", "-1"], "--seed must be >= 0; got -1"),
     (check, ["--device", "cpu", "--no-train", "--json", "nowhere/check.json"],
@@ -899,7 +905,7 @@ def test_every_bench_flag_says_what_it_is_and_its_default(monkeypatch, capsys):
      "--split-seeds: each split once"),
     (tune, ["--dataset", "synthetic-tiny", "--split-seeds", "-1", "--out", "OUT"],
      "--split-seeds must be >= 0; got -1"),
-], ids=["baselines cutoffs", "baselines seed", "check seed", "check json nowhere",
+], ids=["baselines cutoffs", "baselines cutoff twice", "baselines seed", "check seed", "check json nowhere",
         "check json folder", "experiments repeats", "experiments recipes", "experiments data",
         "recommend out", "tune out", "tune split seeds twice", "tune split seeds"])
 def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkeypatch, module,

@@ -30,7 +30,7 @@ from ..baselines.models import BASELINES, installed, model_list
 from .. import cli
 from ..data.atomic_file import atomic_write
 from ..errors import NcaeError
-from ..model.config import DEFAULTS, unread
+from ..model.config import DEFAULTS, SettingError, checked_cutoffs, unread
 from ..model.metrics import format_table
 from ..ops import get_backend
 from ..runs import comparison, effort, protocol, rundir
@@ -110,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.cutoffs) < 1:                     # the flags first: the data may take a while
         parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
+    try:
+        checked_cutoffs(args.cutoffs)             # the models' rule: each cutoff once
+    except SettingError as e:
+        parser.error(f"--cutoffs: {e.reason}")
     cli.check_seed(parser, args.seed)
     data, feedback = cli.refused(parser, flags.data_spec(args).resolved, "implicit")
     config = replace(DEFAULTS, feedback=feedback, based="user")    # the rows the split samples

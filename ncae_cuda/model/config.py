@@ -174,7 +174,7 @@ class Config:
         """The settings with every data-independent default filled in; SettingError names a
         setting that is out of range, of the wrong kind, or contradicts another."""
         c = replace(self, hidden=_widths("hidden", self.hidden),
-                    cutoffs=_widths("cutoffs", self.cutoffs),
+                    cutoffs=checked_cutoffs(self.cutoffs),
                     rating_scale=None if self.rating_scale is None
                     else _pair("rating_scale", self.rating_scale))
         for f in fields(Config):
@@ -369,6 +369,16 @@ def _widths(name: str, value) -> tuple[int, ...]:
         pass
     example = next(f.default for f in fields(Config) if f.name == name)
     raise SettingError(name, f"must be positive integers, e.g. {example}; got {value!r}")
+
+
+def checked_cutoffs(value) -> tuple[int, ...]:
+    """The cutoffs M, each once, in the order given (early stopping reads NDCG at the last:
+    a descending order chooses by the smaller); a repeated one would be reported twice."""
+    cutoffs = _widths("cutoffs", value)
+    repeated = next((m for i, m in enumerate(cutoffs) if m in cutoffs[:i]), None)
+    if repeated is not None:
+        raise SettingError("cutoffs", f"must each be given once; {repeated} is repeated")
+    return cutoffs
 
 
 def _number(name: str, value) -> float:
