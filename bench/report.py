@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 
 from bench import epoch_time, floors, kernel_peers
+from bench.scalability import percent
 from ncae_cuda.ops.floors import tf32_said
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,10 +70,10 @@ def scalability_tables() -> list[str]:
         cell = {(row["K"], row["D"]): row for row in r["table7"]}
         whole = cell[ks[0], ratios[-1]]              # the largest share of the file's data set
         parts += [f"Seconds per epoch on {r['data']} ({whole['rows']:,} rows x "
-                  f"{whole['columns']:,} columns at D = {ratios[-1]:.0%}: item-based, explicit, "
+                  f"{whole['columns']:,} columns at D = {percent(ratios[-1])}: item-based, explicit, "
                   f"hidden K,K), and in brackets the multiple of the epoch's floor: "
                   f"{_origin(r)} ({_link(path)}).", "",
-                  "| K | " + " | ".join(f"D = {d:.0%}" for d in ratios) + " |",
+                  "| K | " + " | ".join(f"D = {percent(d)}" for d in ratios) + " |",
                   "|---:|" + "---:|" * len(ratios)]
         parts += [f"| {k} | " + " | ".join(
             f"{cell[k, d]['seconds']:.3g} ({cell[k, d]['x_floor']:.1f}x)" for d in ratios) + " |"

@@ -217,6 +217,12 @@ def main(argv=None) -> int:
     return 0
 
 
+def percent(share: float) -> str:
+    """'10%', '2.5%', '0.1%': a ratio D or a share to four significant figures, so that two
+    ratios never share a heading ('.0%' heads 0.001 and 0.004 both '0%')."""
+    return f"{share * 100:.4g}%"
+
+
 def markdown(result: dict, ks: list[int], ratios: list[float]) -> str:
     def at(k, d):
         row = next(r for r in result["table7"] if r["K"] == k and r["D"] == d)
@@ -229,7 +235,7 @@ def markdown(result: dict, ks: list[int], ratios: list[float]) -> str:
              f"read + write), {gflops[0]:.0f}-{gflops[1]:.0f} GFLOP/s (float32 matmul)",
              f"- each cell: the last of {result['epochs_per_cell']} epochs; in brackets the "
              "multiple of the epoch's floor (ncae_cuda/ops/floors.py)", "",
-             "| K | " + " | ".join(f"D = {d:.0%}" for d in ratios) + " |",
+             "| K | " + " | ".join(f"D = {percent(d)}" for d in ratios) + " |",
              "|---:|" + "---:|" * len(ratios)]
     lines += [f"| {k} | " + " | ".join(at(k, d) for d in ratios) + " |" for k in ks]
     lines += ["", f"Growth at K = {result['growth_k']}: one quantity cut to a share of the "
@@ -237,7 +243,7 @@ def markdown(result: dict, ks: list[int], ratios: list[float]) -> str:
               "row's entries subsampled)", "",
               "| grown | share | rows | columns | interactions | parameters | s/epoch | floor s "
               "| x floor |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['grown']} | {r['share']:.2f} | {r['rows']:,} | {r['columns']:,} | "
+    lines += [f"| {r['grown']} | {percent(r['share'])} | {r['rows']:,} | {r['columns']:,} | "
               f"{r['interactions']:,} | {r['parameters']:,} | {r['seconds']:.4g} | "
               f"{r['floor']:.4g} | {r['x_floor']:.1f} |" for r in result["growth"]]
     return "\n".join(lines) + "\n"

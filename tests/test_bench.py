@@ -91,6 +91,33 @@ def test_scalability_quick(tmp_path, monkeypatch):
     assert not any(path.exists() for path in tables)
 
 
+
+def test_scalability_tables_name_each_ratio_as_given(monkeypatch):
+    """A training ratio D or a growth share below 1% or between whole percents is headed as
+    given, in bench.scalability's table and in bench.report's (before, '.0%' headed 0.001 and
+    0.004 both 'D = 0%', and 0.025 'D = 2%')."""
+    def row(k, d):
+        return {"K": k, "D": d, "rows": 10, "columns": 20, "interactions": 30, "seconds": 1.0,
+                "floor": 0.5, "x_floor": 2.0}
+    ratios = [0.001, 0.004, 0.025, 1.0]
+    result = {"data": "synthetic-tiny", "device": "cpu", "commit": "abc1234",
+              "date": "2026-11-29", "jobs": 1, "epochs_per_cell": 2, "growth_k": 8,
+              "ceilings": {"bandwidth_gb_s": [1.0, 2.0], "gflop_s": [3.0, 4.0]},
+              "table7": [row(8, d) for d in ratios],
+              "growth": [{"grown": "rows", "share": 0.125, "K": 8, "rows": 1, "columns": 2,
+                          "interactions": 3, "parameters": 4, "seconds": 1.0, "floor": 0.5,
+                          "x_floor": 2.0}]}
+    headings = "| K | D = 0.1% | D = 0.4% | D = 2.5% | D = 100% |"
+    made = scalability.markdown(result, [8], ratios)
+    assert headings in made.splitlines()
+    assert "| rows | 12.5% | 1 | 2 | 3 | 4 | 1 | 0.5 | 2.0 |" in made.splitlines()
+    path = report.RESULTS / "made" / "scalability.json"
+    monkeypatch.setattr(report, "_load", lambda name: [(path, result)])
+    tables = report.scalability_tables()
+    assert headings in tables
+    assert "columns at D = 100%:" in tables[0]
+
+
 def test_scalability_refuses_a_task_beside_collect(tmp_path, capsys):
     """--collect writes the tables of every task's cells: --task beside it is refused, as the
     experiments' (cli.check_pool_flags) is (before: accepted, and unread)."""
