@@ -52,11 +52,19 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None,
 
 def out_folder(parser: argparse.ArgumentParser, path: Path) -> Path:
     """`path` made a folder (with its parents), or the parser's error saying why it cannot be."""
+    why = unwritable_folder(path)
+    if why:
+        parser.error(f"--out {path}: {why}")
+    return path
+
+
+def unwritable_folder(path: Path) -> str | None:
+    """Why `path` cannot be made a folder (with its parents), or None once it is one."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        parser.error(f"--out {path}: cannot write there ({e.strerror or e})")
-    return path
+        return f"cannot write there ({e.strerror or e})"
+    return None
 
 
 def write_results(out: Path, name: str, result: dict, markdown: str,

@@ -3,6 +3,7 @@ CPU backend and, where there is one, the GPU.
 
     pytest bench/ --benchmark-only                   # every op, shape and backend
     pytest bench/ --benchmark-only -k "lastfm and cpu"
+    pytest bench/ --benchmark-only --benchmark-json DIR/kernels.json   # bench.report's file
 
 Each case first checks its result against ops/reference.py in float64 on the same inputs, then
 times it: the median after warm-up of calls each made after a write of a buffer larger than the

@@ -635,6 +635,38 @@ def test_quick_leaves_the_flags_given(tmp_path, monkeypatch, bench, part, flags,
 QUICK_MARK = " (quick: synthetic-tiny in place of each shape's data)"
 
 
+
+def microbenchmarks(json_path) -> subprocess.CompletedProcess:
+    """One small case of the kernel microbenchmarks, its results to --benchmark-json json_path."""
+    return subprocess.run([sys.executable, "-m", "pytest", "bench/", "-q", "-p",
+                           "no:cacheprovider", "--benchmark-only", "-k",
+                           "test_cut_batch and lastfm and cpu", f"--benchmark-json={json_path}"],
+                          cwd=REPOSITORY, capture_output=True, text=True, timeout=300)
+
+
+def test_kernel_microbenchmarks_write_into_a_folder_not_made_yet(tmp_path):
+    """--benchmark-json in a folder that does not exist is made before the cases run, as a
+    bench's --out is (before, every case ran, then a FileNotFoundError traceback lost them)."""
+    json_path = tmp_path / "not" / "made" / "kernels.json"
+    done = microbenchmarks(json_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = json.loads(json_path.read_text())["benchmarks"]
+    assert [case["name"] for case in cases] == ["test_cut_batch[lastfm-cpu]"]
+
+
+def test_kernel_microbenchmarks_refuse_a_json_they_cannot_write_before_any_case(tmp_path):
+    """--benchmark-json naming a folder, or a file under a file, is refused in a line before
+    any case runs (before: an IsADirectoryError or NotADirectoryError traceback at the end)."""
+    (tmp_path / "file").write_text("")
+    for json_path, why in ((tmp_path, "is a folder"),
+                           (tmp_path / "file" / "kernels.json", "cannot write there")):
+        done = microbenchmarks(json_path)
+        assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+        assert f"--benchmark-json {json_path}: " in done.stderr and why in done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+        assert "test_cut_batch" not in done.stdout
+
+
 @pytest.mark.extra("bench", optional=True)         # the PyTorch peers beside the NumPy ones
 def test_kernel_peers_quick(tmp_path):
     assert kernel_peers.main(["--device", "cpu", "--quick", "--shapes", "lastfm", "--repeats",
