@@ -70,8 +70,8 @@ def scalability_tables() -> list[str]:
         cell = {(row["K"], row["D"]): row for row in r["table7"]}
         whole = cell[ks[0], ratios[-1]]              # the largest share of the file's data set
         parts += [f"Seconds per epoch on {r['data']} ({whole['rows']:,} rows x "
-                  f"{whole['columns']:,} columns at D = {percent(ratios[-1])}: item-based, explicit, "
-                  f"hidden K,K), and in brackets the multiple of the epoch's floor: "
+                  f"{whole['columns']:,} columns at D = {percent(ratios[-1])}: item-based, "
+                  f"explicit, hidden K,K), and in brackets the multiple of the epoch's floor: "
                   f"{_origin(r)} ({_link(path)}).", "",
                   "| K | " + " | ".join(f"D = {percent(d)}" for d in ratios) + " |",
                   "|---:|" + "---:|" * len(ratios)]
