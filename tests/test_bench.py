@@ -637,11 +637,15 @@ QUICK_MARK = " (quick: synthetic-tiny in place of each shape's data)"
 
 
 def microbenchmarks(json_path) -> subprocess.CompletedProcess:
-    """One small case of the kernel microbenchmarks, its results to --benchmark-json json_path."""
+    """One small case of the kernel microbenchmarks, its results to --benchmark-json json_path,
+    run as a user runs them: not as an xdist worker of this suite (pytest-benchmark reads
+    PYTEST_XDIST_WORKER, which a worker's subprocess inherits, as xdist on, and refuses
+    --benchmark-only)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     return subprocess.run([sys.executable, "-m", "pytest", "bench/", "-q", "-p",
                            "no:cacheprovider", "--benchmark-only", "-k",
                            "test_cut_batch and lastfm and cpu", f"--benchmark-json={json_path}"],
-                          cwd=REPOSITORY, capture_output=True, text=True, timeout=300)
+                          cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_kernel_microbenchmarks_write_into_a_folder_not_made_yet(tmp_path):
