@@ -52,9 +52,10 @@ def _record(number, frame) -> None:
 
 @contextlib.contextmanager
 def recorded():
-    """Within it, every signal only asks to stop (asked()), and none raises, in a fit or out
-    of one (see the module's docstring); the caller stops where asked() says so. Only the
-    main thread can take signals: elsewhere this does nothing."""
+    """Within it, a signal only asks to stop (asked()), and raises nothing, in a fit or out
+    of one (see the module's docstring); the caller stops where asked() says so. A second
+    signal raises KeyboardInterrupt (_record). Only the main thread can take signals:
+    elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -95,7 +95,8 @@ def work_on(spec: TuneSpec, found: Setup) -> int:
     with stopping.recorded():
         try:
             work(spec, found, open_study(spec, found, open_storage(spec)))
-        except KeyboardInterrupt as e:        # a fit stopped at a step's end: Optuna failed it
+        except KeyboardInterrupt as e:        # a fit stopped at a step's end, or a second
+            # signal: Optuna failed the trial under way
             print(f"worker {spec.worker}: stopped; the trial under way is marked failed",
                   file=sys.stderr)
             return 128 + signal.Signals[getattr(e, "signal_name", "SIGINT")]

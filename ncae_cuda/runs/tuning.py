@@ -153,10 +153,11 @@ def setup(spec: TuneSpec) -> Setup:
             fixed = ", ".join(f"{name} {getattr(config, name):g}" for name in timed)
             print(f"{', '.join(timed)}: not searched ({unweighted}): each trial has the "
                   f"recipe's {fixed}", flush=True)
+    base = under(model, recipe, config.feedback)
     if spec.space is None and model == NCAE:
-        tables = _without_given_way(spec, tables, under(model, recipe, config.feedback))
+        tables = _without_given_way(spec, tables, base)
     try:
-        dimensions = space.dimensions(tables, under(model, recipe, config.feedback), model)
+        dimensions = space.dimensions(tables, base, model)
     except ValueError as e:
         raise SpecError(f"{named}: {e}") from None
     for name in tables:
