@@ -1,18 +1,15 @@
 """The CUDA emulator shows a kernel's missing __syncthreads: a warp that reads another warp's
 shared memory before it is written, or after it is written again for the next round, reads
 the wrong value, as it may on a GPU. Without the barrier the result is wrong; with it, right.
-A vector access off its boundary aborts, as a GPU faults."""
+A vector access off its boundary, or an access off an array, ends its launch with a
+KernelFault, as a GPU faults, and leaves the process running."""
 import ctypes
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from helpers import REPOSITORY
-from ncae_cuda.ops import conformance, gpu
-from ncae_cuda.ops.emulator import CXX, EmulatedDevice, alignment_checked, build
+from ncae_cuda.ops import conformance, gpu, guarded
+from ncae_cuda.ops.emulator import CXX, EmulatedDevice, KernelFault, alignment_checked, build
 
 pytestmark = pytest.mark.skipif(CXX is None, reason="no g++")
 
@@ -94,28 +91,77 @@ extern "C" __global__ void copy4_kernel(float* out, const float* in, int offset)
 """
 
 
+@pytest.fixture(scope="module")
+def vector_device(tmp_path_factory):
+    return EmulatedDevice(build(tmp_path_factory.mktemp("vector"), VECTOR_SOURCE),
+                          lambda kernel: True)
+
+
 @pytest.mark.skipif(CXX is None or not alignment_checked(),
-                    reason="g++ cannot link UBSan's alignment check here (no libubsan)")
-@pytest.mark.parametrize("offset, aborts", [(0, False), (4, False), (1, True)])
-def test_a_misaligned_vector_access_aborts_as_a_gpu_faults(tmp_path, offset, aborts):
-    """Before the alignment check, the load one float off ran and summed the next four."""
-    script = f"""
-import ctypes, sys
-import numpy as np
-from ncae_cuda.ops.emulator import build
-library = build(__import__("pathlib").Path({str(tmp_path)!r}), {VECTOR_SOURCE!r})
-data = np.zeros(64, np.float32)                 # numpy's buffers: 16-byte aligned at least
-data[:] = np.arange(64)
-out = np.zeros(8, np.float32)
-library.emu_copy4_kernel(1, 2, ctypes.c_void_p(out.ctypes.data),
-                         ctypes.c_void_p(data.ctypes.data), {offset})
-print(f"{{out[0]:g}} {{out[4]:g}}")
-"""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPOSITORY)}, timeout=120)
-    if aborts:
-        assert done.returncode != 0 and "misaligned address" in done.stderr, done.stderr
+                    reason="g++ does not take UBSan's alignment check here")
+@pytest.mark.parametrize("offset", [0, 4, 1])
+def test_a_misaligned_vector_access_faults_as_on_a_gpu(vector_device, offset):
+    """Before the alignment check, the load one float off ran and summed the next four; then
+    the check aborted the process (the test ran in a subprocess): now the launch raises."""
+    data = np.arange(64, dtype=np.float32)          # numpy's buffers: 16-byte aligned at least
+    out = np.zeros(8, np.float32)
+    launch = lambda: vector_device.launch("copy4_kernel", 1, 2, (out, data, np.int32(offset)))
+    if offset % 4:
+        with pytest.raises(KernelFault, match=r"copy4_kernel: misaligned address.* by thread "
+                                              r"\(0,0,0\) in block \(0,0,0\)"):
+            launch()
     else:
-        first = np.arange(offset, offset + 8, dtype=np.float32)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.split() == [f"{first[:4].sum():g}", f"{first[4:].sum():g}"]
+        launch()
+        first = data[offset:offset + 8]
+        np.testing.assert_array_equal(out[[0, 4]], [first[:4].sum(), first[4:].sum()])
+
+
+# Thread i of the grid reads in[i + shift_in] and writes out[i + shift_out], or divides by d.
+FAULTY_SOURCE = r"""
+extern "C" __global__ void shifted_copy_kernel(float* out, const float* in, int shift_in,
+                                               int shift_out, int d) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i + shift_out] = in[i + shift_in] + i / d;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def faulty_device(tmp_path_factory):
+    return EmulatedDevice(build(tmp_path_factory.mktemp("faulty"), FAULTY_SOURCE),
+                          lambda kernel: True)
+
+
+@pytest.mark.parametrize("shift_in, shift_out, d, says", [
+    (1, 0, 1, r"invalid __global__ read at 0x[0-9a-f]+, 0 bytes after the end of the 256-byte "
+              r"allocation of argument 1"),
+    (0, 1, 1, r"invalid __global__ write at 0x[0-9a-f]+, 0 bytes after the end of the 256-byte "
+              r"allocation of argument 0"),
+    (0, 100_000, 1, r"invalid __global__ write at 0x[0-9a-f]+, 399744 bytes after the end of "
+                    r"the 256-byte allocation of argument 0"),
+    (0, 0, 0, r"arithmetic fault \(an integer division by zero\)"),
+], ids=["read-past-the-end", "write-past-the-end", "write-far-past-it", "division-by-zero"])
+def test_a_faulting_thread_ends_its_launch_with_an_error_naming_it(faulty_device, shift_in,
+                                                                   shift_out, d, says):
+    """Before, the read one past the array read whatever the heap held there, the write
+    corrupted the heap (a bound check of the kernels mutated to `<=` killed pytest with a
+    segmentation fault, every test's report lost) and the division killed the process."""
+    out, data = np.zeros(64, np.float32), np.arange(64, dtype=np.float32)
+    args = (out, data, np.int32(shift_in), np.int32(shift_out), np.int32(d))
+    # the last thread of the last block is the first off the arrays, unless every one is off
+    # them (or divides by 0): then the first
+    thread, block = (31, 1) if d and shift_in + shift_out == 1 else (0, 0)
+    with pytest.raises(KernelFault, match=rf"shifted_copy_kernel: {says}, by thread "
+                                          rf"\({thread},0,0\) in block \({block},0,0\)"):
+        faulty_device.launch("shifted_copy_kernel", 2, 32, args)
+    # the device goes on: the next launch runs every thread anew
+    faulty_device.launch("shifted_copy_kernel", 2, 32, (out, data, *map(np.int32, (0, 0, 1))))
+    np.testing.assert_array_equal(out, data + np.arange(64))
+
+
+def test_views_of_one_array_are_one_allocation_for_the_launch():
+    """A kernel given two views of one array sees them alias, as on a GPU: both lie in one
+    copy; another array lies in its own."""
+    whole, other = np.zeros(16, np.float32), np.zeros(4, np.float32)
+    spans = guarded.allocations((whole[:8], np.int32(3), other, whole[4:], None))
+    assert sorted((s.nbytes, s.arguments) for s in spans) == [(16, [2]), (64, [0, 3])]

@@ -15,19 +15,25 @@
 // needed never loses an update here, and since blocks run in order, a race between blocks
 // stays hidden and the last block to arrive at a count is always the highest (or, with
 // emu_set_descending(1), the lowest: a kernel's result must not depend on which).
+// A fault in a thread (an access that the emulator's guard pages stop, a trap of the alignment
+// check, a division by zero) ends its launch, not the process: emu_launch returns the signal and
+// emu_last_fault says where, for the launching code to raise.
 #pragma once
 // (a fiber's _longjmp goes to another stack, which _FORTIFY_SOURCE's check takes for a bug)
 #undef _FORTIFY_SOURCE
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <ucontext.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <vector>
 
 using std::isnan;
@@ -186,10 +192,64 @@ inline bool emu_runnable(int t) {
     return !f.done && !(f.at_barrier && f.barrier_generation == emu_block_barrier.generation);
 }
 
+// The fault that ended the last launch on this thread: signal 0 where none did.
+struct emu_fault_record {
+    int signal;             // SIGSEGV, SIGBUS (an access), SIGILL (a trap), SIGFPE
+    int block, thread;
+    int write;              // 1: the access wrote, 0: it read, -1: not known
+    uintptr_t address;      // the address accessed (of the instruction, for a trap)
+};
+inline thread_local emu_fault_record emu_fault;
+inline thread_local bool emu_launching = false;
+inline thread_local sigjmp_buf emu_fault_jump;
+constexpr int EMU_FAULTS[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+inline struct sigaction emu_previous[std::size(EMU_FAULTS)];
+extern "C" const emu_fault_record* emu_last_fault() { return &emu_fault; }
+
+// A fault's handler: in a launch on this thread, back to emu_launch with the fault recorded;
+// elsewhere (another thread's fault), the handler that was there before takes it, as the
+// faulting instruction runs again.
+inline void emu_on_fault(int signal, siginfo_t* info, void* context) {
+    if (!emu_launching) {
+        for (size_t i = 0; i < std::size(EMU_FAULTS); i++)
+            if (EMU_FAULTS[i] == signal) sigaction(signal, &emu_previous[i], nullptr);
+        return;
+    }
+    int write = -1;
+#if defined(__x86_64__)
+    if (signal == SIGSEGV)      // the page fault's error code: bit 1 set for a write
+        write = (static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#endif
+    emu_fault = {signal, (int)blockIdx.x, (int)threadIdx.x, write, (uintptr_t)info->si_addr};
+    siglongjmp(emu_fault_jump, 1);
+}
+
+// While it lives, faults are emu_on_fault's (the process's own handlers before and after).
+struct emu_fault_trap {
+    emu_fault_trap() {
+        struct sigaction action = {};
+        action.sa_sigaction = emu_on_fault;
+        action.sa_flags = SA_SIGINFO;
+        sigemptyset(&action.sa_mask);
+        for (size_t i = 0; i < std::size(EMU_FAULTS); i++)
+            sigaction(EMU_FAULTS[i], &action, &emu_previous[i]);
+        emu_launching = true;
+    }
+    ~emu_fault_trap() {
+        emu_launching = false;
+        for (size_t i = 0; i < std::size(EMU_FAULTS); i++)
+            sigaction(EMU_FAULTS[i], &emu_previous[i], nullptr);
+    }
+};
+
 // Runs `kernel` for every block of the grid, with `block` threads per block: warp by warp (in
 // the block's order), each warp's fibers in turn until every one has ended or waits at the
-// block's barrier, until all have ended.
-inline void emu_launch(int grid, int block, const std::function<void()>& kernel) {
+// block's barrier, until all have ended. Returns 0, or the signal of a thread's fault, which
+// ends the launch there (emu_last_fault says where); the next launch starts every fiber anew.
+inline int emu_launch(int grid, int block, const std::function<void()>& kernel) {
+    emu_fault = {};
+    emu_fault_trap trap;
+    if (sigsetjmp(emu_fault_jump, 1)) return emu_fault.signal;
     gridDim.x = grid;
     blockDim.x = block;
     emu_kernel = &kernel;
@@ -228,4 +288,5 @@ inline void emu_launch(int grid, int block, const std::function<void()>& kernel)
             for (int t = 0; t < block; t++) running |= !emu_fibers[t].done;
         }
     }
+    return 0;
 }

@@ -5,7 +5,9 @@ The test suite checks the real kernel sources and the real launch code against t
 this way where there is no GPU, and bench/launches.py counts what a step asks of the device.
 Each kernel gets a C wrapper, emu_<name>(grid, block, <its parameters>), generated from its
 signature in the source. The arrays are ledger.DeviceArray, so every array operation the
-trainer makes around the kernels is visible to a ledger.
+trainer makes around the kernels is visible to a ledger. A thread's fault (an access off its
+arrays, which guarded.py makes fault, a misaligned vector access) ends its launch with a
+KernelFault, as a GPU's illegal memory access ends it, and leaves the process running.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import functools
 import hashlib
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections import Counter
@@ -23,18 +26,18 @@ from typing import Callable
 
 import numpy as np
 
-from . import gpu, ledger, reference
+from . import gpu, guarded, ledger, reference
 from .common import DEFAULT_SMS
 from .ledger import DeviceNumpy
 
 HERE = Path(__file__).resolve().parent
 CXX = shutil.which("g++")
-# UBSan's alignment check, the process aborted at the first: a float4 (or float2, double)
-# loaded or stored at an address not a multiple of its size faults on a GPU ("misaligned
-# address") and on x86 runs as any other access, so without it a kernel's vector access one
-# float off would pass every emulated test. Left out, said by ALIGNMENT_CHECKED, where the
-# compiler has no UBSan runtime to link (libubsan).
-ALIGNMENT_CHECKS = ["-fsanitize=alignment", "-fno-sanitize-recover=alignment"]
+# UBSan's alignment check, a trap (SIGILL, which ends the launch with a KernelFault) at the
+# first: a float4 (or float2, double) loaded or stored at an address not a multiple of its size
+# faults on a GPU ("misaligned address") and on x86 runs as any other access, so without it a
+# kernel's vector access one float off would pass every emulated test. Left out, said by
+# alignment_checked(), where the compiler does not take it.
+ALIGNMENT_CHECKS = ["-fsanitize=alignment", "-fsanitize-undefined-trap-on-error"]
 _SIGNATURE = re.compile(r'extern "C" __global__ void (\w+)\((.*?)\)\s*\{', re.S)
 _SCALARS = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
             np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
@@ -46,8 +49,9 @@ def _wrappers(source: str) -> str:
     for name, params in _SIGNATURE.findall(source):
         params = [p.strip() for p in re.sub(r"//[^\n]*", "", params).split(",")]
         names = [re.findall(r"\w+", p)[-1] for p in params]
-        lines.append(f'extern "C" void emu_{name}(int grid, int block, {", ".join(params)}) '
-                     f'{{ emu_launch(grid, block, [&] {{ {name}({", ".join(names)}); }}); }}')
+        call = f'{name}({", ".join(names)})'
+        lines.append(f'extern "C" int emu_{name}(int grid, int block, {", ".join(params)}) '
+                     f'{{ return emu_launch(grid, block, [&] {{ {call}; }}); }}')
     return "\n".join(lines)
 
 
@@ -84,6 +88,34 @@ def alignment_checked() -> bool:
         return subprocess.run([CXX, "-shared", "-fPIC", *ALIGNMENT_CHECKS, str(probe), "-o",
                                str(Path(folder) / "probe.so")],
                               capture_output=True).returncode == 0
+
+
+class KernelFault(RuntimeError):
+    """A thread of an emulated kernel faulted, which ended its launch: where a GPU reports an
+    illegal memory access (or a misaligned address), this says which thread of which block
+    made it, and where, as compute-sanitizer does. A bug of the kernel or of its launcher."""
+
+
+class _Fault(ctypes.Structure):
+    """emu.h's emu_fault_record."""
+    _fields_ = [("signal", ctypes.c_int), ("block", ctypes.c_int), ("thread", ctypes.c_int),
+                ("write", ctypes.c_int), ("address", ctypes.c_size_t)]
+
+
+def _fault(kernel: str, library: ctypes.CDLL, spans: list[guarded.Allocation]) -> KernelFault:
+    """The KernelFault of the launch of `kernel` that `library` just ended at a fault."""
+    library.emu_last_fault.restype = ctypes.POINTER(_Fault)
+    f = library.emu_last_fault().contents
+    if f.signal == signal.SIGILL:
+        what = "misaligned address (a vector access off its size's boundary)"
+    elif f.signal == signal.SIGFPE:
+        what = "arithmetic fault (an integer division by zero)"
+    else:
+        access = {1: "write", 0: "read"}.get(f.write, "access")
+        what = (f"invalid __global__ {access} at {f.address:#x}, "
+                f"{guarded.where(f.address, spans)}")
+    return KernelFault(f"{kernel}: {what}, by thread ({f.thread},0,0) in block ({f.block},0,0)"
+                       " (compute-sanitizer's words; the launch was ended there)")
 
 
 class EmulatedDevice:
@@ -136,17 +168,17 @@ class EmulatedDevice:
             return
         if not self.runs(kernel):
             return
-        converted = [ctypes.c_int(grid), ctypes.c_int(block)]
-        for a in args:
-            if a is None:
-                converted.append(ctypes.c_void_p(None))
-            elif isinstance(a, np.ndarray):
-                if not a.flags.c_contiguous:
-                    raise TypeError(f"{kernel}: a non-contiguous array argument")
-                converted.append(ctypes.c_void_p(a.ctypes.data))
-            else:
-                converted.append(_SCALARS[np.asarray(a).dtype](a))
-        getattr(self.library, f"emu_{kernel}")(*converted)
+        if any(isinstance(a, np.ndarray) and not a.flags.c_contiguous for a in args):
+            raise TypeError(f"{kernel}: a non-contiguous array argument")
+        with guarded.staged(args) as (addresses, spans):
+            converted = [ctypes.c_int(grid), ctypes.c_int(block)]
+            for i, a in enumerate(args):
+                if a is None or i in addresses:
+                    converted.append(ctypes.c_void_p(addresses.get(i)))
+                else:
+                    converted.append(_SCALARS[np.asarray(a).dtype](a))
+            if getattr(self.library, f"emu_{kernel}")(*converted):
+                raise _fault(kernel, self.library, spans)
 
     def gemm(self, out, a, b, trans_a, trans_b, accumulate, tf32) -> None:
         if self._captured is not None:
