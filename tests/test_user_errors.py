@@ -881,7 +881,8 @@ def test_every_bench_flag_says_what_it_is_and_its_default(monkeypatch, capsys):
 
 @pytest.mark.parametrize("module, argv, message", [
     # each before any work: baselines' before its data is read (the data set named is none)
-    (baselines, ["--dataset", "x.csv", "--cutoffs", "0"], "--cutoffs must be >= 1; got 0"),
+    (baselines, ["--dataset", "x.csv", "--cutoffs", "0"],
+     "--cutoffs: must be positive integers, e.g. (10, 100); got (0,)"),
     # before, refused by the first model made, after the data was read and a study scored
     (baselines, ["--dataset", "x.csv", "--cutoffs", "10,10"],
      "--cutoffs: must each be given once; 10 is repeated"),
@@ -916,6 +917,28 @@ def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkey
     Path("FILE").touch()
     refused(module.main, argv, capsys, message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE", "FOLDER"]
+
+
+@pytest.mark.parametrize("cutoffs, reason", [
+    ("0,10", "must be positive integers, e.g. (10, 100); got (0, 10)"),
+    ("10,10", "must each be given once; 10 is repeated")], ids=["zero", "twice"])
+@pytest.mark.parametrize("module, flags", [
+    (train, ["--feedback", "implicit"]), (baselines, []), (tune, ["--model", "ease"])],
+    ids=["train", "baselines", "tune a baseline"])
+def test_cutoffs_are_refused_by_one_rule_in_one_line(tmp_path, capsys, monkeypatch, module,
+                                                     flags, cutoffs, reason):
+    """Every command's --cutoffs by the models' one rule (config.checked_cutoffs), said alike
+    and said once, before any work. Before, baselines refused 0 in words of its own
+    ("--cutoffs must be >= 1; got 0,10"), and tune first printed a "not searched" note giving
+    the cutoffs' error as its reason, then the error."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        module.main([*flags, "--dataset", "synthetic-tiny", "--device", "cpu", "--out", "OUT",
+                     "--cutoffs", cutoffs])
+    printed, err = capsys.readouterr()
+    assert stopped.value.code == 2 and printed == "" and not Path("OUT").exists(), printed
+    assert err == f"python -m {module.__name__.replace('.commands', '')}: error: --cutoffs: " \
+                  f"{reason} (see --help)\n"
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -30,11 +30,11 @@ from ..baselines.models import BASELINES, installed, model_list
 from .. import cli
 from ..data.atomic_file import atomic_write
 from ..errors import NcaeError
-from ..model.config import DEFAULTS, SettingError, checked_cutoffs, unread
+from ..model.config import DEFAULTS, checked_cutoffs, unread
 from ..model.metrics import format_table
 from ..ops import get_backend
 from ..runs import comparison, effort, protocol, rundir
-from ..runs.spec import RunSpec, SpecError, as_recorded, identity
+from ..runs.spec import RunSpec, SpecError, as_recorded, flag_named, identity
 from . import flags
 
 DEFAULT_MODELS = ("ease", "item-knn", "rp3beta", "ials", "bpr", "pop")
@@ -108,12 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if min(args.cutoffs) < 1:                     # the flags first: the data may take a while
-        parser.error(f"--cutoffs must be >= 1; got {','.join(map(str, args.cutoffs))}")
-    try:
-        checked_cutoffs(args.cutoffs)             # the models' rule: each cutoff once
-    except SettingError as e:
-        parser.error(f"--cutoffs: {e.reason}")
+    # the flags first (the data may take a while), by the models' rule
+    cli.refused(parser, flag_named, checked_cutoffs, args.cutoffs)
     cli.check_seed(parser, args.seed)
     data, feedback = cli.refused(parser, flags.data_spec(args).resolved, "implicit")
     config = replace(DEFAULTS, feedback=feedback, based="user")    # the rows the split samples

@@ -481,8 +481,14 @@ def given_settings(**settings) -> Config:
 def resolved(spec: RunSpec, config: Config) -> tuple[RunSpec, Config]:
     """RunSpec.resolved(config); SpecError names the flag of a bad value or combination (a
     model's setting's too)."""
+    return flag_named(spec.resolved, config)
+
+
+def flag_named(call, *args):
+    """call(*args), a model's setting's SettingError it raises a SpecError naming the setting's
+    flag: "--cutoffs: must each be given once; ...", as every command says it."""
     try:
-        return spec.resolved(config)
+        return call(*args)
     except SettingError as e:
         raise SpecError(f"{naming.flag(e.setting)}: {e.reason}") from None
 

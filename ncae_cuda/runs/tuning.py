@@ -22,14 +22,14 @@ from numba.core import event as numba_event
 from ..data.interactions import DataError
 from ..model import stopping
 from ..model.blend import MEMBERS
-from ..model.config import DEFAULTS, Config, SettingError, read_where
+from ..model.config import DEFAULTS, Config, SettingError, checked_cutoffs, read_where
 from ..model.estimator import OutOfMemory
 from ..model.loop import Diverged
 from ..model.modelfile import differences, json_ready
 from ..ops import BackendUnavailable, backend_name, get_backend
 from . import factory, pool, protocol, rundir, space
-from .spec import (RunSpec, SpecError, as_used, data_argv, given_data, given_settings,
-                   resolved)
+from .spec import (RunSpec, SpecError, as_used, data_argv, flag_named, given_data,
+                   given_settings, resolved)
 from .study_storage import POLL, TuneError, _shown, import_optuna
 from .select_test import epochs_text, select_refit_test
 from .tune_spec import NCAE, TuneSpec
@@ -125,6 +125,12 @@ def setup(spec: TuneSpec) -> Setup:
                         f"{', '.join(space.TUNED)})")
     probe, config = trainer_spec(spec, recipe if model == NCAE else BASELINE_DATA, {},
                                  spec.out / TRIALS)
+    if model == NCAE and spec.cutoffs:
+        raise SpecError(f"--cutoffs: an NCAE study's are its recipe's (cutoffs = "
+                        f"{list(config.cutoffs)}); --cutoffs gives a baseline's, which its "
+                        "recipe does not hold")
+    if spec.cutoffs:    # by the models' rule, said once (before, first as a note's reason)
+        flag_named(checked_cutoffs, spec.cutoffs)
     with contextlib.redirect_stdout(io.StringIO()):          # each trial says how it was read
         data, split = protocol.prepare(probe, config, device)
     # a trial is scored on validation: without it every trial would fail (before, ten did, and
@@ -138,10 +144,6 @@ def setup(spec: TuneSpec) -> Setup:
     except ValueError as e:
         raise SpecError(f"{named}: {e}") from None
     timed = [name for name in space.TIMED if name in tables]
-    if model == NCAE and spec.cutoffs:
-        raise SpecError(f"--cutoffs: an NCAE study's are its recipe's (cutoffs = "
-                        f"{list(config.cutoffs)}); --cutoffs gives a baseline's, which its "
-                        "recipe does not hold")
     if model != NCAE:                   # the recency weights a baseline's recipe scores by
         config = replace(config, **{k: v for k, v in recipe.items() if k in space.TIMED},
                          **({"cutoffs": tuple(spec.cutoffs)} if spec.cutoffs else {}))
