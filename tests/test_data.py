@@ -563,14 +563,18 @@ BY_HAND = {   # name: (the changed fields, what the DataError says); before: see
     # before: the error named indices as if they were ids: "e.g. nan at (2, 2)"
     "a NaN rating": (dict(ratings=np.array([5, 3, 4, 1, np.nan, 5], np.float32)),
                      "X: 1 NaN or infinite values, e.g. nan at user 103, item a"),
-    # before: ValueError "all index and data arrays must have the same length"
+    # before: ValueError "all index and data arrays must have the same length"; then "5 ratings
+    # for 6 users", as if the users array named 6 users
     "fewer items than users": (dict(items=np.array([0, 1, 1, 2, 0], np.int32)),
-                               "X: 5 items for 6 users: one of each an entry"),
+                               "X: users has 6 entries, items 5: the arrays hold one value an "
+                               "entry, all of one length"),
     "fewer ratings": (dict(ratings=np.ones(5, np.float32)),
-                      "X: 5 ratings for 6 users: one of each an entry"),
+                      "X: users has 6 entries, ratings 5: the arrays hold one value an "
+                      "entry, all of one length"),
     # before: accepted, the times read by no entry
     "fewer times": (dict(timestamps=np.zeros(2, np.int64)),
-                    "X: 2 timestamps for 6 users: one of each an entry"),
+                    "X: users has 6 entries, timestamps 2: the arrays hold one value "
+                    "an entry, all of one length"),
     # before: accepted, a user 1.5 taken for user 1
     "indices of floats": (dict(users=np.array([0, 0, 1.5, 2, 3, 3])),
                           "X: users must be integer indices into user_ids; got float64"),

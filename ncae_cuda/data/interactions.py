@@ -350,8 +350,8 @@ def check_entries(data: Interactions, name: str) -> None:
             what = f"integer indices into {field[:-1]}_ids" if kinds == "iu" else "numbers"
             raise DataError(f"{name}: {field} must be {what}; got {values.dtype}")
         if len(values) != data.nnz:
-            raise DataError(f"{name}: {len(values)} {field} for {data.nnz} users: one of each "
-                            "an entry")
+            raise DataError(f"{name}: users has {data.nnz} entries, {field} {len(values)}: the "
+                            "arrays hold one value an entry, all of one length")
     for field, n in (("users", data.n_users), ("items", data.n_items)):
         index, side = getattr(data, field), field[:-1]
         outside = (index < 0) | (index >= n)
