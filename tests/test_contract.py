@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from ncae_cuda import NCAE, BlendedNCAE, NotFitted, Unsupported, load_model, make_model
 from ncae_cuda.commands import recommend as recommend_command
 from ncae_cuda.data.interactions import DataError, UnknownIds
+from ncae_cuda.model.base import ENTRY_POINTS
 from ncae_cuda.model.config import Config, SettingError
 
 USERS, ITEMS = 40, 30
@@ -298,6 +299,47 @@ def test_every_public_method_names_a_keyword_it_does_not_take(fitted):
         with pytest.raises(SettingError, match=re.escape("unheard is not an argument of")
                            + f".*{name}"):
             method(unheard=1)
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS)
+def test_every_entry_point_refuses_an_argument_past_its_own_by_position(fitted, entry_point):
+    """An argument given by position past those an entry point takes is the package's
+    SettingError, as a keyword it does not take is. Before, Python's TypeError, counting the
+    model itself: "Model.item_index() takes 1 positional argument but 2 were given"."""
+    _, _, model = fitted
+    method = getattr(model, entry_point, None)
+    if method is None:
+        return                                        # (restore: NCAE's and a blend's alone)
+    taken = sum(p.kind is p.POSITIONAL_OR_KEYWORD
+                for p in inspect.signature(method).parameters.values())
+    with pytest.raises(SettingError) as refused:
+        method(*[None] * (taken + 1))
+    says = str(refused.value)
+    assert says.startswith(f"{model.title}'s {entry_point} takes ") and says.endswith(
+        f"; got {taken + 1}"), says
+
+
+def test_an_argument_past_its_own_is_named_in_one_line(fitted):
+    """The refusal says what the function takes and how many it was given, a model's method
+    by the model's name; the factory's and NCAE.load alike."""
+    _, _, model = fitted
+    for call, says in [
+            (lambda: model.item_index(True), f"{model.title}'s item_index takes no arguments; "
+                                             "got 1"),
+            (lambda: model.recommend([0], N, True, None, "exact", 1), f"{model.title}'s "
+             "recommend takes at most 5 arguments by position (users, n, filter_seen, items "
+             "and index); got 6"),
+            (lambda: make_model({"model": "pop"}, "cpu", None, 1), "make_model takes at most 3 "
+             "arguments by position (settings, device and shard); got 4"),
+            (lambda: load_model("model.npz", "cpu", 1), "load_model takes at most 2 arguments "
+             "by position (path and device); got 3"),
+            (lambda: NCAE.load("model.npz", "cpu", 1), "NCAE.load takes at most 2 arguments by "
+             "position (path and device); got 3"),
+            (lambda: model.evaluator(TEST)(True, 1), "Model.evaluator's score takes at most 1 "
+             "argument by position (per_user); got 2")]:
+        with pytest.raises(SettingError) as refused:
+            call()
+        assert str(refused.value) == says
 
 
 @pytest.mark.parametrize("name", PARAMS)

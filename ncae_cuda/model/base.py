@@ -36,8 +36,8 @@ from .evaluate import Scorer, constant_scorer, excluded_entries, top_m
 
 
 # every public method of a model (a class method such as NCAE.load checked where it is made):
-# each refuses a keyword it does not take, and a flag that is not a bool, by name
-# (entry_points_named), in every model and every override of one
+# each refuses a keyword it does not take, an argument past its own by position, and a flag
+# that is not a bool, by name (entry_points_named), in every model and every override of one
 ENTRY_POINTS = ("fit", "refit", "partial_fit", "predict", "recommend", "recommend_new",
                 "similar_items", "evaluate", "evaluator", "save", "item_index",
                 "check_warm_start", "contents", "restore")
@@ -55,25 +55,31 @@ class Unsupported(NcaeError, ValueError):
 
 def arguments_checked(function):
     """`function` refusing with a SettingError, where Python would raise a TypeError or read a
-    value by its truth: a keyword it does not take (naming it, what the function takes, and
-    what it likely meant: not_an_argument, a model's method Model._not_an_argument), and a
-    flag (an argument annotated bool) given anything but True or False, which would turn
-    filter_seen="no" into filtering. A function of **keywords passes them on, to the one that
-    names them. A method is one whose first argument is self, a class method's (checked
-    beneath its classmethod) cls: neither is an argument a caller gives."""
+    value by its truth: more arguments by position than it takes (too_many_by_position), a
+    keyword it does not take (naming it, what the function takes, and what it likely meant:
+    not_an_argument, a model's method Model._not_an_argument), and a flag (an argument
+    annotated bool) given anything but True or False, which would turn filter_seen="no" into
+    filtering. A function of **keywords passes them on, to the one that names them. A method
+    is one whose first argument is self, a class method's (checked beneath its classmethod)
+    cls: neither is an argument a caller gives."""
     parameters = inspect.signature(function).parameters.values()
     named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     method = named[:1] == ["self"]                  # a model's: refused in its own words
-    taken = named[named[:1] in (["self"], ["cls"]):]    # (self, cls: no caller gives them)
+    bound = named[:1] in (["self"], ["cls"])        # (self, cls: no caller gives them)
+    taken = named[bound:]
     positional = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
     flags = [p.name for p in parameters if p.annotation in ("bool", bool)]
     open_keywords = any(p.kind is p.VAR_KEYWORD for p in parameters)
-    if open_keywords and not flags:
+    open_positions = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    if open_keywords and open_positions and not flags:
         return function
     where = function.__qualname__.replace(".<locals>.", "'s ")    # NCAE.load, a method's score
 
     @functools.wraps(function)
     def checked(*args, **keywords):
+        if not open_positions and len(args) > len(positional):
+            raise SettingError(args[0]._named(function.__name__) if method else where,
+                               too_many_by_position(positional[bound:], len(args) - bound))
         unknown = [] if open_keywords else [name for name in keywords if name not in taken]
         if unknown:
             name = unknown[0]
@@ -85,6 +91,16 @@ def arguments_checked(function):
                 raise SettingError(name, f"must be True or False; got {given[name]!r}")
         return function(*args, **keywords)
     return checked
+
+
+def too_many_by_position(positional: list[str], given: int) -> str:
+    """Why `given` arguments by position are refused by a function that takes `positional`
+    so (before, Python's TypeError counted a method's self among them)."""
+    if not positional:
+        return f"takes no arguments; got {given}"
+    plural = "s" if len(positional) > 1 else ""
+    return (f"takes at most {len(positional)} argument{plural} by position "
+            f"({listed(positional)}); got {given}")
 
 
 def not_an_argument(where: str, taken: list[str], name: str, hint: str = "") -> str:
@@ -104,9 +120,9 @@ def listed(names: list[str]) -> str:
 
 def entry_points_named(cls: type) -> type:
     """`cls` with each entry point it defines (ENTRY_POINTS) refusing a keyword it does not
-    take and a flag that is not a bool with a SettingError (arguments_checked); what it
-    inherits is checked where it is defined, so that the method is the same object there and
-    in every subclass."""
+    take, an argument past its own by position and a flag that is not a bool with a
+    SettingError (arguments_checked); what it inherits is checked where it is defined, so
+    that the method is the same object there and in every subclass."""
     for name in ENTRY_POINTS:
         method = vars(cls).get(name)
         if method is not None and not hasattr(method, "__wrapped__"):
@@ -172,7 +188,11 @@ class Model(abc.ABC):
         alike."""
         hint = (f"{name} is a setting of {self.title}: give it where the model is made"
                 if name != "model" and name in self.settings else "")
-        return not_an_argument(f"{self.title}'s {method}", taken, name, hint)
+        return not_an_argument(self._named(method), taken, name, hint)
+
+    def _named(self, method: str) -> str:
+        """The model's `method` as a message names it: "EASE's recommend"."""
+        return f"{self.title}'s {method}"
 
     # -----------------------------------------------------------------------------------------
     # what each model supplies
