@@ -837,6 +837,77 @@ def test_a_journal_line_cut_short_by_a_crash_is_dropped_and_the_study_goes_on(fi
     assert [t.state for t in journal(out).get_trials()] == [TrialState.COMPLETE] * 3
 
 
+def signalled(monkeypatch, module, name: str, times: int = 1, when=lambda *args: True):
+    """module.name, replaced by itself after `times` SIGINTs to this process where when(*its
+    arguments): a Ctrl-C that comes as the command starts that call (a write), with no sleep
+    to time it."""
+    real = getattr(module, name)
+
+    def call(*args, **kwargs):
+        for _ in range(times if when(*args) else 0):
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, call)
+
+
+def uncut(main, flags) -> int:
+    """main(flags)'s exit status; a KeyboardInterrupt out of it (a write cut short) fails the
+    test rather than stopping the session."""
+    try:
+        return main(flags)
+    except KeyboardInterrupt:
+        pytest.fail("a signal raised in the command's write")
+
+
+def test_a_ctrl_c_as_the_command_marks_dead_trials_waits_and_starts_no_worker(
+        finished, monkeypatch, capsys):
+    """A Ctrl-C as the command writes to the journal before its workers start (its dead
+    workers' trials marked failed): the write ends, and no worker starts. Before, a
+    KeyboardInterrupt was raised in the write."""
+    flags, restore = finished
+    out = restore()
+    signalled(monkeypatch, tuning, "fail_dead_trials")
+    assert uncut(tune.main, [*flags, "--trials", "3"]) == 130
+    assert capsys.readouterr().err == ("SIGINT: stopped with 2 of 3 trials finished (best.toml "
+                                       "holds the best of them): the same command continues "
+                                       "the study\n")
+    assert [t.state for t in journal(out).get_trials()] == [TrialState.COMPLETE] * 2
+
+
+def test_a_ctrl_c_as_the_command_writes_its_outputs_waits_for_them_all(finished, monkeypatch,
+                                                                      capsys):
+    """A Ctrl-C as the command writes trials.csv: the outputs are written whole, of one
+    moment, and the command then stops with the signal's status. Before, a KeyboardInterrupt
+    was raised there: best.toml named 3 finished trials, trials.csv and tune.json held 2."""
+    flags, restore = finished
+    out = restore()
+    signalled(monkeypatch, study_outputs, "atomic_write",
+              when=lambda path, fill: path.name == effort.TABLE)
+    assert uncut(tune.main, [*flags, "--trials", "3"]) == 130
+    assert capsys.readouterr().err.endswith("SIGINT: stopped once the outputs were written\n")
+    trials = journal(out).get_trials()
+    best = min(trials, key=lambda t: t.value)
+    with open(out / "trials.csv", newline="") as f:
+        assert [int(row["trial"]) for row in csv.DictReader(f)] == [0, 1, 2]
+    assert "the best of 3 finished trials" in (out / "best.toml").read_text()
+    assert json.loads((out / effort.MARKER).read_text())["best"] == {"trial": best.number,
+                                                                    "value": best.value}
+
+
+def test_a_second_ctrl_c_as_the_command_writes_stops_it_at_once_in_a_line(finished,
+                                                                          monkeypatch, capsys):
+    """A user who asks twice is not kept waiting: the command stops at once, in a line, with
+    the signal's status (no traceback)."""
+    flags, restore = finished
+    restore()
+    signalled(monkeypatch, study_outputs, "atomic_write", times=2,
+              when=lambda path, fill: path.name == effort.TABLE)
+    assert uncut(tune.main, [*flags, "--trials", "2"]) == 130
+    assert capsys.readouterr().err == ("SIGINT: stopped at once by a second signal, a write "
+                                       "under way perhaps cut short: the same command "
+                                       "continues the study\n")
+
+
 @pytest.mark.parametrize("name, damage, message", [
     (study_storage.JOURNAL, lambda b: b + b"\xff\xfe garbage\n", "{path}:{lines}: damaged, not a record "
      "of Optuna's journal: restore the file from a copy, or start over with --overwrite"),

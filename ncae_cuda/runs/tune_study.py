@@ -32,7 +32,24 @@ from .tuning import (
 def run(spec: TuneSpec, found: Setup, worker_command) -> int:
     """The study: started (over, with spec.overwrite), spec.jobs worker processes run
     (worker_command(i): the command line of worker i, which calls work_on), its outputs
-    written; the exit status. TuneError says why it cannot go on."""
+    written; the exit status. TuneError says why it cannot go on. Outside the workers' run,
+    where this process writes (the study's storage, its outputs), a signal only asks it to
+    stop (stopping.recorded), once the write under way is done: before the workers start, they
+    are not started; after, the outputs are written whole (before, a Ctrl-C there cut them
+    short: a best.toml of 3 finished trials beside a trials.csv of 2). A second signal stops
+    it at once."""
+    with stopping.recorded():
+        try:
+            return _run(spec, found, worker_command)
+        except KeyboardInterrupt:
+            if stopping.asked() is None:          # not a signal's (stopping._record's)
+                raise
+            print(f"{stopping.asked()}: stopped at once by a second signal, a write under way "
+                  "perhaps cut short: the same command continues the study", file=sys.stderr)
+            return 128 + signal.Signals[stopping.asked()]
+
+
+def _run(spec: TuneSpec, found: Setup, worker_command) -> int:
     if spec.overwrite:
         _start_over(spec, found)
     held = _held(spec, found)
@@ -48,15 +65,18 @@ def run(spec: TuneSpec, found: Setup, worker_command) -> int:
     failed = retry_recipe(study, found) if now.finished < spec.trials else None
     if failed is not None:
         print(f"trial {failed}, the recipe's own values, failed: they run again", flush=True)
+    if stopping.asked():                                        # no worker started
+        return _stopped(spec, found, study, stopping.asked(), now.finished)
     before = now.finished
     with pool.Processes(spec.jobs, spec.gpus) as processes:
         for i in range(spec.jobs):
             processes.start(i, worker_command(i))
         ended = processes.wait()
     now = census(study)
+    stopped = processes.stopped or stopping.asked()
     if now.finished < spec.trials:
-        if processes.stopped:
-            return _stopped(spec, found, study, processes.stopped, now.finished)
+        if stopped:
+            return _stopped(spec, found, study, stopped, now.finished)
         if spec.budget is None or any(code for _, code, _ in ended):
             raise TuneError(f"{now.finished} of {spec.trials} trials finished; "
                             + "; ".join(f"worker {i} ended with exit {code}"
@@ -69,6 +89,9 @@ def run(spec: TuneSpec, found: Setup, worker_command) -> int:
             print(f"note: worker {i} ended with exit {code}; the others finished the study",
                   file=sys.stderr)
     write_outputs(spec, found, study)
+    if stopping.asked():                        # while the outputs were written: they are whole
+        print(f"{stopping.asked()}: stopped once the outputs were written", file=sys.stderr)
+        return 128 + signal.Signals[stopping.asked()]
     return 0
 
 
