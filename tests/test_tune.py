@@ -27,6 +27,7 @@ from helpers import missing_extra
 
 from ncae_cuda.commands import train, tune
 from ncae_cuda.data import atomic_file, datasets
+from ncae_cuda.model import stopping
 from ncae_cuda.model.config import DEFAULTS, read_recipe
 from ncae_cuda.runs import (effort, protocol, rundir, space, study_outputs, study_storage,
                             tune_study, tuning)
@@ -516,7 +517,7 @@ def test_a_killed_worker_fails_its_trial_and_the_study_goes_on(tmp_path):
     assert len(states[TrialState.COMPLETE]) == 3 and not states[TrialState.RUNNING]
     row = next(line for line in (out / "trials.csv").read_text().splitlines()
                if line.startswith(f"{victim.number},FAIL,"))
-    assert row.endswith("stopped or killed with its worker")
+    assert row.endswith("its worker died with it under way")
     # the same command, one more trial: the study goes on from where it is
     assert tune.main([*map(str, flags), "--trials", "4", "--jobs", "2"]) == 0
     states = by_state(journal(out))
@@ -591,6 +592,24 @@ def test_a_worker_stopped_by_the_command_names_no_signal(monkeypatch, capsys):
     assert capsys.readouterr().err == ("worker 1: stopped; the trial under way is marked "
                                        "failed\n")
 
+
+
+def test_a_trial_a_signal_stopped_reads_so_in_trials_csv(finished, monkeypatch, capsys):
+    """A trial whose fit stopped at a signal (the command's Ctrl-C, handed on as SIGTERM)
+    reads so in trials.csv, and how to go on; a killed worker's reads otherwise (the test
+    above). Before, both read "stopped or killed with its worker"."""
+    flags, restore = finished
+    out = restore()
+
+    def stopped(*args, **kwargs):
+        raise stopping.Stopped("SIGTERM", [])               # as the epoch loop raises it
+    monkeypatch.setattr(protocol, "run", stopped)
+    assert tune.main([*flags, "--trials", "3", "--worker", "0"]) == 128 + signal.SIGTERM
+    assert tune.main([*flags, "--trials", "2"]) == 0        # its outputs, of the study so far
+    with open(out / "trials.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(row["state"], row["error"]) for row in rows[2:]] == [
+        ("FAIL", "stopped by Ctrl-C or SIGTERM; the same command continues the study")]
 
 # ---------------------------------------------------------------------------------------------
 # PostgreSQL: a server of the OS's packages (CI installs it), started here as its own user

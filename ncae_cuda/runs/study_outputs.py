@@ -82,8 +82,8 @@ def _table(found: Setup, trials) -> bytes:
         seconds = own_seconds(t) if t.datetime_complete else ""
         worker = t.user_attrs.get("worker", {})
         error = t.user_attrs.get("error", "")
-        if t.state.name == "FAIL" and not error:
-            error = "stopped or killed with its worker"
+        if t.state.name == "FAIL" and not error:          # (a stop says so: tuning.objective)
+            error = "its worker died with it under way"
         writer.writerow([t.number, t.state.name, "" if t.value is None else t.value,
                          t.user_attrs.get("best_epoch", ""), t.last_step if t.last_step
                          is not None else "", seconds, t.user_attrs.get(COMPILED, ""),

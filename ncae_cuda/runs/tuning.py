@@ -500,6 +500,11 @@ def objective(spec: TuneSpec, found: Setup, study, trial, me: dict, asking: AskL
     except optuna.TrialPruned as e:
         said(f"pruned at {e}", True)
         raise
+    except KeyboardInterrupt:     # a signal (stopping.py): Optuna fails the trial, which says
+        # so in trials.csv, apart from a trial whose worker died, which says nothing
+        trial.set_user_attr("error", "stopped by Ctrl-C or SIGTERM; the same command continues "
+                            "the study")
+        raise
     except OSError as e:
         if e.errno not in DISK_FULL:
             raise
