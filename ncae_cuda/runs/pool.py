@@ -22,8 +22,9 @@ flags):
   tables of finished runs: no run may be under way);
 - a line at each start and end of a run: runs done, running and left, and the time left;
 - Ctrl-C or SIGTERM reaches every run as one SIGTERM each (a second asks again, which stops a
-  trainer at once): a trainer stops at the end of its step with a checkpoint, and the same
-  command resumes it. On Linux a run also gets SIGTERM when the pool's process dies (a kill).
+  trainer at once, as it stops a tuning worker that Processes runs): a trainer stops at the
+  end of its step with a checkpoint, and the same command resumes it. On Linux a run also
+  gets SIGTERM when the pool's process dies (a kill).
 """
 from __future__ import annotations
 
@@ -129,8 +130,10 @@ def _dies_with(parent: int):
 class Processes:
     """Processes started in `jobs` slots, each in a session of its own: a terminal's Ctrl-C
     reaches this process only, and within `with` each signal it gets (SIGINT, SIGTERM) is handed
-    on to every process as one SIGTERM; `stopped` names the first. Leaving `with` on an error
-    stops the processes still running (SIGTERM) and waits for them."""
+    on to every process as one SIGTERM; `stopped` names the first. A second is handed on too,
+    and stops at once a process that takes the first as a request (stopping.py): a trainer, or
+    a tuning worker (tune_study.work_on). Leaving `with` on an error stops the processes still
+    running (SIGTERM) and waits for them."""
 
     def __init__(self, jobs: int, gpus: list[str]):
         self.jobs, self.gpus = jobs, gpus
