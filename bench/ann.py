@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import add_quick, integers, names, out_folder, parse, write_results
+from bench.cli import (add_quick, integers, names, out_folder, parse, said_when_interrupted,
+                       write_results)
 from bench.epoch_time import provenance, provenance_line
 from ncae_cuda import cli
 from ncae_cuda.model.ann import CORES, IndexSettings, ItemIndex, faiss_module
@@ -253,14 +254,15 @@ def main(argv=None) -> int:
         except ImportError:
             p.error("--libraries needs usearch beside faiss: pip install usearch")
     out_folder(p, args.out)
-    result = {**provenance(describe("cpu", device_facts("cpu"))),
-              "versions": {**versions(), "faiss": faiss.__version__},
-              "settings": vars(IndexSettings()),
-              "shapes": [measure_shape(name, *shape, args) for name, shape in shapes.items()]}
-    write_results(args.out, "ann", result, "\n".join(
-        ["# The approximate index against the exact top-k", "", provenance_line(result), "",
-         *table(result)]))
-    return 0
+    with said_when_interrupted(args.out, "ann"):
+        result = {**provenance(describe("cpu", device_facts("cpu"))),
+                  "versions": {**versions(), "faiss": faiss.__version__},
+                  "settings": vars(IndexSettings()),
+                  "shapes": [measure_shape(name, *shape, args) for name, shape in shapes.items()]}
+        write_results(args.out, "ann", result, "\n".join(
+            ["# The approximate index against the exact top-k", "", provenance_line(result), "",
+             *table(result)]))
+        return 0
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from bench.cli import integers, numbers, out_folder, write_results
+from bench.cli import integers, numbers, out_folder, said_when_interrupted, write_results
 from bench.epoch_time import machine, provenance, provenance_line
 from ncae_cuda import cli
 from ncae_cuda.commands.flags import run_flags
@@ -265,37 +265,38 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out_folder(parser, args.out)                # once the flags and the data are sound
-    scale = data.rating_scale or (float(data.ratings.min()), float(data.ratings.max()))
-    print(f"{data.name}: train {split.train.nnz}, valid {split.valid.nnz}, test "
-          f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas "
-          f"{','.join(f'{v:g}' for v in lambdas)}, "
-          f"at most {args.maxiter} iterations")
-    command = ("python -m bench.autorec_peer "
-               + " ".join(argv if argv is not None else sys.argv[1:]))
-    config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    where = provenance(machine())
-    peer, ncae = [], []
-    for seed in seeds:
-        start = time.perf_counter()
-        peer.append(select_and_test(split, scale, args.hidden, lambdas, args.maxiter,
-                                    args.every, seed, args.refit))
-        best = peer[-1]["best"]
-        print(f"I-AutoRec seed {seed}: lambda {best['lambda']:g}, {best['iterations']} "
-              f"iterations: valid {best['valid_rmse']:.4f}, test {peer[-1]['test_rmse']:.4f} "
-              f"({time.perf_counter() - start:.0f} s)", flush=True)
-        if args.config:
-            ncae.append(ncae_run(args, seed))
-            print(f"NCAE seed {seed}: best epoch {ncae[-1]['best_epoch']}: valid "
-                  f"{ncae[-1]['valid_rmse']:.4f}, test {ncae[-1]['test_rmse']:.4f}", flush=True)
-        text = table(peer, ncae, seeds[:len(peer)])                  # written after each seed
-        write_results(args.out, "autorec_peer", {**where, "config": config, "peer": peer,
-                                                 "ncae": ncae},
-                      f"# {data.name}, split {args.split}: "
-                      f"{'NCAE and I-AutoRec' if args.config else 'I-AutoRec'}\n\n"
-                      f"{provenance_line(where)}\n\n{command}\n\n{text}",
-                      (len(peer), len(seeds), "seeds run"))
-    print(f"\n{text}\n\nwrote {args.out / 'autorec_peer.md'}")
-    return 0
+    with said_when_interrupted(args.out, "autorec_peer"):
+        scale = data.rating_scale or (float(data.ratings.min()), float(data.ratings.max()))
+        print(f"{data.name}: train {split.train.nnz}, valid {split.valid.nnz}, test "
+              f"{split.test.nnz}; I-AutoRec K={args.hidden}, L-BFGS-B, lambdas "
+              f"{','.join(f'{v:g}' for v in lambdas)}, "
+              f"at most {args.maxiter} iterations")
+        command = ("python -m bench.autorec_peer "
+                   + " ".join(argv if argv is not None else sys.argv[1:]))
+        config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+        where = provenance(machine())
+        peer, ncae = [], []
+        for seed in seeds:
+            start = time.perf_counter()
+            peer.append(select_and_test(split, scale, args.hidden, lambdas, args.maxiter,
+                                        args.every, seed, args.refit))
+            best = peer[-1]["best"]
+            print(f"I-AutoRec seed {seed}: lambda {best['lambda']:g}, {best['iterations']} "
+                  f"iterations: valid {best['valid_rmse']:.4f}, test {peer[-1]['test_rmse']:.4f} "
+                  f"({time.perf_counter() - start:.0f} s)", flush=True)
+            if args.config:
+                ncae.append(ncae_run(args, seed))
+                print(f"NCAE seed {seed}: best epoch {ncae[-1]['best_epoch']}: valid "
+                      f"{ncae[-1]['valid_rmse']:.4f}, test {ncae[-1]['test_rmse']:.4f}", flush=True)
+            text = table(peer, ncae, seeds[:len(peer)])                  # written after each seed
+            write_results(args.out, "autorec_peer", {**where, "config": config, "peer": peer,
+                                                     "ncae": ncae},
+                          f"# {data.name}, split {args.split}: "
+                          f"{'NCAE and I-AutoRec' if args.config else 'I-AutoRec'}\n\n"
+                          f"{provenance_line(where)}\n\n{command}\n\n{text}",
+                          (len(peer), len(seeds), "seeds run"))
+        print(f"\n{text}\n\nwrote {args.out / 'autorec_peer.md'}")
+        return 0
 
 
 if __name__ == "__main__":

@@ -2,12 +2,15 @@
 work where one cannot run here; the epochs a timing takes (start-up's and one more at least);
 the types of their comma-separated flags; --quick's values,
 which only replace defaults; the folder their results go to, made before any work (a long
-run must not find at its end that it cannot write), or refused in one line; and the pair of
-files each writes there, <name>.json and <name>.md."""
+run must not find at its end that it cannot write), or refused in one line; the pair of
+files each writes there, <name>.json and <name>.md; and how a Ctrl-C ends one: a line saying
+what the pair keeps, exit 130."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -89,6 +92,36 @@ def write_results(out: Path, name: str, result: dict, markdown: str,
         except NcaeError as e:                       # atomic_write's DataError: errno and why
             print(f"error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
+
+
+@contextlib.contextmanager
+def said_when_interrupted(out: Path, name: str):
+    """Within it, a Ctrl-C (KeyboardInterrupt) ends the command with exit 130 (the shell's for
+    SIGINT, as the package's commands end) and one line, no traceback, saying what
+    <name>.json and .md under `out` keep: the parts finished (write_results' "unfinished"), the
+    whole result, or nothing of this run (files there from before are an earlier run's)."""
+    first = out / f"{name}.json"
+    before = _version(first)
+    try:
+        yield
+    except KeyboardInterrupt:
+        if _version(first) == before:                   # not written since the with began
+            earlier = f" ({name}.json and .md there are an earlier run's)" if before else ""
+            kept = f"nothing written to {out}{earlier}"
+        else:
+            said = json.loads(first.read_text()).get("unfinished")
+            kept = f"{said or 'the whole result'}, kept in {first} and .md"
+        print(f"\ninterrupted: {kept}", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _version(path: Path) -> tuple | None:
+    """Which file stands at `path` (atomic_write's each a new one), or None where none does."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns
 
 
 # ---------------------------------------------------------------------------------------------

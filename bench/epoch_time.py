@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, check_timed_epochs, names, out_folder, write_results
+from bench.cli import (check_devices, check_timed_epochs, names, out_folder, said_when_interrupted,
+                       write_results)
 from ncae_cuda import ops
 from ncae_cuda.commands.flags import build_parser, run_flags, run_spec
 from ncae_cuda.errors import NcaeError
@@ -267,61 +268,64 @@ def main(argv=None) -> int:
     check_timed_epochs(p, args.epochs)        # the figure: the median of those after the first
     check_devices(p, {"gpu" if d.startswith("gpu") else d for d in devices})
     out_folder(p, args.out)
-    result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "quick": args.quick, "devices": {d: device_name(d) for d in devices}, "cases": {}}
-    measured = {d: ceilings(d, args.quick) for d in devices}
-    result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9,
-                              "tf32_gflop_s": c.recorded_tf32(1e9)} for d, c in measured.items()}
-    planned, done, failed = len(cases) * len(devices), 0, []
+    with said_when_interrupted(args.out, "epoch_time"):
+        result = {"commit": commit(), "date": datetime.date.today().isoformat(),
+                  "quick": args.quick, "devices": {d: device_name(d) for d in devices},
+                  "cases": {}}
+        measured = {d: ceilings(d, args.quick) for d in devices}
+        result["ceilings"] = {d: {"bandwidth_gb_s": c.bandwidth / 1e9, "gflop_s": c.flops / 1e9,
+                                  "tf32_gflop_s": c.recorded_tf32(1e9)}
+                              for d, c in measured.items()}
+        planned, done, failed = len(cases) * len(devices), 0, []
 
-    def save():
-        write_results(args.out, "epoch_time", result, "\n".join(markdown(result)),
-                      (done, planned, "runs measured"))
+        def save():
+            write_results(args.out, "epoch_time", result, "\n".join(markdown(result)),
+                          (done, planned, "runs measured"))
 
-    save()                                  # the devices and their ceilings, before any run
-    with tempfile.TemporaryDirectory(prefix="ncae-epoch-time-") as runs:
-        for case in cases:
-            title, flags = case_flags(case, args.quick)
-            count = epoch_work_of(flags)                    # counted once, floored per device
-            for device in devices:
-                run_dir = Path(runs) / f"{case}-{device}"
-                start = time.perf_counter()
-                result["cases"].setdefault(case, {"title": title, "rows": count.rows})
-                done += 1
-                try:
-                    history = run_flags([
-                        *flags, *DEVICE_FLAGS[device], "--epochs",
-                        str(args.epochs or EPOCHS[device]), "--out", str(run_dir)])["history"]
-                except Exception as e:
-                    # a run that fails (out of memory, a kernel's error on a GPU's first run of
-                    # it) is said and kept, and the runs after it go on: a device's window
-                    # loses that run alone
-                    failed.append(f"{case} on {device}")
-                    if not isinstance(e, NcaeError):             # a bug: its traceback too
-                        traceback.print_exc()
-                    print(f"error: {failed[-1]}: {type(e).__name__}: {e}", file=sys.stderr,
-                          flush=True)
-                    result["cases"][case][device] = {
-                        "error": f"{type(e).__name__}: {e}",
-                        "wall_seconds": time.perf_counter() - start}
+        save()                                  # the devices and their ceilings, before any run
+        with tempfile.TemporaryDirectory(prefix="ncae-epoch-time-") as runs:
+            for case in cases:
+                title, flags = case_flags(case, args.quick)
+                count = epoch_work_of(flags)                    # counted once, floored per device
+                for device in devices:
+                    run_dir = Path(runs) / f"{case}-{device}"
+                    start = time.perf_counter()
+                    result["cases"].setdefault(case, {"title": title, "rows": count.rows})
+                    done += 1
+                    try:
+                        history = run_flags([
+                            *flags, *DEVICE_FLAGS[device], "--epochs",
+                            str(args.epochs or EPOCHS[device]), "--out", str(run_dir)])["history"]
+                    except Exception as e:
+                        # a run that fails (out of memory, a kernel's error on a GPU's first run of
+                        # it) is said and kept, and the runs after it go on: a device's window
+                        # loses that run alone
+                        failed.append(f"{case} on {device}")
+                        if not isinstance(e, NcaeError):             # a bug: its traceback too
+                            traceback.print_exc()
+                        print(f"error: {failed[-1]}: {type(e).__name__}: {e}", file=sys.stderr,
+                              flush=True)
+                        result["cases"][case][device] = {
+                            "error": f"{type(e).__name__}: {e}",
+                            "wall_seconds": time.perf_counter() - start}
+                        save()
+                        continue
+                    seconds = [h["seconds"] for h in history if h["phase"] == "select"]
+                    median = statistics.median(seconds[1:] or seconds)
+                    floor = count.floor(measured[device])
+                    timed = {"seconds": seconds, "median_after_first": median, "floor": floor,
+                             "x_floor": median / floor, "rows_per_s": count.rows / median,
+                             "dense_output_tflop_s": count.dense_flops / median / 1e12,
+                             "wall_seconds": time.perf_counter() - start}
+                    result["cases"][case][device] = timed
+                    print(f"{case} on {device}: {median:.4g} s an epoch ({median / floor:.1f}x the "
+                          f"floor), the run {timed['wall_seconds']:.1f} s in all", flush=True)
                     save()
-                    continue
-                seconds = [h["seconds"] for h in history if h["phase"] == "select"]
-                median = statistics.median(seconds[1:] or seconds)
-                floor = count.floor(measured[device])
-                timed = {"seconds": seconds, "median_after_first": median, "floor": floor,
-                         "x_floor": median / floor, "rows_per_s": count.rows / median,
-                         "dense_output_tflop_s": count.dense_flops / median / 1e12,
-                         "wall_seconds": time.perf_counter() - start}
-                result["cases"][case][device] = timed
-                print(f"{case} on {device}: {median:.4g} s an epoch ({median / floor:.1f}x the "
-                      f"floor), the run {timed['wall_seconds']:.1f} s in all", flush=True)
-                save()
-    print("\n".join(markdown(result)))
-    if failed:
-        print(f"error: {len(failed)} of {planned} runs failed: {', '.join(failed)}",
-              file=sys.stderr)
-    return 1 if failed else 0
+        print("\n".join(markdown(result)))
+        if failed:
+            print(f"error: {len(failed)} of {planned} runs failed: {', '.join(failed)}",
+                  file=sys.stderr)
+        return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.cli import integers, out_folder, write_results
+from bench.cli import integers, out_folder, said_when_interrupted, write_results
 from bench.epoch_time import add_case_flags, case_flags, commit, epoch_work_of, quick_note, short_id
 from ncae_cuda.ops.floors import Ceilings, tf32_rate, tf32_said
 
@@ -88,30 +88,31 @@ def main(argv=None) -> int:
         p.error(f"--ceilings {args.ceilings}: a --quick run's ceilings, a smoke test's: give a "
                 "full run's, or count with --quick")
     out_folder(p, args.out)
-    floors = []
-    for case in args.cases:
-        title, flags = case_flags(case, args.quick)
-        for batch in batch_sizes:
-            count = epoch_work_of([*flags, *(["--batch-size", str(batch)] if batch else [])])
-            floor = count.floor(ceilings)
-            memory = count.work.bytes / ceilings.bandwidth
-            floors.append({
-                "case": case, "title": title, "batch_size": count.batch,
-                "steps": count.steps, "gb": count.work.bytes / 1e9,
-                "adam_gb": count.adam_bytes / 1e9, "tflop": count.work.flops / 1e12,
-                "floor_s": floor, "set_by": "bytes" if floor == memory else "FLOPs",
-                "rows": count.rows, "rows_per_s": count.rows / floor})
-    result = {"ceilings": {"source": str(args.ceilings), "device": ceilings.device,
-                           "bandwidth_gb_s": ceilings.bandwidth / 1e9,
-                           "gflop_s": ceilings.flops / 1e9,
-                           "tf32_gflop_s": ceilings.recorded_tf32(1e9),
-                           **source},
-              "commit": commit(), "date": datetime.date.today().isoformat(),
-              "quick": args.quick, "floors": floors}
-    text = "\n".join(table(result))
-    write_results(args.out, "floors", result, text)
-    print(text)
-    return 0
+    with said_when_interrupted(args.out, "floors"):
+        floors = []
+        for case in args.cases:
+            title, flags = case_flags(case, args.quick)
+            for batch in batch_sizes:
+                count = epoch_work_of([*flags, *(["--batch-size", str(batch)] if batch else [])])
+                floor = count.floor(ceilings)
+                memory = count.work.bytes / ceilings.bandwidth
+                floors.append({
+                    "case": case, "title": title, "batch_size": count.batch,
+                    "steps": count.steps, "gb": count.work.bytes / 1e9,
+                    "adam_gb": count.adam_bytes / 1e9, "tflop": count.work.flops / 1e12,
+                    "floor_s": floor, "set_by": "bytes" if floor == memory else "FLOPs",
+                    "rows": count.rows, "rows_per_s": count.rows / floor})
+        result = {"ceilings": {"source": str(args.ceilings), "device": ceilings.device,
+                               "bandwidth_gb_s": ceilings.bandwidth / 1e9,
+                               "gflop_s": ceilings.flops / 1e9,
+                               "tf32_gflop_s": ceilings.recorded_tf32(1e9),
+                               **source},
+                  "commit": commit(), "date": datetime.date.today().isoformat(),
+                  "quick": args.quick, "floors": floors}
+        text = "\n".join(table(result))
+        write_results(args.out, "floors", result, text)
+        print(text)
+        return 0
 
 
 if __name__ == "__main__":

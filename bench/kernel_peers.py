@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from bench.cli import check_devices, names, out_folder, write_results
+from bench.cli import check_devices, names, out_folder, said_when_interrupted, write_results
 from bench.epoch_time import ceilings, commit
 from bench.launches import SHAPES, quick_mark
 from bench.timing import cpu_seconds, gpu_seconds
@@ -251,29 +251,30 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     check_devices(p, [args.device])
     out_folder(p, args.out)
-    backend = ops.get_backend(args.device)
-    measured = ceilings(args.device, args.quick)
-    timer = gpu_seconds if args.device == "gpu" else cpu_seconds
-    seconds = lambda fn: timer(fn, repeats=args.repeats)                  # noqa: E731
-    torch_device = _torch_device(args.device)
-    result = {"device": measured.device, "commit": commit(),
-              "date": datetime.date.today().isoformat(), "quick": args.quick,
-              "bandwidth_gb_s": measured.bandwidth / 1e9,
-              "torch": "installed" if torch_device else "not installed: its peers left out",
-              "shapes": {}}
-    for name in args.shapes:
-        dataset, feedback, based, hidden = SHAPES[name]
-        if args.quick:
-            dataset, hidden = QUICK
-        N, batch, host = first_step(backend, datasets.load(dataset), based, feedback, hidden[0])
-        step = Step(backend, batch, host._replace(vals=host.vals.astype(np.float64)), N,
-                    hidden[0], hidden, torch_device, np.random.default_rng(0))
-        result["shapes"][name] = [measure(make(step), seconds, measured.bandwidth)
-                                  for make in PAIRS if torch_device or make not in NEEDS_TORCH]
-        write_results(args.out, "kernel_peers", result, markdown(result),   # after each shape
-                      (len(result["shapes"]), len(args.shapes), "shapes measured"))
-    print(markdown(result))
-    return 0
+    with said_when_interrupted(args.out, "kernel_peers"):
+        backend = ops.get_backend(args.device)
+        measured = ceilings(args.device, args.quick)
+        timer = gpu_seconds if args.device == "gpu" else cpu_seconds
+        seconds = lambda fn: timer(fn, repeats=args.repeats)                  # noqa: E731
+        torch_device = _torch_device(args.device)
+        result = {"device": measured.device, "commit": commit(),
+                  "date": datetime.date.today().isoformat(), "quick": args.quick,
+                  "bandwidth_gb_s": measured.bandwidth / 1e9,
+                  "torch": "installed" if torch_device else "not installed: its peers left out",
+                  "shapes": {}}
+        for name in args.shapes:
+            dataset, feedback, based, hidden = SHAPES[name]
+            if args.quick:
+                dataset, hidden = QUICK
+            N, batch, host = first_step(backend, datasets.load(dataset), based, feedback, hidden[0])
+            step = Step(backend, batch, host._replace(vals=host.vals.astype(np.float64)), N,
+                        hidden[0], hidden, torch_device, np.random.default_rng(0))
+            result["shapes"][name] = [measure(make(step), seconds, measured.bandwidth)
+                                      for make in PAIRS if torch_device or make not in NEEDS_TORCH]
+            write_results(args.out, "kernel_peers", result, markdown(result),   # after each shape
+                          (len(result["shapes"]), len(args.shapes), "shapes measured"))
+        print(markdown(result))
+        return 0
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import check_devices, integers, names, out_folder, write_results
+from bench.cli import (check_devices, integers, names, out_folder, said_when_interrupted,
+                       write_results)
 from bench.epoch_time import commit, device_name
 from ncae_cuda import ops
 from ncae_cuda.data import datasets
@@ -213,37 +214,39 @@ def main(argv=None) -> int:
             p.error(f"--ranks {max(args.ranks)}: {shape} has {len(counts):,} columns to share, "
                     "fewer than the processes")
     out_folder(p, args.out)                         # before the emulator's build
-    if args.device == "gpu":
-        backend, device = ops.get_backend("gpu"), device_name("gpu")
-    else:
-        backend = emulated_backend(runs=lambda kernel: kernel in RUN)
-        device = "emulated (the batch cutting runs; the other kernels are counted)"
-    result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
-              "sms": backend.sms, "quick": args.quick, "shapes": {}}
-    for name in args.shapes:
-        dataset, feedback, based, hidden = SHAPES[name]
-        dataset = "synthetic-tiny" if args.quick else dataset
-        start = time.perf_counter()
-        print(f"{name}: one epoch of {dataset}, {feedback}, {based}-based, hidden "
-              f"{','.join(map(str, hidden))}: drawing the data ...", flush=True)
-        data = datasets.load(dataset)
-        print(f"{name}: {data.nnz:,} interactions drawn in {time.perf_counter() - start:.0f} s; "
-              "counting an epoch, then capturing its step ...", flush=True)
-        figures = ledger_of_epoch(backend, data, feedback, based, hidden,
-                                  16 if args.quick else BATCH)
-        print(f"{name}: done in {time.perf_counter() - start:.0f} s", flush=True)
-        dot = figures.pop("graph_dot")
-        if dot:
-            (args.out / f"graph-{name}.dot").write_text(dot)
-        result["shapes"][name] = figures
-        write_results(args.out, "launches", result, markdown(result),     # after each shape
-                      (len(result["shapes"]), len(args.shapes), "shapes counted"))
-    if sharded:
-        result["shards"] = {shape: {r: shard_plan(counts, hidden, r) for r in args.ranks}
-                            for shape, (counts, hidden) in sharded.items()}
-        write_results(args.out, "launches", result, markdown(result))
-    print(markdown(result))
-    return 0
+    with said_when_interrupted(args.out, "launches"):
+        if args.device == "gpu":
+            backend, device = ops.get_backend("gpu"), device_name("gpu")
+        else:
+            backend = emulated_backend(runs=lambda kernel: kernel in RUN)
+            device = "emulated (the batch cutting runs; the other kernels are counted)"
+        result = {"commit": commit(), "date": datetime.date.today().isoformat(), "device": device,
+                  "sms": backend.sms, "quick": args.quick, "shapes": {}}
+        for name in args.shapes:
+            dataset, feedback, based, hidden = SHAPES[name]
+            dataset = "synthetic-tiny" if args.quick else dataset
+            start = time.perf_counter()
+            print(f"{name}: one epoch of {dataset}, {feedback}, {based}-based, hidden "
+                  f"{','.join(map(str, hidden))}: drawing the data ...", flush=True)
+            data = datasets.load(dataset)
+            print(f"{name}: {data.nnz:,} interactions drawn in "
+                  f"{time.perf_counter() - start:.0f} s; counting an epoch, then capturing its "
+                  "step ...", flush=True)
+            figures = ledger_of_epoch(backend, data, feedback, based, hidden,
+                                      16 if args.quick else BATCH)
+            print(f"{name}: done in {time.perf_counter() - start:.0f} s", flush=True)
+            dot = figures.pop("graph_dot")
+            if dot:
+                (args.out / f"graph-{name}.dot").write_text(dot)
+            result["shapes"][name] = figures
+            write_results(args.out, "launches", result, markdown(result),     # after each shape
+                          (len(result["shapes"]), len(args.shapes), "shapes counted"))
+        if sharded:
+            result["shards"] = {shape: {r: shard_plan(counts, hidden, r) for r in args.ranks}
+                                for shape, (counts, hidden) in sharded.items()}
+            write_results(args.out, "launches", result, markdown(result))
+        print(markdown(result))
+        return 0
 
 
 if __name__ == "__main__":

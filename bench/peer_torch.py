@@ -52,7 +52,7 @@ except ImportError:
     raise SystemExit(2) from None
 
 from bench.cli import (add_quick, check_devices, check_timed_epochs, out_folder, parse,
-                       write_results)
+                       said_when_interrupted, write_results)
 from bench.epoch_time import ceilings, commit, device_name
 from ncae_cuda import cli
 from ncae_cuda.commands import flags
@@ -430,43 +430,44 @@ def main(argv: list[str] | None = None) -> int:
     # load + make_split, a data set not there refused in its line before --out is made
     exp = Experiment(config, *cli.refused(parser, protocol.prepare, spec, config, ops.name))
     out_folder(parser, args.out)
-    m = exp.split.train.to_csr(config.based, implicit=exp.implicit)      # (rows, N) scipy
-    if not exp.implicit:                                 # the ratings as the network reads them
-        m.data = to_network_scale(m.data.astype(np.float64),
-                                  exp.data.rating_scale).astype(np.float32)
-    rows = np.flatnonzero(np.diff(m.indptr) > 0)         # rows with an input to encode
-    work = epoch_work(m, rows, config.batch_size, config.hidden, config.feedback)
-    ceil = ceilings(args.device, args.quick)
-    floor = work.floor(ceil, config.matmul == TF32)
-    n_test = exp.split.test.nnz
-    result = {
-        "device": device_name(args.device), "commit": commit(),
-        "date": datetime.date.today().isoformat(), "quick": args.quick,
-        "torch": torch.__version__,
-        "config": {**recorded(spec, config),
-                   "device": args.device, "trainer_argv": argv,
-                   "data": {"rows": m.shape[0], "cols": m.shape[1], "train_entries": m.nnz,
-                            "trainable_rows": len(rows), "test_entries": n_test}},
-        "floor": {"seconds": floor, "bytes": work.bytes, "flops": work.flops,
-                  "bandwidth": ceil.bandwidth, "flop_rate": ceil.flops,
-                  "tf32_flop_rate": ceil.recorded_tf32()},
-        "models": {}}
-    # written before each model and after both, so that a time limit keeps what was trained
-    for name, train in (("ncae_cuda", lambda: run_ncae(argv)),
-                        ("torch", lambda: run_torch(exp, ops, m, rows, torch_device))):
-        write_results(args.out, "peer_torch", result, markdown(result),
-                      (len(result["models"]), 2, "models trained"))
-        r = result["models"][name] = train()
-        r["median_seconds"] = median_after_first(r["seconds"])
-        r["floor_multiple"] = r["median_seconds"] / floor
-    ncae, peer = result["models"].values()
-    agree, detail = agreement(config.feedback, ncae["test"], peer["test"], n_test)
-    result["ratio_torch_over_ncae"] = peer["median_seconds"] / ncae["median_seconds"]
-    result["agreement"] = {"agree": bool(agree), "detail": detail}
-    text = markdown(result)
-    write_results(args.out, "peer_torch", result, text)
-    print("\n" + text)
-    return 0
+    with said_when_interrupted(args.out, "peer_torch"):
+        m = exp.split.train.to_csr(config.based, implicit=exp.implicit)      # (rows, N) scipy
+        if not exp.implicit:                                 # the ratings as the network reads them
+            m.data = to_network_scale(m.data.astype(np.float64),
+                                      exp.data.rating_scale).astype(np.float32)
+        rows = np.flatnonzero(np.diff(m.indptr) > 0)         # rows with an input to encode
+        work = epoch_work(m, rows, config.batch_size, config.hidden, config.feedback)
+        ceil = ceilings(args.device, args.quick)
+        floor = work.floor(ceil, config.matmul == TF32)
+        n_test = exp.split.test.nnz
+        result = {
+            "device": device_name(args.device), "commit": commit(),
+            "date": datetime.date.today().isoformat(), "quick": args.quick,
+            "torch": torch.__version__,
+            "config": {**recorded(spec, config),
+                       "device": args.device, "trainer_argv": argv,
+                       "data": {"rows": m.shape[0], "cols": m.shape[1], "train_entries": m.nnz,
+                                "trainable_rows": len(rows), "test_entries": n_test}},
+            "floor": {"seconds": floor, "bytes": work.bytes, "flops": work.flops,
+                      "bandwidth": ceil.bandwidth, "flop_rate": ceil.flops,
+                      "tf32_flop_rate": ceil.recorded_tf32()},
+            "models": {}}
+        # written before each model and after both, so that a time limit keeps what was trained
+        for name, train in (("ncae_cuda", lambda: run_ncae(argv)),
+                            ("torch", lambda: run_torch(exp, ops, m, rows, torch_device))):
+            write_results(args.out, "peer_torch", result, markdown(result),
+                          (len(result["models"]), 2, "models trained"))
+            r = result["models"][name] = train()
+            r["median_seconds"] = median_after_first(r["seconds"])
+            r["floor_multiple"] = r["median_seconds"] / floor
+        ncae, peer = result["models"].values()
+        agree, detail = agreement(config.feedback, ncae["test"], peer["test"], n_test)
+        result["ratio_torch_over_ncae"] = peer["median_seconds"] / ncae["median_seconds"]
+        result["agreement"] = {"agree": bool(agree), "detail": detail}
+        text = markdown(result)
+        write_results(args.out, "peer_torch", result, text)
+        print("\n" + text)
+        return 0
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cli import out_folder, write_results
+from bench.cli import out_folder, said_when_interrupted, write_results
 from bench.epoch_time import commit, device_name
 from ncae_cuda.data import reader
 
@@ -76,31 +76,33 @@ def main(argv=None) -> int:
     if args.rows < 1 or args.repeats < 1:
         p.error("--rows and --repeats must be >= 1")
     out_folder(p, args.out)
-    result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "device": device_name("cpu"), "rows": args.rows, "cases": {}}
-    values = columns(args.rows)
-    with tempfile.TemporaryDirectory(prefix="ncae-reader-speed-") as folder:
-        for name, (file, sep, header, prefix, read_file) in CASES.items():
-            path = Path(folder) / file
-            write(path, values, sep, header, prefix)
-            read = read_file(path)
-            assert read.nnz == args.rows, (name, read.nnz)
-            seconds = []
-            for _ in range(args.repeats):
-                start = time.perf_counter()
-                read_file(path)
-                seconds.append(time.perf_counter() - start)
-            result["cases"][name] = {"bytes": path.stat().st_size, "seconds": seconds,
-                                     "median": statistics.median(seconds)}
-            print(f"{name}: {statistics.median(seconds):.2f} s", flush=True)
-    lines = [f"{result['device']}, commit {result['commit']}, {result['date']}, "
-             f"{args.rows:,} rows", "", "| file | MB | median s | rows/s |", "|---|---:|---:|---:|"]
-    lines += [f"| {name} | {case['bytes'] / 1e6:.0f} | {case['median']:.2f} | "
-              f"{args.rows / case['median']:,.0f} |" for name, case in result["cases"].items()]
-    write_results(args.out, "reader_speed", result, "\n".join(lines))
-    print("\n".join(lines) + f"\n\nwrote {args.out / 'reader_speed.json'} and "
-          f"{args.out / 'reader_speed.md'}")
-    return 0
+    with said_when_interrupted(args.out, "reader_speed"):
+        result = {"commit": commit(), "date": datetime.date.today().isoformat(),
+                  "device": device_name("cpu"), "rows": args.rows, "cases": {}}
+        values = columns(args.rows)
+        with tempfile.TemporaryDirectory(prefix="ncae-reader-speed-") as folder:
+            for name, (file, sep, header, prefix, read_file) in CASES.items():
+                path = Path(folder) / file
+                write(path, values, sep, header, prefix)
+                read = read_file(path)
+                assert read.nnz == args.rows, (name, read.nnz)
+                seconds = []
+                for _ in range(args.repeats):
+                    start = time.perf_counter()
+                    read_file(path)
+                    seconds.append(time.perf_counter() - start)
+                result["cases"][name] = {"bytes": path.stat().st_size, "seconds": seconds,
+                                         "median": statistics.median(seconds)}
+                print(f"{name}: {statistics.median(seconds):.2f} s", flush=True)
+        lines = [f"{result['device']}, commit {result['commit']}, {result['date']}, "
+                 f"{args.rows:,} rows", "", "| file | MB | median s | rows/s |",
+                 "|---|---:|---:|---:|"]
+        lines += [f"| {name} | {case['bytes'] / 1e6:.0f} | {case['median']:.2f} | "
+                  f"{args.rows / case['median']:,.0f} |" for name, case in result["cases"].items()]
+        write_results(args.out, "reader_speed", result, "\n".join(lines))
+        print("\n".join(lines) + f"\n\nwrote {args.out / 'reader_speed.json'} and "
+              f"{args.out / 'reader_speed.md'}")
+        return 0
 
 
 if __name__ == "__main__":

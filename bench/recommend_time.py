@@ -19,7 +19,8 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.cli import add_quick, check_devices, names, out_folder, parse, write_results
+from bench.cli import (add_quick, check_devices, names, out_folder, parse, said_when_interrupted,
+                       write_results)
 from bench.epoch_time import commit, device_name
 from ncae_cuda import NCAE, cli
 from ncae_cuda.data import datasets
@@ -78,26 +79,27 @@ def main(argv=None) -> int:
     check_devices(p, args.devices)
     data = cli.refused(p, lambda: datasets.load(args.dataset, data_dir=args.data_dir))
     out_folder(p, args.out)                     # once the flags and the data are sound
-    n = min(args.n, data.n_items)               # a top over fewer items is all of them, sorted
-    result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
-              "interactions": data.nnz, "n": n, "commit": commit(),
-              "date": datetime.date.today().isoformat(), "runs": []}
-    planned = len(args.devices) * len(KINDS)
-    for device in args.devices:
-        for settings in KINDS:
-            if args.quick:
-                settings = {**settings, "hidden": QUICK_HIDDEN}
-            kind = label(settings)
-            model = NCAE(device=device, **settings).fit(data, epochs=args.epochs, verbose=False)
-            seconds = measure(model, data.user_ids, n, args.repeats)
-            result["runs"].append({"device": device, "device_name": device_name(device),
-                                   "model": kind, "seconds": seconds,
-                                   "median_seconds": statistics.median(seconds)})
-            print(f"{device} | {kind} | top-{n} for {data.n_users} users: "
-                  f"{statistics.median(seconds):.3f} s (median of {len(seconds)})", flush=True)
-            write_results(args.out, "recommend_time", result, markdown(result),   # after each
-                          (len(result["runs"]), planned, "runs measured"))
-    return 0
+    with said_when_interrupted(args.out, "recommend_time"):
+        n = min(args.n, data.n_items)               # a top over fewer items is all of them, sorted
+        result = {"dataset": args.dataset, "users": data.n_users, "items": data.n_items,
+                  "interactions": data.nnz, "n": n, "commit": commit(),
+                  "date": datetime.date.today().isoformat(), "runs": []}
+        planned = len(args.devices) * len(KINDS)
+        for device in args.devices:
+            for settings in KINDS:
+                if args.quick:
+                    settings = {**settings, "hidden": QUICK_HIDDEN}
+                kind = label(settings)
+                model = NCAE(device=device, **settings).fit(data, epochs=args.epochs, verbose=False)
+                seconds = measure(model, data.user_ids, n, args.repeats)
+                result["runs"].append({"device": device, "device_name": device_name(device),
+                                       "model": kind, "seconds": seconds,
+                                       "median_seconds": statistics.median(seconds)})
+                print(f"{device} | {kind} | top-{n} for {data.n_users} users: "
+                      f"{statistics.median(seconds):.3f} s (median of {len(seconds)})", flush=True)
+                write_results(args.out, "recommend_time", result, markdown(result),   # after each
+                              (len(result["runs"]), planned, "runs measured"))
+        return 0
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.cli import (add_quick, check_devices, integers, number, out_folder, parse,
-                       write_results)
+                       said_when_interrupted, write_results)
 from bench.epoch_time import commit
 from ncae_cuda import NCAE, cli
 from ncae_cuda.data import datasets
@@ -303,21 +303,22 @@ def main(argv=None) -> int:
     data = {name: cli.refused(p, shape_data, dataset, fallback, args.data_dir)
             for name, (dataset, fallback, _) in shapes.items()}
     out_folder(p, args.out)
-    args.server_flags = args.server_flags.split()
-    args.indexes = ["exact", "approximate"] if args.index else ["exact"]
-    facts = device_facts(args.device)
-    result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "device": args.device, "machine": describe(args.device, facts), "facts": facts,
-              "versions": versions(), "n": args.n, "server_flags": args.server_flags,
-              "client_processes": args.client_processes, "shapes": []}
-    planned = len(shapes) * len(args.indexes)
-    with tempfile.TemporaryDirectory(prefix="serve-load-") as folder:
-        for name, (_, _, hidden) in shapes.items():
-            for server in measure_shape(name, hidden, *data[name], args, Path(folder)):
-                result["shapes"].append(server)
-                write_results(args.out, "serve_load", result, markdown(result),   # after each
-                              (len(result["shapes"]), planned, "servers measured"))
-    return 0
+    with said_when_interrupted(args.out, "serve_load"):
+        args.server_flags = args.server_flags.split()
+        args.indexes = ["exact", "approximate"] if args.index else ["exact"]
+        facts = device_facts(args.device)
+        result = {"commit": commit(), "date": datetime.date.today().isoformat(),
+                  "device": args.device, "machine": describe(args.device, facts), "facts": facts,
+                  "versions": versions(), "n": args.n, "server_flags": args.server_flags,
+                  "client_processes": args.client_processes, "shapes": []}
+        planned = len(shapes) * len(args.indexes)
+        with tempfile.TemporaryDirectory(prefix="serve-load-") as folder:
+            for name, (_, _, hidden) in shapes.items():
+                for server in measure_shape(name, hidden, *data[name], args, Path(folder)):
+                    result["shapes"].append(server)
+                    write_results(args.out, "serve_load", result, markdown(result),   # after each
+                                  (len(result["shapes"]), planned, "servers measured"))
+        return 0
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.cli import add_quick, integers, out_folder, parse, write_results
+from bench.cli import add_quick, integers, out_folder, parse, said_when_interrupted, write_results
 from bench.epoch_time import machine, provenance, provenance_line
 from ncae_cuda import cli
 from ncae_cuda.commands import flags, tune
@@ -258,42 +258,43 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(p, argv, QUICK)
     out = out_folder(p, args.out)
     work = out_folder(p, args.work or out / "runs")
-    models = [m.strip() for m in args.models.split(",")]
-    unknown = [m for m in models if m not in MODELS]
-    if unknown:
-        p.error(f"--models: {unknown[0]!r} is not one of {', '.join(MODELS)}")
-    seeds, trials = args.split_seeds, args.trials
-    data = ["--dataset", args.dataset]
-    for flag in ("data_dir", "split", "valid_item"):
-        if getattr(args, flag) is not None:
-            data += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
-    tuning = [*data, "--split-seed", str(seeds[0])]        # every study on the first's split
-    earlier = earlier_studies(p, args.also, models, scored_here(tuning))
-    runs_of_data(p, work, data)
-    start = ncae_start(p, args.ncae_config, work) if "ncae" in models else None
-    own = {model: trials - sum(effort.of_study(study / "best.toml")["trials"]
-                               for study in earlier.get(model, [])) for model in models}
-    for model, left in own.items():
-        if left < 1:
-            p.error(f"--also: {model}'s earlier studies hold --trials {trials} or more: "
-                    "no study of its own is left to run")
-    rows = []
-    for model in models:
-        studies = [*earlier.get(model, []), tuned(model, tuning, own[model], work,
-                                                  start if model == "ncae" else None)]
-        row = study_row(model, studies)
-        figures = [tested(model, Path(row["recipe"]), data, seed, work) for seed in seeds]
-        rows.append({**row, "valid": [f["valid"] for f in figures],
-                     "test": [f["test"] for f in figures],
-                     "mean_test": statistics.mean(f["test"] for f in figures)})
-        print(f"{model}: mean test {METRIC} {rows[-1]['mean_test']:.4f}", flush=True)
-    shown = table(rows, seeds)
-    result = {"dataset": args.dataset, "split_seeds": seeds, "trials": trials,
-              **provenance(machine()), "metric": METRIC, "models": rows}
-    write_results(out, "tuned_alike", result, f"# Every model tuned alike on {args.dataset}\n\n"
-                                              f"{provenance_line(result)}\n\n{shown}")
-    print(shown)
-    return 0
+    with said_when_interrupted(out, "tuned_alike"):
+        models = [m.strip() for m in args.models.split(",")]
+        unknown = [m for m in models if m not in MODELS]
+        if unknown:
+            p.error(f"--models: {unknown[0]!r} is not one of {', '.join(MODELS)}")
+        seeds, trials = args.split_seeds, args.trials
+        data = ["--dataset", args.dataset]
+        for flag in ("data_dir", "split", "valid_item"):
+            if getattr(args, flag) is not None:
+                data += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
+        tuning = [*data, "--split-seed", str(seeds[0])]        # every study on the first's split
+        earlier = earlier_studies(p, args.also, models, scored_here(tuning))
+        runs_of_data(p, work, data)
+        start = ncae_start(p, args.ncae_config, work) if "ncae" in models else None
+        own = {model: trials - sum(effort.of_study(study / "best.toml")["trials"]
+                                   for study in earlier.get(model, [])) for model in models}
+        for model, left in own.items():
+            if left < 1:
+                p.error(f"--also: {model}'s earlier studies hold --trials {trials} or more: "
+                        "no study of its own is left to run")
+        rows = []
+        for model in models:
+            studies = [*earlier.get(model, []), tuned(model, tuning, own[model], work,
+                                                      start if model == "ncae" else None)]
+            row = study_row(model, studies)
+            figures = [tested(model, Path(row["recipe"]), data, seed, work) for seed in seeds]
+            rows.append({**row, "valid": [f["valid"] for f in figures],
+                         "test": [f["test"] for f in figures],
+                         "mean_test": statistics.mean(f["test"] for f in figures)})
+            print(f"{model}: mean test {METRIC} {rows[-1]['mean_test']:.4f}", flush=True)
+        shown = table(rows, seeds)
+        result = {"dataset": args.dataset, "split_seeds": seeds, "trials": trials,
+                  **provenance(machine()), "metric": METRIC, "models": rows}
+        write_results(out, "tuned_alike", result, f"# Every model tuned alike on {args.dataset}\n\n"
+                                                  f"{provenance_line(result)}\n\n{shown}")
+        print(shown)
+        return 0
 
 
 if __name__ == "__main__":

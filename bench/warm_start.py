@@ -35,7 +35,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.cli import add_quick, integers, out_folder, parse, write_results
+from bench.cli import add_quick, integers, out_folder, parse, said_when_interrupted, write_results
 from bench.epoch_time import commit
 from ncae_cuda import cli
 from ncae_cuda.commands.flags import build_parser, run_spec
@@ -234,36 +234,37 @@ def main(argv=None) -> int:
         p.error(f"--warm-lr must be > 0; got {args.warm_lr:g}")
     data = cli.refused(p, lambda: datasets.load(args.dataset, data_dir=args.data_dir))
     out_folder(p, args.out)                     # once the flags and the data are sound
-    source = ["--dataset", args.dataset, *(["--data-dir", str(args.data_dir)] if args.data_dir
-                                      else [])]
-    try:
-        device = get_backend(args.device).name
-        with tempfile.TemporaryDirectory(prefix="ncae-warm-start-") as folder:
-            runs = Path(folder)
-            setup = Setup(["--device", args.device, *(QUICK if args.quick else [])], source,
-                          *parent_files(data, runs), runs,
-                          QUICK_EPOCHS if args.quick else CURVE_EPOCHS,
-                          [] if args.warm_lr is None else ["--lr", str(args.warm_lr)])
-            found = {case: {"recipe": CASES[case].name, "seeds": {
-                seed: compare(setup, case, seed) for seed in args.seeds}} for case in CASES}
-    except NcaeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    result = {"commit": commit(), "date": datetime.date.today().isoformat(),
-              "dataset": args.dataset, "quick": args.quick, "warm_lr": args.warm_lr,
-              "device": device,
-              "machine": describe(device, device_facts(device)), "versions": versions(),
-              "cases": found}
-    for case in found.values():
-        reached_at = [r["warm_epochs_to_cold_best"] for r in case["seeds"].values()]
-        case["median_epochs"] = {
-            "cold": statistics.median(r["cold_best_epoch"] for r in case["seeds"].values()),
-            "warm_to_cold_best": None if None in reached_at else statistics.median(reached_at)}
-        case["seed_mean"] = seed_mean_reading(list(case["seeds"].values()))
-    text = markdown(result)
-    write_results(args.out, "warm_start", result, text)
-    print(text)
-    return 0
+    with said_when_interrupted(args.out, "warm_start"):
+        source = ["--dataset", args.dataset, *(["--data-dir", str(args.data_dir)] if args.data_dir
+                                          else [])]
+        try:
+            device = get_backend(args.device).name
+            with tempfile.TemporaryDirectory(prefix="ncae-warm-start-") as folder:
+                runs = Path(folder)
+                setup = Setup(["--device", args.device, *(QUICK if args.quick else [])], source,
+                              *parent_files(data, runs), runs,
+                              QUICK_EPOCHS if args.quick else CURVE_EPOCHS,
+                              [] if args.warm_lr is None else ["--lr", str(args.warm_lr)])
+                found = {case: {"recipe": CASES[case].name, "seeds": {
+                    seed: compare(setup, case, seed) for seed in args.seeds}} for case in CASES}
+        except NcaeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        result = {"commit": commit(), "date": datetime.date.today().isoformat(),
+                  "dataset": args.dataset, "quick": args.quick, "warm_lr": args.warm_lr,
+                  "device": device,
+                  "machine": describe(device, device_facts(device)), "versions": versions(),
+                  "cases": found}
+        for case in found.values():
+            reached_at = [r["warm_epochs_to_cold_best"] for r in case["seeds"].values()]
+            case["median_epochs"] = {
+                "cold": statistics.median(r["cold_best_epoch"] for r in case["seeds"].values()),
+                "warm_to_cold_best": None if None in reached_at else statistics.median(reached_at)}
+            case["seed_mean"] = seed_mean_reading(list(case["seeds"].values()))
+        text = markdown(result)
+        write_results(args.out, "warm_start", result, text)
+        print(text)
+        return 0
 
 
 if __name__ == "__main__":

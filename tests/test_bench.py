@@ -225,9 +225,10 @@ def test_epoch_time_keeps_the_runs_finished_before_it_was_stopped(tmp_path, monk
     # KeyboardInterrupt: what the time limit is to the 3rd run
     monkeypatch.setattr(epoch_time, "run_flags", raising_at_call(run, 3, KeyboardInterrupt))
     out = tmp_path / "out"
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SystemExit) as ended:
         epoch_time.main(["--devices", "cpu", "--quick", "--epochs", "2", "--cases",
                          "ml10m,lastfm,ml20m", "--out", str(out)])
+    assert ended.value.code == 130
     result = json.loads((out / "epoch_time.json").read_text())
     assert list(result["cases"]) == ["ml10m", "lastfm"]
     assert result["unfinished"] == "2 of 3 runs measured"
@@ -263,23 +264,22 @@ STOPPED = [
 
 
 @pytest.mark.parametrize("bench, part, flags, unfinished, finished", STOPPED)
-def test_a_bench_stopped_keeps_the_parts_it_finished(tmp_path, temporary, monkeypatch, bench,
-                                                    part, flags, unfinished, finished):
+def test_a_bench_stopped_keeps_the_parts_it_finished(tmp_path, temporary, monkeypatch, capsys,
+                                                    bench, part, flags, unfinished, finished):
     """Stopped as a time limit stops it (KeyboardInterrupt: its signal) when its second part
     begins, a bench's json and md hold the first part and say that the rest is missing; the
     same command run whole then writes both without the word. Before, these benches wrote
     nothing until their end, and a device's window lost whatever a limit cut short."""
     name = bench.__name__.rsplit(".", 1)[1]
     out = tmp_path / "out"
-    with monkeypatch.context() as patched:
-        patched.setattr(bench, part, raising_at_call(getattr(bench, part), 2, KeyboardInterrupt))
-        with pytest.raises(KeyboardInterrupt):
-            bench.main([*flags, "--out", str(out)])
+    stopped_at(monkeypatch, bench, part, 2, [*flags, "--out", str(out)])
     result = json.loads((out / f"{name}.json").read_text())
     kept = finished(result)
     assert result["unfinished"] == unfinished and len(kept) == 1
     text = (out / f"{name}.md").read_text()
     assert text.startswith(f"> unfinished: {unfinished} (the command stopped before the rest")
+    assert capsys.readouterr().err.endswith(
+        f"\ninterrupted: {unfinished}, kept in {out / name}.json and .md\n")
     assert bench.main([*flags, "--out", str(out)]) == 0
     whole = json.loads((out / f"{name}.json").read_text())
     assert "unfinished" not in whole and len(finished(whole)) == 2
@@ -287,6 +287,94 @@ def test_a_bench_stopped_keeps_the_parts_it_finished(tmp_path, temporary, monkey
     assert "unfinished" not in (out / f"{name}.md").read_text()
     assert sorted(p.name for p in out.iterdir() if not p.name.endswith(".dot")) == [
         f"{name}.json", f"{name}.md"]                  # no temporary file left beside them
+    # stopped before its first part, it says the files there are not this run's
+    stopped_at(monkeypatch, bench, part, 1, [*flags, "--out", str(out)])
+    assert capsys.readouterr().err.endswith(
+        f"\ninterrupted: nothing written to {out} ({name}.json and .md there are an earlier "
+        "run's)\n")
+    assert json.loads((out / f"{name}.json").read_text()) == whole
+
+
+def stopped_at(monkeypatch, bench, part: str, n: int, argv: list[str]) -> None:
+    """bench.main(argv) stopped as a Ctrl-C stops it (KeyboardInterrupt) at the n-th call of
+    its function `part`: it ends with exit 130, as the package's commands do."""
+    with monkeypatch.context() as patched:
+        patched.setattr(bench, part, raising_at_call(getattr(bench, part), n, KeyboardInterrupt))
+        with pytest.raises(SystemExit) as ended:
+            bench.main(argv)
+    assert ended.value.code == 130
+
+
+# python -m bench.<name> FLAGS, paused where its function PART is called the N-th time, until
+# the test's signal: argv is NAME PART N FLAGS...
+PAUSED_AT_A_PART = """
+import importlib, itertools, os, signal, sys
+name, part, n, *flags = sys.argv[1:]
+bench = importlib.import_module(f"bench.{name}")
+real, calls = getattr(bench, part), itertools.count(1)
+
+
+def paused(*args, **kwargs):
+    if next(calls) == int(n):
+        open(os.environ["PAUSED"], "w").close()
+        signal.pause()                                   # until the test's SIGINT
+    return real(*args, **kwargs)
+
+
+setattr(bench, part, paused)
+sys.exit(bench.main(flags))
+"""
+
+# each bench as a Ctrl-C finds it at the n-th call of its function that measures a part:
+# (bench, the function, n, flags, what the line says is kept, {out} and {json} its files')
+INTERRUPTED = [
+    pytest.param(kernel_peers, "first_step", 2, ["--device", "cpu", "--quick", "--repeats", "1",
+                                                 "--shapes", "lastfm,ml10m"],
+                 "1 of 2 shapes measured, kept in {json} and .md",
+                 marks=pytest.mark.extra("bench", optional=True)),
+    (recommend_time, "measure", 2, ["--quick"], "1 of 2 runs measured, kept in {json} and .md"),
+    (launches, "ledger_of_epoch", 2, ["--quick", "--shapes", "ml10m,lastfm"],
+     "1 of 2 shapes counted, kept in {json} and .md"),
+    pytest.param(serve_load, "measure_server", 2, ["--quick", "--index"],
+                 "1 of 2 servers measured, kept in {json} and .md",
+                 marks=[pytest.mark.extra("serve"), pytest.mark.extra("ann")]),
+    (floors, "epoch_work_of", 2, ["--quick", "--cases", "ml10m", "--batch-sizes", "16,1024",
+                                  "--ceilings", "bench/results/2026-11-28-h200-gpu-check/"
+                                  "peer-ml10m/peer_torch.json"],
+     "nothing written to {out}"),                        # its files are written at its end
+    pytest.param(ann, "measure_shape", 1, ["--quick"], "nothing written to {out}",
+                 marks=pytest.mark.extra("ann")),
+]
+
+
+@pytest.mark.parametrize("bench, part, n, flags, kept", INTERRUPTED)
+def test_ctrl_c_ends_a_bench_in_a_line_saying_what_it_kept(tmp_path, bench, part, n, flags,
+                                                          kept):
+    """SIGINT (a terminal's Ctrl-C) to python -m bench.<name> while it measures a part: exit
+    130 and one line saying what its files under --out keep, as the package's commands end.
+    Before, a KeyboardInterrupt traceback, and the files' state left to guess."""
+    name = bench.__name__.rsplit(".", 1)[1]
+    out, paused = tmp_path / "out", tmp_path / "paused"
+    script = tmp_path / "paused_at_a_part.py"
+    script.write_text(PAUSED_AT_A_PART)
+    env = {**os.environ, "PAUSED": str(paused), "TMPDIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPOSITORY),
+                                                       os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, str(script), name, part, str(n), *flags, "--out",
+                             str(out)], cwd=REPOSITORY, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not paused.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert paused.exists(), proc.stderr.read() if proc.poll() is not None else "timeout"
+        proc.send_signal(signal.SIGINT)
+        code, stderr = proc.wait(120), proc.stderr.read()
+    finally:
+        proc.kill()
+    said = kept.format(out=out, json=out / f"{name}.json")
+    assert code == 130 and "Traceback" not in stderr, stderr
+    assert stderr.endswith(f"\ninterrupted: {said}\n"), stderr
 
 
 def test_a_bench_that_cannot_write_its_files_says_so_in_a_line(tmp_path, monkeypatch, capsys):

@@ -152,8 +152,9 @@ def test_a_run_stopped_in_the_peer_keeps_ncae_cuda_and_the_report_dashes_the_res
         raise KeyboardInterrupt
 
     monkeypatch.setattr(peer_torch, "run_torch", stopped)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SystemExit) as ended:
         peer_torch.main(["--quick", "--out", str(tmp_path)])
+    assert ended.value.code == 130                      # a Ctrl-C's, said in a line
     result = json.loads((tmp_path / "peer_torch.json").read_text())
     assert result["unfinished"] == "1 of 2 models trained"
     assert list(result["models"]) == ["ncae_cuda"] and "agreement" not in result
