@@ -51,7 +51,6 @@ LIBRARIES_SHAPE = "Delicious"        # where --libraries measures faiss's and us
 QUICK = {"users": 64, "calls": 5, "exact_calls": 3}
 K = 10                               # recall@K, and the k each user asks for
 TOPICS, RANK = 256, 48
-RECALL_TARGET = 0.98
 COLD_BYTES = 64 << 20                # read between calls: more than the CPU's caches hold
 
 

@@ -53,7 +53,6 @@ QUICK_SHAPE = ("synthetic-tiny", None, (8,))
 QUICK = {"clients": "1,4", "requests": 40, "seconds": 2.0, "client_processes": 1}
 OFFLINE_USERS = 4096              # users in the offline recommend call, at most
 OFFLINE_REPEATS = 3
-START_SECONDS = 300               # a server's start: imports, the model, the ready line
 LATENCY_MARGIN_MS = 2.0           # one client's p50 above the floor's, at most
 THROUGHPUT_SHARE = 0.5            # of the lower of the offline rate and the floor, at least
 CONTENT_LENGTH = re.compile(rb"content-length:\s*(\d+)", re.IGNORECASE)
