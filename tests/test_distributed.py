@@ -353,15 +353,33 @@ def test_a_sharded_run_on_a_missing_gpu_is_refused_before_joining(a_process_of_t
     assert not out.exists()
 
 
+def assert_interrupted_in_one_line(job: subprocess.Popen, out: Path) -> None:
+    """`job`, sent a terminal's Ctrl-C, ends with rank 0's one line saying how to go on, and
+    nothing else of any rank's (before, every rank printed the same line)."""
+    _, stderr = job.communicate(timeout=300)
+    # (torchrun's own traceback of the signal follows: the launcher's, not a rank's)
+    ours = [line for line in stderr.splitlines() if line.startswith(("error", "interrupted"))]
+    assert ours == [f"interrupted: continue with --resume --out {out}"], stderr
+    assert "[rank" not in stderr and "Exception ignored" not in stderr, stderr
+
+
 def test_ctrl_c_ends_a_sharded_run_with_one_line(tmp_path):
     """A terminal's Ctrl-C (SIGINT to torchrun's process group; torchrun hands it to each
-    rank): rank 0 says how to go on, once (before, every rank printed the same line)."""
+    rank)."""
     job = torchrun(2, "-m", "ncae_cuda.train", "--shard", "columns", *KILLED, "--out",
                    tmp_path / "cut", wait=False, start_new_session=True)
     past_checkpoint(job, tmp_path / "cut", 1)
     os.killpg(job.pid, signal.SIGINT)
-    _, stderr = job.communicate(timeout=300)
-    # (torchrun's own traceback of the signal follows: the launcher's, not a rank's)
-    ours = [line for line in stderr.splitlines() if line.startswith(("error", "interrupted"))]
-    assert ours == [f"interrupted: continue with --resume --out {tmp_path / 'cut'}"], stderr
-    assert "[rank" not in stderr, stderr
+    assert_interrupted_in_one_line(job, tmp_path / "cut")
+
+
+def test_ctrl_c_in_a_compile_ends_a_sharded_run_with_one_line(tmp_path, monkeypatch):
+    """Ctrl-C in the first seconds of a job, while its ranks compile: in rank 1, inside
+    llvmlite's callback of its first compile (tests/ctrl_c_in_compile.py). Before, Python
+    dropped the KeyboardInterrupt there: the rank went on, to say "rank 0 stopped" once rank 0
+    had, or its compile, cut short, failed with Numba's RuntimeError ("no compiled object
+    yet"), a traceback."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))     # compiles, not loads
+    job = torchrun(2, HERE / "ctrl_c_in_compile.py", "--shard", "columns", *KILLED, "--out",
+                   tmp_path / "cut", wait=False)
+    assert_interrupted_in_one_line(job, tmp_path / "cut")

@@ -3,10 +3,12 @@ import dataclasses
 import os
 import signal
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import BACKENDS, backend_named
+from numba.core import event as numba_event
 from test_cold_entries import shrunk_means_by_hand
 
 from ncae_cuda import NCAE
@@ -786,6 +788,28 @@ def test_within_recorded_a_signal_only_asks_and_a_fit_stops_at_its_first_step():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
     assert stopping.asked() is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_in_a_numba_compile_is_raised_once_the_compile_ends():
+    """Within compiles_whole (a sharded fit's), a SIGINT that comes while Numba compiles does
+    not cut the compile short (raised inside llvmlite's callback of the object code, Python
+    drops it: tests/test_distributed.py sends one there): its KeyboardInterrupt comes as the
+    compile ends, the function whole; after it, SIGINT's handler is the one before it."""
+    @numba.njit
+    def doubled(x):                 # a function no cache holds: compiled in the test
+        return 2 * x
+
+    class CtrlC(numba_event.Listener):
+        def on_start(self, event) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+
+        def on_end(self, event) -> None:
+            pass
+    with stopping.compiles_whole(), numba_event.install_listener("numba:compile", CtrlC()):
+        with pytest.raises(KeyboardInterrupt):
+            doubled(1.5)
+    assert len(doubled.signatures) == 1 and doubled(1.5) == 3.0
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import NcaeError
 from ..ops import ledger
+from . import stopping
 
 
 def step_bytes(batch_size: int, hidden: tuple[int, ...]) -> int:
@@ -83,7 +84,9 @@ def joined(device: str, timeout: float | None = None):
     The launcher ends the job when one of its processes stops: it sends the others SIGTERM.
     Within it, SIGTERM raises ShardLost; once it is left, the process is on its way
     out, with its message said, and a SIGTERM then is ignored rather than cutting the exit
-    short with a traceback."""
+    short with a traceback. A signal that comes while Numba compiles is raised as the compile
+    ends (stopping.compiles_whole): a terminal's Ctrl-C, which the launcher hands to every
+    process, comes in the first seconds of a job while they compile."""
     torch, dist = _torch()
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise ShardLost("--shard columns runs as processes of a torch.distributed job: launch "
@@ -109,7 +112,8 @@ def joined(device: str, timeout: float | None = None):
         dist.init_process_group("nccl" if device == "gpu" else "gloo", timeout=None
                                 if timeout is None else datetime.timedelta(seconds=timeout))
         try:
-            yield
+            with stopping.compiles_whole():
+                yield
         finally:
             dist.destroy_process_group()
     finally:

@@ -15,6 +15,13 @@ study's storage) takes a signal as a request (`recorded`): nothing raises, the f
 end of its step as above (and at once where the request came before it), and the process looks
 at asked() between its own steps; a second signal raises there too.
 
+Within `compiles_whole` (a sharded job's process, whose signals raise: its fit has no step to
+stop at), a signal that comes while Numba compiles in the main thread is held, and goes to its
+handler as the compile ends: raised in the compile, it could be raised inside llvmlite's ctypes
+callback, where Python prints "Exception ignored" and drops it, and the compile, cut short,
+then fails with an error of its own (Numba's RuntimeError, "no compiled object yet"), or the
+process goes on as if no signal had come.
+
 still_improving() tells a fit that ran out of epochs while validation was still improving.
 """
 from __future__ import annotations
@@ -22,6 +29,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+
+from numba.core import event as numba_event
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _asked: list[str] = []            # the name of the signal that asked to stop, while one has
@@ -99,6 +108,46 @@ def _handled_by(handler):
     finally:
         for number, before in previous.items():
             signal.signal(number, before)
+
+
+@contextlib.contextmanager
+def compiles_whole():
+    """Within it, a SIGINT or SIGTERM that comes while Numba compiles in the main thread (or
+    loads from its cache: both hold its compiler lock) goes to its handler once the compile
+    ends (see the module's docstring). Only the main thread takes signals: elsewhere this does
+    nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    holding = contextlib.ExitStack()
+
+    def hold(number, frame) -> None:
+        held.append(number)
+
+    class Compiling(numba_event.Listener):
+        depth = 0                       # the main thread's compiles under way (they nest)
+
+        def on_start(self, event) -> None:
+            if threading.current_thread() is threading.main_thread():
+                if self.depth == 0:
+                    holding.enter_context(_handled_by(hold))
+                self.depth += 1
+
+        def on_end(self, event) -> None:
+            if threading.current_thread() is not threading.main_thread():
+                return
+            self.depth -= 1
+            if self.depth == 0:
+                holding.close()
+                came, held[:] = held.copy(), []
+                for number in came:     # to the handlers they have outside a compile
+                    signal.raise_signal(number)
+    try:
+        with numba_event.install_listener("numba:compiler_lock", Compiling()):
+            yield
+    finally:
+        holding.close()
 
 
 # A fit that ran its whole budget ended still improving when its best validation epoch is among
