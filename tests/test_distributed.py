@@ -227,8 +227,19 @@ def past_checkpoint(job: subprocess.Popen, out: Path, generation: int) -> None:
         time.sleep(0.05)
 
 
-KILLED = ["--dataset", "synthetic", "--device", "cpu", "--hidden", "64", "--epochs", "16",
-          "--valid-ratio", "0", "--checkpoint-every", "0"]
+def past_epoch(job: subprocess.Popen, epoch: int) -> None:
+    """Once `job` has printed its selection fit's line of `epoch` (rank 0 prints it once every
+    rank has taken the epoch's steps); a failure with the job's errors where it ended before."""
+    for line in job.stdout:
+        if line.startswith(f"epoch {epoch:3d} |"):
+            return
+    job.wait()
+    pytest.fail(f"the job ended before epoch {epoch}: {job.stderr.read()[-3000:]}")
+
+
+SYNTHETIC = ["--dataset", "synthetic", "--device", "cpu", "--hidden", "64", "--valid-ratio", "0",
+             "--checkpoint-every", "0"]               # a checkpoint each epoch
+KILLED = [*SYNTHETIC, "--epochs", "16"]
 
 
 @pytest.fixture(scope="module")
@@ -365,10 +376,11 @@ def assert_interrupted_in_one_line(job: subprocess.Popen, out: Path) -> None:
 
 def test_ctrl_c_ends_a_sharded_run_with_one_line(tmp_path):
     """A terminal's Ctrl-C (SIGINT to torchrun's process group; torchrun hands it to each
-    rank)."""
-    job = torchrun(2, "-m", "ncae_cuda.train", "--shard", "columns", *KILLED, "--out",
-                   tmp_path / "cut", wait=False, start_new_session=True)
-    past_checkpoint(job, tmp_path / "cut", 1)
+    rank), once every rank trains: past its first epoch, its compiles are done, and epochs
+    enough are left that the signal comes in one."""
+    job = torchrun(2, "-m", "ncae_cuda.train", "--shard", "columns", *SYNTHETIC, "--epochs",
+                   1000, "--out", tmp_path / "cut", wait=False, start_new_session=True)
+    past_epoch(job, 1)
     os.killpg(job.pid, signal.SIGINT)
     assert_interrupted_in_one_line(job, tmp_path / "cut")
 
