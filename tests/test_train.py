@@ -19,6 +19,7 @@ from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.reader import read_table
 from ncae_cuda.model import loop, modelfile, stopping
 from ncae_cuda.model.config import Config
+from ncae_cuda.ops import cpu
 from ncae_cuda.runs import protocol
 from ncae_cuda.runs.spec import FROM_THE_DATA, DataSpec
 
@@ -45,6 +46,20 @@ def test_explicit_end_to_end(tmp_path, capsys):
     assert 0 < result["test"]["rmse"] < 4
     assert result["test"]["clusters"] and result["best_epoch"] >= 1
     assert params(out).dtype == np.float32
+
+
+def test_a_first_run_says_it_waits_for_the_compile_and_a_second_says_nothing(tmp_path):
+    """On a fresh install the first epoch waits seconds for Numba's compile: the note says why,
+    once, before the epoch's line; the next run loads the kernels from Numba's cache, silent."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    said = []
+    for name in ("first", "second"):
+        done = subprocess.run([sys.executable, "-m", "ncae_cuda.train", *TINY, "--epochs", "1",
+                               "--out", str(tmp_path / name)], env=env, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+        said.append(done.stderr.count(cpu.COMPILING))
+    assert said == [1, 0]
 
 
 def test_implicit_end_to_end_with_pop(tmp_path):

@@ -31,7 +31,7 @@ import sys
 
 from ..errors import NcaeError
 from ..model import stopping
-from ..ops import backend_name
+from ..ops import backend_name, cpu
 from ..runs.protocol import run
 from .flags import build_parser, run_spec
 
@@ -47,8 +47,11 @@ def main(argv: list[str] | None = None) -> int:
                      "one model across them takes --shard columns; without it, run one "
                      "process")
     rank = os.environ.get("RANK") if spec.shard != "none" else None
+    # the first epoch waits seconds for Numba's compile on a fresh install: said (the job's
+    # lines are rank 0's)
+    noted = cpu.compile_note() if rank in (None, "0") else contextlib.nullcontext()
     try:
-        with joined(spec):
+        with joined(spec), noted:
             run(spec, config)
     except NcaeError as e:
         print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
