@@ -342,6 +342,71 @@ def test_an_argument_past_its_own_is_named_in_one_line(fitted):
         assert str(refused.value) == says
 
 
+def needed(method) -> list[str]:
+    """The arguments `method` (a bound entry point) has no default for."""
+    return [p.name for p in inspect.signature(method).parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS)
+def test_every_entry_point_names_an_argument_it_needs_and_was_not_given(fitted, entry_point):
+    """An entry point called without an argument it has no default for is the package's
+    SettingError naming it, as a keyword it does not take is. Before, Python's TypeError:
+    "recommend() missing 1 required positional argument: 'users'"."""
+    _, _, model = fitted
+    method = getattr(model, entry_point, None)
+    if method is None or not needed(method):
+        return                                  # (restore: NCAE's and a blend's; item_index)
+    with pytest.raises(SettingError) as refused:
+        method()
+    says = str(refused.value)
+    assert refused.value.setting == needed(method)[0], says
+    assert says.startswith(f"{needed(method)[0]} is missing: {model.title}'s {entry_point} "
+                           "needs it (it takes "), says
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS)
+def test_every_entry_point_names_an_argument_given_twice(fitted, entry_point):
+    """An argument given by position and again as a keyword is the package's SettingError
+    naming it. Before, Python's TypeError: "recommend() got multiple values for argument
+    'users'"."""
+    _, _, model = fitted
+    method = getattr(model, entry_point, None)
+    if method is None or not needed(method):
+        return
+    first = needed(method)[0]
+    with pytest.raises(SettingError) as refused:
+        method(None, **{first: None})
+    assert str(refused.value) == (f"{first} is given twice to {model.title}'s {entry_point}, "
+                                  "by position and as a keyword: give it once")
+
+
+def test_a_missing_or_twice_given_argument_is_named_in_one_line(fitted):
+    """Each says which argument, of which function, and what it takes; the factory's, NCAE.load
+    and a query's own functions alike."""
+    _, _, model = fitted
+    for call, says in [
+            (lambda: model.recommend(), f"users is missing: {model.title}'s recommend needs "
+             "it (it takes users, n, filter_seen, items and index)"),
+            (lambda: model.recommend([0], users=[0]), f"users is given twice to "
+             f"{model.title}'s recommend, by position and as a keyword: give it once"),
+            (lambda: model.recommend([0], 3, n=4), f"n is given twice to {model.title}'s "
+             "recommend, by position and as a keyword: give it once"),
+            (lambda: model.refit(TRAIN, X=TRAIN), f"X is given twice to {model.title}'s "
+             "refit, by position and as a keyword: give it once"),
+            (lambda: load_model(device="cpu"), "path is missing: load_model needs it (it "
+             "takes path and device)"),
+            (lambda: NCAE.load(), "path is missing: NCAE.load needs it (it takes path and "
+             "device)"),
+            (lambda: make_model({}, settings={}), "settings is given twice to make_model, by "
+             "position and as a keyword: give it once"),
+            (lambda: model.evaluator(TEST)(True, per_user=True), "per_user is given twice to "
+             "Model.evaluator's score, by position and as a keyword: give it once")]:
+        with pytest.raises(SettingError) as refused:
+            call()
+        assert str(refused.value) == says
+
+
 @pytest.mark.parametrize("name", PARAMS)
 def test_a_model_not_fitted_says_so(name, tmp_path):
     """Before: a RuntimeError, not an NcaeError; refit, which repeats what a fit chose: iALS's

@@ -36,8 +36,9 @@ from .evaluate import Scorer, constant_scorer, excluded_entries, top_m
 
 
 # every public method of a model (a class method such as NCAE.load checked where it is made):
-# each refuses a keyword it does not take, an argument past its own by position, and a flag
-# that is not a bool, by name (entry_points_named), in every model and every override of one
+# each refuses a keyword it does not take, an argument past its own by position, one missing or
+# given twice, and a flag that is not a bool, by name (entry_points_named), in every model and
+# every override of one
 ENTRY_POINTS = ("fit", "refit", "partial_fit", "predict", "recommend", "recommend_new",
                 "similar_items", "evaluate", "evaluator", "save", "item_index",
                 "check_warm_start", "contents", "restore")
@@ -57,17 +58,21 @@ def arguments_checked(function):
     """`function` refusing with a SettingError, where Python would raise a TypeError or read a
     value by its truth: more arguments by position than it takes (too_many_by_position), a
     keyword it does not take (naming it, what the function takes, and what it likely meant:
-    not_an_argument, a model's method Model._not_an_argument), and a flag (an argument
-    annotated bool) given anything but True or False, which would turn filter_seen="no" into
-    filtering. A function of **keywords passes them on, to the one that names them. A method
-    is one whose first argument is self, a class method's (checked beneath its classmethod)
-    cls: neither is an argument a caller gives."""
-    parameters = inspect.signature(function).parameters.values()
+    not_an_argument, a model's method Model._not_an_argument), an argument it needs and was not
+    given, one given twice (by position and as a keyword), and a flag (an argument annotated
+    bool) given anything but True or False, which would turn filter_seen="no" into filtering.
+    A function of **keywords passes them on, to the one that names them. A method is one whose
+    first argument is self, a class method's (checked beneath its classmethod) cls: neither is
+    an argument a caller gives."""
+    signature = inspect.signature(function)
+    parameters = signature.parameters.values()
     named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     method = named[:1] == ["self"]                  # a model's: refused in its own words
     bound = named[:1] in (["self"], ["cls"])        # (self, cls: no caller gives them)
     taken = named[bound:]
     positional = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
+    needed = [p.name for p in parameters if p.default is p.empty
+              and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     flags = [p.name for p in parameters if p.annotation in ("bool", bool)]
     open_keywords = any(p.kind is p.VAR_KEYWORD for p in parameters)
     open_positions = any(p.kind is p.VAR_POSITIONAL for p in parameters)
@@ -75,17 +80,33 @@ def arguments_checked(function):
         return function
     where = function.__qualname__.replace(".<locals>.", "'s ")    # NCAE.load, a method's score
 
-    @functools.wraps(function)
-    def checked(*args, **keywords):
+    def refusal(args: tuple, keywords: dict) -> SettingError:
+        """The SettingError saying why Signature.bind refused a call of `args` and
+        `keywords`."""
+        named_as = args[0]._named(function.__name__) if method else where
         if not open_positions and len(args) > len(positional):
-            raise SettingError(args[0]._named(function.__name__) if method else where,
-                               too_many_by_position(positional[bound:], len(args) - bound))
+            return SettingError(named_as, too_many_by_position(positional[bound:],
+                                                               len(args) - bound))
         unknown = [] if open_keywords else [name for name in keywords if name not in taken]
         if unknown:
             name = unknown[0]
-            raise SettingError(name, args[0]._not_an_argument(name, function.__name__, taken)
-                               if method else not_an_argument(where, taken, name))
-        given = {**dict(zip(positional, args)), **keywords}
+            return SettingError(name, args[0]._not_an_argument(name, function.__name__, taken)
+                                if method else not_an_argument(where, taken, name))
+        by_position = positional[:len(args)]
+        twice = [name for name in by_position if name in keywords]
+        if twice:
+            return SettingError(twice[0], f"is given twice to {named_as}, by position and as "
+                                          "a keyword: give it once")
+        missing = [name for name in needed if name not in by_position and name not in keywords]
+        return SettingError(missing[0], f"is missing: {named_as} needs it (it takes "
+                                        f"{listed(taken)})")
+
+    @functools.wraps(function)
+    def checked(*args, **keywords):
+        try:
+            given = signature.bind(*args, **keywords).arguments
+        except TypeError:
+            raise refusal(args, keywords) from None
         for name in flags:
             if name in given and not isinstance(given[name], FLAG_TYPES):
                 raise SettingError(name, f"must be True or False; got {given[name]!r}")
@@ -120,9 +141,9 @@ def listed(names: list[str]) -> str:
 
 def entry_points_named(cls: type) -> type:
     """`cls` with each entry point it defines (ENTRY_POINTS) refusing a keyword it does not
-    take, an argument past its own by position and a flag that is not a bool with a
-    SettingError (arguments_checked); what it inherits is checked where it is defined, so
-    that the method is the same object there and in every subclass."""
+    take, an argument past its own by position, one missing or given twice, and a flag that is
+    not a bool with a SettingError (arguments_checked); what it inherits is checked where it
+    is defined, so that the method is the same object there and in every subclass."""
     for name in ENTRY_POINTS:
         method = vars(cls).get(name)
         if method is not None and not hasattr(method, "__wrapped__"):
