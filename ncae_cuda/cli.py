@@ -16,7 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from .errors import NcaeError
-from .naming import flag
+from .naming import as_written, flag
 
 FIRST_TASK = 0                  # --task's default: a pool's first share (the only one of one)
 
@@ -139,11 +139,6 @@ def gpu_ids(text: str) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # the flags generated from a record's fields
-
-def as_written(value) -> str:
-    """A parsed flag's value as it is written: (8, 16) as 8,16."""
-    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
-
 
 def add_settings(p: argparse.ArgumentParser, settings: type, from_the_data: dict) -> None:
     """A flag for every model setting (a field of `settings`, Config), its help and default

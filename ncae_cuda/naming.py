@@ -11,6 +11,11 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def as_written(value) -> str:
+    """A flag's value as a command line writes it: (8, 16) as 8,16."""
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
 def as_keyword(name: str, value) -> str:
     """A setting's value as a Python call gives it: index='exact'."""
     return f"{name}={value!r}"

@@ -263,7 +263,10 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--weight-decay", "inf"], "--weight-decay: must be a finite number >= 0; got inf"),
     (["--lr", "nan"], "--lr: must be a finite number > 0; got nan"),
     (["--hidden", "abc"], "argument --hidden: expected comma-separated integers, got 'abc'"),
-    (["--hidden", "0"], "--hidden: must be positive integers"),
+    # the value as the flag was written: before, Python's tuple, "got (0,)"
+    (["--hidden", "0"], "--hidden: must be positive integers, e.g. 500,500; got 0 (see --help)"),
+    (["--hidden", "3,-1"], "--hidden: must be positive integers, e.g. 500,500; got 3,-1 (see "
+                           "--help)"),
     (["--lr-decay", "0"], "--lr-decay: must be in (0, 1]; got 0.0"),
     (["--row-norm", "-1"], "--row-norm: must be a finite number >= 0; got -1.0"),
     (["--output", "linear"], "argument --output: invalid choice: 'linear'"),
@@ -357,6 +360,9 @@ def test_datasets_describe_negative_seed(capsys):
 @pytest.mark.parametrize("settings, message", [
     (dict(seed=-1), "seed must be an integer >= 0; got -1"),
     (dict(hidden="abc"), "hidden must be positive integers, e.g. (500, 500); got 'abc'"),
+    # a Python call's value as it was given (a command line's as its flag was written)
+    (dict(hidden=(3, -1)), "hidden must be positive integers, e.g. (500, 500); got (3, -1)"),
+    (dict(cutoffs=0), "cutoffs must be positive integers, e.g. (10, 100); got 0"),
     (dict(dropout="high"), "dropout must be a number; got 'high'"),
 ])
 def test_settings_of_the_api(settings, message):
@@ -882,7 +888,7 @@ def test_every_bench_flag_says_what_it_is_and_its_default(monkeypatch, capsys):
 @pytest.mark.parametrize("module, argv, message", [
     # each before any work: baselines' before its data is read (the data set named is none)
     (baselines, ["--dataset", "x.csv", "--cutoffs", "0"],
-     "--cutoffs: must be positive integers, e.g. (10, 100); got (0,)"),
+     "--cutoffs: must be positive integers, e.g. 10,100; got 0 (see --help)"),
     # before, refused by the first model made, after the data was read and a study scored
     (baselines, ["--dataset", "x.csv", "--cutoffs", "10,10"],
      "--cutoffs: must each be given once; 10 is repeated"),
@@ -920,7 +926,7 @@ def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkey
 
 
 @pytest.mark.parametrize("cutoffs, reason", [
-    ("0,10", "must be positive integers, e.g. (10, 100); got (0, 10)"),
+    ("0,10", "must be positive integers, e.g. 10,100; got 0,10"),
     ("10,10", "must each be given once; 10 is repeated")], ids=["zero", "twice"])
 @pytest.mark.parametrize("module, flags", [
     (train, ["--feedback", "implicit"]), (baselines, []), (tune, ["--model", "ease"])],

@@ -368,7 +368,8 @@ def _widths(name: str, value) -> tuple[int, ...]:
     except TypeError:
         pass
     example = next(f.default for f in fields(Config) if f.name == name)
-    raise SettingError(name, f"must be positive integers, e.g. {example}; got {value!r}")
+    raise SettingError(name, "must be positive integers, e.g. {example}; got {value}",
+                       example=example, value=value)
 
 
 def checked_cutoffs(value) -> tuple[int, ...]:

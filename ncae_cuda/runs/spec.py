@@ -486,11 +486,12 @@ def resolved(spec: RunSpec, config: Config) -> tuple[RunSpec, Config]:
 
 def flag_named(call, *args):
     """call(*args), a model's setting's SettingError it raises a SpecError naming the setting's
-    flag: "--cutoffs: must each be given once; ...", as every command says it."""
+    flag, each value in it as the flag is written: "--cutoffs: must be positive integers, e.g.
+    10,100; got 0", as every command says it."""
     try:
         return call(*args)
     except SettingError as e:
-        raise SpecError(f"{naming.flag(e.setting)}: {e.reason}") from None
+        raise SpecError(f"{naming.flag(e.setting)}: {e.reason_as_written()}") from None
 
 
 def refuse_unread(spec: RunSpec, given: dict) -> None:
