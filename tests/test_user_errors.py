@@ -905,6 +905,15 @@ def test_every_bench_flag_says_what_it_is_and_its_default(monkeypatch, capsys):
     # as other settings than the folder's runs were listed with
     (experiments, ["configurations", "--dataset", "nosuch", "--out", "OUT"],
      "--dataset nosuch: neither a data set's name nor a file"),
+    # --ms by the cutoffs' rule, as given: before, the runs' --cutoffs with topm's own M added
+    # ("run NCAE--seed0: --cutoffs: ...; got (0, 50, 100)"), train's parser's line for 0.5,
+    # and 100,100 accepted, each M twice in the table
+    (experiments, ["topm", "--ms", "0,50", "--out", "OUT"],
+     "error: --ms: must be positive integers, e.g. 10,100; got 0,50 (see --help)"),
+    (experiments, ["topm", "--ms", "0.5,50", "--out", "OUT"],
+     "experiments: error: --ms: must be positive integers, e.g. 10,100; got 0.5,50 (see"),
+    (experiments, ["topm", "--ms", "100,100", "--out", "OUT"],
+     "error: --ms: must each be given once; 100 is repeated (see --help)"),
     (recommend, ["model.npz", "--all", "--out", "FOLDER"],
      "--out FOLDER: a folder; name the CSV file to write"),
     (tune, ["--dataset", "synthetic-tiny", "--out", "FILE"], "--out FILE: a file, not a folder"),
@@ -914,6 +923,7 @@ def test_every_bench_flag_says_what_it_is_and_its_default(monkeypatch, capsys):
      "--split-seeds must be >= 0; got -1"),
 ], ids=["baselines cutoffs", "baselines cutoff twice", "baselines seed", "check seed",
         "check json nowhere", "check json folder", "experiments repeats", "experiments recipes", "experiments data",
+        "topm ms zero", "topm ms fraction", "topm ms twice",
         "recommend out", "tune out", "tune split seeds twice", "tune split seeds"])
 def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkeypatch, module,
                                                        argv, message):

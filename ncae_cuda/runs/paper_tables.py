@@ -12,9 +12,9 @@ import numpy as np
 
 from ..baselines.models import BASELINES
 from ..errors import SettingError
-from ..model.config import VARIANT_SETTINGS, VARIANTS, Config
+from ..model.config import VARIANT_SETTINGS, VARIANTS, Config, checked_cutoffs
 from . import pool
-from .spec import RunSpec, data_argv, given_data
+from .spec import RunSpec, data_argv, flag_named, given_data
 
 
 QUICK_WIDTH = 16                # --quick: the widest hidden layer of any run
@@ -308,6 +308,9 @@ def factors(r: ExperimentRuns):
 def topm(r: ExperimentRuns):
     """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP, each run's epoch chosen by
     NDCG at its last --cutoffs (100 by default), as in the other tables."""
+    # the cutoffs' rule on the Ms given, said of --ms: the runs' --cutoffs add their own M, and
+    # a refusal of those named a list the user never gave (--ms 0,50: "got 0,50,100")
+    flag_named(checked_cutoffs, tuple(numbers(r.args.ms)), flag="--ms")
     ms = r.grid(r.args.ms, 5)
     # each M scored, the runs' own last cutoff kept last: their epoch is chosen by NDCG at it,
     # as the other tables' runs choose theirs, and not at the largest M
