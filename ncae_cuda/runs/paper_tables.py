@@ -310,7 +310,7 @@ def topm(r: ExperimentRuns):
     NDCG at its last --cutoffs (100 by default), as in the other tables."""
     # the cutoffs' rule on the Ms given, said of --ms: the runs' --cutoffs add their own M, and
     # a refusal of those named a list the user never gave (--ms 0,50: "got 0,50,100")
-    flag_named(checked_cutoffs, tuple(numbers(r.args.ms)), flag="--ms")
+    flag_named(checked_cutoffs, tuple(numbers(r.args.ms)), given_by="--ms")
     ms = r.grid(r.args.ms, 5)
     # each M scored, the runs' own last cutoff kept last: their epoch is chosen by NDCG at it,
     # as the other tables' runs choose theirs, and not at the largest M

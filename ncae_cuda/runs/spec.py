@@ -484,15 +484,15 @@ def resolved(spec: RunSpec, config: Config) -> tuple[RunSpec, Config]:
     return flag_named(spec.resolved, config)
 
 
-def flag_named(call, *args, flag: str | None = None):
+def flag_named(call, *args, given_by: str | None = None):
     """call(*args), a model's setting's SettingError it raises a SpecError naming the setting's
     flag, each value in it as the flag is written: "--cutoffs: must be positive integers, e.g.
-    10,100; got 0", as every command says it. flag: the flag that gave the values, where it is
-    not the setting's own (experiments topm's --ms, its runs' --cutoffs)."""
+    10,100; got 0", as every command says it. given_by: the flag that gave the values, where it
+    is not the setting's own (experiments topm's --ms, its runs' --cutoffs)."""
     try:
         return call(*args)
     except SettingError as e:
-        raise SpecError(f"{flag or naming.flag(e.setting)}: {e.reason_as_written()}") from None
+        raise SpecError(f"{given_by or naming.flag(e.setting)}: {e.reason_as_written()}") from None
 
 
 def refuse_unread(spec: RunSpec, given: dict) -> None:
