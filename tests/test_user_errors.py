@@ -922,7 +922,8 @@ def test_every_bench_flag_says_what_it_is_and_its_default(monkeypatch, capsys):
     (tune, ["--dataset", "synthetic-tiny", "--split-seeds", "-1", "--out", "OUT"],
      "--split-seeds must be >= 0; got -1"),
 ], ids=["baselines cutoffs", "baselines cutoff twice", "baselines seed", "check seed",
-        "check json nowhere", "check json folder", "experiments repeats", "experiments recipes", "experiments data",
+        "check json nowhere", "check json folder", "experiments repeats", "experiments recipes",
+        "experiments data",
         "topm ms zero", "topm ms fraction", "topm ms twice",
         "recommend out", "tune out", "tune split seeds twice", "tune split seeds"])
 def test_a_flag_out_of_range_is_refused_before_any_work(tmp_path, capsys, monkeypatch, module,
