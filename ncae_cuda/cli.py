@@ -9,6 +9,7 @@ ncae_cuda.commands wire.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -24,7 +25,10 @@ FIRST_TASK = 0                  # --task's default: a pool's first share (the on
 def exit_with(main) -> None:
     """sys.exit(main()) for a command's __main__, where a reader that stops reading (the
     output piped into head) ends the command as it ends a Unix tool: quietly, exit status 141
-    (128 + SIGPIPE), no BrokenPipeError traceback."""
+    (128 + SIGPIPE), no BrokenPipeError traceback; and a Ctrl-C (KeyboardInterrupt) ends it
+    with exit status 130 (128 + SIGINT, as the shell's for a process the signal killed) and
+    one line, `interrupted`, saying how to continue where the command said (continued_by),
+    no traceback."""
     try:
         try:
             code = main()
@@ -34,7 +38,30 @@ def exit_with(main) -> None:
         # Python flushes stdout once more at exit: pointed at /dev/null, that flush says nothing
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 128 + signal.SIGPIPE
+    except KeyboardInterrupt as e:
+        how = f": {e}" if isinstance(e, Interrupted) else ""
+        # (on a line of its own: the terminal's ^C, or a progress line, may end the one above)
+        print(f"\ninterrupted{how}", file=sys.stderr)
+        code = 128 + signal.SIGINT
     sys.exit(code)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C in work a command can continue: the message says how ("continue with --resume
+    --out runs/a"), in exit_with's line."""
+
+
+@contextlib.contextmanager
+def continued_by(how: str):
+    """Within it, a Ctrl-C ends the command (exit_with) with a line saying `how` to continue
+    the work it began: from where that work has left something the continuation takes up (a
+    run folder's manifest, a study's storage)."""
+    try:
+        yield
+    except Interrupted:         # an inner continued_by's, which knows more
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(how) from None
 
 
 class Parser(argparse.ArgumentParser):

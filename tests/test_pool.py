@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ncae_cuda import cli
 from ncae_cuda.commands import experiments
 from ncae_cuda.runs import pool, rundir
 
@@ -408,3 +409,21 @@ def test_overwrite_removes_the_old_tables_before_its_runs(tmp_path, capsys, monk
     assert not any(path.exists() for path in tables)
     assert (f"clusters: --overwrite: removed {out / 'clusters.md'}, {out / 'clusters.csv'}, "
             "the tables of the runs it starts over") in capsys.readouterr().out
+
+
+def test_a_ctrl_c_outside_the_runs_says_the_same_command_resumes_them(tmp_path, monkeypatch,
+                                                                      capsys):
+    """A Ctrl-C in an experiment's command outside its runs (the pool taking its folder, the
+    tables written): exit 130 and a line saying the same command goes on; before, a
+    KeyboardInterrupt traceback."""
+    def interrupted(self, share, jobs, gpus) -> None:
+        os.kill(os.getpid(), signal.SIGINT)              # no handler of the pool's here
+    monkeypatch.setattr(pool.Pool, "run", interrupted)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            cli.exit_with(lambda: experiments.main([*ONE_SEED, "--out", str(tmp_path)]))
+    except KeyboardInterrupt:
+        pytest.fail("a Ctrl-C ended the command in a KeyboardInterrupt")
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == ("\ninterrupted: the same command resumes the runs and "
+                                       "writes the tables\n")

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from helpers import missing_extra
 
+from ncae_cuda import cli
 from ncae_cuda.commands import train, tune
 from ncae_cuda.data import atomic_file, datasets
 from ncae_cuda.model import stopping
@@ -1211,3 +1212,16 @@ def test_a_recipe_without_a_variant_starts_at_the_variant_it_trains_as(tmp_path,
     out = tuned_implicit(tmp_path, '[variant]\nchoices = ["NCAE", "NCAE+"]\n', 1, recipe)
     assert "outside the space" not in capsys.readouterr().out
     assert journal(out).get_trials()[0].params == {"variant": first}
+
+
+def test_a_ctrl_c_as_the_command_sets_the_study_up_ends_it_in_a_line(tmp_path, monkeypatch,
+                                                                     capsys):
+    """A Ctrl-C while the command sets the study up (the data read, before any worker starts):
+    exit 130 and a line saying the same command continues the study; before, a
+    KeyboardInterrupt traceback from within the data's reader."""
+    signalled(monkeypatch, tune, "setup")
+    flags = [*files(tmp_path, 2), "--trials", "2", "--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit) as ended:
+        uncut(lambda flags: cli.exit_with(lambda: tune.main(flags)), flags)
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == "\ninterrupted: the same command continues the study\n"

@@ -1147,3 +1147,68 @@ def test_a_blend_s_data_ratio_is_refused_before_the_run_starts(tmp_path, capsys)
             "blends an item- and a user-based NCAE, whose rows differ: give --based item or "
             "user")
     assert not (tmp_path / "o").exists()
+
+
+# a command's __main__ through cli.exit_with, its work paused until the test's SIGINT once it
+# has said so; argv: HOW, the continuation its work says (continued_by), or '' for none
+PAUSED_COMMAND = """
+import contextlib, signal, sys
+from ncae_cuda import cli
+
+
+def main():
+    with cli.continued_by(sys.argv[1]) if sys.argv[1] else contextlib.nullcontext():
+        print("started", flush=True)
+        signal.pause()
+
+
+cli.exit_with(main)
+"""
+
+
+def interrupted(argv: list[str], started: str, errors: Path, **popen) -> tuple[int, str]:
+    """(exit status, stderr) of the command `argv`, sent SIGINT (a terminal's Ctrl-C) once it
+    has printed a line starting `started`: its work under way, no sleep to time it. Its stderr
+    goes to the file `errors`, which a pipe unread meanwhile could not hold."""
+    with open(errors, "w+") as stderr:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
+                                **popen)
+        try:
+            said = next((line for line in proc.stdout if line.startswith(started)), None)
+            if said is not None:
+                proc.send_signal(signal.SIGINT)
+            code = proc.wait(120)
+        finally:
+            proc.kill()
+            proc.stdout.close()
+        assert said is not None, errors.read_text()       # (ended without the line)
+        return code, errors.read_text()
+
+
+@pytest.mark.parametrize("how, line", [("", "interrupted"),
+                                       ("continue with X", "interrupted: continue with X")])
+def test_a_ctrl_c_ends_a_command_in_a_line_saying_how_to_continue(tmp_path, how, line):
+    """Every command's Ctrl-C: exit 130 (128 + SIGINT) and one line, naming the continuation
+    where its work said one; before, a KeyboardInterrupt traceback and exit -2 (killed by
+    SIGINT) in every command but train's."""
+    script = tmp_path / "paused.py"
+    script.write_text(PAUSED_COMMAND)
+    code, stderr = interrupted([sys.executable, str(script), how], "started",
+                               tmp_path / "stderr", env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (code, stderr) == (130, f"\n{line}\n")
+
+
+def test_a_ctrl_c_in_baselines_says_resume_and_resume_ends_the_run(tmp_path):
+    """python -m ncae_cuda.baselines stopped by a Ctrl-C while it scores its grids: exit 130
+    and a line naming --resume, which then ends the run; before, a traceback from within a
+    fit, exit -2, and run.json and .lock left unsaid."""
+    out = tmp_path / "out"
+    flags = ["--dataset", "synthetic-tiny", "--device", "cpu", "--models", "ease,item-knn",
+             "--out", str(out)]
+    command = [sys.executable, "-m", "ncae_cuda.baselines", *flags]
+    code, stderr = interrupted(command, "EASE 1/", tmp_path / "stderr")
+    assert (code, stderr) == (130, f"\ninterrupted: continue with --resume --out {out}\n")
+    assert not (out / "baselines.json").exists()
+    assert baselines.main([*flags, "--resume"]) == 0
+    assert set(json.loads((out / "baselines.json").read_text())["models"]) == {"ease",
+                                                                              "item-knn"}

@@ -154,28 +154,31 @@ def main(argv: list[str] | None = None) -> int:
     folder = rundir.RunDirectory(spec.out, {"baselines": settings})
     try:
         folder.open(resume=spec.resume, overwrite=spec.overwrite)
-        ops = get_backend(spec.device)
-        interactions, split = protocol.prepare(   # its notes of the baselines' cutoffs
-            spec, replace(config, cutoffs=tuple(args.cutoffs)), ops.name,
-            "baselines " + ", ".join(BASELINES[key].name for key in args.models))
-        protocol.refuse_without_validation(data, interactions, split,
-                                           "choose the baselines' settings on")
-        if one_recipe:                    # a run of one model: the trainer's files too
-            fitted, result = comparison.at_recipe(model, recipes[model], split, args.cutoffs,
-                                                  ops, args.seed)
-            results = {model: {**result, "search": effort.of_study(args.config)}}
-            write_run(folder.work, protocol.header(
-                spec, as_recorded({**identity(data), **fitted.settings}), fitted, interactions,
-                split), results[model], fitted)
-        else:
-            results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed,
-                                         grids, recipes)
-        write(folder.work, {"dataset": data.train and str(data.train) or data.dataset,
-                         "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
-                         "cutoffs": list(args.cutoffs), "notes": split.notes,
-                         "data": protocol.sizes(interactions, split),
-                         "models": results}, tables(split, results, args.cutoffs, ops.name))
-        folder.finish()
+        # from here on, the folder's manifest names the run --resume continues
+        with cli.continued_by(f"continue with --resume --out {spec.out}"):
+            ops = get_backend(spec.device)
+            interactions, split = protocol.prepare(   # its notes of the baselines' cutoffs
+                spec, replace(config, cutoffs=tuple(args.cutoffs)), ops.name,
+                "baselines " + ", ".join(BASELINES[key].name for key in args.models))
+            protocol.refuse_without_validation(data, interactions, split,
+                                               "choose the baselines' settings on")
+            if one_recipe:                    # a run of one model: the trainer's files too
+                fitted, result = comparison.at_recipe(model, recipes[model], split,
+                                                      args.cutoffs, ops, args.seed)
+                results = {model: {**result, "search": effort.of_study(args.config)}}
+                write_run(folder.work, protocol.header(
+                    spec, as_recorded({**identity(data), **fitted.settings}), fitted,
+                    interactions, split), results[model], fitted)
+            else:
+                results = comparison.compare(split, args.models, args.cutoffs, ops, args.seed,
+                                             grids, recipes)
+            write(folder.work, {
+                "dataset": data.train and str(data.train) or data.dataset,
+                "split_seed": data.split_seed, "seed": args.seed, "device": ops.name,
+                "cutoffs": list(args.cutoffs), "notes": split.notes,
+                "data": protocol.sizes(interactions, split), "models": results},
+                tables(split, results, args.cutoffs, ops.name))
+            folder.finish()
     except NcaeError as e:
         folder.abandon()
         print(f"error: {e}", file=sys.stderr)

@@ -323,13 +323,15 @@ def main(argv: list[str] | None = None) -> int:
         datasets.DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None,
         outputs=tuple(args.out / f"{args.name}{suffix}" for suffix in OUTPUTS))
     try:
-        if not args.collect:        # (what --collect reads, the runs made: it makes nothing)
-            args.out.mkdir(parents=True, exist_ok=True)
-        if not pool.run_share(runs, args):
-            return 0
-        rows, figures = table()
-        for path in write(args.out, args.name, rows, figures, args.repeats):
-            print(f"wrote {path}")
+        # (the runs under way the pool stops itself, saying so: pool.exit_code)
+        with cli.continued_by("the same command resumes the runs and writes the tables"):
+            if not args.collect:    # (what --collect reads, the runs made: it makes nothing)
+                args.out.mkdir(parents=True, exist_ok=True)
+            if not pool.run_share(runs, args):
+                return 0
+            rows, figures = table()
+            for path in write(args.out, args.name, rows, figures, args.repeats):
+                print(f"wrote {path}")
     except OSError as e:
         print(f"error: {e.filename}: cannot write it ({e.strerror or e})", file=sys.stderr)
         return 2

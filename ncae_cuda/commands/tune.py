@@ -191,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         return [sys.executable, "-m", "ncae_cuda.tune", *(a for a in argv if a != "--overwrite"),
                 "--started", repr(spec.started), "--worker", str(i)]
     try:
-        found = setup(spec)
+        # the data read, before any worker starts (the study's run then takes the signals)
+        with cli.continued_by("the same command continues the study"):
+            found = setup(spec)
         if spec.worker is not None:
             return tune_study.work_on(spec, found)
         return tune_study.run(spec, found, worker_command)
