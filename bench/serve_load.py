@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import multiprocessing
 import os
+import queue
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -54,6 +57,7 @@ QUICK = {"clients": "1,4", "requests": 40, "seconds": 2.0, "client_processes": 1
 OFFLINE_USERS = 4096              # users in the offline recommend call, at most
 OFFLINE_REPEATS = 3
 LATENCY_MARGIN_MS = 2.0           # one client's p50 above the floor's, at most
+POLL = 0.1                        # seconds: the parent's wait for its clients, a wait at a time
 THROUGHPUT_SHARE = 0.5            # of the lower of the offline rate and the floor, at least
 CONTENT_LENGTH = re.compile(rb"content-length:\s*(\d+)", re.IGNORECASE)
 
@@ -99,6 +103,33 @@ def client_process(host, port, shares: list[list[str]], seconds: float, barrier,
     results.put(clients_here(host, port, shares, seconds, barrier))
 
 
+@contextlib.contextmanager
+def clients_started(workers):
+    """Within it, the client processes run, SIGINT blocked in each from its start (a mask kept
+    across the spawn's exec), and they are joined at its end, a Ctrl-C there ending them
+    first. A terminal's Ctrl-C, which reaches them too, is the parent's alone: before, each
+    printed a KeyboardInterrupt traceback of its own, and a parent signalled alone waited for
+    them to run out their --seconds."""
+    try:
+        # blocked, not ignored, in this thread while they start: a Ctrl-C meanwhile waits
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for worker in workers:
+                worker.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        yield
+    except KeyboardInterrupt:
+        for worker in workers:
+            if worker.pid is not None:
+                worker.terminate()
+        raise
+    finally:
+        for worker in workers:
+            if worker.pid is not None:
+                worker.join()
+
+
 def load(url: str, paths: list[str], clients: int, processes: int, seconds: float) -> dict:
     """`clients` connections sharing `paths` (each a share in turn), in `processes` processes:
     requests/s over the whole window, p50 and p99 latency in ms, non-200 answers."""
@@ -113,11 +144,13 @@ def load(url: str, paths: list[str], clients: int, processes: int, seconds: floa
         workers = [context.Process(target=client_process, args=(
             host, int(port), shares[k::processes], seconds, barrier, results))
             for k in range(processes)]
-        for worker in workers:
-            worker.start()
-        done = [results.get() for _ in workers]
-        for worker in workers:
-            worker.join()
+        with clients_started(workers):
+            done = []
+            while len(done) < processes:
+                # in short waits: a signal another thread takes (tqdm's monitor's) interrupts
+                # no read of this one, and is raised here only between two
+                with contextlib.suppress(queue.Empty):
+                    done.append(results.get(timeout=POLL))
     requests = sum(d[0] for d in done)
     latencies = np.concatenate([d[2] for d in done]) * 1000                 # (requests,) ms
     window = max(d[4] for d in done) - min(d[3] for d in done)

@@ -36,7 +36,6 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -46,7 +45,7 @@ from ncae_cuda import cli
 from ncae_cuda.commands import flags, tune
 from ncae_cuda.model.modelfile import differences
 from ncae_cuda.ops import backend_name
-from ncae_cuda.runs import effort
+from ncae_cuda.runs import effort, pool
 from ncae_cuda.runs.factory import read_recipe, recipe_text
 from ncae_cuda.runs.spec import as_used, given_data, located
 
@@ -58,12 +57,20 @@ RUNS_OF = "data.json"                  # in --work: the data flags its runs are 
 
 
 def run(command: list[str], log: Path) -> None:
-    """A package command, its output added to `log`; SystemExit naming the log where it fails."""
+    """A package command, its output added to `log`; SystemExit naming the log where it fails.
+    A Ctrl-C reaches it once, handed on by the pool's Processes, and is waited for: the command
+    stops where it stops cleanly (a study, once its workers have; before, subprocess.run killed
+    it 0.25 s after the terminal's Ctrl-C, perhaps within a write to its journal); then
+    KeyboardInterrupt. A second Ctrl-C is handed on too, and stops it at once."""
     with open(log, "a") as out:
         print(f"$ python -m {' '.join(command)}", file=out, flush=True)
-        done = subprocess.run([sys.executable, "-m", *command], stdout=out, stderr=out)
-    if done.returncode:
-        sys.exit(f"error: python -m {' '.join(command)} exited {done.returncode}: see {log}")
+    with pool.Processes(1, []) as processes:
+        processes.start(command[0], [sys.executable, "-m", *command], log=log)
+        [(_, code, _)] = processes.wait()
+    if processes.stopped:
+        raise KeyboardInterrupt
+    if code:
+        sys.exit(f"error: python -m {' '.join(command)} exited {code}: see {log}")
 
 
 def tuned(model: str, data: list[str], trials: int, work: Path, recipe: Path | None) -> Path:

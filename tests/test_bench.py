@@ -1,5 +1,6 @@
 """The benchmarks' arithmetic and their quick forms: floors from counted work, and the
 scalability and epoch-time runs end to end on small data."""
+import contextlib
 import dataclasses
 import errno
 import itertools
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -1197,3 +1199,87 @@ def test_a_studys_effort_counts_its_finished_trials_and_their_minutes(tmp_path):
     study = {"by": "study", "trials": 2, "minutes": 0.5, "jobs": 2, "device": "gpu"}
     assert [effort.columns(study, device)["minutes"] for device in (None, "gpu", "cpu")] == [
         "0.5 (2 jobs)", "0.5 (2 jobs)", "0.5 (2 jobs, on gpu)"]
+
+
+# python -m NAME FOLDER: a command that stops as a study does at a signal, its write (the
+# study's journal) ended first: FOLDER/started once it runs, FOLDER/whole once that write is
+STOPPING_AFTER_A_WRITE = """
+import pathlib, signal, sys, time
+signals = {signal.SIGINT, signal.SIGTERM}
+signal.pthread_sigmask(signal.SIG_BLOCK, signals)        # taken below, whenever it came
+folder = pathlib.Path(sys.argv[1])
+(folder / "started").touch()
+signal.sigwait(signals)
+time.sleep(1)                                            # the write under way
+(folder / "whole").touch()
+sys.exit(130)
+"""
+
+
+def test_a_ctrl_c_in_tuned_alike_waits_for_the_study_to_stop(tmp_path, monkeypatch):
+    """A Ctrl-C to bench.tuned_alike while it runs a package command: the command gets it and
+    is waited for, stopping where it stops cleanly, and then the bench stops. Before,
+    subprocess.run killed it 0.25 s after the signal, perhaps within a write to its journal
+    (and a command not signalled itself, never told, lost its write the same way)."""
+    (tmp_path / "stopping_after_a_write.py").write_text(STOPPING_AFTER_A_WRITE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [
+        str(tmp_path), str(REPOSITORY), os.environ.get("PYTHONPATH")])))
+
+    def ctrl_c_once_started() -> None:
+        while not (tmp_path / "started").exists():
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=ctrl_c_once_started, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        tuned_alike.run(["stopping_after_a_write", str(tmp_path)], tmp_path / "log")
+    assert (tmp_path / "whole").exists()
+
+
+def children(pid: int) -> list[str]:
+    """The command lines of process `pid`'s children (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if parent == pid:
+                found.append((stat.parent / "cmdline").read_bytes().decode())
+        except (OSError, IndexError, ValueError):         # a process that ended meanwhile
+            continue
+    return found
+
+
+@pytest.mark.extra("serve")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+@pytest.mark.parametrize("signalled", ["the terminal's group", "the bench alone"])
+def test_a_ctrl_c_ends_serve_load_s_client_processes_quietly_with_it(tmp_path, signalled):
+    """SIGINT while bench.serve_load's clients run in processes of their own: the bench ends
+    in its one line, exit 130, its clients with it, no traceback of theirs. Before, a
+    terminal's Ctrl-C (to the whole group) had each client print a KeyboardInterrupt
+    traceback, and a bench signalled alone waited for them to run out their --seconds."""
+    out = tmp_path / "out"
+    env = {**os.environ, "TMPDIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPOSITORY),
+                                                       os.environ.get("PYTHONPATH")]))}
+    with open(tmp_path / "stderr", "w+") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.serve_load", "--quick", "--clients", "2",
+             "--client-processes", "2", "--requests", "1000000", "--seconds", "600", "--out",
+             str(out)], cwd=REPOSITORY, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+            start_new_session=True)                       # a group of its own, a terminal's
+        try:
+            deadline = time.monotonic() + 300
+            while (sum("spawn_main" in line for line in children(proc.pid)) < 2
+                   and proc.poll() is None and time.monotonic() < deadline):
+                time.sleep(0.05)
+            assert proc.poll() is None, stderr.read()
+            if signalled == "the bench alone":
+                proc.send_signal(signal.SIGINT)
+            else:
+                os.killpg(proc.pid, signal.SIGINT)
+            code = proc.wait(120)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        said = (tmp_path / "stderr").read_text()
+    assert code == 130 and "Traceback" not in said, said
+    assert said.endswith(f"\ninterrupted: nothing written to {out}\n"), said
