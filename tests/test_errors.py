@@ -12,6 +12,7 @@ import pytest
 from helpers import read_only
 
 import ncae_cuda
+from ncae_cuda import cli
 from ncae_cuda.commands import baselines, datasets, experiments, recommend, train, tune
 from ncae_cuda.data import atomic_file
 from ncae_cuda.errors import NcaeError
@@ -24,6 +25,7 @@ INTERNAL = {
     stopping.Stopped,      # a signal asked a fit to stop: the command says how to resume
     pool.Stopped,          # ...and a pool of runs: the same
     rundir.Held,           # a lock another process holds: its takers raise their own error
+    cli.Interrupted,       # a Ctrl-C in work a command can continue: exit_with says how
 }
 # ...and a bug's, shown with its traceback, as a GPU's illegal memory access is:
 BUGS = {
