@@ -363,6 +363,11 @@ def test_datasets_describe_negative_seed(capsys):
     # a Python call's value as it was given (a command line's as its flag was written)
     (dict(hidden=(3, -1)), "hidden must be positive integers, e.g. (500, 500); got (3, -1)"),
     (dict(cutoffs=0), "cutoffs must be positive integers, e.g. (10, 100); got 0"),
+    # a set's order is its hashes': the layers, or the cutoff early stopping reads, at random
+    (dict(hidden={8, 16}), "hidden must be an ordered sequence (a list or tuple); got a set"),
+    (dict(cutoffs=frozenset({5, 10})),
+     "cutoffs must be an ordered sequence (a list or tuple); got a frozenset"),
+    (dict(hidden={8: 1}), "hidden must be an ordered sequence (a list or tuple); got a dict"),
     (dict(dropout="high"), "dropout must be a number; got 'high'"),
 ])
 def test_settings_of_the_api(settings, message):

@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import numbers
+from collections.abc import Mapping, Set
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -358,6 +359,10 @@ def recipe_text(settings: dict, comment: str, order: tuple[str, ...] | None = No
 
 def _widths(name: str, value) -> tuple[int, ...]:
     """Positive integers, from a sequence of them (or one of them: one hidden layer)."""
+    if isinstance(value, (Set, Mapping)):
+        # its order is its hashes': layers stacked, or the cutoff early stopping reads, at random
+        raise SettingError(name, "must be an ordered sequence (a list or tuple); got a "
+                                 f"{type(value).__name__}")
     values = (value,) if _is_int(value) else value
     try:
         if isinstance(values, (str, bytes)):
