@@ -369,9 +369,15 @@ def test_datasets_describe_negative_seed(capsys):
      "cutoffs must be an ordered sequence (a list or tuple); got a frozenset"),
     (dict(hidden={8: 1}), "hidden must be an ordered sequence (a list or tuple); got a dict"),
     (dict(dropout="high"), "dropout must be a number; got 'high'"),
+    # a list as the list given: before, the tuple Config.from_dict had made of it
+    (dict(feedback="implicit", cutoffs=[0, 10]),
+     "cutoffs must be positive integers, e.g. (10, 100); got [0, 10]"),
+    (dict(hidden=[3, -1]), "hidden must be positive integers, e.g. (500, 500); got [3, -1]"),
+    (dict(rating_scale=[5, 1]), "rating_scale must be (low, high) with low < high; got [5, 1]"),
+    (dict(dropout=[0.5]), "dropout must be a number; got [0.5]"),
 ])
 def test_settings_of_the_api(settings, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         NCAE(device="cpu", **settings)
 
 

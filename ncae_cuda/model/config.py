@@ -198,13 +198,14 @@ class Config:
 
     @classmethod
     def from_dict(cls, values: dict) -> Config:
-        """The Config of `values` (a file's lists as tuples); SettingError naming the first
-        that is not a setting."""
+        """The Config of `values`, as given (resolved() makes a file's lists tuples, and a
+        refusal shows the value the caller gave: [0, 10], not (0, 10)); SettingError naming
+        the first that is not a setting."""
         unknown = sorted(set(values) - {f.name for f in fields(cls)})
         if unknown:
             raise SettingError(unknown[0], "is not a setting of NCAE (the settings page lists "
                                            "them)")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+        return cls(**values)
 
     @property
     def implicit(self) -> bool:

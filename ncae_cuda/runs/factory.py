@@ -60,7 +60,7 @@ def make_model(settings: dict | None = None, device="auto", shard: str | None = 
     if name not in MODELS:
         raise SettingError("model", f"must be one of {', '.join(MODELS)}; got {name!r}")
     if name == NAME:
-        settings = asdict(Config.from_dict(settings))          # a file's lists as tuples
+        settings = asdict(Config.from_dict(settings))          # every setting, its default
         if settings["based"] != "both":
             return NCAE.of_settings(settings, device=device, shard=shard)
         model_class = BlendedNCAE
