@@ -268,6 +268,9 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--hidden", "3,-1"], "--hidden: must be positive integers, e.g. 500,500; got 3,-1 (see "
                            "--help)"),
     (["--lr-decay", "0"], "--lr-decay: must be in (0, 1]; got 0.0"),
+    # the value as the flag was written: before, Python's tuple, "got (5.0, 1.0)"
+    (["--rating-scale", "5,1"], "--rating-scale: must be (low, high) with low < high; got "
+                                "5.0,1.0 (see --help)"),
     (["--row-norm", "-1"], "--row-norm: must be a finite number >= 0; got -1.0"),
     (["--output", "linear"], "argument --output: invalid choice: 'linear'"),
     (["--feedback", "implicit", "--output", "identity"], "--output: is for explicit feedback"),

@@ -401,9 +401,11 @@ def _pair(name: str, value) -> tuple[float, float]:
     try:
         low, high = (float(v) for v in value)
     except (TypeError, ValueError):
-        raise SettingError(name, f"must be two numbers (low, high); got {value!r}") from None
+        raise SettingError(name, "must be two numbers (low, high); got {value}",
+                           value=value) from None
     if not low < high:
-        raise SettingError(name, f"must be (low, high) with low < high; got {value!r}")
+        raise SettingError(name, "must be (low, high) with low < high; got {value}",
+                           value=value)
     return low, high
 
 
