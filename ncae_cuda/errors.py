@@ -58,22 +58,23 @@ class NamingSettings(NcaeError):
 class SettingError(NcaeError, ValueError):
     """A setting out of range, of the wrong kind, or contradicting another; `setting` names it.
     `values` ({name: value}) fill the message's {fields}: as Python writes them ((0, 10)) in
-    str() and reason, which a Python call gives, and as a command line writes them (0,10) in
-    reason_as_written(), which a command's line naming the flag says."""
+    str() and reason, which a Python call gives, as a command line writes them (0,10) in
+    reason_as_written(), which a command's line naming the flag says, and as a file writes
+    them in reason_spelled() (a recipe's TOML: [0, 10])."""
 
     def __init__(self, setting: str, message: str, **values):
         self.template, self.values = message, values
-        self.setting, self.reason = setting, self._spelled(repr)
+        self.setting, self.reason = setting, self.reason_spelled(repr)
         super().__init__(f"{setting} {self.reason}")
 
     def reason_as_written(self) -> str:
         """The reason, each value in it as a command line writes it: --cutoffs 0 is 0, where
         the Python call's (0,) would show a value the flag was never written as."""
-        return self._spelled(naming.as_written)
+        return self.reason_spelled(naming.as_written)
 
-    def _spelled(self, spell) -> str:
-        """The message, each value spelled by `spell` (a message of no values as it is: any
-        braces in it are text)."""
+    def reason_spelled(self, spell) -> str:
+        """The reason, each value in it spelled by `spell` (a message of no values as it is:
+        any braces in it are text)."""
         if not self.values:
             return self.template
         return self.template.format(**{k: spell(v) for k, v in self.values.items()})

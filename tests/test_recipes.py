@@ -44,7 +44,13 @@ def test_the_recipe_sets_what_the_command_line_leaves(tmp_path):
                            'says feedback = "implicit")'),
     ("hidden = [\n", "not TOML"),
     ("epochs = 2.5\n", "epochs: must be an integer >= 1; got 2.5"),
-    ('dropout = "high"\n', "dropout: must be a number; got 'high'"),
+    # each value as TOML writes it: before, as Python does ('high', (0,))
+    ('dropout = "high"\n', 'dropout: must be a number; got "high"'),
+    ('feedback = "implicit"\ncutoffs = [0]\n',
+     "cutoffs: must be positive integers, e.g. [10, 100]; got [0]"),
+    ("hidden = [3, -1]\n", "hidden: must be positive integers, e.g. [500, 500]; got [3, -1]"),
+    ("rating_scale = [5, 1]\n", "rating_scale: must be (low, high) with low < high; got [5, 1]"),
+    ('feedback = "implicitt"\n', 'feedback: must be one of explicit, implicit; got "implicitt"'),
     ("[model]\nhidden = [8]\n", "model: no such setting"),
 ])
 def test_a_bad_recipe_is_refused_by_name(tmp_path, capsys, text, message):

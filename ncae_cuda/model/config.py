@@ -182,7 +182,8 @@ class Config:
             choices = f.metadata["choices"]
             value = getattr(c, f.name)
             if choices and value is not None and value not in choices:
-                raise SettingError(f.name, f"must be one of {', '.join(choices)}; got {value!r}")
+                raise SettingError(f.name, f"must be one of {', '.join(choices)}; got {{value}}",
+                                   value=value)
             if isinstance(f.default, float) or f.name == "augment_eps" and value is not None:
                 c = replace(c, **{f.name: _number(f.name, value)})
         if c.based is None:
@@ -285,8 +286,14 @@ def recipe_of(values: dict) -> dict:
     except SettingError as e:
         hint = ("" if "feedback" in recipe or "implicit" not in e.reason else
                 " (a recipe for implicit feedback says feedback = \"implicit\")")
-        raise ValueError(f"{e.setting}: {e.reason}{hint}") from None
+        raise ValueError(f"{as_in_a_recipe(e)}{hint}") from None
     return recipe
+
+
+def as_in_a_recipe(e: SettingError) -> str:
+    """`e` as a refusal of a recipe says it, each value as the file writes it: "cutoffs: must
+    be positive integers, e.g. [10, 100]; got [0]", not the Python tuple (0,) made of it."""
+    return f"{e.setting}: {e.reason_spelled(as_toml)}"
 
 
 def given_way(recipe: dict, given: dict) -> dict[str, tuple[str, ...]]:
@@ -345,17 +352,20 @@ def read_toml(path: Path) -> dict:
 def recipe_text(settings: dict, comment: str, order: tuple[str, ...] | None = None) -> str:
     """A recipe file of `settings` under `comment`'s lines: Config's names and values in
     Config's order (or the names of `order`, in its order), what read_recipe reads back."""
-    def toml(value) -> str:
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, (tuple, list)):
-            return f"[{', '.join(toml(v) for v in value)}]"
-        return json.dumps(value) if isinstance(value, str) else repr(value)
     lines = [f"# {line}".rstrip() for line in comment.splitlines()]
-    lines += [f"{name} = {toml(settings[name])}"
+    lines += [f"{name} = {as_toml(settings[name])}"
               for name in order or [f.name for f in fields(Config)]
               if settings.get(name) is not None]
     return "\n".join(lines) + "\n"
+
+
+def as_toml(value) -> str:
+    """A setting's value as a recipe (TOML) writes it: (8, 16) as [8, 16], 'x' as "x"."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return f"[{', '.join(as_toml(v) for v in value)}]"
+    return json.dumps(value) if isinstance(value, str) else repr(value)
 
 
 def _widths(name: str, value) -> tuple[int, ...]:
@@ -389,12 +399,12 @@ def checked_cutoffs(value) -> tuple[int, ...]:
 
 
 def _number(name: str, value) -> float:
-    if isinstance(value, bool):
-        raise SettingError(name, f"must be a number; got {value!r}")
     try:
+        if isinstance(value, bool):
+            raise TypeError
         return float(value)
     except (TypeError, ValueError):
-        raise SettingError(name, f"must be a number; got {value!r}") from None
+        raise SettingError(name, "must be a number; got {value}", value=value) from None
 
 
 def _pair(name: str, value) -> tuple[float, float]:
@@ -426,7 +436,7 @@ def _check_range(c: Config) -> None:
         checks.append((name, 0 <= getattr(c, name) < math.inf, "a finite number >= 0"))
     for name, ok, wanted in checks:
         if not ok:
-            raise SettingError(name, f"must be {wanted}; got {getattr(c, name)!r}")
+            raise SettingError(name, f"must be {wanted}; got {{value}}", value=getattr(c, name))
 
 
 def _refuse_unused(c: Config) -> None:
@@ -518,7 +528,8 @@ def _resolved_variant(c: Config) -> Config:
     if c.recency_boost and c.based != "user":
         raise SettingError("recency_boost", "weighs the rows of users: it needs based='user'")
     if c.augment_eps is not None and not 0 <= c.augment_eps < math.inf:
-        raise SettingError("augment_eps", f"must be a finite number >= 0; got {c.augment_eps!r}")
+        raise SettingError("augment_eps", "must be a finite number >= 0; got {value}",
+                           value=c.augment_eps)
     if c.variant:
         weighting, augmented = VARIANT_SETTINGS[c.variant]
         if c.weighting not in (None, weighting):

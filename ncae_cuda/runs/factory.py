@@ -134,7 +134,7 @@ def read_recipe(path) -> dict:
     try:
         make_model({"model": name, **values}, device="cpu")
     except SettingError as e:
-        raise ValueError(f"{e.setting}: {e.reason}") from None
+        raise ValueError(config.as_in_a_recipe(e)) from None
     return {"model": name, **values}
 
 
