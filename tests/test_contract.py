@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from ncae_cuda import NCAE, BlendedNCAE, NotFitted, Unsupported, load_model, make_model
 from ncae_cuda.commands import recommend as recommend_command
 from ncae_cuda.data.interactions import DataError, UnknownIds
+from ncae_cuda.baselines.estimators import EASE
 from ncae_cuda.model.base import ENTRY_POINTS
 from ncae_cuda.model.config import Config, SettingError
 
@@ -814,6 +815,23 @@ def test_a_numpy_bool_is_taken_for_a_flag(fitted):
         as_numpy = model.recommend([0, 1], n=N, filter_seen=np.bool_(flag))[0]
         np.testing.assert_array_equal(as_numpy, as_python)
     assert "clusters" in model.evaluate(TEST, per_user=np.True_)
+
+
+@pytest.mark.parametrize("call, method", [
+    (lambda: EASE.recommend(x=1), "recommend"), (lambda: EASE.recommend(), "recommend"),
+    (lambda: NCAE.fit(), "fit"),
+    # the users given where the model goes: before, AttributeError "'list' object has no
+    # attribute '_named'"
+    (lambda: EASE.recommend([0, 1], n=N), "recommend")],
+    ids=["a keyword", "nothing", "NCAE's fit", "the users first"])
+def test_a_method_called_on_its_class_says_to_call_it_on_a_model(call, method):
+    """A model's method called on its class, not on a model, is the package's SettingError
+    saying so: before, IndexError from inside arguments_checked, which named the model in its
+    refusal by the first argument, where there was none."""
+    with pytest.raises(SettingError, match=re.escape(
+            f"{method} is a method of a model: call it on one, model.{method}(...), not on "
+            "its class")):
+        call()
 
 
 def test_the_factory_refuses_what_it_cannot_make():

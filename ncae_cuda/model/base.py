@@ -60,10 +60,11 @@ def arguments_checked(function):
     keyword it does not take (naming it, what the function takes, and what it likely meant:
     not_an_argument, a model's method Model._not_an_argument), an argument it needs and was not
     given, one given twice (by position and as a keyword), and a flag (an argument annotated
-    bool) given anything but True or False, which would turn filter_seen="no" into filtering.
-    A function of **keywords passes them on, to the one that names them. A method is one whose
-    first argument is self, a class method's (checked beneath its classmethod) cls: neither is
-    an argument a caller gives."""
+    bool) given anything but True or False, which would turn filter_seen="no" into filtering;
+    a model's method called on its class (EASE.recommend(users)) is told to be called on a
+    model. A function of **keywords passes them on, to the one that names them. A method is
+    one whose first argument is self, a class method's (checked beneath its classmethod) cls:
+    neither is an argument a caller gives."""
     signature = inspect.signature(function)
     parameters = signature.parameters.values()
     named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
@@ -83,6 +84,10 @@ def arguments_checked(function):
     def refusal(args: tuple, keywords: dict) -> SettingError:
         """The SettingError saying why Signature.bind refused a call of `args` and
         `keywords`."""
+        if method and not (args and isinstance(args[0], Model)):
+            # called on the class (EASE.recommend(...)): no model to name the call by
+            return SettingError(function.__name__, "is a method of a model: call it on one, "
+                                f"model.{function.__name__}(...), not on its class")
         named_as = args[0]._named(function.__name__) if method else where
         if not open_positions and len(args) > len(positional):
             return SettingError(named_as, too_many_by_position(positional[bound:],
