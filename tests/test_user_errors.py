@@ -922,10 +922,12 @@ def test_every_bench_flag_says_what_it_is_and_its_default(monkeypatch, capsys):
     # --ms by the cutoffs' rule, as given: before, the runs' --cutoffs with topm's own M added
     # ("run NCAE--seed0: --cutoffs: ...; got (0, 50, 100)"), train's parser's line for 0.5,
     # and 100,100 accepted, each M twice in the table
+    # its example --ms's own default (before, --cutoffs', 10,100)
     (experiments, ["topm", "--ms", "0,50", "--out", "OUT"],
-     "error: --ms: must be positive integers, e.g. 10,100; got 0,50 (see --help)"),
+     "error: --ms: must be positive integers, e.g. 50,100,150,200,250; got 0,50 (see --help)"),
     (experiments, ["topm", "--ms", "0.5,50", "--out", "OUT"],
-     "experiments: error: --ms: must be positive integers, e.g. 10,100; got 0.5,50 (see"),
+     "experiments: error: --ms: must be positive integers, e.g. 50,100,150,200,250; got "
+     "0.5,50 (see"),
     (experiments, ["topm", "--ms", "100,100", "--out", "OUT"],
      "error: --ms: must each be given once; 100 is repeated (see --help)"),
     (recommend, ["model.npz", "--all", "--out", "FOLDER"],

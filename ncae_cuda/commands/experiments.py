@@ -46,6 +46,7 @@ from ..model.metrics import format_table
 from ..runs import pool
 from ..runs.paper_tables import (
     EXPERIMENTS,
+    MS,
     PRETRAIN_EPOCHS,
     QUICK_WIDTH,
     ExperimentRuns,
@@ -231,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--curve-eps", type=float, default=0.05,
                    help=f"{read_by('curve_eps')}: eps of the per-epoch curve with augmentation "
                         "(default: %(default)s)")
-    p.add_argument("--ms", default="50,100,150,200,250",
+    p.add_argument("--ms", default=MS,
                    help=f"{read_by('ms')}: the cutoffs M (default: %(default)s)")
     p.add_argument("--ratios", default="0.4,0.6,0.8",
                    help=f"{read_by('ratios')}: training ratios D (default: %(default)s)")

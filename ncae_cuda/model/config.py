@@ -368,8 +368,9 @@ def as_toml(value) -> str:
     return json.dumps(value) if isinstance(value, str) else repr(value)
 
 
-def _widths(name: str, value) -> tuple[int, ...]:
-    """Positive integers, from a sequence of them (or one of them: one hidden layer)."""
+def _widths(name: str, value, example: tuple | None = None) -> tuple[int, ...]:
+    """Positive integers, from a sequence of them (or one of them: one hidden layer); a
+    refusal's example is `example`, or else the setting's default."""
     if isinstance(value, (Set, Mapping)):
         # its order is its hashes': layers stacked, or the cutoff early stopping reads, at random
         raise SettingError(name, "must be an ordered sequence (a list or tuple); got a "
@@ -383,15 +384,17 @@ def _widths(name: str, value) -> tuple[int, ...]:
             return tuple(int(w) for w in widths)
     except TypeError:
         pass
-    example = next(f.default for f in fields(Config) if f.name == name)
+    if example is None:
+        example = next(f.default for f in fields(Config) if f.name == name)
     raise SettingError(name, "must be positive integers, e.g. {example}; got {value}",
                        example=example, value=value)
 
 
-def checked_cutoffs(value) -> tuple[int, ...]:
+def checked_cutoffs(value, example: tuple | None = None) -> tuple[int, ...]:
     """The cutoffs M, each once, in the order given (early stopping reads NDCG at the last:
-    a descending order chooses by the smaller); a repeated one would be reported twice."""
-    cutoffs = _widths("cutoffs", value)
+    a descending order chooses by the smaller); a repeated one would be reported twice.
+    example: a refusal's, where the Ms are another flag's than --cutoffs (topm's --ms)."""
+    cutoffs = _widths("cutoffs", value, example)
     repeated = next((m for i, m in enumerate(cutoffs) if m in cutoffs[:i]), None)
     if repeated is not None:
         raise SettingError("cutoffs", f"must each be given once; {repeated} is repeated")

@@ -19,6 +19,7 @@ from .spec import RunSpec, data_argv, flag_named, given_data
 
 QUICK_WIDTH = 16                # --quick: the widest hidden layer of any run
 PRETRAIN_EPOCHS = "--pretrain-epochs"       # given only to the runs that pre-train
+MS = "50,100,150,200,250"       # --ms's default: topm's cutoffs M
 
 
 def numbers(values: str) -> list:
@@ -308,9 +309,10 @@ def factors(r: ExperimentRuns):
 def topm(r: ExperimentRuns):
     """HR@M and NDCG@M for M in --ms, NCAE-, NCAE, NCAE+ and POP, each run's epoch chosen by
     NDCG at its last --cutoffs (100 by default), as in the other tables."""
-    # the cutoffs' rule on the Ms given, said of --ms: the runs' --cutoffs add their own M, and
-    # a refusal of those named a list the user never gave (--ms 0,50: "got 0,50,100")
-    flag_named(checked_cutoffs, tuple(numbers(r.args.ms)), given_by="--ms")
+    # the cutoffs' rule on the Ms given, said of --ms, its example --ms's default: the runs'
+    # --cutoffs add their own M, and a refusal of those named a list the user never gave
+    # (--ms 0,50: "got 0,50,100"), with --cutoffs' default, 10,100, for its example
+    flag_named(checked_cutoffs, tuple(numbers(r.args.ms)), tuple(numbers(MS)), given_by="--ms")
     ms = r.grid(r.args.ms, 5)
     # each M scored, the runs' own last cutoff kept last: their epoch is chosen by NDCG at it,
     # as the other tables' runs choose theirs, and not at the largest M
