@@ -65,6 +65,15 @@ def test_a_missing_recipe(tmp_path, capsys):
             "none.toml: cannot read it (No such file or directory)")
 
 
+def test_a_model_file_given_for_a_recipe_is_refused_as_no_text(tmp_path, capsys):
+    """A run's model.npz beside its recipe, given to --config: binary, not TOML's UTF-8."""
+    model = tmp_path / "model.npz"
+    model.write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x00\x00\xf8\xff")   # a zip's start
+    refused(train.main, [*TINY, "--config", str(model)], capsys,
+            f"--config {model}: not TOML: not UTF-8 text (byte 0xf8 at 10): give a TOML text "
+            "file of settings, not a model's .npz (see --help)\n")
+
+
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
 def test_each_recipe_is_settings_only_and_valid(path):
     settings = read_recipe(path)

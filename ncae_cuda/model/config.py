@@ -347,6 +347,10 @@ def read_toml(path: Path) -> dict:
         raise ValueError(f"cannot read it ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"not TOML: {e}") from None
+    except UnicodeDecodeError as e:          # binary: a model's .npz given for its recipe
+        raise ValueError(f"not TOML: not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
+                         f"{e.start}): give a TOML text file of settings, not a model's .npz"
+                         ) from None
 
 
 def recipe_text(settings: dict, comment: str, order: tuple[str, ...] | None = None) -> str:
