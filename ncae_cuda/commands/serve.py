@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    # faiss's loader logs at INFO which CPU builds it tried and failed to load (a
+    # ModuleNotFoundError each), alarming above the index's own line; its warnings stay
+    logging.getLogger("faiss").setLevel(logging.WARNING)
     try:
         ann.require(args.index)
         # a port in use said at once, not after the model's load and warm-up (and its index's
