@@ -209,21 +209,6 @@ def values(args: argparse.Namespace, record: type) -> dict:
     return {f.name: getattr(args, f.name) for f in fields(record) if f.metadata}
 
 
-def parse(parser: argparse.ArgumentParser, argv: list[str] | None,
-          read_recipe) -> argparse.Namespace:
-    """The flags, over the recipe's settings (read_recipe(path): {setting: value}, ValueError
-    where it cannot) where --config names one."""
-    args = parser.parse_args(argv)
-    if args.config is not None:
-        try:
-            recipe = read_recipe(args.config)
-        except ValueError as e:
-            parser.error(f"--config {args.config}: {e}")
-        parser.set_defaults(**recipe)
-        args = parser.parse_args(argv)
-    return args
-
-
 # ---------------------------------------------------------------------------------------------
 # a pool's flags (ncae_cuda.runs.pool)
 

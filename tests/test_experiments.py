@@ -299,7 +299,7 @@ def test_a_flag_no_cell_sets_reaches_every_run(tmp_path, name):
          *OWN_FLAGS.get(name, [])])
     plan = paper_tables.ExperimentRuns(args, given, trainer_run)
     paper_tables.EXPERIMENTS[name](plan)
-    assert experiments.overridden(plan) is None
+    assert experiments.overridden(plan, experiments.trainer_lines(plan)) is None
     configs = [trainer_run(list(run.flags))[1] for run in plan.runs]
     assert configs and all(c.lr == 0.005 and c.cutoffs[-1] == 20 for c in configs)
 
@@ -392,7 +392,7 @@ def test_every_experiment_runs_every_shipped_recipe(name):
     for path in RECIPE_FILES:
         plan = paper_tables.ExperimentRuns(args, ["--config", str(path)], trainer_run)
         paper_tables.EXPERIMENTS[name](plan)
-        assert experiments.overridden(plan) is None
+        assert experiments.overridden(plan, experiments.trainer_lines(plan)) is None
         for run in plan.runs:
             spec, config = trainer_run(list(run.flags))
             # but a share D < 1 of a blend's rows, which are of two kinds: refused before any

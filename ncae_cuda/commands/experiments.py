@@ -53,7 +53,7 @@ from ..runs.paper_tables import (
     numbers,
 )
 from ..runs.spec import refuse_unread, resolved
-from .flags import given_flags, recipe_given_way, trainer_run
+from .flags import CommandLine, from_args, given_flags, read, trainer_run
 
 GRIDS = ("ks", "factor_ks", "eps", "ps", "ms", "ratios")       # the comma-separated flags
 OWN_FLAGS = {    # a flag one experiment reads (or two), as argparse names it: the others refuse it
@@ -114,15 +114,19 @@ def _baseline_list(text: str) -> tuple[str, ...]:
     return () if text == "none" else beside_ncae(text)
 
 
-def _variants_run(runs: list[pool.Run]) -> list[str]:
+def trainer_lines(plan: ExperimentRuns) -> dict[pool.Run, CommandLine]:
+    """Each trainer run's command line, read once (flags.read), for the checks of them all."""
+    return {run: read(list(run.flags)) for run in plan.runs if run.module == "ncae_cuda.train"}
+
+
+def _variants_run(trained: dict[pool.Run, CommandLine]) -> list[str]:
     """The implicit variants the trainer runs are, in their order: each run's --variant, as
     the trainer reads it."""
-    variants = [given_flags(list(run.flags)).get("variant", (None, None))[1]
-                for run in runs if run.module == "ncae_cuda.train"]
+    variants = [line.given.get("variant", (None, None))[1] for line in trained.values()]
     return list(dict.fromkeys(variant for variant in variants if variant))
 
 
-def overridden(plan: ExperimentRuns) -> str | None:
+def overridden(plan: ExperimentRuns, trained: dict[pool.Run, CommandLine]) -> str | None:
     """Why a trainer flag the user gives the runs (after --, in --variant-flags) would not
     reach one of them: its cell sets its own after it (argparse takes the last); None where
     each reaches every run. The same value as the cell's passes: the run is as asked. The
@@ -137,10 +141,8 @@ def overridden(plan: ExperimentRuns) -> str | None:
             return (f"{users[dest][0]}: the experiments command gives each run its own "
                     "(give --dataset, --out and --overwrite before --; it resumes runs "
                     "itself): leave it out")
-    for run in plan.runs:
-        if run.module != "ncae_cuda.train":
-            continue
-        ran = given_flags(list(run.flags))
+    for run, line in trained.items():
+        ran = line.given
         variant = ran.get("variant", (None, None))[1]
         own = plan.variant_flags(variant)
         from_variant = given_flags(own)
@@ -154,23 +156,23 @@ def overridden(plan: ExperimentRuns) -> str | None:
     return None
 
 
-def recipe_overridden(plan: ExperimentRuns) -> list[str]:
+def recipe_overridden(plan: ExperimentRuns, trained: dict[pool.Run, CommandLine]) -> list[str]:
     """A line for each setting of a recipe the runs read (--config) that a cell sets itself to
     another value, naming what the runs take: the cell's flag, which beats the recipe as any
     flag does, though no flag of the user's asked it to; and for each set of them a cell's
     flags leave unread or contradict (its --variant NCAE-, the recipe's augment_eps), which its
-    runs go without (flags.recipe_given_way, as the trainer's note says). Those the user's
-    flags (after --, in --variant-flags) or --quick set for every run, and those a cell builds
-    from them, are the user's, not named."""
+    runs go without (CommandLine.recipe_given_way, as the trainer's note says). Those the
+    user's flags (after --, in --variant-flags) or --quick set for every run, and those a cell
+    builds from them, are the user's, not named."""
     said = {}
-    for run in plan.runs:
-        ran = given_flags(list(run.flags)) if run.module == "ncae_cuda.train" else {}
+    for run, line in trained.items():
+        ran = line.given
         if "config" not in ran:
             continue
         path = ran["config"][1]
         variant = ran.get("variant", (None, None))[1]
         users = given_flags([*plan.quick, *plan.extra, *plan.variant_flags(variant)])
-        for key, value in read_recipe(path).items():
+        for key, value in line.recipe.items():
             if (key in ran and key not in users and key not in plan.reads
                     and ran[key][1] != value and (path, key) not in said):
                 flag, taken = ran[key]
@@ -178,7 +180,7 @@ def recipe_overridden(plan: ExperimentRuns) -> list[str]:
                                    f"{cli.as_written(value)}, which its cells set themselves: "
                                    f"the runs take theirs ({run.name}: {flag} "
                                    f"{cli.as_written(taken)})")
-        for dests, given_way in recipe_given_way(list(run.flags)):
+        for dests, given_way in line.recipe_given_way():
             if given_way not in said and any(dest not in users and dest not in plan.reads
                                              for dest in dests):
                 said[given_way] = (f"{plan.args.name}: {given_way}: left out of the runs of "
@@ -293,32 +295,30 @@ def main(argv: list[str] | None = None) -> int:
         args.baselines, left_out = installed(BESIDE)
     plan = ExperimentRuns(args, extra, trainer_run)
     table = cli.refused(parser, EXPERIMENTS[args.name], plan)    # before any run
-    ran = _variants_run(plan.runs)
+    trained = trainer_lines(plan)
+    ran = _variants_run(trained)
     for given in args.variant_flags:           # flags that would reach no run: not ignored
         if given.partition("=")[0] not in ran:
             parser.error(f"--variant-flags {given}: no run of {args.name} is "
                          f"{given.partition('=')[0]} ("
                          + (f"its variants: {', '.join(ran)}" if ran else "it runs none of "
                             f"{', '.join(VARIANT_SETTINGS)}") + "): leave it out")
-    trained = [given_flags(list(run.flags)) for run in plan.runs
-               if run.module == "ncae_cuda.train"]
-    if "pretrain_epochs" in given_flags(extra) and not any("pretrain_epochs" in flags
-                                                           for flags in trained):
+    if "pretrain_epochs" in given_flags(extra) and not any("pretrain_epochs" in line.given
+                                                           for line in trained.values()):
         parser.error(f"-- {PRETRAIN_EPOCHS}: no run of {args.name} pre-trains (give --pretrain "
                      "with it): leave it out")
-    if said := overridden(plan):        # accepted, then each run took its cell's own
+    if said := overridden(plan, trained):        # accepted, then each run took its cell's own
         parser.error(said)
-    for run in plan.runs:       # a grid's value no run takes (--ks 0): refused before any starts
-        if run.module == "ncae_cuda.train":
-            try:
-                spec, _ = resolved(*trainer_run(list(run.flags)))
-                refuse_unread(spec, given_flags(list(run.flags)))
-            except NcaeError as e:
-                parser.error(f"run {run.name}: {e}")
+    for run, line in trained.items():   # a grid's value no run takes (--ks 0): refused first
+        try:
+            spec, _ = resolved(*from_args(line.args))
+            refuse_unread(spec, line.given)
+        except NcaeError as e:
+            parser.error(f"run {run.name}: {e}")
     if left_out and any(run.module == "ncae_cuda.baselines" for run in plan.runs):
         print(f"{args.name}: {left_out}", flush=True)
-    for line in recipe_overridden(plan):      # a recipe is a whole: a cell's own flags win
-        print(line, flush=True)
+    for said in recipe_overridden(plan, trained):     # a recipe is a whole: a cell's flags win
+        print(said, flush=True)
     # --data-dir reaches the runs as $NCAE_CUDA_DATA: where the data is kept is not what a run is
     runs = pool.Pool(plan.folder, args.name, plan.runs, env={
         datasets.DATA_ENV: str(args.data_dir.resolve())} if args.data_dir else None,

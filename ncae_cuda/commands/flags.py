@@ -9,7 +9,7 @@ in each), so it lives beside them.
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .. import cli
@@ -76,14 +76,54 @@ def build_parser(description: str | None = None) -> cli.Parser:
 # ---------------------------------------------------------------------------------------------
 # parsed: the records
 
-def parse(parser, argv: list[str] | None):
-    """The flags, over the recipe's settings where --config names one, less those the flags
-    leave unread or contradict (recipe_given_way)."""
-    def kept(path) -> dict:
-        recipe = read_recipe(path)
-        left_out = given_way(recipe, given_settings(argv))
-        return {name: value for name, value in recipe.items() if name not in left_out}
-    return cli.parse(parser, argv, kept)
+@dataclass(frozen=True)
+class CommandLine:
+    """A command line of the trainer's flags, read once (read): what the run takes, and what
+    its note (recipe_given_way), refuse_unread and the experiments' checks of it say."""
+    args: argparse.Namespace    # the flags, over the recipe's settings less given_way's
+    given: dict[str, tuple[str, object]]    # the flags it gives (given_flags)
+    recipe: dict                # the settings of the recipe --config names; {} without one
+    # the recipe's settings the flags leave unread or contradict, which the run goes without
+    # (model.config.given_way: {setting: the destinations of the flags it gives way to})
+    given_way: dict[str, tuple[str, ...]]
+
+    def recipe_given_way(self) -> list[tuple[tuple[str, ...], str]]:
+        """What of the recipe gives way to the flags (a flag beats its recipe, --variant NCAE-
+        its augment_eps), said: for each set of flags it gives way to, (their destinations,
+        'FILE sets augment_eps = 0.02, which --variant NCAE- leaves unread or contradicts');
+        none without a recipe."""
+        given, recipe = self.given, self.recipe
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for name, dests in self.given_way.items():
+            groups.setdefault(dests, []).append(name)
+        said = []
+        for dests, names in groups.items():
+            flags = " ".join(f"{given[dest][0]} {cli.as_written(given[dest][1])}" for dest in dests)
+            verbs = ("leaves unread or contradicts" if len(dests) == 1 else
+                     "leave unread or contradict")
+            settings = ", ".join(f"{name} = {cli.as_written(recipe[name])}" for name in names)
+            said.append((dests, f"{given['config'][1]} sets {settings}, which {flags} {verbs}"))
+        return said
+
+
+def read(argv: list[str] | None, parser: argparse.ArgumentParser | None = None) -> CommandLine:
+    """A command line of the trainer's flags, read with `parser` (the trainer's; a new one
+    where None): the flags, over the recipe's settings where --config names one, less those
+    the flags leave unread or contradict; a bad flag, or a recipe that cannot be read, refused
+    by parser.error."""
+    parser = parser or build_parser()
+    given = given_flags(argv, parser)
+    recipe, way = {}, {}
+    if "config" in given:
+        path = given["config"][1]
+        try:
+            recipe = read_recipe(path)
+        except ValueError as e:
+            parser.error(f"--config {path}: {e}")
+        way = given_way(recipe, {dest: value for dest, (_, value) in given.items()
+                                 if dest in CONFIG_SETTINGS})
+    parser.set_defaults(**{name: value for name, value in recipe.items() if name not in way})
+    return CommandLine(parser.parse_args(argv), given, recipe, way)
 
 
 def data_spec(args) -> DataSpec:
@@ -101,58 +141,31 @@ def from_args(args) -> tuple[RunSpec, Config]:
 def trainer_run(argv: list[str]) -> tuple[RunSpec, Config]:
     """The run a command line of the trainer's flags describes, parsed, as given (not
     resolved); a bad flag is refused by the parser."""
-    return from_args(parse(build_parser(), argv))
+    return from_args(read(argv).args)
 
 
-def given_flags(argv: list[str]) -> dict[str, tuple[str, object]]:
+def given_flags(argv: list[str] | None,
+                parser: argparse.ArgumentParser | None = None) -> dict[str, tuple[str, object]]:
     """The trainer's flags a command line gives, {destination: (the flag, its value as the
     trainer reads it: the last given)}: --hidden=8 and --hidden 8 alike; those it leaves out
-    absent, though given their default."""
-    parser = build_parser()
+    absent, though given their default. parser: the trainer's to read them with (a new one
+    where None); a bad flag refused by it."""
+    parser = parser or build_parser()
     unset = object()        # argparse fills in a default only where the namespace has no value
     args = parser.parse_args(argv, argparse.Namespace(**{a.dest: unset for a in parser._actions}))
     flags = {action.dest: action.option_strings[-1] for action in parser._actions}
     return {dest: (flags[dest], value) for dest, value in vars(args).items() if value is not unset}
 
 
-def given_settings(argv: list[str] | None) -> dict:
-    """The model's settings a command line gives as flags (given_flags), {setting: value}."""
-    return {dest: value for dest, (_, value) in given_flags(argv).items()
-            if dest in CONFIG_SETTINGS}
-
-
-def recipe_given_way(argv: list[str] | None) -> list[tuple[tuple[str, ...], str]]:
-    """The settings of the recipe --config names that the flags given over it leave unread or
-    contradict (model.config.given_way: a flag beats its recipe, --variant NCAE- its
-    augment_eps), which the run goes without: for each set of flags they give way to, (their
-    destinations, 'FILE sets augment_eps = 0.02, which --variant NCAE- leaves unread or
-    contradicts'); none without a recipe."""
-    given = given_flags(argv)
-    if "config" not in given:
-        return []
-    path = given["config"][1]
-    recipe = read_recipe(path)
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for name, dests in given_way(recipe, given_settings(argv)).items():
-        groups.setdefault(dests, []).append(name)
-    said = []
-    for dests, names in groups.items():
-        flags = " ".join(f"{given[dest][0]} {cli.as_written(given[dest][1])}" for dest in dests)
-        verbs = "leaves unread or contradicts" if len(dests) == 1 else "leave unread or contradict"
-        settings = ", ".join(f"{name} = {cli.as_written(recipe[name])}" for name in names)
-        said.append((dests, f"{path} sets {settings}, which {flags} {verbs}"))
-    return said
-
-
 def run_spec(parser, argv: list[str] | None) -> tuple[RunSpec, Config]:
     """The run a command line of the trainer's flags describes, parsed and resolved; a bad flag
     is refused by parser.error (one it gives that the run never reads, too). A recipe's setting
     a flag leaves unread or contradicts is left out, with a note (a flag beats its recipe)."""
-    args = parse(parser, argv)
-    for _, said in recipe_given_way(argv):
+    line = read(argv, parser)
+    for _, said in line.recipe_given_way():
         print(f"note: {said}: left out of the run (a flag beats its recipe)", flush=True)
-    spec, config = cli.refused(parser, resolved, *from_args(args))
-    cli.refused(parser, refuse_unread, spec, given_flags(argv))
+    spec, config = cli.refused(parser, resolved, *from_args(line.args))
+    cli.refused(parser, refuse_unread, spec, line.given)
     return spec, config
 
 
