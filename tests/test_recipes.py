@@ -36,6 +36,15 @@ def test_the_recipe_sets_what_the_command_line_leaves(tmp_path):
     assert NCAE.load(out / "model.npz").config.output == "identity"
 
 
+def test_a_parser_read_with_a_recipe_keeps_none_of_it_for_the_next_line(tmp_path):
+    """One parser, two command lines: the recipe of the first is not the second's (before, the
+    recipe was set as the parser's defaults, and a line without --config took its dropout)."""
+    path = recipe(tmp_path, "dropout = 0.3\n")
+    parser = build_parser()
+    assert run_spec(parser, [*TINY, "--config", str(path)])[1].dropout == 0.3
+    assert run_spec(parser, TINY)[1].dropout == run_spec(build_parser(), TINY)[1].dropout != 0.3
+
+
 @pytest.mark.parametrize("text, message", [
     ("seed = 3\n", "seed: a recipe holds the model's settings, not the data, split or seed"),
     ('split = "u1"\n', "split: a recipe holds the model's settings"),

@@ -122,8 +122,11 @@ def read(argv: list[str] | None, parser: argparse.ArgumentParser | None = None) 
             parser.error(f"--config {path}: {e}")
         way = given_way(recipe, {dest: value for dest, (_, value) in given.items()
                                  if dest in CONFIG_SETTINGS})
-    parser.set_defaults(**{name: value for name, value in recipe.items() if name not in way})
-    return CommandLine(parser.parse_args(argv), given, recipe, way)
+    # the recipe's values stand where a flag gives none (argparse's defaults fill only what the
+    # namespace lacks), the parser left as it was: its defaults set, a later line read with it
+    # would have taken them without --config
+    kept = argparse.Namespace(**{name: value for name, value in recipe.items() if name not in way})
+    return CommandLine(parser.parse_args(argv, kept), given, recipe, way)
 
 
 def data_spec(args) -> DataSpec:
