@@ -400,9 +400,30 @@ def test_a_signal_while_the_last_epoch_is_scored_still_stops(tmp_path, signal_na
     with pytest.raises(stopping.Stopped) as stop:
         model.fit(split.train, validation=split.valid, callback=signalled, verbose=False,
                   checkpoint=tmp_path / "checkpoint.npz")
-    assert stop.value.signal_name == signal_name
+    assert (stop.value.signal_name, stop.value.after_last_step) == (signal_name, True)
     progress = modelfile.read(tmp_path / "checkpoint.npz", "checkpoint")[0]["progress"]
     assert progress["epoch"] == 2 and not progress["epoch_losses"]     # whole, and saved
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_signal_after_the_last_step_says_the_fit_had_ended(tmp_path, monkeypatch, capsys,
+                                                              signal_name):
+    # before, train said "stopped at the end of a training step" of a fit with none left
+    signum = getattr(signal, signal_name)
+
+    def signalled_in_the_last_epoch(spec, config):
+        def on_epoch(record):
+            if record["epoch"] == 2:
+                os.kill(os.getpid(), signum)
+        return protocol.run(spec, config, on_epoch=on_epoch)
+    monkeypatch.setattr(train, "run", signalled_in_the_last_epoch)
+    code, out = run(tmp_path, "--epochs", "2", "--patience", "0")
+    assert (code, capsys.readouterr().err.splitlines()[-1]) == (
+        128 + signum, f"{signal_name}: stopped after the fit's last step, as it was scored: "
+                      f"continue with --resume --out {out}")
+    monkeypatch.undo()
+    assert run(tmp_path, "--epochs", "2", "--patience", "0", "--resume")[0] == 0
+    assert (out / "model.npz").exists()
 
 
 def test_validation_only_never_scores_test(tmp_path, monkeypatch, capsys):

@@ -57,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
         return 2
     except stopping.Stopped as stop:
-        print(f"\n{stop.signal_name}: stopped at the end of a training step: continue with "
-              f"--resume --out {spec.out}", file=sys.stderr)
+        where = ("after the fit's last step, as it was scored" if stop.after_last_step
+                 else "at the end of a training step")
+        print(f"\n{stop.signal_name}: stopped {where}: continue with --resume --out {spec.out}",
+              file=sys.stderr)
         return 128 + signal.Signals[stop.signal_name]
     except KeyboardInterrupt:
         # torchrun hands a Ctrl-C to every rank: the job's one line is rank 0's

@@ -38,11 +38,13 @@ _asked: list[str] = []            # the name of the signal that asked to stop, w
 
 class Stopped(KeyboardInterrupt):
     """Training stopped at a signal at the end of a step; `losses` are those of the steps of
-    the epoch taken so far."""
+    the epoch taken so far. after_last_step: the signal came once the fit had taken its last
+    step (as its last epoch was scored): no step was left to stop at."""
 
-    def __init__(self, signal_name: str, losses: list[float]):
+    def __init__(self, signal_name: str, losses: list[float], after_last_step: bool = False):
         super().__init__(signal_name)
         self.signal_name, self.losses = signal_name, losses
+        self.after_last_step = after_last_step
 
 
 def asked() -> str | None:
@@ -96,7 +98,8 @@ def deferred():
         late = asked()
         _asked.clear()
     if late is not None:        # asked after the last step (in the last epoch's validation):
-        raise Stopped(late, [])     # the fit is whole and saved, and the process still stops
+        # the fit is whole and saved, and the process still stops
+        raise Stopped(late, [], after_last_step=True)
 
 
 @contextlib.contextmanager
