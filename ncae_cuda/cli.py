@@ -39,23 +39,30 @@ def exit_with(main) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 128 + signal.SIGPIPE
     except KeyboardInterrupt as e:
-        how = f": {e}" if isinstance(e, Interrupted) else ""
-        # (on a line of its own: the terminal's ^C, or a progress line, may end the one above)
-        print(f"\ninterrupted{how}", file=sys.stderr)
+        how = e.how if isinstance(e, Interrupted) else ""
+        if how is not None:         # (None: another process of the job says it)
+            # (on a line of its own: the terminal's ^C, or a progress line, may end the one
+            # above)
+            print(f"\ninterrupted{how and f': {how}'}", file=sys.stderr)
         code = 128 + signal.SIGINT
     sys.exit(code)
 
 
 class Interrupted(KeyboardInterrupt):
-    """A Ctrl-C in work a command can continue: the message says how ("continue with --resume
-    --out runs/a"), in exit_with's line."""
+    """A Ctrl-C in work a command can continue: `how` says how ("continue with --resume --out
+    runs/a"), in exit_with's line; None where another process of the job says it, for all."""
+
+    def __init__(self, how: str | None):
+        super().__init__(how)
+        self.how = how
 
 
 @contextlib.contextmanager
-def continued_by(how: str):
+def continued_by(how: str | None):
     """Within it, a Ctrl-C ends the command (exit_with) with a line saying `how` to continue
     the work it began: from where that work has left something the continuation takes up (a
-    run folder's manifest, a study's storage)."""
+    run folder's manifest, a study's storage). how=None: with no line, where another process
+    of the job says it (torchrun hands a Ctrl-C to every rank of a job: rank 0 says it)."""
     try:
         yield
     except Interrupted:         # an inner continued_by's, which knows more

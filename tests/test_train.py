@@ -12,7 +12,7 @@ import pytest
 from conftest import GPUS
 from test_user_errors import mixed_rows, refused, tiny_rows, write_table
 
-from ncae_cuda import NCAE, ops
+from ncae_cuda import NCAE, cli, ops
 from ncae_cuda.commands import train
 from ncae_cuda.commands.flags import build_parser, run_spec
 from ncae_cuda.data import datasets, splits
@@ -102,7 +102,9 @@ def test_resume_equals_uninterrupted(tmp_path, monkeypatch, feedback, pretrainin
             raise KeyboardInterrupt
         return real_epoch(*args, **kwargs)
     monkeypatch.setattr(loop, "run_epoch", interrupted)
-    assert run(tmp_path, *flags, name="split")[0] == 130
+    with pytest.raises(cli.Interrupted) as stop:      # exit_with's exit 130, and its line:
+        run(tmp_path, *flags, name="split")
+    assert stop.value.how == f"continue with --resume --out {tmp_path / 'split'}"
     monkeypatch.setattr(loop, "run_epoch", real_epoch)
     assert run(tmp_path, *flags, "--resume", name="split")[0] == 0
 
@@ -128,7 +130,8 @@ def test_resume_refuses_other_curves(tmp_path, monkeypatch, capsys):
             raise KeyboardInterrupt
         return real_epoch(*args, **kwargs)
     monkeypatch.setattr(loop, "run_epoch", interrupted)
-    assert run(tmp_path, *flags, "--curves")[0] == 130
+    with pytest.raises(cli.Interrupted):
+        run(tmp_path, *flags, "--curves")
     monkeypatch.setattr(loop, "run_epoch", real_epoch)
     capsys.readouterr()
     assert run(tmp_path, *flags, "--resume")[0] == 2

@@ -17,6 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from ncae_cuda import NCAE, ops
+from ncae_cuda.cli import Interrupted
 from ncae_cuda.commands import baselines, check, experiments, recommend, train, tune
 from ncae_cuda.commands import datasets as datasets_command
 from ncae_cuda.data import datasets, splits
@@ -74,7 +75,8 @@ def test_a_stale_run_is_never_taken_for_this_one(tmp_path, capsys, monkeypatch):
         return real(*args, **kwargs)
     monkeypatch.setattr(loop, "run_epoch", killed_in_epoch_2)
     old = run_files(D)
-    assert train.main([*TINY, "--epochs", "2", "--out", str(D), "--overwrite"]) == 130
+    with pytest.raises(Interrupted):
+        train.main([*TINY, "--epochs", "2", "--out", str(D), "--overwrite"])
     monkeypatch.setattr(loop, "run_epoch", real)
     assert run_files(D) == old          # the finished run stays whole until the new one is
     assert train.main([*TINY, "--epochs", "2", "--out", str(D), "--resume"]) == 0
@@ -1166,14 +1168,15 @@ def test_a_blend_s_data_ratio_is_refused_before_the_run_starts(tmp_path, capsys)
 
 
 # a command's __main__ through cli.exit_with, its work paused until the test's SIGINT once it
-# has said so; argv: HOW, the continuation its work says (continued_by), or '' for none
+# has said so; argv: [HOW], the continuation its work says (continued_by: '' for None, another
+# process's to say), or none
 PAUSED_COMMAND = """
 import contextlib, signal, sys
 from ncae_cuda import cli
 
 
 def main():
-    with cli.continued_by(sys.argv[1]) if sys.argv[1] else contextlib.nullcontext():
+    with cli.continued_by(sys.argv[1] or None) if sys.argv[1:] else contextlib.nullcontext():
         print("started", flush=True)
         signal.pause()
 
@@ -1201,17 +1204,19 @@ def interrupted(argv: list[str], started: str, errors: Path, **popen) -> tuple[i
         return code, errors.read_text()
 
 
-@pytest.mark.parametrize("how, line", [("", "interrupted"),
-                                       ("continue with X", "interrupted: continue with X")])
-def test_a_ctrl_c_ends_a_command_in_a_line_saying_how_to_continue(tmp_path, how, line):
+@pytest.mark.parametrize("how, said", [([], "\ninterrupted\n"),
+                                       (["continue with X"], "\ninterrupted: continue with X\n"),
+                                       ([""], "")])
+def test_a_ctrl_c_ends_a_command_in_a_line_saying_how_to_continue(tmp_path, how, said):
     """Every command's Ctrl-C: exit 130 (128 + SIGINT) and one line, naming the continuation
-    where its work said one; before, a KeyboardInterrupt traceback and exit -2 (killed by
+    where its work said one, and none where another process of its job says it (a sharded
+    train's ranks but 0); before, a KeyboardInterrupt traceback and exit -2 (killed by
     SIGINT) in every command but train's."""
     script = tmp_path / "paused.py"
     script.write_text(PAUSED_COMMAND)
-    code, stderr = interrupted([sys.executable, str(script), how], "started",
+    code, stderr = interrupted([sys.executable, str(script), *how], "started",
                                tmp_path / "stderr", env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert (code, stderr) == (130, f"\n{line}\n")
+    assert (code, stderr) == (130, said)
 
 
 def test_a_ctrl_c_in_baselines_says_resume_and_resume_ends_the_run(tmp_path):

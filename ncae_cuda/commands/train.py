@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 
+from ..cli import continued_by
 from ..errors import NcaeError
 from ..model import stopping
 from ..ops import backend_name, cpu
@@ -49,24 +50,22 @@ def main(argv: list[str] | None = None) -> int:
     rank = os.environ.get("RANK") if spec.shard != "none" else None
     # the first epoch waits seconds for Numba's compile on a fresh install: said (the job's
     # lines are rank 0's)
-    noted = cpu.compile_note() if rank in (None, "0") else contextlib.nullcontext()
-    try:
-        with joined(spec), noted:
-            run(spec, config)
-    except NcaeError as e:
-        print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
-        return 2
-    except stopping.Stopped as stop:
-        where = ("after the fit's last step, as it was scored" if stop.after_last_step
-                 else "at the end of a training step")
-        print(f"\n{stop.signal_name}: stopped {where}: continue with --resume --out {spec.out}",
-              file=sys.stderr)
-        return 128 + signal.Signals[stop.signal_name]
-    except KeyboardInterrupt:
-        # torchrun hands a Ctrl-C to every rank: the job's one line is rank 0's
-        if rank in (None, "0"):
-            print(f"\ninterrupted: continue with --resume --out {spec.out}", file=sys.stderr)
-        return 130
+    says = rank in (None, "0")
+    noted = cpu.compile_note() if says else contextlib.nullcontext()
+    continued = f"continue with --resume --out {spec.out}"
+    # (the job's one line is rank 0's: torchrun hands a Ctrl-C to every rank)
+    with continued_by(continued if says else None):
+        try:
+            with joined(spec), noted:
+                run(spec, config)
+        except NcaeError as e:
+            print(f"error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
+            return 2
+        except stopping.Stopped as stop:        # (a KeyboardInterrupt: caught before continued_by)
+            where = ("after the fit's last step, as it was scored" if stop.after_last_step
+                     else "at the end of a training step")
+            print(f"\n{stop.signal_name}: stopped {where}: {continued}", file=sys.stderr)
+            return 128 + signal.Signals[stop.signal_name]
     return 0
 
 
