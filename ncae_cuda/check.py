@@ -1,6 +1,5 @@
 """python -m ncae_cuda.check: the command is ncae_cuda/commands/check.py."""
-from .cli import exit_with
-from .commands.check import main
+from .cli import run_command
 
 if __name__ == "__main__":
-    exit_with(main)
+    run_command("check")

@@ -1,6 +1,5 @@
 """python -m ncae_cuda.serve: the command is ncae_cuda/commands/serve.py."""
-from .cli import exit_with
-from .commands.serve import main
+from .cli import run_command
 
 if __name__ == "__main__":
-    exit_with(main)
+    run_command("serve")

@@ -108,9 +108,13 @@ def write_inputs(folder: Path) -> None:
 
 
 def main_of(module: str):
-    """The main(argv) of what `python -m module` runs: the module's, or its package's
-    __main__'s."""
-    if importlib.util.find_spec(module).submodule_search_locations:
+    """The main(argv) of what `python -m module` runs: ncae_cuda.NAME's is the command's,
+    ncae_cuda/commands/NAME.py's (cli.run_command); another's is the module's, or its
+    package's __main__'s."""
+    package, _, name = module.partition(".")
+    if package == "ncae_cuda":
+        module = f"ncae_cuda.commands.{name}"
+    elif importlib.util.find_spec(module).submodule_search_locations:
         module += ".__main__"
     return importlib.import_module(module).main
 

@@ -32,7 +32,7 @@ def test_every_module_imports_without_fcntl_and_resource():
 # and scipy.linalg (EASE's solve), a large share of a process's start
 STARTUP = """
 import sys
-import ncae_cuda.train, ncae_cuda.tune, ncae_cuda.recommend
+import ncae_cuda.commands.train, ncae_cuda.commands.tune, ncae_cuda.commands.recommend
 print(",".join(sorted(name for name in ("pyarrow", "scipy.linalg") if name in sys.modules)))
 """
 

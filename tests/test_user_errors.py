@@ -831,8 +831,9 @@ def test_a_given_validation_file_of_new_users_alone_is_refused_in_a_line(tmp_pat
             "entries of --train's users and items)")
 
 
-COMMANDS = ("ncae_cuda.train", "ncae_cuda.recommend", "ncae_cuda.experiments", "ncae_cuda.datasets",
-            "ncae_cuda.tune", "bench.ann", "bench.autorec_peer", "bench.epoch_time",
+COMMANDS = ("ncae_cuda.commands.train", "ncae_cuda.commands.recommend",
+            "ncae_cuda.commands.experiments", "ncae_cuda.commands.datasets",
+            "ncae_cuda.commands.tune", "bench.ann", "bench.autorec_peer", "bench.epoch_time",
             "bench.floors", "bench.kernel_peers", "bench.launches", "bench.ncu_summary",
             "bench.peer_torch", "bench.reader_speed", "bench.recommend_time", "bench.report",
             "bench.scalability", "bench.serve_load", "bench.tuned_alike", "bench.warm_start",
@@ -1217,6 +1218,36 @@ def test_a_ctrl_c_ends_a_command_in_a_line_saying_how_to_continue(tmp_path, how,
     code, stderr = interrupted([sys.executable, str(script), *how], "started",
                                tmp_path / "stderr", env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (code, stderr) == (130, said)
+
+
+# `python -m ncae_cuda.NAME` (argv: NAME), its import of the command's module paused until the
+# test's SIGINT once it has said so
+PAUSED_IMPORT = """
+import runpy, signal, sys
+
+
+class PausedImport:
+    def find_spec(self, name, path, target=None):
+        if name.startswith("ncae_cuda.commands."):
+            print("importing", flush=True)
+            signal.pause()
+
+
+sys.meta_path.insert(0, PausedImport())
+runpy.run_module(f"ncae_cuda.{sys.argv[1]}", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("command", ["train", "tune", "baselines", "experiments", "recommend",
+                                     "serve", "check", "datasets"])
+def test_a_ctrl_c_as_a_command_loads_ends_it_in_a_line(tmp_path, command):
+    """A Ctrl-C while `python -m ncae_cuda.NAME` imports its command's module: exit 130 and
+    `interrupted`; before, the shim imported it before cli.exit_with ran: a traceback."""
+    script = tmp_path / "paused.py"
+    script.write_text(PAUSED_IMPORT)
+    code, stderr = interrupted([sys.executable, str(script), command], "importing",
+                               tmp_path / "stderr", env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (code, stderr) == (130, "\ninterrupted\n")
 
 
 def test_a_ctrl_c_in_baselines_says_resume_and_resume_ends_the_run(tmp_path):
