@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import signal
 import sys
@@ -47,13 +46,6 @@ def exit_with(main) -> None:
             print(f"\ninterrupted{how and f': {how}'}", file=sys.stderr)
         code = 128 + signal.SIGINT
     sys.exit(code)
-
-
-def run_command(name: str) -> None:
-    """exit_with the main of ncae_cuda/commands/`name`.py, for its `python -m` module: the
-    command's import (its libraries': a moment) within exit_with too, so a Ctrl-C as it loads
-    ends the command in a line, as one in its work does."""
-    exit_with(lambda: importlib.import_module(f"{__package__}.commands.{name}").main())
 
 
 class Interrupted(KeyboardInterrupt):

@@ -1,4 +1,5 @@
 """NCAE against brute-force numpy: ranking, fold-in, save and load, bad input, NaN, resume."""
+import contextlib
 import dataclasses
 import os
 import signal
@@ -791,11 +792,14 @@ def test_within_recorded_a_signal_only_asks_and_a_fit_stops_at_its_first_step():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_a_signal_in_a_numba_compile_is_raised_once_the_compile_ends():
-    """Within compiles_whole (a sharded fit's), a SIGINT that comes while Numba compiles does
-    not cut the compile short (raised inside llvmlite's callback of the object code, Python
-    drops it: tests/test_distributed.py sends one there): its KeyboardInterrupt comes as the
-    compile ends, the function whole; after it, SIGINT's handler is the one before it."""
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_signal_in_a_numba_compile_is_raised_once_the_compile_ends(nested):
+    """Within compiles_whole (a command's, and a sharded fit's within it: nested), a SIGINT
+    that comes while Numba compiles does not cut the compile short (raised inside llvmlite's
+    callback of the object code, Python drops it: tests/test_distributed.py sends one there):
+    its KeyboardInterrupt comes as the compile ends, the function whole; after it, SIGINT's
+    handler is the one before it. (Nested, before: the inner listener handed the signal to
+    the outer's handler, after the outer had let go: it was lost, and the handler left.)"""
     @numba.njit
     def doubled(x):                 # a function no cache holds: compiled in the test
         return 2 * x
@@ -806,7 +810,8 @@ def test_a_signal_in_a_numba_compile_is_raised_once_the_compile_ends():
 
         def on_end(self, event) -> None:
             pass
-    with stopping.compiles_whole(), numba_event.install_listener("numba:compile", CtrlC()):
+    inner = stopping.compiles_whole() if nested else contextlib.nullcontext()
+    with stopping.compiles_whole(), inner, numba_event.install_listener("numba:compile", CtrlC()):
         with pytest.raises(KeyboardInterrupt):
             doubled(1.5)
     assert len(doubled.signatures) == 1 and doubled(1.5) == 3.0

@@ -1250,6 +1250,48 @@ def test_a_ctrl_c_as_a_command_loads_ends_it_in_a_line(tmp_path, command):
     assert (code, stderr) == (130, "\ninterrupted\n")
 
 
+# `python -m ncae_cuda.NAME ARGS...` (argv: NAME ARGS...) given a Ctrl-C inside llvmlite's
+# ctypes callback of its first compile in the main thread (where Python prints an exception
+# raised as "Exception ignored" and drops it); it says so first
+CTRL_C_IN_COMPILE = """
+import runpy, signal, sys, threading
+from numba.core import codegen
+
+object_compiled = codegen.JITCodeLibrary._object_compiled_hook
+pressed = []
+
+
+def on_object_compiled(cls, ll_module, buf):
+    if not pressed and threading.current_thread() is threading.main_thread():
+        pressed.append(True)
+        print("pressed", flush=True)
+        signal.raise_signal(signal.SIGINT)        # its Python handler runs before the next line
+    object_compiled(ll_module, buf)
+
+
+codegen.JITCodeLibrary._object_compiled_hook = classmethod(on_object_compiled)
+sys.argv = sys.argv[1:]
+runpy.run_module(f"ncae_cuda.{sys.argv[0]}", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_ctrl_c_in_a_compile_ends_a_command_in_a_line(tmp_path, saved):
+    """A Ctrl-C while recommend compiles its kernels (a fresh NUMBA_CACHE_DIR: about 12 s on a
+    new install), inside llvmlite's callback: exit 130 and `interrupted`. Before, Python
+    dropped it there ("Exception ignored on calling ctypes callback function", a traceback)
+    and the command went on to write every recommendation, exit 0."""
+    script = tmp_path / "ctrl_c_in_compile.py"
+    script.write_text(CTRL_C_IN_COMPILE)
+    done = subprocess.run([sys.executable, str(script), "recommend", str(saved), "--all"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO),
+                               "NUMBA_CACHE_DIR": str(tmp_path / "numba")})
+    assert "pressed\n" in done.stdout, done.stderr
+    # (the compile note before it: recommend's own line as it starts compiling)
+    assert done.returncode == 130 and done.stderr.endswith("\n\ninterrupted\n"), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 def test_a_ctrl_c_in_baselines_says_resume_and_resume_ends_the_run(tmp_path):
     """python -m ncae_cuda.baselines stopped by a Ctrl-C while it scores its grids: exit 130
     and a line naming --resume, which then ends the run; before, a traceback from within a

@@ -15,12 +15,12 @@ study's storage) takes a signal as a request (`recorded`): nothing raises, the f
 end of its step as above (and at once where the request came before it), and the process looks
 at asked() between its own steps; a second signal raises there too.
 
-Within `compiles_whole` (a sharded job's process, whose signals raise: its fit has no step to
-stop at), a signal that comes while Numba compiles in the main thread is held, and goes to its
-handler as the compile ends: raised in the compile, it could be raised inside llvmlite's ctypes
-callback, where Python prints "Exception ignored" and drops it, and the compile, cut short,
-then fails with an error of its own (Numba's RuntimeError, "no compiled object yet"), or the
-process goes on as if no signal had come.
+Within `compiles_whole` (every command's, ncae_cuda.commands.run_command: outside a fit, and
+in a sharded job's, signals raise), a signal that comes while Numba compiles in the main
+thread is held, and goes to its handler as the compile ends: raised in the compile, it could
+be raised inside llvmlite's ctypes callback, where Python prints "Exception ignored" and drops
+it, and the compile, cut short, then fails with an error of its own (Numba's RuntimeError, "no
+compiled object yet"), or the process goes on as if no signal had come.
 
 still_improving() tells a fit that ran out of epochs while validation was still improving.
 """
@@ -34,6 +34,7 @@ from numba.core import event as numba_event
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _asked: list[str] = []            # the name of the signal that asked to stop, while one has
+_compiles_held: list[bool] = []   # [True] within compiles_whole (in the main thread)
 
 
 class Stopped(KeyboardInterrupt):
@@ -118,8 +119,10 @@ def compiles_whole():
     """Within it, a SIGINT or SIGTERM that comes while Numba compiles in the main thread (or
     loads from its cache: both hold its compiler lock) goes to its handler once the compile
     ends (see the module's docstring). Only the main thread takes signals: elsewhere this does
-    nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    nothing; nor within another compiles_whole (a command's, around a sharded job's), whose
+    listener holds them already (two would restore each other's handlers out of order: Numba
+    tells its listeners of a compile's end in the order they came, not the reverse)."""
+    if threading.current_thread() is not threading.main_thread() or _compiles_held:
         yield
         return
     held: list[int] = []
@@ -146,11 +149,13 @@ def compiles_whole():
                 came, held[:] = held.copy(), []
                 for number in came:     # to the handlers they have outside a compile
                     signal.raise_signal(number)
+    _compiles_held.append(True)
     try:
         with numba_event.install_listener("numba:compiler_lock", Compiling()):
             yield
     finally:
         holding.close()
+        _compiles_held.clear()
 
 
 # A fit that ran its whole budget ended still improving when its best validation epoch is among
