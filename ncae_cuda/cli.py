@@ -28,7 +28,10 @@ def exit_with(main) -> None:
     (128 + SIGPIPE), no BrokenPipeError traceback; and a Ctrl-C (KeyboardInterrupt) ends it
     with exit status 130 (128 + SIGINT, as the shell's for a process the signal killed) and
     one line, `interrupted`, saying how to continue where the command said (continued_by),
-    no traceback."""
+    no traceback. A SIGTERM (a launcher's or a pool's way to stop a command) ends it alike,
+    raised as Terminated where the command's work has no handler of its own: exit status 143
+    (128 + SIGTERM), its line `SIGTERM: stopped` (before, killed by it: -15, nothing said)."""
+    before = signal.signal(signal.SIGTERM, _terminated)
     try:
         try:
             code = main()
@@ -39,22 +42,43 @@ def exit_with(main) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 128 + signal.SIGPIPE
     except KeyboardInterrupt as e:
+        name = signal_name(e)
         how = e.how if isinstance(e, Interrupted) else ""
         if how is not None:         # (None: another process of the job says it)
+            said = "interrupted" if name == "SIGINT" else f"{name}: stopped"
             # (on a line of its own: the terminal's ^C, or a progress line, may end the one
             # above)
-            print(f"\ninterrupted{how and f': {how}'}", file=sys.stderr)
-        code = 128 + signal.SIGINT
+            print(f"\n{said}{how and f': {how}'}", file=sys.stderr)
+        code = 128 + signal.Signals[name]
+    if signal.getsignal(signal.SIGTERM) is _terminated:     # (not a job's, left as it is)
+        signal.signal(signal.SIGTERM, before)
     sys.exit(code)
 
 
-class Interrupted(KeyboardInterrupt):
-    """A Ctrl-C in work a command can continue: `how` says how ("continue with --resume --out
-    runs/a"), in exit_with's line; None where another process of the job says it, for all."""
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM, within exit_with: a command's work ends at it as at a Ctrl-C."""
+    signal_name = "SIGTERM"
 
-    def __init__(self, how: str | None):
+
+def _terminated(number, frame) -> None:
+    """exit_with's SIGTERM handler."""
+    raise Terminated
+
+
+def signal_name(interrupt: KeyboardInterrupt) -> str:
+    """The signal a KeyboardInterrupt came by: SIGINT, unless it names another (signal_name:
+    Terminated's, Interrupted's, stopping.Stopped's)."""
+    return getattr(interrupt, "signal_name", "SIGINT")
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C (or SIGTERM: signal_name) in work a command can continue: `how` says how
+    ("continue with --resume --out runs/a"), in exit_with's line; None where another process
+    of the job says it, for all."""
+
+    def __init__(self, how: str | None, signal_name: str):
         super().__init__(how)
-        self.how = how
+        self.how, self.signal_name = how, signal_name
 
 
 @contextlib.contextmanager
@@ -67,8 +91,8 @@ def continued_by(how: str | None):
         yield
     except Interrupted:         # an inner continued_by's, which knows more
         raise
-    except KeyboardInterrupt:
-        raise Interrupted(how) from None
+    except KeyboardInterrupt as e:
+        raise Interrupted(how, signal_name(e)) from None
 
 
 class Parser(argparse.ArgumentParser):

@@ -1214,6 +1214,42 @@ def test_a_recipe_without_a_variant_starts_at_the_variant_it_trains_as(tmp_path,
     assert journal(out).get_trials()[0].params == {"variant": first}
 
 
+# `python -m ncae_cuda.tune ARGS...` with its setup paused once it has said so
+PAUSED_IN_SETUP = """
+import runpy, signal, sys
+from ncae_cuda.commands import tune
+
+
+def paused(*args):
+    print("setting up", flush=True)
+    signal.pause()
+
+
+tune.setup = paused
+runpy.run_module("ncae_cuda.tune", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_worker_given_the_pools_sigterm_in_its_setup_ends_without_a_line(tmp_path):
+    """A worker (its own session: a terminal's Ctrl-C reaches only the command, which hands
+    it on as SIGTERM) stopped while it sets up: exit 143, and no line, the command's to say.
+    Before, SIGTERM killed it (exit -15) by its default action."""
+    script = tmp_path / "paused.py"
+    script.write_text(PAUSED_IN_SETUP)
+    worker = subprocess.Popen(
+        [sys.executable, str(script), *files(tmp_path, 1), "--trials", "1", "--out",
+         str(tmp_path / "o"), "--started", "0.0", "--worker", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        assert worker.stdout.readline() == "setting up\n", worker.stderr.read()
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert (worker.returncode, stderr) == (128 + signal.SIGTERM, "")
+
+
 def test_a_ctrl_c_as_the_command_sets_the_study_up_ends_it_in_a_line(tmp_path, monkeypatch,
                                                                      capsys):
     """A Ctrl-C while the command sets the study up (the data read, before any worker starts):

@@ -1186,17 +1186,19 @@ cli.exit_with(main)
 """
 
 
-def interrupted(argv: list[str], started: str, errors: Path, **popen) -> tuple[int, str]:
-    """(exit status, stderr) of the command `argv`, sent SIGINT (a terminal's Ctrl-C) once it
-    has printed a line starting `started`: its work under way, no sleep to time it. Its stderr
-    goes to the file `errors`, which a pipe unread meanwhile could not hold."""
+def interrupted(argv: list[str], started: str, errors: Path, signum=signal.SIGINT,
+                **popen) -> tuple[int, str]:
+    """(exit status, stderr) of the command `argv`, sent `signum` (SIGINT: a terminal's
+    Ctrl-C) once it has printed a line starting `started`: its work under way, no sleep to
+    time it. Its stderr goes to the file `errors`, which a pipe unread meanwhile could not
+    hold."""
     with open(errors, "w+") as stderr:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
                                 **popen)
         try:
             said = next((line for line in proc.stdout if line.startswith(started)), None)
             if said is not None:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signum)
             code = proc.wait(120)
         finally:
             proc.kill()
@@ -1205,19 +1207,23 @@ def interrupted(argv: list[str], started: str, errors: Path, **popen) -> tuple[i
         return code, errors.read_text()
 
 
-@pytest.mark.parametrize("how, said", [([], "\ninterrupted\n"),
-                                       (["continue with X"], "\ninterrupted: continue with X\n"),
-                                       ([""], "")])
-def test_a_ctrl_c_ends_a_command_in_a_line_saying_how_to_continue(tmp_path, how, said):
+@pytest.mark.parametrize("how, signum, said", [
+    ([], signal.SIGINT, "\ninterrupted\n"),
+    (["continue with X"], signal.SIGINT, "\ninterrupted: continue with X\n"),
+    ([""], signal.SIGINT, ""),
+    ([], signal.SIGTERM, "\nSIGTERM: stopped\n"),
+    (["continue with X"], signal.SIGTERM, "\nSIGTERM: stopped: continue with X\n")])
+def test_a_ctrl_c_ends_a_command_in_a_line_saying_how_to_continue(tmp_path, how, signum, said):
     """Every command's Ctrl-C: exit 130 (128 + SIGINT) and one line, naming the continuation
     where its work said one, and none where another process of its job says it (a sharded
     train's ranks but 0); before, a KeyboardInterrupt traceback and exit -2 (killed by
-    SIGINT) in every command but train's."""
+    SIGINT) in every command but train's. A SIGTERM alike, exit 143; before, -15 unsaid."""
     script = tmp_path / "paused.py"
     script.write_text(PAUSED_COMMAND)
     code, stderr = interrupted([sys.executable, str(script), *how], "started",
-                               tmp_path / "stderr", env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert (code, stderr) == (130, said)
+                               tmp_path / "stderr", signum,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (code, stderr) == (128 + signum, said)
 
 
 # `python -m ncae_cuda.NAME` (argv: NAME), its import of the command's module paused until the
@@ -1292,16 +1298,19 @@ def test_a_ctrl_c_in_a_compile_ends_a_command_in_a_line(tmp_path, saved):
     assert "Traceback" not in done.stderr, done.stderr
 
 
-def test_a_ctrl_c_in_baselines_says_resume_and_resume_ends_the_run(tmp_path):
-    """python -m ncae_cuda.baselines stopped by a Ctrl-C while it scores its grids: exit 130
-    and a line naming --resume, which then ends the run; before, a traceback from within a
-    fit, exit -2, and run.json and .lock left unsaid."""
+@pytest.mark.parametrize("signum, said", [(signal.SIGINT, "interrupted"),
+                                          (signal.SIGTERM, "SIGTERM: stopped")])
+def test_a_ctrl_c_in_baselines_says_resume_and_resume_ends_the_run(tmp_path, signum, said):
+    """python -m ncae_cuda.baselines stopped by a Ctrl-C (or a launcher's SIGTERM) while it
+    scores its grids: exit 130 (143) and a line naming --resume, which then ends the run;
+    before, a traceback from within a fit, exit -2, and run.json and .lock left unsaid (a
+    SIGTERM: exit -15, nothing said)."""
     out = tmp_path / "out"
     flags = ["--dataset", "synthetic-tiny", "--device", "cpu", "--models", "ease,item-knn",
              "--out", str(out)]
     command = [sys.executable, "-m", "ncae_cuda.baselines", *flags]
-    code, stderr = interrupted(command, "EASE 1/", tmp_path / "stderr")
-    assert (code, stderr) == (130, f"\ninterrupted: continue with --resume --out {out}\n")
+    code, stderr = interrupted(command, "EASE 1/", tmp_path / "stderr", signum)
+    assert (code, stderr) == (128 + signum, f"\n{said}: continue with --resume --out {out}\n")
     assert not (out / "baselines.json").exists()
     assert baselines.main([*flags, "--resume"]) == 0
     assert set(json.loads((out / "baselines.json").read_text())["models"]) == {"ease",

@@ -191,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         return [sys.executable, "-m", "ncae_cuda.tune", *(a for a in argv if a != "--overwrite"),
                 "--started", repr(spec.started), "--worker", str(i)]
     try:
-        # the data read, before any worker starts (the study's run then takes the signals)
-        with cli.continued_by("the same command continues the study"):
+        # the data read, before any worker starts (the study's run then takes the signals); a
+        # worker's stop here is the command's to say (it hands its signal on as SIGTERM)
+        with cli.continued_by("the same command continues the study" if spec.worker is None
+                              else None):
             found = setup(spec)
         if spec.worker is not None:
             return tune_study.work_on(spec, found)
