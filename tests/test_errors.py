@@ -26,6 +26,7 @@ INTERNAL = {
     pool.Stopped,          # ...and a pool of runs: the same
     rundir.Held,           # a lock another process holds: its takers raise their own error
     cli.Interrupted,       # a Ctrl-C in work a command can continue: exit_with says how
+    cli.Terminated,        # a SIGTERM, which exit_with ends a command at as at a Ctrl-C
 }
 # ...and a bug's, shown with its traceback, as a GPU's illegal memory access is:
 BUGS = {
