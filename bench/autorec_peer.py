@@ -39,7 +39,7 @@ from ncae_cuda import cli
 from ncae_cuda.commands.flags import run_flags
 from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import Interactions
-from ncae_cuda.errors import NcaeError
+from ncae_cuda.errors import NcaeError, RecipeError
 from ncae_cuda.model import metrics
 from ncae_cuda.model.cold_means import cold_at, cold_ratings, shrunk_means
 from ncae_cuda.model.config import read_recipe
@@ -250,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         # NCAE trains after each seed's I-AutoRec: a recipe it cannot read is said before any
         try:
             read_recipe(args.config)
-        except ValueError as e:
-            parser.error(f"--config {args.config}: {e}")
+        except RecipeError as e:
+            parser.error(f"--config {e}")
     try:
         data = datasets.load(args.dataset, data_dir=args.data_dir)
         if data.ratings is None:

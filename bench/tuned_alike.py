@@ -43,6 +43,7 @@ from bench.cli import add_quick, integers, out_folder, parse, said_when_interrup
 from bench.epoch_time import machine, provenance, provenance_line
 from ncae_cuda import cli
 from ncae_cuda.commands import flags, tune
+from ncae_cuda.errors import RecipeError
 from ncae_cuda.model.modelfile import differences
 from ncae_cuda.ops import backend_name
 from ncae_cuda.runs import effort, pool
@@ -140,8 +141,8 @@ def ncae_start(p: argparse.ArgumentParser, given: Path | None, work: Path) -> Pa
     run again: the new start would tune nothing)."""
     try:
         settings = read_recipe(given) if given else {}
-    except ValueError as e:
-        p.error(f"--ncae-config {given}: {e}")
+    except RecipeError as e:
+        p.error(f"--ncae-config {e}")
     if settings.setdefault("feedback", FEEDBACK) != FEEDBACK:
         p.error(f"--ncae-config {given}: feedback {settings['feedback']}: every model here is "
                 f"tuned alike on implicit feedback, scored by {METRIC}")

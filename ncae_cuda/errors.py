@@ -2,6 +2,7 @@
 
 Each error the package raises for a user's mistake or a machine's fault derives from NcaeError:
 bad data (data.DataError), a setting (SettingError, below: a model's, a split's or a device's),
+a recipe file (RecipeError, below),
 a run folder (rundir.RunFolderError), a backend (ops.BackendUnavailable), the device's memory
 (estimator.OutOfMemory), a fit that diverged (loop.Diverged), a sharded job's lost process
 (distributed.ShardLost), a study (study_storage.TuneError), a pool of runs (pool.PoolError),
@@ -78,3 +79,14 @@ class SettingError(NcaeError, ValueError):
         if not self.values:
             return self.template
         return self.template.format(**{k: spell(v) for k, v in self.values.items()})
+
+
+class RecipeError(NcaeError, ValueError):
+    """A recipe file that cannot be read, or that holds what a recipe may not (a setting that
+    does not exist, a value its model refuses, the data's or split's); `path` names the file,
+    `reason` says why, and str() both: "best.toml: cutoffs: must be positive integers, ...". A
+    command says it after the flag that named the file (--config best.toml: ...)."""
+
+    def __init__(self, path, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"{path}: {reason}")

@@ -9,7 +9,9 @@ from test_user_errors import TINY, refused
 from ncae_cuda import NCAE, make_model
 from ncae_cuda.commands import train
 from ncae_cuda.commands.flags import build_parser, run_spec
+from ncae_cuda.errors import NcaeError, RecipeError
 from ncae_cuda.model.config import DEFAULTS, Config, given_way, read_recipe
+from ncae_cuda.runs import factory
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted((REPO / "recipes").glob("*.toml"))
@@ -67,6 +69,26 @@ def test_a_bad_recipe_is_refused_by_name(tmp_path, capsys, text, message):
     refused(train.main, [*TINY, "--config", str(path), "--out", str(tmp_path / "r")], capsys,
             f"--config {path}: {message}")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("reader", [read_recipe, factory.read_recipe],
+                         ids=["ncae", "any-model"])
+@pytest.mark.parametrize("text, reason", [
+    ("seed = 3\n", "seed: a recipe holds the model's settings, not the data, split or seed"),
+    ("hidden = [3, -1]\n", "hidden: must be positive integers, e.g. [500, 500]; got [3, -1]"),
+    ("hidden = [8\n", "not TOML: "),
+    (None, "cannot read it (No such file or directory)"),
+])
+def test_a_recipe_refused_in_python_is_an_ncae_error_naming_its_file(tmp_path, reader, text,
+                                                                      reason):
+    """Both readers of the API raise the package's error, naming the file (before: a plain
+    ValueError of the reason alone, which `except NcaeError` let through)."""
+    path = recipe(tmp_path, text) if text is not None else tmp_path / "none.toml"
+    with pytest.raises(NcaeError) as refused_by:
+        reader(path)
+    assert isinstance(refused_by.value, RecipeError) and isinstance(refused_by.value, ValueError)
+    assert refused_by.value.path == path and refused_by.value.reason.startswith(reason)
+    assert str(refused_by.value).startswith(f"{path}: {reason}")
 
 
 def test_a_missing_recipe(tmp_path, capsys):

@@ -40,7 +40,7 @@ from ..baselines.models import BASELINES, beside_ncae, installed
 from .. import cli
 from ..data.atomic_file import atomic_write
 from ..data import datasets
-from ..errors import NcaeError
+from ..errors import NcaeError, RecipeError
 from ..model.config import VARIANT_SETTINGS, read_recipe
 from ..model.metrics import format_table
 from ..runs import pool
@@ -267,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.recipes:
         try:
             feedback.add(read_recipe(Path(path)).get("feedback"))
-        except ValueError as e:
-            parser.error(f"--recipes {path}: {e}")
+        except RecipeError as e:
+            parser.error(f"--recipes {e}")
     stems = [Path(path).stem for path in args.recipes]
     if len(set(stems)) < len(stems):
         parser.error("--recipes: two recipes of one name; each names its runs' folders")

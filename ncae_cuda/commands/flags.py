@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import cli
 from ..data import datasets
+from ..errors import RecipeError
 from ..model.ann import INDEXES
 from ..model.config import Config, given_way, read_recipe
 from ..runs import protocol, rundir
@@ -118,8 +119,8 @@ def read(argv: list[str] | None, parser: argparse.ArgumentParser | None = None) 
         path = given["config"][1]
         try:
             recipe = read_recipe(path)
-        except ValueError as e:
-            parser.error(f"--config {path}: {e}")
+        except RecipeError as e:
+            parser.error(f"--config {e}")
         way = given_way(recipe, {dest: value for dest, (_, value) in given.items()
                                  if dest in CONFIG_SETTINGS})
     # the recipe's values stand where a flag gives none (argparse's defaults fill only what the

@@ -5,6 +5,7 @@ so the API and the CLI cannot drift apart.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -18,7 +19,7 @@ try:
 except ImportError:                   # Python 3.10
     import tomli as tomllib
 
-from ..errors import SettingError
+from ..errors import RecipeError, SettingError
 
 # The paper's implicit models: (weighting of unobserved entries, sparsity-aware augmentation).
 VARIANT_SETTINGS = {"NCAE-": ("uniform", False), "NCAE": ("popularity", False),
@@ -256,11 +257,22 @@ def read_recipe(path: Path) -> dict:
 
     Raises
     ------
-    ValueError
-        Naming an unknown or misplaced key, a value of the wrong kind, or a file that cannot
-        be read or is not TOML.
+    RecipeError
+        A ValueError naming the file and an unknown or misplaced key, a value of the wrong
+        kind, or that the file cannot be read or is not TOML.
     """
-    return recipe_of(read_toml(path))
+    with refused_as_a_recipe(path):
+        return recipe_of(read_toml(path))
+
+
+@contextlib.contextmanager
+def refused_as_a_recipe(path):
+    """Within it, a ValueError (what read_toml, recipe_of and the checks of a recipe's values
+    raise) raised as the RecipeError of the recipe at `path`."""
+    try:
+        yield
+    except ValueError as e:
+        raise RecipeError(path, str(e)) from None
 
 
 def refuse_run_settings(values: dict) -> None:

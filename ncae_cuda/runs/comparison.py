@@ -19,6 +19,7 @@ from ..baselines.models import BASELINES, Baseline, implicit_has_gpu
 from ..data import splits
 from ..data.cold import refuse_all_cold
 from ..data.interactions import DataError, Interactions
+from ..errors import RecipeError
 from ..model.config import Config, SettingError
 from ..model.base import Model
 from ..model.fitdata import FitData
@@ -74,8 +75,8 @@ def recipe_settings(path, name: str | None = None, flag: str = "--config") -> tu
     model `name`, where given) or holds a setting the model does not have."""
     try:
         recipe = read_recipe(path)
-    except ValueError as e:
-        raise SettingError(flag, f"{path}: {e}") from None
+    except RecipeError as e:
+        raise SettingError(flag, str(e)) from None
     model = recipe.pop("model", None)
     if model is None:
         raise SettingError(flag, f"{path}: an NCAE recipe: python -m ncae_cuda.train --config "

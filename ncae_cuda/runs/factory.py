@@ -122,20 +122,21 @@ def read_recipe(path) -> dict:
 
     Raises
     ------
-    ValueError
-        Naming an unknown model or setting, a value the model refuses, or a file that cannot be
-        read or is not TOML.
+    RecipeError
+        A ValueError naming the file and an unknown model or setting, a value the model
+        refuses, or that the file cannot be read or is not TOML.
     """
-    values = config.read_toml(path)
-    name = values.pop("model", NAME)
-    if name == NAME:
-        return config.recipe_of(values)
-    config.refuse_run_settings(values)
-    try:
-        make_model({"model": name, **values}, device="cpu")
-    except SettingError as e:
-        raise ValueError(config.as_in_a_recipe(e)) from None
-    return {"model": name, **values}
+    with config.refused_as_a_recipe(path):
+        values = config.read_toml(path)
+        name = values.pop("model", NAME)
+        if name == NAME:
+            return config.recipe_of(values)
+        config.refuse_run_settings(values)
+        try:
+            make_model({"model": name, **values}, device="cpu")
+        except SettingError as e:
+            raise ValueError(config.as_in_a_recipe(e)) from None
+        return {"model": name, **values}
 
 
 def recipe_text(settings: dict, comment: str) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from numba.core import event as numba_event
 
 from ..data.interactions import DataError
+from ..errors import RecipeError
 from ..model import stopping
 from ..model.blend import MEMBERS
 from ..model.config import DEFAULTS, Config, SettingError, checked_cutoffs, read_where
@@ -113,8 +114,8 @@ def setup(spec: TuneSpec) -> Setup:
     device = backend_name(spec.device)
     try:
         recipe = factory.read_recipe(spec.recipe) if spec.recipe else {}
-    except ValueError as e:
-        raise SpecError(f"--config {spec.recipe}: {e}") from None
+    except RecipeError as e:
+        raise SpecError(f"--config {e}") from None
     model = recipe.pop("model", NCAE)
     if spec.model is not None and spec.recipe and spec.model != model:
         raise SpecError(f"--model {spec.model}: --config {spec.recipe} is a recipe of {model}")
