@@ -24,7 +24,8 @@ pytest.importorskip("torch.distributed", reason=missing_extra("distributed"))
 
 import shard_worker  # noqa: E402  (torch.distributed: after the skip without it)
 
-from ncae_cuda import NCAE, ops, train  # noqa: E402
+from ncae_cuda import NCAE, ops  # noqa: E402
+from ncae_cuda.commands import train  # noqa: E402
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.model.modelfile import read  # noqa: E402
 from ncae_cuda.ops.emulator import CXX, build, emulated_backend  # noqa: E402
