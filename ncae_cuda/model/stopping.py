@@ -54,9 +54,9 @@ def asked() -> str | None:
 
 
 def _record(number, frame) -> None:
-    """recorded()'s handler: the first signal's name, and nothing raised; a second signal
-    raises, as a fit's does (a user who asks twice is not kept waiting on a long trial, at
-    the risk of a write cut short that the first request avoids)."""
+    """recorded()'s handler, and deferred()'s: the first signal's name, and nothing raised; a
+    second signal raises (a user who asks twice is not kept waiting on a long step or trial,
+    at the risk of a write cut short that the first request avoids)."""
     if _asked:
         raise KeyboardInterrupt
     _asked.append(signal.Signals(number).name)
@@ -82,18 +82,14 @@ def recorded():
 def deferred():
     """Within it, a signal asks the fit to stop at the end of its step (see the module's
     docstring). Only the main thread can take signals: elsewhere this does nothing; nor does
-    it within recorded(), whose requests the fit's steps hear as they are."""
+    it where _record takes them already (within recorded(), whose requests the fit's steps
+    hear as they are)."""
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGTERM) is _record):
         yield
         return
-
-    def ask(number, frame) -> None:
-        if _asked:
-            raise KeyboardInterrupt
-        _asked.append(signal.Signals(number).name)
     try:
-        with _handled_by(ask):
+        with _handled_by(_record):
             yield
     finally:
         late = asked()
