@@ -315,8 +315,8 @@ def test_a_recipe_setting_a_cell_sets_itself_is_named_with_what_won(tmp_path, ca
     experiments.main(["configurations", "--dataset", "synthetic-tiny", "--quick", "--jobs", "2",
                       "--out", str(out), "--", "--config", str(recipe)])
     said = [line for line in capsys.readouterr().out.splitlines() if str(recipe) in line]
-    assert said == [f"configurations: {recipe} sets feedback = implicit, which its cells "
-                    "set themselves: the runs take theirs (K16-SINGLE-BP-seed0: --feedback "
+    assert said == [f"configurations: {recipe} sets feedback = \"implicit\", which its "
+                    "cells set themselves: the runs take theirs (K16-SINGLE-BP-seed0: --feedback "
                     "explicit)"], said
     listing = json.loads((out / "runs" / "configurations" / "runs.json").read_text())["runs"]
     configs = [trainer_run(command.split()[1:])[1] for command in listing.values()]
@@ -417,8 +417,8 @@ def test_a_variant_cell_leaves_out_the_recipe_settings_it_does_not_read(tmp_path
                              "--config", str(recipe)]) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if str(recipe) in line]
     assert said == [
-        f"factors: {recipe} sets variant = NCAE+, which its cells set themselves: the runs take "
-        "theirs (K8-NCAE--seed0: --variant NCAE-)",
+        f"factors: {recipe} sets variant = \"NCAE+\", which its cells set themselves: the runs "
+        "take theirs (K8-NCAE--seed0: --variant NCAE-)",
         f"factors: {recipe} sets c0 = 100.0, omega = 0.3, augment_eps = 0.02, which --variant "
         "NCAE- leaves unread or contradicts: left out of the runs of those cells (K8-NCAE--seed0)",
         f"factors: {recipe} sets augment_eps = 0.02, which --variant NCAE leaves unread or "

@@ -41,7 +41,7 @@ from .. import cli
 from ..data.atomic_file import atomic_write
 from ..data import datasets
 from ..errors import NcaeError, RecipeError
-from ..model.config import VARIANT_SETTINGS, read_recipe
+from ..model.config import VARIANT_SETTINGS, as_toml, read_recipe
 from ..model.metrics import format_table
 from ..runs import pool
 from ..runs.paper_tables import (
@@ -176,10 +176,9 @@ def recipe_overridden(plan: ExperimentRuns, trained: dict[pool.Run, CommandLine]
             if (key in ran and key not in users and key not in plan.reads
                     and ran[key][1] != value and (path, key) not in said):
                 flag, taken = ran[key]
-                said[path, key] = (f"{plan.args.name}: {path} sets {key} = "
-                                   f"{cli.as_written(value)}, which its cells set themselves: "
-                                   f"the runs take theirs ({run.name}: {flag} "
-                                   f"{cli.as_written(taken)})")
+                said[path, key] = (f"{plan.args.name}: {path} sets {key} = {as_toml(value)}, "
+                                   "which its cells set themselves: the runs take theirs "
+                                   f"({run.name}: {flag} {cli.as_written(taken)})")
         for dests, given_way in line.recipe_given_way():
             if given_way not in said and any(dest not in users and dest not in plan.reads
                                              for dest in dests):

@@ -16,7 +16,7 @@ from .. import cli
 from ..data import datasets
 from ..errors import RecipeError
 from ..model.ann import INDEXES
-from ..model.config import Config, given_way, read_recipe
+from ..model.config import Config, as_toml, given_way, read_recipe
 from ..runs import protocol, rundir
 from ..runs.spec import FROM_THE_DATA, DataSpec, RunSpec, refuse_unread, resolved
 
@@ -102,7 +102,7 @@ class CommandLine:
             flags = " ".join(f"{given[dest][0]} {cli.as_written(given[dest][1])}" for dest in dests)
             verbs = ("leaves unread or contradicts" if len(dests) == 1 else
                      "leave unread or contradict")
-            settings = ", ".join(f"{name} = {cli.as_written(recipe[name])}" for name in names)
+            settings = ", ".join(f"{name} = {as_toml(recipe[name])}" for name in names)
             said.append((dests, f"{given['config'][1]} sets {settings}, which {flags} {verbs}"))
         return said
 
