@@ -12,7 +12,7 @@ import pytest
 from helpers import read_only
 
 import ncae_cuda
-from ncae_cuda import cli
+from ncae_cuda import cli, naming
 from ncae_cuda.commands import baselines, datasets, experiments, recommend, train, tune
 from ncae_cuda.data import atomic_file
 from ncae_cuda.errors import NcaeError
@@ -132,3 +132,14 @@ def test_a_command_lets_a_bug_show_its_traceback(tmp_path, monkeypatch, name):
     monkeypatch.setattr(owner, work, fails(ZeroDivisionError("a bug")))
     with pytest.raises(ZeroDivisionError, match="a bug"):
         main(argv(tmp_path))
+
+
+@pytest.mark.parametrize("value, written", [
+    (5.0, "5"), (-1.0, "-1"), (0.0, "0"), (0.5, "0.5"), (1e-05, "1e-05"), (1e-3, "0.001"),
+    (2.5e16, "2.5e+16"), (float("inf"), "inf"), (7, "7"), ("exact", "exact"),
+    ((5.0, 1.0), "5,1"), ((0.5, 4.5), "0.5,4.5"), ((10, 100), "10,100")])
+def test_a_value_is_written_as_a_command_line_types_it(value, written):
+    # a float as typed (5, not Python's 5.0), and read back by the flag's parse as the value
+    assert naming.as_written(value) == written
+    parts = value if isinstance(value, tuple) else (value,)
+    assert tuple(type(v)(w) for v, w in zip(parts, written.split(","))) == parts

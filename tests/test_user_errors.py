@@ -269,11 +269,16 @@ def test_each_run_gets_its_own_folder_and_says_where(tmp_path, capsys, monkeypat
     (["--hidden", "0"], "--hidden: must be positive integers, e.g. 500,500; got 0 (see --help)"),
     (["--hidden", "3,-1"], "--hidden: must be positive integers, e.g. 500,500; got 3,-1 (see "
                            "--help)"),
-    (["--lr-decay", "0"], "--lr-decay: must be in (0, 1]; got 0.0"),
-    # the value as the flag was written: before, Python's tuple, "got (5.0, 1.0)"
+    # the value as the flag was written: before, the float parsed, "got 0.0"
+    (["--lr-decay", "0"], "--lr-decay: must be in (0, 1]; got 0 (see --help)"),
+    (["--lr-decay", "1.5"], "--lr-decay: must be in (0, 1]; got 1.5 (see --help)"),
+    # ...before, Python's tuple, "got (5.0, 1.0)", then its floats, "got 5.0,1.0"
     (["--rating-scale", "5,1"], "--rating-scale: must be (low, high) with low < high; got "
-                                "5.0,1.0 (see --help)"),
-    (["--row-norm", "-1"], "--row-norm: must be a finite number >= 0; got -1.0"),
+                                "5,1 (see --help)"),
+    (["--rating-scale", "4.5,0.5"], "--rating-scale: must be (low, high) with low < high; got "
+                                    "4.5,0.5 (see --help)"),
+    (["--row-norm", "-1"], "--row-norm: must be a finite number >= 0; got -1 (see --help)"),
+    (["--lr=-1e-05"], "--lr: must be a finite number > 0; got -1e-05 (see --help)"),
     (["--output", "linear"], "argument --output: invalid choice: 'linear'"),
     (["--feedback", "implicit", "--output", "identity"], "--output: is for explicit feedback"),
     (["--feedback", "implicit", "--row-norm", "0.5"], "--row-norm: is for explicit feedback"),
