@@ -46,20 +46,31 @@ def with_cold_notes(split):
 
 
 def cold_notes(split) -> list[str]:
-    """A note per held-out part and side with entries whose user / item has no training entry;
-    where the split holds them apart, a note per cold part with its entries, users and items.
+    """A note per held-out part and side with entries whose user / item has no training entry,
+    a test note also counting those with no validation entry either where there is a
+    validation part; where the split holds them apart, a note per cold part with its entries,
+    users and items.
 
     Their predictions come from untrained parameters, which explains e.g. a high test RMSE.
     """
     if split.cold_valid is not None:
         return cold_apart_notes(split)
     notes = []
-    # (n_users,), (n_items,): has a training entry
-    for what, seen in zip(("users", "items"), with_an_entry(split.train)):
+    # (n_users,), (n_items,) each: has a training entry; has a training or validation entry
+    trained = with_an_entry(split.train)
+    before_test = with_an_entry(split.train.concat(split.valid))
+    for side, what in enumerate(("users", "items")):
         for part_name, part in (("validation", split.valid), ("test", split.test)):
-            cold = int(np.count_nonzero(~seen[getattr(part, what)]))
-            if cold:
-                notes.append(f"{cold} {part_name} entries are of {what} with no training entry")
+            ids = getattr(part, what)
+            cold = int(np.count_nonzero(~trained[side][ids]))
+            if not cold:
+                continue
+            note = f"{cold} {part_name} entries are of {what} with no training entry"
+            if part_name == "test" and split.valid.nnz:
+                # the refit learns from validation too: its cold test table counts these
+                colder = int(np.count_nonzero(~before_test[side][ids]))
+                note += f", {colder} with {NO_ENTRY['test']}"
+            notes.append(note)
     return notes
 
 
