@@ -828,8 +828,10 @@ def test_the_commands_table_shows_cold_test_entries_apart_as_the_trainers_does()
     expected = estimators.EASE(CPU, cutoffs=(5, 20), l2=50.0).fit(
         split.fold_validation().train).evaluate(split.test, exclude=split.valid)["cold"]
     shown = baselines.tables(split, results, (5, 20), CPU.name)
+    # (before, "with no training entry", where a refit on training + validation had seen some
+    # of those the split's note counted so)
     warm, cold = shown.split("cold test, scored apart: entries of users or items with no "
-                             "training entry\n")
+                             "entry in the data the model was fit on\n")
     assert warm.startswith("warm test\n") and "| EASE" in warm
     header, _, row = ([cell.strip() for cell in line.split("|")[1:-1]]
                       for line in cold.splitlines()[:3])

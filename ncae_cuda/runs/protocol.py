@@ -481,9 +481,10 @@ def cold_title(counts: dict) -> str:
 def cold_heading(counts: dict | None) -> str:
     """A cold test table's title: a time split's counts (cold_title), or where the evaluator
     set the cold entries apart itself (`counts` None: a held-out item no fit has seen), what
-    they are."""
-    return (cold_title(counts) if counts else
-            "cold test, scored apart: entries of users or items with no training entry")
+    they are: cold to the data the model was fit on, training + validation after a refit, as
+    the split's note counts them too."""
+    return (cold_title(counts) if counts else "cold test, scored apart: entries of users or "
+            "items with no entry in the data the model was fit on")
 
 
 def cold_predictions(model: NCAE | BlendedNCAE) -> str:
