@@ -17,6 +17,16 @@ from __future__ import annotations
 from . import naming
 
 
+def _filled(template: str, values: dict, spell) -> str:
+    """`template`'s {fields} filled from `values` ({name: value}), each as spell(name, value)
+    writes it: every error's message that is written once for several readers (Python's, a
+    command line's, a recipe's) is filled so. A template of no values is its text as it is:
+    any braces in it are text."""
+    if not values:
+        return template
+    return template.format(**{name: spell(name, value) for name, value in values.items()})
+
+
 class NcaeError(Exception):
     """A user's mistake or a machine's fault.
 
@@ -47,13 +57,10 @@ class NamingSettings(NcaeError):
 
     def __init__(self, template: str, **settings):
         self.template, self.settings = template, settings
-        super().__init__(self._spelled(naming.as_keyword))
+        super().__init__(_filled(template, settings, naming.as_keyword))
 
     def on_command_line(self) -> str:
-        return self._spelled(naming.as_flag)
-
-    def _spelled(self, spell) -> str:
-        return self.template.format(**{k: spell(k, v) for k, v in self.settings.items()})
+        return _filled(self.template, self.settings, naming.as_flag)
 
 
 class SettingError(NcaeError, ValueError):
@@ -74,11 +81,8 @@ class SettingError(NcaeError, ValueError):
         return self.reason_spelled(naming.as_written)
 
     def reason_spelled(self, spell) -> str:
-        """The reason, each value in it spelled by `spell` (a message of no values as it is:
-        any braces in it are text)."""
-        if not self.values:
-            return self.template
-        return self.template.format(**{k: spell(v) for k, v in self.values.items()})
+        """The reason, each value in it spelled by `spell`."""
+        return _filled(self.template, self.values, lambda _, value: spell(value))
 
 
 class RecipeError(NcaeError, ValueError):

@@ -15,7 +15,7 @@ import ncae_cuda
 from ncae_cuda import cli, naming
 from ncae_cuda.commands import baselines, datasets, experiments, recommend, train, tune
 from ncae_cuda.data import atomic_file
-from ncae_cuda.errors import NcaeError
+from ncae_cuda.errors import NamingSettings, NcaeError, SettingError
 from ncae_cuda.model import stopping
 from ncae_cuda.ops import emulator
 from ncae_cuda.runs import pool, rundir
@@ -143,3 +143,18 @@ def test_a_value_is_written_as_a_command_line_types_it(value, written):
     assert naming.as_written(value) == written
     parts = value if isinstance(value, tuple) else (value,)
     assert tuple(type(v)(w) for v, w in zip(parts, written.split(","))) == parts
+
+
+def test_a_message_of_no_values_is_its_text_whichever_error_says_it():
+    # one rule fills both kinds' templates: without values, braces are text (before, a
+    # NamingSettings formatted its text anyway and raised KeyError in its own constructor)
+    text = "give settings as a dict, {name: value}"
+    assert str(NamingSettings(text)) == NamingSettings(text).on_command_line() == text
+    assert str(SettingError("hidden", text)) == f"hidden {text}"
+    # ...and with values, each kind spells them as its reader writes them
+    named = NamingSettings("use the exact top-k ({index})", index="exact")
+    assert (str(named), named.on_command_line()) == ("use the exact top-k (index='exact')",
+                                                     "use the exact top-k (--index exact)")
+    setting = SettingError("rating_scale", "must be (low, high); got {value}", value=(5.0, 1.0))
+    assert (str(setting), setting.reason_as_written()) == (
+        "rating_scale must be (low, high); got (5.0, 1.0)", "must be (low, high); got 5,1")
