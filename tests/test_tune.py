@@ -723,6 +723,9 @@ def test_a_choice_of_widths_reaches_the_model_as_a_tuple(tmp_path):
     ("[feedback]\nchoices = [\"implicit\"]\n", "feedback: not searched"),
     ("[seed]\nchoices = [1, 2]\n", "seed: not searched"),
     ("[dropout]\nchoices = []\n", "dropout: choices = [a list of values]"),
+    # values as the file writes them (before: "hidden: (0,): ... e.g. (500, 500); got (0,)")
+    ("[hidden]\nchoices = [[0]]\n",
+     "hidden: [0]: hidden must be positive integers, e.g. [500, 500]; got [0]"),
     ("[dropout]\nlow = 0.1\nhigh = 0.5\nlog = 1\n", "dropout: log = true needs low > 0 and no step"),
     ("", "no setting to search"),
     # a setting its recipe's other (or the space's) never turns on: never read

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..baselines.estimators import MODELS as BASELINES
-from ..model.config import (DEFAULTS, NOT_IN_A_RECIPE, UNREAD, SettingError, deciding,
-                            given_way, read_toml, unread, value_of, variant_of,
+from ..model.config import (DEFAULTS, NOT_IN_A_RECIPE, UNREAD, SettingError, as_toml,
+                            deciding, given_way, read_toml, unread, value_of, variant_of,
                             without_unread)
 from ..model.recommender import NAME as NCAE
 
@@ -150,7 +150,9 @@ def dimensions(tables: dict, recipe: dict, model: str = NCAE) -> list[Dimension]
             try:
                 settings.check(point)
             except SettingError as e:
-                raise ValueError(f"{name}: {value!r}: {e.setting} {e.reason}") from None
+                # spelled as the space file writes them: [0], not the tuple (0,) made of it
+                raise ValueError(f"{name}: {as_toml(value)}: {e.setting} "
+                                 f"{e.reason_spelled(as_toml)}") from None
     return list(dimensions.values())
 
 
