@@ -6,8 +6,8 @@
 // row_loss[b] = -sum_j x_j log pi_j = n * logsumexp(out) - sum_j x_j out_j;  dout = n pi - x.
 // Work split: one block per row, like reweighted_error: one pass over the row for its largest
 // logit and its sum of exp(out - largest) (no exp overflows), a second writes dout for every
-// column; after a barrier the row's observed entries subtract their x_j. Sums are in fixed order. A row with
-// no observed entry (padding, or all of it dropped) has n = 0: loss 0, dout 0.
+// column; after a barrier the row's observed entries subtract their x_j. Sums are in fixed
+// order. A row with no observed entry (padding, or all of it dropped) has n = 0: loss 0, dout 0.
 #include "common.cuh"
 
 extern "C" __global__ void multinomial_error_kernel(
