@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ncae_cuda import ops
 from ncae_cuda.commands import experiments
 from ncae_cuda.data import datasets
 from ncae_cuda.model.config import tomllib
@@ -79,16 +80,16 @@ def steps(page: Path) -> list[tuple[frozenset, str, str]]:
     return found
 
 
+def run_name(page: Path, extras: frozenset) -> str:
+    """The test id of a page's steps that need `extras`: docs/own-data.md[tune]."""
+    return page.relative_to(ROOT).as_posix() + "".join(f"[{e}]" for e in sorted(extras))
+
+
 def page_runs() -> list:
     """A test a page and set of extras: the page's steps that need exactly those extras."""
-    runs = []
-    for page in MANUAL:
-        name = page.relative_to(ROOT).as_posix()
-        for extras in dict.fromkeys(needs for needs, _, _ in steps(page)):
-            names = sorted(extras)
-            runs.append(pytest.param(page, extras, id=name + "".join(f"[{e}]" for e in names),
-                                     marks=[pytest.mark.extra(e) for e in names]))
-    return runs
+    return [pytest.param(page, extras, id=run_name(page, extras),
+                         marks=[pytest.mark.extra(e) for e in sorted(extras)])
+            for page in MANUAL for extras in dict.fromkeys(needs for needs, _, _ in steps(page))]
 
 
 def write_inputs(folder: Path) -> None:
@@ -119,20 +120,40 @@ def main_of(module: str):
     return importlib.import_module(module).main
 
 
-def run_command(command: str, capsys) -> tuple[int, str]:
-    """(exit status, stderr) of a page's command. `python -m M ...` runs M's main in this
-    process: the same parsing and work, less a fresh interpreter's start (every entry module
-    runs as a process elsewhere in the suite); a sharded job through torchrun."""
+def run_command(command: str, capsys) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a page's command. `python -m M ...` runs M's main in
+    this process: the same parsing and work, less a fresh interpreter's start (every entry
+    module runs as a process elsewhere in the suite); a sharded job through torchrun."""
     words = shlex.split(command)
     if words[0] == TORCHRUN:
         done = subprocess.run([sys.executable, "-m", "torch.distributed.run", *words[1:]],
                               capture_output=True, text=True)
-        return done.returncode, done.stderr
+        return done.returncode, done.stdout, done.stderr
     try:
         code = main_of(words[2])(words[3:])             # .venv/bin/python -m M ARGS...
     except SystemExit as e:
         code = e.code
-    return code, capsys.readouterr().err
+    printed = capsys.readouterr()
+    return code, printed.out, printed.err
+
+
+# figures a page quotes of what its own commands print, on the CPU backend (the same there
+# with any thread count, BLAS kernel or Numba target; a GPU's sums differ by float32
+# rounding, and the study's draws after them): {run_name: [(a pattern over what that run's
+# commands print, the page's words with the pattern's groups in the {})]}
+QUOTED = {"docs/own-data.md[tune]": [
+    (r"blend: validation rmse (\S+),.*?\| NCAE +\| (\S+) \|",
+     "{} on its 60 validation entries against a test RMSE of {}")]}
+
+
+def check_quoted(page: Path, extras: frozenset, printed: str) -> None:
+    """The page's words of its commands' figures are what its commands printed."""
+    words = " ".join(page.read_text().split())
+    for pattern, quoted in QUOTED.get(run_name(page, extras), []):
+        found = re.search(pattern, printed, re.S)
+        assert found, f"the commands printed no {pattern}"
+        printed_words = quoted.format(*found.groups())
+        assert printed_words in words, f"the commands print: {printed_words}"
 
 
 @pytest.mark.parametrize("page, extras", page_runs())
@@ -142,14 +163,18 @@ def test_every_page_runs_as_written(page, extras, tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))         # for the processes a command starts
     monkeypatch.delenv(datasets.DATA_ENV, raising=False)
+    printed = []
     for needs, language, code in steps(page):
         if needs != extras:
             continue
         if language == "python":
             exec(compile(code, str(page), "exec"), {})
             continue
-        status, stderr = run_command(code, capsys)
+        status, stdout, stderr = run_command(code, capsys)
         assert status == 0, f"{code}\n{stderr[-2000:]}"
+        printed.append(stdout)
+    if not ops.HAS_CUDA:                    # the commands ran on the CPU backend
+        check_quoted(page, extras, "".join(printed))
 
 
 def test_the_pages_run_the_commands_they_are_meant_to():
