@@ -5,12 +5,16 @@ bandwidth measured on the same device (ncae_cuda/ops/floors.py: on a GPU, its co
     python -m bench.kernel_peers --device gpu --out bench/results/DATE-DEVICE-kernel-peers
     python -m bench.kernel_peers --device cpu --quick --out /tmp/kp     # a smoke test
 
-| op | ours | what a user would otherwise call |
-|---|---|---|
-| gather_forward | the row-window kernel | tanh(X @ E + b1): CSR times dense (cuSPARSE SpMM through cupyx.scipy.sparse; scipy on the CPU) |
-| sparse_output_forward | the row-window kernel | s * tanh((a[rows] * V[cols]).sum(1) + c[cols]) + m: a gathered dot product (SDDMM) in CuPy (numpy) |
-| scatter_backward | the column-window kernel | the weight gradient of torch's embedding_bag (mode sum, per-sample weights) |
-| adam | the fused kernel | torch.optim.Adam(fused=True) on a buffer of the model's parameter count |
+Each op, ours against what a user would otherwise call:
+
+- gather_forward: the row-window kernel against tanh(X @ E + b1), CSR times dense (cuSPARSE
+  SpMM through cupyx.scipy.sparse; scipy on the CPU);
+- sparse_output_forward: the row-window kernel against s * tanh((a[rows] * V[cols]).sum(1) +
+  c[cols]) + m, a gathered dot product (SDDMM) in CuPy (numpy);
+- scatter_backward: the column-window kernel against the weight gradient of torch's
+  embedding_bag (mode sum, per-sample weights);
+- adam: the fused kernel against torch.optim.Adam(fused=True) on a buffer of the model's
+  parameter count.
 
 Ours adds into its gradient and Adam zeroes the gradient it read (the trainer needs both); the
 peers write a fresh gradient and only step. Every pair is first checked against

@@ -11,9 +11,9 @@ interactions cut to a share of the whole, to show how cost follows each. Every c
 --epochs epochs of the library's own training loop and reports the last, beside the floor
 counted by ncae_cuda/ops/floors.py from the ceilings its process measures, and the time as a
 multiple of it. Each cell is a process of its own in DIR/runs/ (ncae_cuda.runs.pool: --jobs at
-once, the cores shared out among them, so on a CPU a cell times its share; the same command again skips the
-cells timed; --task I --tasks T, --collect). Writes scalability.json, .md, .csv and .png under
---out, with the device, commit and date.
+once, the cores shared out among them, so on a CPU a cell times its share; the same command
+again skips the cells timed; --task I --tasks T, --collect). Writes scalability.json, .md, .csv
+and .png under --out, with the device, commit and date.
 """
 from __future__ import annotations
 
@@ -65,8 +65,9 @@ def time_epochs(backend, m, hidden: tuple[int, ...], epochs: int) -> list[float]
     with backend.session():
         for epoch in range(1, epochs + 1):
             start = time.perf_counter()
+            # run_epoch returns the loss, read from the device: the epoch is done when it returns
             run_epoch(lambda b, s: net.train_step(b, s, adam), net.memory, csr,
-                      planner.plan(epoch), f"epoch {epoch}")   # returns the loss: the device is done
+                      planner.plan(epoch), f"epoch {epoch}")
             seconds.append(time.perf_counter() - start)
     return seconds
 

@@ -84,7 +84,8 @@ def test_variants_set_weighting_and_augmentation(flags, weighting, eps):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--variant", "NCAE-", "--weighting", "popularity"], "--variant: NCAE- uses weighting uniform"),
+    (["--variant", "NCAE-", "--weighting", "popularity"],
+     "--variant: NCAE- uses weighting uniform"),
     (["--variant", "NCAE", "--augment-eps", "0.01"], "has no augmentation"),
     (["--feedback", "explicit", "--augment-eps", "0.01"], "is for implicit feedback"),
 ])

@@ -89,7 +89,8 @@ def test_scalability_quick(tmp_path, monkeypatch):
     def stopped(self, share, jobs, gpus) -> None:
         raise pool.Stopped("SIGINT")
     monkeypatch.setattr(pool.Pool, "run", stopped)
-    assert scalability.main(["--quick", "--out", str(tmp_path), "--overwrite"]) == 128 + signal.SIGINT
+    code = scalability.main(["--quick", "--out", str(tmp_path), "--overwrite"])
+    assert code == 128 + signal.SIGINT
     assert not any(path.exists() for path in tables)
 
 
@@ -654,7 +655,8 @@ BENCH_ERRORS = [
      "expected comma-separated names of: cpu, gpu, got 'bogus'"),
     *[(recommend_time, ["--quick", flag, "0", "--out", "OUT"], f"argument {flag}: expected an "
        "integer >= 1, got '0'") for flag in ("--repeats", "-n", "--epochs")],
-    (recommend_time, ["--dataset", "bogus", "--out", "OUT/made"], "error: unknown data set 'bogus'"),
+    (recommend_time, ["--dataset", "bogus", "--out", "OUT/made"],
+     "error: unknown data set 'bogus'"),
     (scalability, ["--quick", "--gpus", "0", "--out", "OUT/made"], "--gpus 0: the cells run on "
      "the CPU (--device cpu): leave out --gpus, or use --device gpu"),
     *[(serve_load, ["--quick", flag, value, "--out", "OUT"], f"argument {flag}: expected "

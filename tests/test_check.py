@@ -83,9 +83,11 @@ def test_an_op_that_raises_fails(monkeypatch):
 
 def test_compare_hand_cases():
     f = np.float64
-    assert conformance.compare(np.float32([1, 2]), f([1, 2 + 1e-6]), False)[0] == pytest.approx(5e-7)
+    assert (conformance.compare(np.float32([1, 2]), f([1, 2 + 1e-6]), False)[0]
+            == pytest.approx(5e-7))
     # relative to the largest expected value, or 1 where all are smaller
-    assert conformance.compare(np.float32([100.0]), f([100.01]), False)[0] == pytest.approx(0.01 / 100.01)
+    assert (conformance.compare(np.float32([100.0]), f([100.01]), False)[0]
+            == pytest.approx(0.01 / 100.01))
     assert conformance.compare(np.float32([0.0]), f([1e-3]), False)[0] == pytest.approx(1e-3)
     # equal infinities and NaN differ by nothing, said without a RuntimeWarning (inf - inf);
     # a NaN where a number belongs is infinite

@@ -103,7 +103,8 @@ def test_row_windows_are_weighed_by_hand():
     assert busiest == 4 + 3 + 2 and mean == (16 + 3 + 2) / 4
     assert tail == 4 + launch_work.ENTRIES_PER_READ * 2
     # a row of 9 entries in windows of 1: 9 pieces, in three reads of up to 4
-    assert launch_work.row_windows_work(np.array([0, 9]), 1)[2] == 1 + launch_work.ENTRIES_PER_READ * 3
+    assert (launch_work.row_windows_work(np.array([0, 9]), 1)[2]
+            == 1 + launch_work.ENTRIES_PER_READ * 3)
 
 
 def test_adam_is_weighed_with_its_corrections():

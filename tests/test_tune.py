@@ -84,8 +84,8 @@ def interrupted(running) -> tuple[int, str]:
 
 
 def journal(out: Path):
-    return optuna.load_study(study_name=out.name,
-                             storage=JournalStorage(JournalFileBackend(str(out / study_storage.JOURNAL))))
+    storage = JournalStorage(JournalFileBackend(str(out / study_storage.JOURNAL)))
+    return optuna.load_study(study_name=out.name, storage=storage)
 
 
 def by_state(study) -> dict:
@@ -697,8 +697,9 @@ def test_two_machines_share_a_postgresql_study(tmp_path, postgres):
     assert read_recipe(tmp_path / "a" / "best.toml") == read_recipe(tmp_path / "b" / "best.toml")
     version = subprocess.run([str(_postgres_bin() / "postgres"), "--version"],
                              capture_output=True, text=True).stdout.strip()
-    print(f"{version}; {url}; trials by worker: "
-          f"{ {pid: [t.number for t in complete if t.user_attrs['worker']['pid'] == pid] for pid in workers(complete)} }")
+    by_worker = {pid: [t.number for t in complete if t.user_attrs["worker"]["pid"] == pid]
+                 for pid in workers(complete)}
+    print(f"{version}; {url}; trials by worker: {by_worker}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -718,7 +719,8 @@ def test_a_choice_of_widths_reaches_the_model_as_a_tuple(tmp_path):
     ("[hiden]\nchoices = [[8]]\n", "hiden: no such setting"),
     ("[hidden]\nlow = 4\nhigh = 8\n", "hidden: not a number: give choices"),
     ("[dropout]\nlow = 0.0\nhigh = 1.0\n", "dropout: 1.0: dropout must be in [0, 1)"),
-    ("[weight_decay]\nlow = 0.0\nhigh = 0.1\nlog = true\n", "weight_decay: log = true needs low > 0"),
+    ("[weight_decay]\nlow = 0.0\nhigh = 0.1\nlog = true\n",
+     "weight_decay: log = true needs low > 0"),
     ("[epochs]\nlow = 5.5\nhigh = 10\n", "epochs: low, high and step must be integers"),
     ("[feedback]\nchoices = [\"implicit\"]\n", "feedback: not searched"),
     ("[seed]\nchoices = [1, 2]\n", "seed: not searched"),
@@ -726,7 +728,8 @@ def test_a_choice_of_widths_reaches_the_model_as_a_tuple(tmp_path):
     # values as the file writes them (before: "hidden: (0,): ... e.g. (500, 500); got (0,)")
     ("[hidden]\nchoices = [[0]]\n",
      "hidden: [0]: hidden must be positive integers, e.g. [500, 500]; got [0]"),
-    ("[dropout]\nlow = 0.1\nhigh = 0.5\nlog = 1\n", "dropout: log = true needs low > 0 and no step"),
+    ("[dropout]\nlow = 0.1\nhigh = 0.5\nlog = 1\n",
+     "dropout: log = true needs low > 0 and no step"),
     ("", "no setting to search"),
     # a setting its recipe's other (or the space's) never turns on: never read
     ("[pretrain_epochs]\nlow = 1\nhigh = 3\n", "pretrain_epochs: 1: pretrain_epochs is for "
@@ -746,8 +749,9 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     flags = [*files(tmp_path, 2), "--trials", "2", "--out", str(tmp_path / "o")]
     assert tune.main(flags) == 0
     refused(tune.main, [*flags, "--seed", "1"], capsys,
-            "study o in " + str(tmp_path / "o" / study_storage.JOURNAL) + " tunes other settings (seed: "
-            "0 -> 1): tune with those, choose another --out, or start over with --overwrite")
+            "study o in " + str(tmp_path / "o" / study_storage.JOURNAL)
+            + " tunes other settings (seed: 0 -> 1): tune with those, choose another --out, or "
+            "start over with --overwrite")
     # another pruner: the study's trials were pruned by one, and tune.json, which the baselines
     # tuned beside it follow, records one (before: continued, tune.json saying the last's)
     refused(tune.main, [*flags, "--pruner", "halving", "--trials", "3"], capsys,
@@ -767,7 +771,8 @@ def test_another_study_in_an_out_or_a_storage_is_refused(tmp_path, capsys):
     refused(tune.main, [*shared, "--jobs", "2", "--trials", "3"], capsys,
             "(jobs: 1 -> 2): tune with those, choose another --study and --out, or start over")
     refused(tune.main, [*flags, "--storage", f"sqlite:///{tmp_path / 's.db'}"], capsys,
-            f"--out {tmp_path / 'o'} holds the trials of study o in {tmp_path / 'o' / study_storage.JOURNAL}")
+            f"--out {tmp_path / 'o'} holds the trials of study o in "
+            f"{tmp_path / 'o' / study_storage.JOURNAL}")
     refused(tune.main, [*flags, "--storage", "nonsense"], capsys, "not a database URL")
     # another space, named by what differs (before, both spaces whole, on one line)
     (tmp_path / "space.toml").write_text(SPACE[SPACE.index("[dropout]"):]
@@ -836,11 +841,12 @@ def test_a_study_whose_storage_lost_its_trials_is_refused_and_best_toml_kept(fin
     recipe = (out / "best.toml").read_bytes()
     (out / study_storage.JOURNAL).write_bytes(b"")                 # the journal emptied
     refused(tune.main, [*flags, "--trials", "3"], capsys,
-            f"error: study o in {out / study_storage.JOURNAL} has no record of 2 trials that ran in "
-            f"{out / 'trials'} (0000, 0001), trial {best.number} of {out / 'best.toml'} (rmse "
+            f"error: study o in {out / study_storage.JOURNAL} has no record of 2 trials that ran "
+            f"in {out / 'trials'} (0000, 0001), trial {best.number} of {out / 'best.toml'} (rmse "
             f"{best.value:.4f}): its storage was emptied or replaced: restore it from a copy, "
             "or start over with --overwrite")
-    assert (out / study_storage.JOURNAL).read_bytes() == b"" and (out / "best.toml").read_bytes() == recipe
+    assert (out / study_storage.JOURNAL).read_bytes() == b""
+    assert (out / "best.toml").read_bytes() == recipe
     # without the trials' folders, best.toml's own trial still tells the storage was lost
     shutil.rmtree(out / "trials")
     refused(tune.main, [*flags, "--trials", "3"], capsys,
@@ -854,7 +860,8 @@ def test_a_journal_line_cut_short_by_a_crash_is_dropped_and_the_study_goes_on(fi
     with open(out / study_storage.JOURNAL, "ab") as f:            # a record a crash cut mid-write
         f.write(b'{"op_code":5,"worker_id":"w","trial_id":')
     assert tune.main([*flags, "--trials", "3"]) == 0
-    assert f"note: {out / study_storage.JOURNAL}: its last line was cut short" in capsys.readouterr().err
+    note = f"note: {out / study_storage.JOURNAL}: its last line was cut short"
+    assert note in capsys.readouterr().err
     lines = (out / study_storage.JOURNAL).read_bytes().splitlines()
     assert all(isinstance(json.loads(line), dict) for line in lines)
     assert [t.state for t in journal(out).get_trials()] == [TrialState.COMPLETE] * 3
@@ -932,8 +939,8 @@ def test_a_second_ctrl_c_as_the_command_writes_stops_it_at_once_in_a_line(finish
 
 
 @pytest.mark.parametrize("name, damage, message", [
-    (study_storage.JOURNAL, lambda b: b + b"\xff\xfe garbage\n", "{path}:{lines}: damaged, not a record "
-     "of Optuna's journal: restore the file from a copy, or start over with --overwrite"),
+    (study_storage.JOURNAL, lambda b: b + b"\xff\xfe garbage\n", "{path}:{lines}: damaged, not a "
+     "record of Optuna's journal: restore the file from a copy, or start over with --overwrite"),
     (study_storage.JOURNAL, lambda b: b"\x00" + b, "{path}:1: damaged"),
     (study_storage.JOURNAL, lambda b: b + b"{}\n", "{path}:{lines}: damaged"),
     (study_storage.JOURNAL, lambda b: b + b"[1, 2]\n" + b, "{path}:{lines}: damaged"),
@@ -1108,7 +1115,8 @@ def test_a_postgresql_server_that_never_answers_is_given_up_on_after_a_while(
     seconds = time.monotonic() - start
     out, err = capsys.readouterr()
     assert code == 2 and "Traceback" not in err
-    assert f"connecting to {url} (waiting up to {study_storage.CONNECT_TIMEOUT} s for its answer)" in out
+    waiting = f"(waiting up to {study_storage.CONNECT_TIMEOUT} s for its answer)"
+    assert f"connecting to {url} {waiting}" in out
     assert f"error: --storage {url}: cannot open it (" in err and "timeout" in err
     assert study_storage.CONNECT_TIMEOUT <= seconds < study_storage.CONNECT_TIMEOUT + 5
 

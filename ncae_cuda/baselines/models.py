@@ -4,9 +4,10 @@ ones and scoring every item for given users:
 - EASE (Steck, WWW 2019): the item-item weights B = argmin ||X - XB||² + λ||B||² with
   diag(B) = 0, in closed form: P = (XᵀX + λI)⁻¹, B = I - P diag(1/diag(P)); a user's scores are
   their row of XB. Solved in float64 in the smaller of the item and user spaces (`ease`): where
-  users are fewer than items, through users x users and users x items matrices alone. Settings λ, and recency_boost and recency_halflife: with a boost > 0 the row
-  that multiplies B holds the user's recency weights (ncae_cuda.data.recency), as NCAE scores from
-  them; B is still fit on X.
+  users are fewer than items, through users x users and users x items matrices alone. Settings
+  λ, and recency_boost and recency_halflife: with a boost > 0 the row that multiplies B holds
+  the user's recency weights (ncae_cuda.data.recency), as NCAE scores from them; B is still fit
+  on X.
 - iALS (Hu, Koren, Volinsky, ICDM 2008): the `implicit` library's AlternatingLeastSquares, which
   fits user and item factors to 1 at observed entries weighted `alpha` and to 0 at all others
   weighted 1, with L2 `regularization` on both (conjugate-gradient steps); scores u·v.
@@ -292,7 +293,8 @@ def _implicit():
         import implicit.als
         import implicit.bpr
     except ImportError:
-        raise BackendUnavailable(f"iALS and BPR are fit by the implicit library: {INSTALL}") from None
+        raise BackendUnavailable(
+            f"iALS and BPR are fit by the implicit library: {INSTALL}") from None
     return implicit
 
 

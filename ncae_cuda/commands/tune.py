@@ -9,22 +9,23 @@
 budget and split seeds: a trial fits it on the training part and scores the validation part by
 NCAE's evaluator (iALS and BPR after each iteration, keeping the best, the pruner hearing each
 as it hears NCAE's epochs); its best.toml is a recipe for python -m ncae_cuda.baselines
---config. For NCAE, each trial is a trainer run (python -m ncae_cuda.train --validation-only: the epoch chosen on
-validation, the test part never scored) in --out/trials/NNNN/, with the recipe's settings
-(--config) and the trial's values of the space's (--space, ncae_cuda/runs/space.py; by default the
-package's space of the run's feedback, ncae_cuda/runs/spaces/) over them, the data flags given here
-and --seed; with --split-seeds, a run on each of these splits and the mean of their validation
-scores. A trial's score is the validation figure its early stopping follows (RMSE, or NDCG at
-the last cutoff), or for implicit feedback Recall at the last cutoff with --metric recall (at
-the epoch of the best NDCG). The space's settings that weigh a user's interactions by their
-time (space.TIMED) are left out, at the recipe's values, where the data has no timestamps or
-the model cannot weigh its rows; a recipe that weighs by time on data without timestamps is
-refused. The package's space leaves out, in a line, the settings the recipe leaves unread or
-holds at one value (NCAE-'s c0, omega and augment_eps); a --space naming one is refused. The
-first trial is the recipe's own values of the space's settings (so the best is
-never behind the recipe); then Optuna's TPE sampler, seeded, draws the values. A trial that
-falls behind the others at the same epoch stops there (--pruner: the median of the earlier
-trials, or successive halving), heard after every epoch through the trainer's callback.
+--config. For NCAE, each trial is a trainer run (python -m ncae_cuda.train --validation-only:
+the epoch chosen on validation, the test part never scored) in --out/trials/NNNN/, with the
+recipe's settings (--config) and the trial's values of the space's (--space,
+ncae_cuda/runs/space.py; by default the package's space of the run's feedback,
+ncae_cuda/runs/spaces/) over them, the data flags given here and --seed; with --split-seeds, a
+run on each of these splits and the mean of their validation scores. A trial's score is the
+validation figure its early stopping follows (RMSE, or NDCG at the last cutoff), or for implicit
+feedback Recall at the last cutoff with --metric recall (at the epoch of the best NDCG). The
+space's settings that weigh a user's interactions by their time (space.TIMED) are left out, at
+the recipe's values, where the data has no timestamps or the model cannot weigh its rows; a
+recipe that weighs by time on data without timestamps is refused. The package's space leaves
+out, in a line, the settings the recipe leaves unread or holds at one value (NCAE-'s c0, omega
+and augment_eps); a --space naming one is refused. The first trial is the recipe's own values of
+the space's settings (so the best is never behind the recipe); then Optuna's TPE sampler,
+seeded, draws the values. A trial that falls behind the others at the same epoch stops there
+(--pruner: the median of the earlier trials, or successive halving), heard after every epoch
+through the trainer's callback.
 
 The study lives in a storage: by default a journal file in --out (workers on one machine);
 --storage sqlite:///FILE, or postgresql://... for workers on many machines, each running the same

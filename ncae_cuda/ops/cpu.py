@@ -1,8 +1,9 @@
 """Numba CPU backend: every op of ops/reference.py, same names, argument order and semantics.
 
 Each public function is a thin launcher (like ops/gpu.py's) that casts scalars to float32 and
-calls a jitted kernel; the dense parts and the step's bookkeeping are the reference's numpy. The cast matters: Numba types a Python float as float64 and an int
-literal mixed with float32 as float64, which would silently run the hot loops in double.
+calls a jitted kernel; the dense parts and the step's bookkeeping are the reference's numpy.
+The cast matters: Numba types a Python float as float64 and an int literal mixed with float32
+as float64, which would silently run the hot loops in double.
 
 Parallelism follows ownership, so results never depend on thread timing: a row-parallel loop
 writes only its row; the scatters into embedding rows (dE, dV, dc) run over the batch's column

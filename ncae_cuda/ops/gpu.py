@@ -245,8 +245,8 @@ class KernelOps:
     def gather_forward(self, a1, batch, E, b1, scale):
         _check(np.float32, a1, E, *(() if b1 is None else (b1,)))
         self._windows_launch("gather_forward_kernel", batch, a1.shape[1], (
-            a1, *self._scratch(batch, a1.shape[1]), batch.indptr, batch.cols, batch.vals, batch.keep,
-            batch.entry_rows, E, b1, np.float32(scale)))
+            a1, *self._scratch(batch, a1.shape[1]), batch.indptr, batch.cols, batch.vals,
+            batch.keep, batch.entry_rows, E, b1, np.float32(scale)))
 
     def scatter_backward(self, dE, dpre1, batch, scale):
         _check(np.float32, dE, dpre1)
