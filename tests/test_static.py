@@ -2,7 +2,8 @@
 pyflakes: no name used that is defined nowhere (a NameError met only on the path that reaches
 it, as tune's refusal of a study with no completed trial once did), no import or variable left
 unused, no f-string without a field; a finding on a line marked `# noqa` is meant (a module that
-re-exports names) and is kept. Every shell script passes shellcheck: bench/gpu_check.sh runs on
+re-exports names) and is kept. No line of code is over 100 characters. Every shell script passes
+shellcheck: bench/gpu_check.sh runs on
 a lent GPU's short window, where an unquoted path or a `cd` that failed unnoticed costs it."""
 import shutil
 import subprocess
@@ -17,6 +18,8 @@ FOLDERS = ("ncae_cuda", "bench", "dev", "docs", "tests")       # where the repos
 # the scripts that run again: CI's, and the device's phases (bench/results/ keeps scripts as
 # they ran, a record)
 SCRIPTS = [ROOT / ".ci" / "run", *sorted((ROOT / "bench").glob("*.sh"))]
+CODE = ("*.py", "*.cu", "*.cuh", "*.h", "*.sh")                # what the line limit holds for
+WIDTH = 100
 
 
 class Findings:
@@ -49,6 +52,16 @@ def test_every_python_file_passes_pyflakes():
     for path in files:
         api.checkPath(str(path), found)
     assert [f for f in found.lines if not meant(f)] == []
+
+
+def test_no_line_of_code_is_over_the_width():
+    files = [*SCRIPTS, *(p for folder in (*FOLDERS, "kernels") for pattern in CODE
+                         for p in (ROOT / folder).rglob(pattern)
+                         if "results" not in p.relative_to(ROOT).parts)]   # records as they ran
+    assert any(p.suffix == ".cu" for p in files) and len(files) > 170
+    over = [f"{path.relative_to(ROOT)}:{number}" for path in files
+            for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > WIDTH]
+    assert over == []
 
 
 def test_every_shell_script_passes_shellcheck():
