@@ -17,6 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from .errors import NcaeError
+from .interrupts import Signalled, signal_name
 from .naming import as_written, flag
 
 FIRST_TASK = 0                  # --task's default: a pool's first share (the only one of one)
@@ -29,7 +30,7 @@ def exit_with(main) -> None:
     with exit status 130 (128 + SIGINT, as the shell's for a process the signal killed) and
     one line, `interrupted`, saying how to continue where the command said (continued_by),
     no traceback. A SIGTERM (a launcher's or a pool's way to stop a command) ends it alike,
-    raised as Terminated where the command's work has no handler of its own: exit status 143
+    raised as Signalled where the command's work has no handler of its own: exit status 143
     (128 + SIGTERM), its line `SIGTERM: stopped` (before, killed by it: -15, nothing said)."""
     before = signal.signal(signal.SIGTERM, _terminated)
     try:
@@ -55,20 +56,9 @@ def exit_with(main) -> None:
     sys.exit(code)
 
 
-class Terminated(KeyboardInterrupt):
-    """A SIGTERM, within exit_with: a command's work ends at it as at a Ctrl-C."""
-    signal_name = "SIGTERM"
-
-
 def _terminated(number, frame) -> None:
-    """exit_with's SIGTERM handler."""
-    raise Terminated
-
-
-def signal_name(interrupt: KeyboardInterrupt) -> str:
-    """The signal a KeyboardInterrupt came by: SIGINT, unless it names another (signal_name:
-    Terminated's, Interrupted's, stopping.Stopped's)."""
-    return getattr(interrupt, "signal_name", "SIGINT")
+    """exit_with's SIGTERM handler: a command's work ends at it as at a Ctrl-C."""
+    raise Signalled("SIGTERM")
 
 
 class Interrupted(KeyboardInterrupt):

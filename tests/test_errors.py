@@ -12,7 +12,7 @@ import pytest
 from helpers import read_only
 
 import ncae_cuda
-from ncae_cuda import cli, naming
+from ncae_cuda import cli, interrupts, naming
 from ncae_cuda.commands import baselines, datasets, experiments, recommend, train, tune
 from ncae_cuda.data import atomic_file
 from ncae_cuda.errors import NamingSettings, NcaeError, SettingError
@@ -26,7 +26,7 @@ INTERNAL = {
     pool.Stopped,          # ...and a pool of runs: the same
     rundir.Held,           # a lock another process holds: its takers raise their own error
     cli.Interrupted,       # a Ctrl-C in work a command can continue: exit_with says how
-    cli.Terminated,        # a SIGTERM, which exit_with ends a command at as at a Ctrl-C
+    interrupts.Signalled,  # a SIGTERM, or a second signal in a fit: ended at as a Ctrl-C
 }
 # ...and a bug's, shown with its traceback, as a GPU's illegal memory access is:
 BUGS = {

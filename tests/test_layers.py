@@ -1,16 +1,16 @@
 """The subpackages are layers: each imports only the ones below it (and the base modules
-errors.py, naming.py, machine.py and cli.py; cli.py, argparse's, only the commands), so the
-folder tree shows which room a change belongs in and no circle can form between rooms. The entry
-modules (ncae_cuda/train.py, ...) and the package's face (ncae_cuda/__init__.py) stand above
-them all. Within a room no circle forms either: no module imports, at its top or inside a
-function, one that imports it back."""
+errors.py, naming.py, machine.py, interrupts.py and cli.py; cli.py, argparse's, only the
+commands), so the folder tree shows which room a change belongs in and no circle can form
+between rooms. The entry modules (ncae_cuda/train.py, ...) and the package's face
+(ncae_cuda/__init__.py) stand above them all. Within a room no circle forms either: no module
+imports, at its top or inside a function, one that imports it back."""
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ncae_cuda"
 # lowest first; a layer may import any layer before it in this list, never one after it
 LAYERS = ["data", "ops", "model", "baselines", "runs", "serving", "commands"]
-BASE = {"errors", "naming", "machine", "cli", "__version__"}   # __version__: set first
+BASE = {"errors", "naming", "machine", "interrupts", "cli", "__version__"}   # __version__: set first
 
 
 def imports(path: Path, package: Path = PACKAGE):
@@ -70,7 +70,7 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 
 def test_the_base_modules_import_no_layer():
-    for name in ("errors", "naming", "machine", "cli"):
+    for name in ("errors", "naming", "machine", "interrupts", "cli"):
         assert not {layer_of(m) for m in imported(PACKAGE / f"{name}.py")} & set(LAYERS)
     assert not imported(PACKAGE / "naming.py")         # every layer may import it: cli too
 

@@ -17,13 +17,13 @@ import pytest
 import scipy.sparse as sp
 
 from ncae_cuda import NCAE, ops
-from ncae_cuda.cli import Interrupted
+from ncae_cuda.cli import Interrupted, continued_by, exit_with
 from ncae_cuda.commands import baselines, check, experiments, recommend, train, tune
 from ncae_cuda.commands import datasets as datasets_command
 from ncae_cuda.data import datasets, splits
 from ncae_cuda.data.interactions import DataError
 from ncae_cuda.data.reader import read_movielens_100k, read_table
-from ncae_cuda.model import loop, modelfile
+from ncae_cuda.model import loop, modelfile, stopping
 from ncae_cuda.model.estimator import OutOfMemory
 from ncae_cuda.ops import BackendUnavailable
 from ncae_cuda.runs import rundir
@@ -1229,6 +1229,23 @@ def test_a_ctrl_c_ends_a_command_in_a_line_saying_how_to_continue(tmp_path, how,
                                tmp_path / "stderr", signum,
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (code, stderr) == (128 + signum, said)
+
+
+@pytest.mark.parametrize("within", ["deferred", "recorded"])
+@pytest.mark.parametrize("signum, said", [(signal.SIGINT, "interrupted"),
+                                          (signal.SIGTERM, "SIGTERM: stopped")])
+def test_a_second_signal_in_a_fit_ends_a_command_as_that_signal(capsys, within, signum, said):
+    """A second SIGTERM while a fit stops (stopping.deferred, or a tuning worker's recorded),
+    which stops it at once: exit 143 and `SIGTERM: stopped`; before, said as a Ctrl-C's,
+    `interrupted` and exit 130 (the KeyboardInterrupt it raised named no signal)."""
+    def main():
+        with continued_by("continue with X"), getattr(stopping, within)():
+            os.kill(os.getpid(), signum)        # asks the fit to stop at its step's end
+            os.kill(os.getpid(), signum)        # stops it at once
+    with pytest.raises(SystemExit) as ended:
+        exit_with(main)
+    assert (ended.value.code, capsys.readouterr().err) == (128 + signum,
+                                                           f"\n{said}: continue with X\n")
 
 
 # `python -m ncae_cuda.NAME` (argv: NAME), its import of the command's module paused until the

@@ -32,6 +32,8 @@ import threading
 
 from numba.core import event as numba_event
 
+from ..interrupts import Signalled
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _asked: list[str] = []            # the name of the signal that asked to stop, while one has
 _compiles_held: list[bool] = []   # [True] within compiles_whole (in the main thread)
@@ -56,9 +58,10 @@ def asked() -> str | None:
 def _record(number, frame) -> None:
     """recorded()'s handler, and deferred()'s: the first signal's name, and nothing raised; a
     second signal raises (a user who asks twice is not kept waiting on a long step or trial,
-    at the risk of a write cut short that the first request avoids)."""
+    at the risk of a write cut short that the first request avoids), naming itself (before, a
+    plain KeyboardInterrupt: a second SIGTERM was said as a Ctrl-C, exit 130)."""
     if _asked:
-        raise KeyboardInterrupt
+        raise Signalled(signal.Signals(number).name)
     _asked.append(signal.Signals(number).name)
 
 
@@ -66,7 +69,7 @@ def _record(number, frame) -> None:
 def recorded():
     """Within it, a signal only asks to stop (asked()), and raises nothing, in a fit or out
     of one (see the module's docstring); the caller stops where asked() says so. A second
-    signal raises KeyboardInterrupt (_record). Only the main thread can take signals:
+    signal raises Signalled, a KeyboardInterrupt (_record). Only the main thread can take signals:
     elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield

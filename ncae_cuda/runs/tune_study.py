@@ -10,6 +10,7 @@ import shutil
 import signal
 import sys
 
+from ..interrupts import signal_name
 from ..model import stopping
 from . import pool
 from .effort import MARKER, TABLE
@@ -122,7 +123,7 @@ def work_on(spec: TuneSpec, found: Setup) -> int:
             # signal: Optuna failed the trial under way
             print(f"worker {spec.worker}: stopped; the trial under way is marked failed",
                   file=sys.stderr)
-            return 128 + signal.Signals[getattr(e, "signal_name", "SIGINT")]
+            return 128 + signal.Signals[signal_name(e)]
         if stopping.asked() is None:
             return 0
         print(f"worker {spec.worker}: stopped, with no trial under way", file=sys.stderr)
