@@ -42,3 +42,34 @@ def test_a_command_starts_without_what_only_some_of_its_work_needs():
                           text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == ""
+
+
+# the package's face read in a fresh interpreter: what `import ncae_cuda` loaded, then each name
+# of __all__ as `from ncae_cuda import *` gives it, and whether dir() lists them all
+FACE = """
+import importlib, sys
+import ncae_cuda
+print(",".join(sorted(name for name in ("numpy", "numba", "scipy") if name in sys.modules)))
+namespace = {}
+exec("from ncae_cuda import *", namespace)
+print(",".join(f"{name}:{getattr(namespace[name], '__module__', '')}"
+               for name in ncae_cuda.__all__))
+print(set(ncae_cuda.__all__) <= set(dir(ncae_cuda)))
+"""
+
+
+def test_the_package_face_loads_its_names_as_they_are_read():
+    """`import ncae_cuda` loads no library: `python -m ncae_cuda.NAME` imports the package
+    before the command's shim can end a Ctrl-C in a line (before, numpy, Numba and SciPy, most
+    of a command's start, loaded with the face's NCAE: a Ctrl-C there was a traceback); each
+    name of __all__ is still there, the one its module defines."""
+    done = subprocess.run([sys.executable, "-c", FACE], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded, names, listed = done.stdout.splitlines()
+    assert loaded == ""
+    assert names.split(",") == [
+        "NCAE:ncae_cuda.model.estimator", "BlendedNCAE:ncae_cuda.model.blend",
+        "make_model:ncae_cuda.runs.factory", "load_model:ncae_cuda.runs.factory",
+        "NotFitted:ncae_cuda.model.base", "Unsupported:ncae_cuda.model.base", "__version__:"]
+    assert listed == "True"

@@ -1248,15 +1248,15 @@ def test_a_second_signal_in_a_fit_ends_a_command_as_that_signal(capsys, within, 
                                                            f"\n{said}: continue with X\n")
 
 
-# `python -m ncae_cuda.NAME` (argv: NAME), its import of the command's module paused until the
-# test's SIGINT once it has said so
+# `python -m ncae_cuda.NAME` (argv: NAME MODULE), its first import of a module named MODULE...
+# paused until the test's SIGINT once it has said so
 PAUSED_IMPORT = """
 import runpy, signal, sys
 
 
 class PausedImport:
     def find_spec(self, name, path, target=None):
-        if name.startswith("ncae_cuda.commands."):
+        if name.startswith(sys.argv[2]):
             print("importing", flush=True)
             signal.pause()
 
@@ -1266,14 +1266,17 @@ runpy.run_module(f"ncae_cuda.{sys.argv[1]}", run_name="__main__", alter_sys=True
 """
 
 
+@pytest.mark.parametrize("loading", ["ncae_cuda.commands.", "numpy"])
 @pytest.mark.parametrize("command", ["train", "tune", "baselines", "experiments", "recommend",
                                      "serve", "check", "datasets"])
-def test_a_ctrl_c_as_a_command_loads_ends_it_in_a_line(tmp_path, command):
-    """A Ctrl-C while `python -m ncae_cuda.NAME` imports its command's module: exit 130 and
-    `interrupted`; before, the shim imported it before cli.exit_with ran: a traceback."""
+def test_a_ctrl_c_as_a_command_loads_ends_it_in_a_line(tmp_path, command, loading):
+    """A Ctrl-C while `python -m ncae_cuda.NAME` imports its command's module, or the first of
+    the libraries (numpy; most of a command's start): exit 130 and `interrupted`. Before, the
+    shim imported its command before cli.exit_with ran, and Python imported numpy with the
+    package (its face's NCAE) before the shim: a traceback."""
     script = tmp_path / "paused.py"
     script.write_text(PAUSED_IMPORT)
-    code, stderr = interrupted([sys.executable, str(script), command], "importing",
+    code, stderr = interrupted([sys.executable, str(script), command, loading], "importing",
                                tmp_path / "stderr", env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (code, stderr) == (130, "\ninterrupted\n")
 
