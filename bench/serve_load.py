@@ -104,20 +104,35 @@ def client_process(host, port, shares: list[list[str]], seconds: float, barrier,
 
 
 @contextlib.contextmanager
-def clients_started(workers):
-    """Within it, the client processes run, SIGINT blocked in each from its start (a mask kept
-    across the spawn's exec), and they are joined at its end, a Ctrl-C there ending them
-    first. A terminal's Ctrl-C, which reaches them too, is the parent's alone: before, each
-    printed a KeyboardInterrupt traceback of its own, and a parent signalled alone waited for
-    them to run out their --seconds."""
+def sigint_held():
+    """Within it, processes started keep SIGINT blocked from their start (a mask kept across
+    exec: a terminal's Ctrl-C, which reaches them too, is the bench's alone), and a Ctrl-C to
+    the bench waits: it is raised as the block ends, each process started whole and known.
+    Blocked in this thread, a signal goes to another (Numba's, asyncio's), whose Python
+    handler runs in this one all the same: it is held by a handler of its own here (before,
+    raised within a client's start, that client ran on unknown to the bench)."""
+    held = []
+    before = signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        # blocked, not ignored, in this thread while they start: a Ctrl-C meanwhile waits
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, before)
+    if held:
+        signal.raise_signal(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def clients_started(workers):
+    """Within it, the client processes run, SIGINT blocked in each (sigint_held), and they are
+    joined at its end, a Ctrl-C there ending them first. Before, each printed a
+    KeyboardInterrupt traceback of its own at a terminal's Ctrl-C, and a parent signalled alone
+    waited for them to run out their --seconds."""
+    try:
+        with sigint_held():
             for worker in workers:
                 worker.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         yield
     except KeyboardInterrupt:
         for worker in workers:
@@ -164,31 +179,38 @@ def load(url: str, paths: list[str], clients: int, processes: int, seconds: floa
 # the server and the model
 
 
-class Served:
-    """python -m ncae_cuda.serve on a free loopback port, until closed."""
-
-    def __init__(self, model: Path, device: str, flags: list[str]):
-        # the caller's PYTHONPATH kept behind the repository (carried wheels: the serve extra);
-        # the server's stderr is ours, so that why it did not start is in the log
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        self.process = subprocess.Popen(
+@contextlib.contextmanager
+def served(model: Path, device: str, flags: list[str]):
+    """The URL of python -m ncae_cuda.serve on a free loopback port, serving within it. The
+    server's stderr is the bench's, so that why it did not start is in the log; a Ctrl-C is
+    the bench's alone (sigint_held), which ends the server at once, with no line after its own
+    (before, uvicorn's "Shutting down" lines, of the terminal's Ctrl-C or of the SIGTERM that
+    ends it; it holds nothing to keep)."""
+    # the caller's PYTHONPATH kept behind the repository (carried wheels: the serve extra)
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    with sigint_held():
+        process = subprocess.Popen(
             [sys.executable, "-m", "ncae_cuda.serve", str(model), "--port", "0", "--device",
              device, *flags], stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": path})
-        line = self.process.stdout.readline()          # the ready line, or "" if it failed
+    try:
+        line = process.stdout.readline()          # the ready line, or "" if it failed
         if not line.startswith("serving "):
-            self.process.kill()
             raise SystemExit(f"the server did not start on {model} (its error is above)")
-        self.url = line.split()[-1]
+        yield line.split()[-1]
+    except KeyboardInterrupt:
+        process.kill()
+        raise
+    finally:
+        process.terminate()                       # (none sent where it has ended)
+        process.wait(60)
+        process.stdout.close()
 
-    def health(self) -> dict:
-        with urllib.request.urlopen(self.url + "/healthz", timeout=60) as response:
-            return json.loads(response.read())
 
-    def close(self) -> None:
-        self.process.terminate()
-        self.process.wait(60)
-        self.process.stdout.close()
+def health(url: str) -> dict:
+    """The server's /healthz."""
+    with urllib.request.urlopen(url + "/healthz", timeout=60) as response:
+        return json.loads(response.read())
 
 
 def offline_rate(model: NCAE, users: np.ndarray, n: int, index: str = "exact") -> float:
@@ -232,13 +254,12 @@ def measure_server(result: dict, model: NCAE, path: Path, users: np.ndarray, arg
     paths = {"recommend": [f"/recommend?user={u}&n={args.n}" for u in order],
              "healthz": ["/healthz"] * args.requests}
     result["levels"] = []
-    server = Served(path, args.device, [*args.server_flags, "--index", index])
-    try:
+    with served(path, args.device, [*args.server_flags, "--index", index]) as url:
         for clients in args.clients:
             for endpoint, wanted in paths.items():
-                before = server.health()
-                level = load(server.url, wanted, clients, args.client_processes, args.seconds)
-                after = server.health()
+                before = health(url)
+                level = load(url, wanted, clients, args.client_processes, args.seconds)
+                after = health(url)
                 batches = after["batches"] - before["batches"]
                 level.update(endpoint=endpoint, mean_batch=(
                     (after["users_scored"] - before["users_scored"]) / batches
@@ -247,8 +268,6 @@ def measure_server(result: dict, model: NCAE, path: Path, users: np.ndarray, arg
                 print(f"{result['shape']} | index {index} | {endpoint} | {clients} clients: "
                       f"{level['requests_per_s']:.0f} req/s, p50 {level['p50_ms']:.2f} ms, "
                       f"p99 {level['p99_ms']:.2f} ms", flush=True)
-    finally:
-        server.close()
     result["targets"] = targets(result)
     return result
 
