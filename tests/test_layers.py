@@ -10,7 +10,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "ncae_cuda"
 # lowest first; a layer may import any layer before it in this list, never one after it
 LAYERS = ["data", "ops", "model", "baselines", "runs", "serving", "commands"]
-BASE = {"errors", "naming", "machine", "interrupts", "cli", "__version__"}   # __version__: set first
+# __version__: set first
+BASE = {"errors", "naming", "machine", "interrupts", "cli", "__version__"}
 
 
 def imports(path: Path, package: Path = PACKAGE):
