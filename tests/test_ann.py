@@ -161,6 +161,56 @@ def test_a_user_the_index_finds_too_few_for_gets_the_exact_top_k(models):
     model._index = None
 
 
+def top_of_every_list(items: np.ndarray, left_out=None) -> ann.ItemIndex:
+    """An index of `items` whose queries scan every list: its top is the float64 top-k's."""
+    settings = ann.IndexSettings(probes=ann.IndexSettings().lists(len(items)))
+    index = ann.ItemIndex(items, settings, left_out)
+    index.build()
+    return index
+
+
+def test_items_of_equal_logits_go_earlier_first_through_the_index():
+    """Items of one vector tie on every query: faiss returns them in its own order, and top
+    puts the earlier item first, as the exact top-k (a stable float64 argsort) does."""
+    rng = np.random.default_rng(7)
+    items = rng.standard_normal((40, 5)).astype(np.float32)
+    items[[3, 17, 29]] = items[[31, 5, 11]]                  # three pairs of equal vectors
+    queries = rng.standard_normal((30, 5)).astype(np.float32)
+    idx, logits, short = top_of_every_list(items).top(queries, np.arange(30), 40, None)
+    exact = queries.astype(np.float64) @ items.T.astype(np.float64)         # (30, 40)
+    np.testing.assert_array_equal(idx, np.argsort(-exact, axis=1, kind="stable"))
+    np.testing.assert_allclose(logits, -np.sort(-exact, axis=1), rtol=1e-5, atol=1e-6)
+    assert not short.any()
+
+
+def test_short_marks_the_users_the_index_found_fewer_for_than_the_exact_top_k_offers(
+        monkeypatch):
+    """The exact top-k offers a user n items, or their unseen items not left out where those
+    are fewer: a user the index found all of those for is not short, one it found one fewer
+    for is (and the exact top-k answers them)."""
+    rng = np.random.default_rng(8)
+    items = rng.standard_normal((40, 5)).astype(np.float32)
+    left_out = np.array([2, 5])
+    index = top_of_every_list(items, left_out)
+    offered = np.setdiff1d(np.arange(40), left_out)                         # (38,)
+    seen_of = [offered[:0], offered[:30], offered]           # unseen and offered: 38, 8, 0
+    seen = sp.csr_matrix((np.ones(sum(map(len, seen_of))), np.concatenate(seen_of),
+                          np.cumsum([0, *map(len, seen_of)])), shape=(3, 40))
+    queries, users = rng.standard_normal((3, 5)).astype(np.float32), np.arange(3)
+    idx, _, short = index.top(queries, users, 10, seen)
+    assert (idx >= 0).sum(axis=1).tolist() == [10, 8, 0] and not short.any()
+    search = index.search
+
+    def one_fewer(queries, k, excluded=None):                # the last item found dropped
+        found, logits = search(queries, k, excluded)
+        rows, last = np.arange(len(found)), (found >= 0).sum(axis=1) - 1     # (B,) each
+        rows, last = rows[last >= 0], last[last >= 0]
+        found[rows, last], logits[rows, last] = -1, -np.inf
+        return found, logits
+    monkeypatch.setattr(index, "search", one_fewer)
+    assert index.top(queries, users, 10, seen)[2].tolist() == [True, True, False]
+
+
 def test_the_index_file_is_reused_while_it_matches_and_rebuilt_when_the_model_changes(
         models, tmp_path, caplog):
     path = tmp_path / "model.npz"
