@@ -82,7 +82,7 @@ def test_cosine_neighbours_are_the_dense_reference_s_top_k(k, shrink, block_rows
 
 
 @pytest.mark.parametrize("block_rows", [1, 4, 1000])
-@pytest.mark.parametrize("k", [1, 3, 14, 50])
+@pytest.mark.parametrize("k", [1, 3, 13, 14, 50])     # 13: the k-th largest an empty item's 0
 @pytest.mark.parametrize("alpha, beta", [(1.0, 0.0), (0.5, 0.3), (1.5, 1.0)])
 def test_rp3beta_weights_are_the_dense_reference_s_top_k(k, alpha, beta, block_rows,
                                                          monkeypatch):
