@@ -278,6 +278,25 @@ def test_validation_too_small_to_fit_the_weights_blends_the_plain_mean(warm, cap
             "members' best: ") in capsys.readouterr().out
 
 
+def test_validation_of_two_halves_of_nine_warm_entries_fits_the_weights(capsys):
+    """18 warm entries, the fewest that give each half as many entries as weights: the
+    weights are fit, the float64 least squares of the nine features built here (17 blend the
+    plain mean)."""
+    model, split = fitted(epochs=1)
+    cold, _ = shrunk_means_by_hand(split.train, split.valid)
+    held = split.valid.subset(np.flatnonzero(~cold)[:2 * blend.MEAN.size])
+    model.fit(split.train, validation=held, epochs=1)
+    users, items = held.user_ids[held.users], held.item_ids[held.items]
+    ratings = np.stack([model.members[name].predict(users, items) for name in blend.MEMBERS])
+    li, lu = (counts[part] for counts, part in zip(log_counts(split.train),
+                                                   (held.items, held.users)))
+    features = np.column_stack([r * t for r in (*ratings, np.ones(held.nnz))
+                                for t in (np.ones(held.nnz), li, lu)])
+    want = np.linalg.lstsq(features, held.ratings, rcond=None)[0].reshape(3, 3)
+    np.testing.assert_allclose(model.weights, want, rtol=1e-3, atol=1e-3)
+    assert "cross-fitted" in capsys.readouterr().out
+
+
 def test_train_based_both_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
     assert train.main([*TINY, "--based", "both", "--epochs", "3", "--out", str(out)]) == 0
