@@ -395,6 +395,25 @@ def test_items_of_no_fit_rating_are_ranked_through_the_index_as_the_exact_top_k(
     assert np.isin(exact_items, EMPTIED).any()                      # the case: ranked by them
 
 
+def test_items_of_no_fit_rating_ranked_first_are_all_found_through_the_index():
+    """Users whose shrunk mean is near the scale's top: the items of no fit rating, scored at
+    it, rank first, tied, the earlier first; through the index for n under their number, as
+    the exact top-k and as written here."""
+    X = emptied_items_data()
+    model = NCAE(device="cpu", hidden=(8,), feedback="explicit", rating_scale=(1, 5)).fit(
+        X, epochs=2, verbose=False)
+    model._index = scanning_every_list(model)
+    model.data.shrunk_means.users[:] = 4.99
+    users = np.arange(X.shape[0])
+    for n in range(1, len(EMPTIED) + 2):
+        items, scores = model.recommend(users, n=n, filter_seen=False, index="approximate")
+        exact_items, _ = model.recommend(users, n=n, filter_seen=False)
+        np.testing.assert_array_equal(items, exact_items)
+        np.testing.assert_array_equal(items[:, :len(EMPTIED)], np.broadcast_to(
+            EMPTIED[:n], (len(users), min(n, len(EMPTIED)))))
+        np.testing.assert_allclose(scores[:, :len(EMPTIED)], 4.99, rtol=1e-5)
+
+
 def test_an_index_that_does_not_apply_is_said_in_flags_on_the_command_line(tmp_path, capsys):
     blend = BlendedNCAE(device="cpu", hidden=(8,), feedback="explicit").fit(
         datasets.load("synthetic-tiny"), epochs=1, verbose=False)

@@ -224,16 +224,20 @@ def test_cold_entries_are_found_from_the_counts_of_the_fit(monkeypatch):
 def emptied_items_data():
     """Random small ratings (40 users x 30 items, 1 to 5) whose items EMPTIED have no rating:
     columns the network never trained, as a user-based model's output columns or an
-    item-based model's empty rows."""
+    item-based model's empty rows. The user and the item of ONE_RATING have one rating each:
+    neither is cold."""
     rng = np.random.default_rng(3)
     X = sp.random(40, 30, density=0.3, random_state=4, format="csr")
     X.data = rng.integers(1, 6, X.nnz).astype(np.float32)
     X.data[np.isin(X.indices, EMPTIED)] = 0
+    X.data[X.indptr[ONE_RATING[0]] + 1:X.indptr[ONE_RATING[0] + 1]] = 0
+    X.data[np.flatnonzero((X.indices == ONE_RATING[1]) & (X.data > 0))[1:]] = 0
     X.eliminate_zeros()
     return X
 
 
 EMPTIED = [3, 7, 20]
+ONE_RATING = (2, 11)                        # (user, item)
 
 
 @pytest.mark.parametrize("model, output", [("user", "tanh"), ("item", "tanh"), ("both", "tanh"),
@@ -245,6 +249,8 @@ def test_recommend_scores_items_of_no_fit_rating_as_predict_does(model, output):
     emptied items' the hand-computed mean, and the other items keep their order and scores;
     recommend_new of a fit user's row gives recommend's."""
     X = emptied_items_data()
+    user, item = ONE_RATING                         # neither cold: scored by the network
+    assert X[user].nnz == X[:, item].nnz == 1
     make = BlendedNCAE if model == "both" else lambda **s: NCAE(based=model, **s)
     fitted = make(feedback="explicit", rating_scale=(1, 5), output=output, **SETTINGS).fit(
         X, epochs=2, verbose=False)
