@@ -17,10 +17,12 @@ import scipy.sparse as sp
 
 from ncae_cuda import NCAE, BlendedNCAE, NotFitted, Unsupported, load_model, make_model
 from ncae_cuda.commands import recommend as recommend_command
-from ncae_cuda.data.interactions import DataError, UnknownIds
+from ncae_cuda.data import splits
+from ncae_cuda.data.interactions import DataError, UnknownIds, from_matrix
 from ncae_cuda.baselines.estimators import EASE
 from ncae_cuda.model.base import ENTRY_POINTS
 from ncae_cuda.model.config import Config, SettingError
+from ncae_cuda.runs.select_test import select_refit_test
 
 USERS, ITEMS = 40, 30
 EMPTY_USER, EMPTY_ITEM = 3, 7
@@ -874,16 +876,15 @@ def test_every_model_goes_through_the_one_protocol_with_the_same_keys(name):
     """select_refit_test, the one protocol function: for every model the same result keys
     (POP beside the implicit ones), the epoch or iteration count chosen on validation, the
     refit model of the same settings, and test figures that are the refit model's evaluate of
-    the test part, excluding training + validation."""
-    from ncae_cuda.data import splits
-    from ncae_cuda.data.interactions import from_matrix
-    from ncae_cuda.runs.select_test import select_refit_test
+    the test part, excluding training + validation; the history of both fits."""
     case = CASES[name]
     _, split = splits.given_split(from_matrix(TRAIN, "train"), from_matrix(TEST, "test"),
                                   from_matrix(VALID, "valid"))
+    selected = make_model(case.settings, device="cpu")
     with redirect_stdout(io.StringIO()) as said:
-        model, result = select_refit_test(make_model(case.settings, device="cpu"), split)
+        model, result = select_refit_test(selected, split)
     assert PROTOCOL_KEYS <= set(result) and ("pop" in result) == case.implicit
+    assert model is not selected and result["history"] == selected.history + model.history
     assert result["best_validation"] is not None
     counted = "epochs" in case.settings or "iterations" in case.settings
     # iALS and BPR count iterations, a model fit in one go nothing (before: "scoring
@@ -900,3 +901,15 @@ def test_every_model_goes_through_the_one_protocol_with_the_same_keys(name):
     for key, value in again.items():
         if key != "clusters":
             assert result["test"][key] == pytest.approx(value), key
+
+
+@pytest.mark.parametrize("name", ["ncae-implicit", "ease"])
+def test_without_validation_the_protocol_tests_the_model_it_fit(name):
+    """No validation part chose a count to refit with: the model fit on training is the one
+    tested, its history that fit's alone, and no refit is said."""
+    _, split = splits.given_split(from_matrix(TRAIN, "train"), from_matrix(TEST, "test"))
+    selected = make_model(CASES[name].settings, device="cpu")
+    with redirect_stdout(io.StringIO()) as said:
+        model, result = select_refit_test(selected, split)
+    assert model is selected and result["history"] == selected.history
+    assert "refit" not in said.getvalue()
