@@ -2,8 +2,10 @@
 input."""
 import bz2
 import gzip
+import hashlib
 import lzma
 import re
+import time
 import warnings
 import zipfile
 
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ncae_cuda.data import interactions, reader, table_parser
+from ncae_cuda.data import digest, interactions, reader, table_parser
 from ncae_cuda.data.interactions import DataError, IdLookup, UnknownIds, index_ids
 from ncae_cuda.data.reader import (
     read_delicious,
@@ -124,6 +126,19 @@ def test_table_reads_iso_8601_timestamps_as_unix_seconds(tmp_path):
     # '2024-03-01' is not a number) nor a header")
     path = write(tmp_path, "bare.csv", "2,2,5,2024-03-01\n1,3,4,1700000000\n")
     assert entries(read_table(path)) == [(2, 2, 5.0, midnight), (1, 3, 4.0, 1700000000)]
+
+
+def test_a_time_of_no_zone_is_utc_whatever_the_machine_s_zone(tmp_path, monkeypatch):
+    """The machine's zone (New York's here, UTC - 5 in March) is not the file's: a time that
+    names no zone is UTC (hand-computed: 2024-03-01T00:00:00Z is 1709251200)."""
+    path = write(tmp_path, "t.csv", "user,item,timestamp\n1,2,2024-03-01T12:30:00\n")
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert entries(read_table(path)) == [(1, 2, None, 1709251200 + 12 * 3600 + 30 * 60)]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_ids_are_matched_as_written():
@@ -615,3 +630,14 @@ def test_an_interactions_with_users_of_no_entry_is_taken():
     from ncae_cuda import make_model
     model = make_model({"model": "pop"}, device="cpu").fit(by_hand(user_ids=np.arange(100, 109)))
     assert model.user_ids.tolist() == list(range(100, 109))
+
+
+
+def test_a_files_sha256_is_of_all_its_blocks(tmp_path, monkeypatch):
+    """file_sha256 reads a block at a time: a file of three blocks and a part is hashed whole,
+    as hashlib hashes its bytes at once."""
+    monkeypatch.setattr(digest, "READ_BYTES", 1000)
+    data = np.random.default_rng(0).bytes(3500)
+    path = tmp_path / "blocks.bin"
+    path.write_bytes(data)
+    assert digest.file_sha256(path) == hashlib.sha256(data).hexdigest()
