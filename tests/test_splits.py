@@ -21,6 +21,7 @@ from ncae_cuda.data.splits import (
     random_split,
     subsample,
 )
+from ncae_cuda.runs.protocol import cold_parts
 
 
 def make(users, items, ratings=None, timestamps=None, user_ids=None, item_ids=None,
@@ -135,6 +136,20 @@ def test_by_time_by_hand():
         "apart from the other 0",
         "1 test entries are cold, of 0 users and 1 items with no training or validation entry: "
         "scored apart from the other 2"]
+
+
+def test_a_time_splits_cold_test_counts_as_new_what_neither_train_nor_validation_had():
+    """cold_parts (a run's record of them) by hand: 11 entries at times 1..9; test from 8 on
+    (round(0.3 * 11) = 3 latest, the tie at 8 with them), validation the 7 (round(0.2 * 11)
+    = 2 more). User 2 comes at 7, in validation; item 4 at 9, in test. The cold test entries,
+    (1, 4) and (2, 4), are of the new item alone: user 2 came before the test cut."""
+    times = [1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9]
+    users = [0, 1, 0, 1, 0, 1, 2, 0, 2, 1, 2]
+    items = [0, 1, 2, 3, 1, 0, 3, 3, 0, 4, 4]
+    split = by_time(make(users, items, timestamps=times), test_ratio=0.3, valid_ratio=0.2)
+    assert cold_parts(split) == {
+        "cold_valid": {"entries": 1, "users": 1, "items": 1, "new_users": 1, "new_items": 0},
+        "cold_test": {"entries": 2, "users": 2, "items": 1, "new_users": 0, "new_items": 1}}
 
 
 @pytest.mark.parametrize("seed, test_ratio, valid_ratio", [
