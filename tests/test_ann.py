@@ -231,6 +231,27 @@ def test_the_index_file_is_reused_while_it_matches_and_rebuilt_when_the_model_ch
         assert str(saved["digest"]) == changed.item_index().digest
 
 
+@pytest.mark.parametrize("damage", ["cut short", "a byte flipped"])
+def test_a_damaged_index_file_is_rebuilt_not_raised(damage, models, tmp_path, caplog):
+    """model.ann cut short (a copy interrupted, a full disk) or with a byte changed: zipfile's
+    BadZipFile went past the read's handler, a traceback out of recommend and serve; now the
+    index is rebuilt, said in a warning, and saved again whole."""
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    built = NCAE.load(path, device="cpu").item_index()
+    saved = ann.index_path(path).read_bytes()
+    damaged = (saved[:len(saved) // 2] if damage == "cut short" else
+               saved[:len(saved) // 2] + bytes([saved[len(saved) // 2] ^ 0xFF])
+               + saved[len(saved) // 2 + 1:])
+    ann.index_path(path).write_bytes(damaged)
+    caplog.set_level(logging.INFO, "ncae_cuda.ann")
+    again = NCAE.load(path, device="cpu").item_index()
+    assert "unreadable" in caplog.text and "built" in caplog.text
+    assert again.digest == built.digest
+    with np.load(ann.index_path(path)) as index:
+        assert str(index["digest"]) == built.digest
+
+
 def test_a_refit_model_searches_a_new_index(models):
     model = fit("implicit-user")
     before = model.item_index()

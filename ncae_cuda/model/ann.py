@@ -44,6 +44,7 @@ from ..data.atomic_file import atomic_write
 from ..errors import NamingSettings, NcaeError
 from ..machine import cores
 from .evaluate import EVAL_BATCH, row_codes
+from .modelfile import UNREADABLE
 
 log = logging.getLogger("ncae_cuda.ann")
 INDEXES = ("exact", "approximate")           # recommend(index=...), --index
@@ -212,7 +213,8 @@ class ItemIndex:
                     log.info("index %s is of another model: rebuilding it", path)
                     return False
                 self.index = faiss_module().deserialize_index(saved["index"])
-        except (OSError, ValueError, KeyError, RuntimeError) as e:
+        # a damaged file (cut short, a byte changed) raises zipfile's errors, as a model's does
+        except (*UNREADABLE, KeyError) as e:
             if path.exists():
                 log.warning("index %s unreadable (%s): rebuilding it", path, e)
             return False
