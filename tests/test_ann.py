@@ -252,6 +252,19 @@ def test_a_damaged_index_file_is_rebuilt_not_raised(damage, models, tmp_path, ca
         assert str(index["digest"]) == built.digest
 
 
+def test_a_model_file_named_as_an_index_is_not_overwritten_by_its_index(models, tmp_path):
+    """A model saved as model.ann: its index went to model.npz -> model.ann, the model's own
+    file, which the index replaced (the model gone, the next load "not an ncae_cuda model
+    file"); now it is saved beside it under a name of its own, and read back from there."""
+    path = tmp_path / "model.ann"
+    models["implicit-user"].save(path)
+    written = path.read_bytes()
+    built = NCAE.load(path, device="cpu").item_index()
+    assert path.read_bytes() == written
+    assert ann.index_path(path) != path and ann.index_path(path).exists()
+    assert NCAE.load(path, device="cpu").item_index().digest == built.digest
+
+
 def test_a_refit_model_searches_a_new_index(models):
     model = fit("implicit-user")
     before = model.item_index()

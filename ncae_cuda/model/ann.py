@@ -128,8 +128,12 @@ def check_applies(model) -> None:
 
 
 def index_path(model_file: Path) -> Path:
-    """Where the index of the model saved at `model_file` is kept."""
-    return Path(model_file).with_suffix(SUFFIX)
+    """Where the index of the model saved at `model_file` is kept: model.npz -> model.ann, a
+    model saved as model.ann -> model.ann.ann (its index saved there replaced the model)."""
+    model_file = Path(model_file)
+    if model_file.suffix == SUFFIX:
+        return model_file.with_name(model_file.name + SUFFIX)
+    return model_file.with_suffix(SUFFIX)
 
 
 class ItemIndex:
