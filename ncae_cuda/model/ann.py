@@ -17,7 +17,11 @@ clustered into `lists` by k-means; a query scans the `probes` lists nearest to i
 coordinate quantized to 4 bits, scanned in registers (faiss's "fast scan"), whose best
 `refine` x k are scored again exactly on the stored float32 vectors; the logits returned are
 the k found items' inner products with the query as given. bench/ann.py chose the settings
-(docs/serving.md, "An approximate index").
+(docs/serving.md, "An approximate index") on generated item vectors; a trained model's cluster
+less evenly and need more lists scanned, as many as its own data says: built for a model, the
+index is calibrated on a sample of its users, the probes doubled until the index finds
+`recall_target` of their exact top CALIBRATION_K (bench/results/2026-11-29-cpu-ann-trained-recall
+found 16 probes finding 54-92% of three trained models' top 10).
 
 A blend (based='both') scores a weighted sum of two models' ratings, not one inner product; a
 sharded model's items live in several processes; the GPU's batched exact top-k is the GPU's
@@ -54,6 +58,7 @@ BITS = 4                                     # a coordinate's code: 2^BITS centr
 LAYOUT = f"(x, sqrt(R^2 - |x|^2)) / R, IVF,PQx{BITS}fs,RFlat"  # in the digest: a saved index
                                              # of another layout is rebuilt
 PARALLEL_QUERIES = 16                        # a search of as many queries runs on every core
+CALIBRATION_K = 10                           # the top-k whose recall calibrates the probes
 CORES = cores()
 
 
@@ -77,12 +82,20 @@ class IndexSettings:
         Candidates scored exactly, as a multiple of the k asked for.
     train_per_list : int
         Items a list's k-means centroid is trained on, at most.
+    recall_target : float
+        Share of a sample of a model's users' exact top CALIBRATION_K (their seen items left
+        out) that its index must find: the probes are doubled until it does, or every list is
+        scanned (0: the probes as they are).
+    calibration_users : int
+        Users of the model (of some history) that sample holds, at most.
     """
     lists_per_sqrt: float = 2.0
     probes: int = 16
     probe_share: float = 1 / 64
     refine: int = 16
     train_per_list: int = 40
+    recall_target: float = 0.95
+    calibration_users: int = 256
 
     def lists(self, n_items: int) -> int:
         """Inverted lists for n_items, at least train_per_list items each."""
@@ -150,6 +163,7 @@ class ItemIndex:
         self.digest = _digest(items, settings)
         self.index, self.probes = None, None
         self.built_seconds = None
+        self.recall = None          # of the calibration's sample at the probes: calibrate()
         self.network, self.steps = None, None        # of the model it indexes, at its step
 
     @classmethod
@@ -166,8 +180,10 @@ class ItemIndex:
             log.info("index %s read (%s)", path, found.digest[:12])
             return found
         found.build()
-        log.info("index of %d items built in %.1f s (%s)", len(found.items),
-                 found.built_seconds, found.digest[:12])
+        found.calibrate(*_calibration_sample(model, settings.calibration_users))
+        log.info("index of %d items built in %.1f s (%s): %d of %d lists scanned find %.1f%% of "
+                 "the exact top %d", len(found.items), found.built_seconds, found.digest[:12],
+                 found.probes, found.lists(), 100 * found.recall, CALIBRATION_K)
         if path is not None:
             try:
                 found.save(path)
@@ -203,10 +219,51 @@ class ItemIndex:
         self.built_seconds = time.perf_counter() - start
         self.prepare_search()
 
+    def lists(self) -> int:
+        """The index's inverted lists."""
+        return faiss_module().extract_index_ivf(self.index).nlist
+
+    def calibrate(self, queries: np.ndarray, users: np.ndarray, seen) -> None:
+        """Scan as many lists as the settings' probes doubled until the index finds
+        recall_target of the exact top CALIBRATION_K of `users` (B,), queries (B, d), each
+        user's `seen` items (users x items CSR) left out; `recall` what they find. A user the
+        index finds too few for counts whole: the exact top-k answers it."""
+        exact = self.exact_top(queries, users, CALIBRATION_K, seen)              # (B, K)
+        wanted = (exact >= 0).sum(axis=1)                                        # (B,)
+        lists = self.lists()
+        while True:
+            found, _, short = self.top(queries, users, CALIBRATION_K, seen)     # (B, K)
+            hits = (found[:, :, None] == exact[:, None, :]).any(axis=1) & (exact >= 0)
+            shares = np.where(short, 1.0, hits.sum(axis=1) / np.maximum(wanted, 1))
+            self.recall = float(shares[wanted > 0].mean()) if wanted.any() else 1.0
+            if self.recall >= self.settings.recall_target or self.probes >= lists:
+                return
+            self.probes = min(2 * self.probes, lists)
+
+    def exact_top(self, queries: np.ndarray, users: np.ndarray, k: int, seen) -> np.ndarray:
+        """(B, k) the k items of the largest inner products with each query (B, d) of `users`,
+        their `seen` items and left_out left out, -1 where none is left: a brute-force scan of
+        every item, EVAL_BATCH queries at a time."""
+        out = np.full((len(users), k), -1, np.int64)
+        for start in range(0, len(users), EVAL_BATCH):
+            rows = slice(start, start + EVAL_BATCH)
+            scores = queries[rows] @ self.items.T                                # (b, N)
+            scores[:, self.left_out] = -np.inf
+            part = seen[users[rows]]
+            scores[np.repeat(np.arange(part.shape[0]), np.diff(part.indptr)),
+                   part.indices] = -np.inf
+            best = np.argsort(-scores, axis=1, kind="stable")[:, :k]     # (b, min(k, N))
+            out[rows, :best.shape[1]] = np.where(np.take_along_axis(scores, best, 1) > -np.inf,
+                                                 best, -1)
+        return out
+
     def save(self, path: Path) -> None:
         faiss = faiss_module()
         blob = faiss.serialize_index(self.index)                          # (bytes,) uint8
-        atomic_write(path, lambda f: np.savez(f, digest=np.array(self.digest), index=blob))
+        atomic_write(path, lambda f: np.savez(f, digest=np.array(self.digest), index=blob,
+                                              probes=self.probes,
+                                              recall=np.nan if self.recall is None else
+                                              self.recall))
 
     def _read(self, path: Path) -> bool:
         """Take the index saved at `path` if it is this one's; False where it is missing,
@@ -217,12 +274,14 @@ class ItemIndex:
                     log.info("index %s is of another model: rebuilding it", path)
                     return False
                 self.index = faiss_module().deserialize_index(saved["index"])
+                probes, recall = int(saved["probes"]), float(saved["recall"])
         # a damaged file (cut short, a byte changed) raises zipfile's errors, as a model's does
         except (*UNREADABLE, KeyError) as e:
             if path.exists():
                 log.warning("index %s unreadable (%s): rebuilding it", path, e)
             return False
         self.prepare_search()
+        self.probes, self.recall = probes, None if math.isnan(recall) else recall
         return True
 
     def prepare_search(self) -> None:
@@ -308,6 +367,16 @@ def user_queries(model, users: np.ndarray) -> np.ndarray:
             for i in range(0, len(users), EVAL_BATCH)])                         # (B, K)
         return _with_column(codes, 1.0)
     return _with_column(net.p["V"][users], net.p["c"][users])
+
+
+def _calibration_sample(model, count: int) -> tuple[np.ndarray, np.ndarray, object]:
+    """(queries (S, d), users (S,), seen) of `count` of the model's users of some history at
+    most, drawn by a fixed seed (the same model, the same calibration), and its seen items
+    (users x items CSR), for ItemIndex.calibrate."""
+    seen = model.data.seen
+    having = np.flatnonzero(np.diff(seen.indptr) > 0)
+    users = np.sort(np.random.default_rng(0).permutation(having)[:count]).astype(np.int32)
+    return user_queries(model, users), users, seen
 
 
 def _with_column(vectors: np.ndarray, value) -> np.ndarray:
