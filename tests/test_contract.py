@@ -22,6 +22,7 @@ from ncae_cuda.data.interactions import DataError, UnknownIds, from_matrix
 from ncae_cuda.baselines.estimators import EASE
 from ncae_cuda.model.base import ENTRY_POINTS
 from ncae_cuda.model.config import Config, SettingError
+from ncae_cuda.runs import rundir
 from ncae_cuda.runs.select_test import select_refit_test
 
 USERS, ITEMS = 40, 30
@@ -587,6 +588,22 @@ def test_loading_onto_a_device_that_is_none_blames_the_device_not_the_file(tmp_p
     for load in (load_model, NCAE.load):
         with pytest.raises(SettingError, match="^device must be one of auto, .*got 'tpu'$"):
             load(path, device="tpu")
+
+
+def test_load_model_takes_a_run_folder_for_its_model_as_the_commands_do(tmp_path):
+    """Before: load_model("runs/demo") was "a folder, not an ncae_cuda model file", where
+    python -m ncae_cuda.recommend and serve read the folder's model.npz."""
+    path = tmp_path / "run" / rundir.MODEL
+    path.parent.mkdir()
+    model = NCAE(**NCAE_SETTINGS, feedback="implicit", device="cpu").fit(TRAIN, verbose=False)
+    model.save(path)
+    by_folder = load_model(path.parent, device="cpu")
+    assert by_folder.source == path               # its index is kept beside the file it read
+    for got, want in zip(by_folder.recommend(np.arange(USERS), n=N),
+                         model.recommend(np.arange(USERS), n=N)):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(DataError, match=f"^{re.escape(str(tmp_path / rundir.MODEL))}: no such"):
+        load_model(tmp_path, device="cpu")
 
 
 def test_the_ids_cannot_change_under_the_lookups_sorted_from_them(fitted, tmp_path):

@@ -5,12 +5,14 @@ that a recipe, a run, a command and the server take any of them alike.
     model = make_model({"model": "ials", "factors": 64})     # 'model' absent: NCAE
     model = make_model({"based": "both", "hidden": (300,)})  # a BlendedNCAE
     model = load_model("model.npz")                          # whatever the file holds
+    model = load_model("runs/demo")                          # the run folder's model.npz
     model = make_model(read_recipe("recipes/lastfm-2k-implicit.toml"))   # any model's recipe
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 
 from ..baselines.estimators import MODELS as BASELINES
 from ..model import modelfile
@@ -20,6 +22,7 @@ from ..model import config
 from ..model.config import Config, SettingError, without_unread
 from ..model.estimator import NCAE
 from ..model.recommender import NAME
+from . import rundir
 
 MODELS = (NAME, *BASELINES)              # the names `model` takes
 
@@ -81,7 +84,8 @@ def load_model(path, device="auto") -> Model:
     Parameters
     ----------
     path : str or os.PathLike
-        A model file.
+        A model file, or the run folder that holds one (its model.npz), as the recommend and
+        serve commands take it.
     device : str or ops backend
         Where the model runs, whatever it was saved from ('auto', 'cpu', 'gpu').
 
@@ -96,6 +100,8 @@ def load_model(path, device="auto") -> Model:
         A file that is missing, not a model file, of another format version, or damaged,
         named.
     """
+    # the folder's file: the model's source, its index beside it (model.ann), not the folder
+    path = rundir.model_file(Path(path))
     meta, arrays = modelfile.read(path, "model")
 
     def make(ops) -> Model:
