@@ -148,6 +148,43 @@ def test_candidate_items_are_ranked_exactly(models):
         model.recommend(users, n=5, items=items)[0])
 
 
+def test_candidate_items_build_no_index_they_are_not_searched_through(models, tmp_path,
+                                                                      capsys):
+    """Before: recommend(items=..., index='approximate') and --items-file with --index
+    approximate built the whole index, and saved it beside the model, then ranked the
+    candidates exactly; now the call builds nothing, and the command refuses the flags in a
+    line, before it loads the model."""
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    loaded = NCAE.load(path, device="cpu")
+    users, items = loaded.user_ids[:3], loaded.item_ids[::3]
+    for got, want in zip(loaded.recommend(users, n=5, items=items, index="approximate"),
+                         loaded.recommend(users, n=5, items=items)):
+        np.testing.assert_array_equal(got, want)
+    assert loaded._index is None and not ann.index_path(path).exists()
+    (tmp_path / "items.txt").write_text("\n".join(map(str, items)))
+    with pytest.raises(SystemExit) as refused:
+        recommend.main([str(path), "--users", ",".join(map(str, users)), "--items-file",
+                        str(tmp_path / "items.txt"), "--index", "approximate"])
+    assert refused.value.code == 2
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said == ("python -m ncae_cuda.recommend: error: --items-file: its candidates are "
+                    "ranked exactly, not searched through an index: leave out --index "
+                    "approximate (see --help)")
+    assert not ann.index_path(path).exists()
+
+
+def test_a_mistyped_user_is_refused_before_the_index_is_built(models, tmp_path, capsys):
+    """Before: the index was built (and saved) first, the unknown id refused after."""
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    user = models["implicit-user"].user_ids[0]
+    assert recommend.main([str(path), "--users", f"{user},999999", "--index", "approximate",
+                           "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == "error: 1 user id(s) unknown to the model: 999999\n"
+    assert not ann.index_path(path).exists()
+
+
 def test_a_user_the_index_finds_too_few_for_gets_the_exact_top_k(models):
     """One list scanned (no calibration), ~40 items: n=100 is more than it finds, so every user
     is short and the exact top-k answers; the index alone would have padded the rows with -1."""
@@ -357,8 +394,9 @@ def test_a_blend_and_a_missing_extra_are_refused_in_a_line(models, tmp_path, mon
                                                             capsys):
     blend = BlendedNCAE(device="cpu", hidden=(8,), feedback="explicit").fit(
         datasets.load("synthetic-tiny"), epochs=1, verbose=False)
-    with pytest.raises(ann.IndexUnavailable, match="blend"):
-        blend.recommend(blend.user_ids[:2], index="approximate")
+    for items in (None, blend.item_ids[:3]):        # candidates, ranked exactly, refused too
+        with pytest.raises(ann.IndexUnavailable, match="blend"):
+            blend.recommend(blend.user_ids[:2], items=items, index="approximate")
     with pytest.raises(ValueError, match="index must be one of exact, approximate"):
         blend.recommend(blend.user_ids[:2], index="fast")
     path = tmp_path / "model.npz"

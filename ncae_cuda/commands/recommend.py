@@ -151,18 +151,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("-n must be >= 1")
+    if args.items_file is not None and args.index == "approximate":
+        # the index would be built for nothing (recommend ranks candidates exactly)
+        parser.error("--items-file: its candidates are ranked exactly, not searched through "
+                     "an index: leave out --index approximate")
     check_file_to_write(parser, "--out", args.out, "CSV", reads={
         "the model file": args.model, "the --users-file": args.users_file,
         "the --items-file": args.items_file})
     try:
         ann.require(args.index)
         model = load_model(args.model, device=args.device)
-        if args.index == "approximate":
-            model.item_index()
-        # unknown ids stop here, before any output is written; known ones as the model has them
+        # unknown ids stop here, before any output is written or an index built; known ones
+        # as the model has them
         users = wanted_users(args, model)
         items = (None if args.items_file is None else model.item_ids[known(
             model.data.item_lookup, read_ids(args.items_file, "--items-file", "item"))])
+        if args.index == "approximate":
+            model.item_index()      # refused, read or built before a row is written
         start = time.perf_counter()
         with cpu.compile_note():
             rows = written(args.out, lambda out: write_recommendations(

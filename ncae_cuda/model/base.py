@@ -274,7 +274,8 @@ class Model(abc.ABC):
             'exact': every item scored. 'approximate': an inner-product index of the items
             (item_index(); NCAE's, the [ann] extra, CPU only), searched n deep, the user's seen
             items left out by the search itself; a user for whom it finds fewer than n, and
-            every user where `items` is given, gets the exact top-k.
+            every user where `items` is given (no index built for them), gets the exact
+            top-k.
 
         Returns
         -------
@@ -303,9 +304,13 @@ class Model(abc.ABC):
             raise SettingError("index", f"must be one of {', '.join(INDEXES)}; got {index!r}")
         u = self.data.user_lookup(users)
         n, candidates = self.data.candidates(n, items)
-        searched = self.item_index() if index == "approximate" else None
+        searched = None
+        if index == "approximate" and candidates is None:
+            searched = self.item_index()
+        elif index == "approximate":       # candidates are ranked exactly: no index built
+            self._check_index()
         without_history = self.data.user_counts[u] == 0                     # (len(u),)
-        if searched is None or candidates is not None:
+        if searched is None:
             return self._results(*self._exact_top(u, n, filter_seen, candidates),
                                  without_history, candidates)
         idx, vals, short = self._searched_top(searched, u, n, filter_seen)
@@ -348,6 +353,12 @@ class Model(abc.ABC):
         one inner product of a user's and an item's vectors has none."""
         raise IndexUnavailable(f"{self.title} scores no inner product of item vectors: use the "
                                "exact top-k ({index})", index=INDEXES[0])
+
+    def _check_index(self) -> None:
+        """IndexUnavailable where index='approximate' does not apply to the model, said
+        without building the index (recommend's candidate items are ranked exactly): here
+        item_index's refusal; a model that has an index checks it without the build."""
+        self.item_index()
 
     def recommend_new(self, X_new, n: int = 10, filter_seen: bool = True, items=None,
                       times=None) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from ..data.interactions import DataError, Interactions
-from .ann import ItemIndex
+from .ann import ItemIndex, check_applies
 from .base import Model, Unsupported, cosine_of
 from .config import SettingError
 from .cold_means import cold_ratings, new_user_ratings
@@ -198,6 +198,9 @@ class RatingModel(Model):
         if self._index is None or not self._index.fresh_for(self):
             self._index = ItemIndex.for_model(self, self.source)
         return self._index
+
+    def _check_index(self) -> None:
+        check_applies(self)
 
     def _held_out(self, held) -> Interactions:
         """Held-out data of the fit data's ids; an explicit model's with ratings on its
