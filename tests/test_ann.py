@@ -317,18 +317,19 @@ def test_a_saved_index_keeps_its_calibration(models, tmp_path, monkeypatch):
     assert built.probes > 1                                 # what the read had to keep
 
 
-@pytest.mark.parametrize("damage", ["cut short", "a byte flipped"])
+@pytest.mark.parametrize("damage", ["cut short", "a byte flipped", "emptied"])
 def test_a_damaged_index_file_is_rebuilt_not_raised(damage, models, tmp_path, caplog):
     """model.ann cut short (a copy interrupted, a full disk) or with a byte changed: zipfile's
     BadZipFile went past the read's handler, a traceback out of recommend and serve; now the
-    index is rebuilt, said in a warning, and saved again whole."""
+    index is rebuilt, said in a warning, and saved again whole. An empty file, which holds
+    nothing to keep, is replaced alike."""
     path = tmp_path / "model.npz"
     models["implicit-user"].save(path)
     built = NCAE.load(path, device="cpu").item_index()
     saved = ann.index_path(path).read_bytes()
-    damaged = (saved[:len(saved) // 2] if damage == "cut short" else
-               saved[:len(saved) // 2] + bytes([saved[len(saved) // 2] ^ 0xFF])
-               + saved[len(saved) // 2 + 1:])
+    damaged = {"cut short": saved[:len(saved) // 2], "emptied": b"",
+               "a byte flipped": saved[:len(saved) // 2] + bytes([saved[len(saved) // 2] ^ 0xFF])
+               + saved[len(saved) // 2 + 1:]}[damage]
     ann.index_path(path).write_bytes(damaged)
     caplog.set_level(logging.INFO, "ncae_cuda.ann")
     again = NCAE.load(path, device="cpu").item_index()
@@ -349,6 +350,26 @@ def test_a_model_file_named_as_an_index_is_not_overwritten_by_its_index(models, 
     assert path.read_bytes() == written
     assert ann.index_path(path) != path and ann.index_path(path).exists()
     assert NCAE.load(path, device="cpu").item_index().digest == built.digest
+
+
+@pytest.mark.parametrize("theirs", ["notes", "a copy of the model"])
+def test_a_file_of_ones_own_where_the_index_goes_is_kept_not_overwritten(theirs, models,
+                                                                           tmp_path, caplog):
+    """Before: a user's own model.ann beside model.npz (notes, a copy of the model) was taken
+    for a damaged index and replaced by one, a warning said after the fact; now it is kept
+    byte for byte, the index is searched unsaved, and a warning says so and what to do."""
+    path = tmp_path / "model.npz"
+    models["implicit-user"].save(path)
+    own = b"my notes on this model\n" if theirs == "notes" else path.read_bytes()
+    ann.index_path(path).write_bytes(own)
+    caplog.set_level(logging.INFO, "ncae_cuda.ann")
+    loaded = NCAE.load(path, device="cpu")
+    users = loaded.user_ids[:20]
+    for got, want in zip(loaded.recommend(users, n=5, index="approximate"),
+                         loaded.recommend(users, n=5)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert ann.index_path(path).read_bytes() == own
+    assert "not an index file, kept as it is" in caplog.text and "built" in caplog.text
 
 
 def test_a_refit_model_searches_a_new_index(models):

@@ -30,7 +30,8 @@ product.
 
 The index is saved beside the model's file (model.npz -> model.ann), keyed by the SHA-256 of
 the item vectors and the settings, so that a changed model never searches a stale index: one
-that does not match is rebuilt and saved again.
+that does not match is rebuilt and saved again. A file there that is no index (a user's own) is
+kept: the index is searched unsaved.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ from ..data.atomic_file import atomic_write
 from ..errors import NamingSettings, NcaeError
 from ..machine import cores
 from .evaluate import EVAL_BATCH, row_codes
-from .modelfile import UNREADABLE
+from .modelfile import UNREADABLE, ZIP
 
 log = logging.getLogger("ncae_cuda.ann")
 INDEXES = ("exact", "approximate")           # recommend(index=...), --index
@@ -57,6 +58,9 @@ SUFFIX = ".ann"                              # model.npz -> model.ann
 BITS = 4                                     # a coordinate's code: 2^BITS centroids
 LAYOUT = f"(x, sqrt(R^2 - |x|^2)) / R, IVF,PQx{BITS}fs,RFlat"  # in the digest: a saved index
                                              # of another layout is rebuilt
+FIRST_ENTRY = b"digest.npy"                  # the first entry of the file save() writes
+FIRST_NAME_AT = 30                           # where a zip names its first entry (after its
+                                             # local header's fixed fields)
 PARALLEL_QUERIES = 16                        # a search of as many queries runs on every core
 CALIBRATION_K = 10                           # the top-k whose recall calibrates the probes
 CORES = cores()
@@ -149,6 +153,23 @@ def index_path(model_file: Path) -> Path:
     return model_file.with_suffix(SUFFIX)
 
 
+def not_an_index(path: Path) -> str | None:
+    """Why the file at `path` is not one an index may replace (someone's own, which no index
+    overwrites), or None: nothing there (no file, or an empty one), or an index save() wrote,
+    whole or damaged since (a zip whose first entry, named in its first bytes, is the
+    digest)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(FIRST_NAME_AT + len(FIRST_ENTRY))
+    except FileNotFoundError:
+        return None
+    except OSError as e:                                        # a folder, a file not readable
+        return f"not an index file, or not readable ({e.strerror})"
+    if not head or head.startswith(ZIP) and head[FIRST_NAME_AT:] == FIRST_ENTRY:
+        return None
+    return "not an index file"
+
+
 class ItemIndex:
     """An index of item vectors (N, d), searched with query vectors (B, d); the items
     `left_out` (indices) are offered to no user (an explicit model's items of no fit rating:
@@ -176,6 +197,10 @@ class ItemIndex:
         found = cls(_item_vectors(model), settings, model._cold_items())
         found.network, found.steps = model._net, int(model._net.counter[0])
         path = None if model_file is None else index_path(model_file)
+        if path is not None and (theirs := not_an_index(path)):
+            log.warning("%s: %s, kept as it is: the index is searched unsaved, built again at "
+                        "each load; move that file to keep the index there", path, theirs)
+            path = None
         if path is not None and found._read(path):
             log.info("index %s read (%s)", path, found.digest[:12])
             return found
