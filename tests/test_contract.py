@@ -20,8 +20,10 @@ from ncae_cuda.commands import recommend as recommend_command
 from ncae_cuda.data import splits
 from ncae_cuda.data.interactions import DataError, UnknownIds, from_matrix
 from ncae_cuda.baselines.estimators import EASE
-from ncae_cuda.model.base import ENTRY_POINTS
+from ncae_cuda.errors import NcaeError
+from ncae_cuda.model.base import ENTRY_POINTS, Model
 from ncae_cuda.model.config import Config, SettingError
+from ncae_cuda.model.recommender import RatingModel
 from ncae_cuda.runs import rundir
 from ncae_cuda.runs.select_test import select_refit_test
 
@@ -604,6 +606,93 @@ def test_load_model_takes_a_run_folder_for_its_model_as_the_commands_do(tmp_path
         np.testing.assert_array_equal(got, want)
     with pytest.raises(DataError, match=f"^{re.escape(str(tmp_path / rundir.MODEL))}: no such"):
         load_model(tmp_path, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def queried() -> dict:
+    """Models whose queries raise each error the contract's docstrings list: NCAE of each
+    feedback (an explicit one, item-based, folds no new user in), EASE (compares no items)
+    and POP (no index), fitted; an NCAE not fitted."""
+    fit = {"implicit": NCAE(**NCAE_SETTINGS, feedback="implicit", device="cpu"),
+           "explicit": NCAE(**NCAE_SETTINGS, feedback="explicit", device="cpu"),
+           "ease": make_model({"model": "ease"}, device="cpu"),
+           "pop": make_model({"model": "pop"}, device="cpu")}
+    for model in fit.values():
+        model.fit(TRAIN, **({"verbose": False} if isinstance(model, NCAE) else {}))
+    return {**fit, "unfit": NCAE(**NCAE_SETTINGS, device="cpu")}
+
+
+NEW_USER = sp.csr_matrix(np.ones((1, ITEMS), np.float32))
+RAISING = {        # a call that raises, and the function whose docstring must list its error
+    "recommend n": (Model.recommend, lambda q: q["implicit"].recommend([0], n=0)),
+    "recommend index": (Model.recommend, lambda q: q["implicit"].recommend([0], index="x")),
+    "recommend flag": (Model.recommend, lambda q: q["implicit"].recommend([0],
+                                                                          filter_seen="no")),
+    "recommend unknown": (Model.recommend, lambda q: q["implicit"].recommend([USERS + 5])),
+    "recommend a set": (Model.recommend, lambda q: q["implicit"].recommend({0})),
+    "recommend unfit": (Model.recommend, lambda q: q["unfit"].recommend([0])),
+    "recommend no index": (Model.recommend, lambda q: q["pop"].recommend(
+        [0], index="approximate")),
+    "recommend_new n": (Model.recommend_new, lambda q: q["implicit"].recommend_new(NEW_USER,
+                                                                                   n=0)),
+    "recommend_new flag": (Model.recommend_new, lambda q: q["implicit"].recommend_new(
+        NEW_USER, filter_seen="no")),
+    "recommend_new unknown": (Model.recommend_new, lambda q: q["implicit"].recommend_new(
+        NEW_USER, items=[ITEMS + 2])),
+    "recommend_new shape": (Model.recommend_new, lambda q: q["implicit"].recommend_new(
+        NEW_USER[:, 1:])),
+    "recommend_new unfit": (Model.recommend_new, lambda q: q["unfit"].recommend_new(NEW_USER)),
+    "recommend_new unsupported": (Model.recommend_new, lambda q: q["explicit"].recommend_new(
+        NEW_USER)),
+    "similar_items n": (Model.similar_items, lambda q: q["implicit"].similar_items([0], n=0)),
+    "similar_items unknown": (Model.similar_items, lambda q: q["implicit"].similar_items(
+        [ITEMS + 2])),
+    "similar_items a set": (Model.similar_items, lambda q: q["implicit"].similar_items({0})),
+    "similar_items unfit": (Model.similar_items, lambda q: q["unfit"].similar_items([0])),
+    "similar_items unsupported": (Model.similar_items, lambda q: q["ease"].similar_items([0])),
+    "evaluate flag": (Model.evaluate, lambda q: q["implicit"].evaluate(TEST, per_user="no")),
+    "evaluate shape": (Model.evaluate, lambda q: q["implicit"].evaluate(TEST[1:])),
+    "evaluate unfit": (Model.evaluate, lambda q: q["unfit"].evaluate(TEST)),
+    "evaluate popularity": (Model.evaluate, lambda q: q["explicit"].evaluate(
+        TEST, popularity=True)),
+    "evaluator flag": (Model.evaluator, lambda q: q["implicit"].evaluator(TEST,
+                                                                          popularity="no")),
+    "evaluator shape": (Model.evaluator, lambda q: q["implicit"].evaluator(TEST[1:])),
+    "evaluator unfit": (Model.evaluator, lambda q: q["unfit"].evaluator(TEST)),
+    "evaluator popularity": (Model.evaluator, lambda q: q["explicit"].evaluator(
+        TEST, popularity=True)),
+    "save unfit": (Model.save, lambda q: q["unfit"].save("model.npz")),
+    "save nowhere": (Model.save, lambda q: q["implicit"].save("/no/such/folder/model.npz")),
+    "predict unknown": (RatingModel.predict, lambda q: q["implicit"].predict([USERS + 5], [0])),
+    "predict lengths": (RatingModel.predict, lambda q: q["implicit"].predict([0, 1], [0])),
+    "predict unfit": (RatingModel.predict, lambda q: q["unfit"].predict([0], [0])),
+    "item_index unfit": (RatingModel.item_index, lambda q: q["unfit"].item_index()),
+    "load_model missing": (load_model, lambda q: load_model("/no/such/model.npz")),
+    "load_model device": (load_model, lambda q: load_model("model.npz", device="tpu")),
+    "NCAE.load device": (NCAE.load, lambda q: NCAE.load("model.npz", device="tpu")),
+}
+
+
+def listed_under_raises(function) -> list[str]:
+    """The errors a numpydoc docstring's Raises section names."""
+    doc = inspect.getdoc(function)
+    section = doc.partition("\nRaises\n------\n")[2]
+    section = re.split(r"\n\n(?=\w+\n-+\n)", section)[0]          # up to the next section
+    return [line for line in section.splitlines() if line and not line.startswith(" ")]
+
+
+@pytest.mark.parametrize("call", RAISING)
+def test_what_a_public_method_raises_is_listed_under_its_raises(call, queried, tmp_path,
+                                                                 monkeypatch):
+    """Before: recommend's Raises named no SettingError (a bad n, index or filter_seen) nor
+    NotFitted, similar_items and evaluate had no Raises at all, load_model's no SettingError
+    (a device that is none), ..."""
+    function, raising = RAISING[call]
+    monkeypatch.chdir(tmp_path)
+    queried["implicit"].save("model.npz")
+    with pytest.raises(NcaeError) as raised:
+        raising(queried)
+    assert type(raised.value).__name__ in listed_under_raises(function)
 
 
 def test_the_ids_cannot_change_under_the_lookups_sorted_from_them(fitted, tmp_path):

@@ -295,9 +295,14 @@ class Model(abc.ABC):
         DataError
             Ids in a container of no order (a set, a dict, a generator): give a list, tuple or
             numpy array.
+        SettingError
+            An n that is not an integer >= 1, an index not 'exact' or 'approximate', or a
+            filter_seen that is not True or False, named.
         IndexUnavailable
             index='approximate' for a model or device it does not apply to, or without the
             [ann] extra.
+        NotFitted
+            A model not fitted yet.
         """
         self._check_fitted()
         if index not in INDEXES:
@@ -391,6 +396,12 @@ class Model(abc.ABC):
         DataError
             X_new with another number of columns than the model has items, ratings off an
             explicit model's scale, or times for a model that reads none.
+        UnknownIds
+            Candidate items the model was not fit on, named.
+        SettingError
+            An n or filter_seen as recommend refuses them.
+        NotFitted
+            A model not fitted yet.
         """
         self._check_fitted()
         if times is not None and not self.config.recency_boost:
@@ -431,6 +442,19 @@ class Model(abc.ABC):
             the code of an empty row, the same for every such item): its row is padding
             (similarity -inf, id -1 or ""), and it is no other item's neighbour; a row with
             fewer than n items to offer ends in such padding.
+
+        Raises
+        ------
+        Unsupported
+            A model that compares no items, naming it.
+        UnknownIds
+            Ids the model was not fit on, named.
+        DataError
+            Ids in a container of no order, as recommend refuses them.
+        SettingError
+            An n that is not an integer >= 1.
+        NotFitted
+            A model not fitted yet.
         """
         raise Unsupported(f"{self.title} has no similarity of items")
 
@@ -471,6 +495,18 @@ class Model(abc.ABC):
             `held` of no entries (or of no warm ones) gives every figure NaN, the count 0 and
             no clusters, as metrics.py's figures of no inputs: a split whose test entries are
             all cold, scored apart, leaves such a test part.
+
+        Raises
+        ------
+        DataError
+            As evaluator's: held-out data of other ids or shape, or without an explicit
+            model's ratings.
+        Unsupported
+            popularity=True for explicit feedback.
+        SettingError
+            A per_user or popularity that is not True or False.
+        NotFitted
+            A model not fitted yet.
         """
         return self.evaluator(held, exclude, popularity)(per_user)
 
@@ -503,6 +539,12 @@ class Model(abc.ABC):
         ------
         DataError
             Held-out ratings missing for an explicit model, or ids the model does not know.
+        Unsupported
+            popularity=True for explicit feedback: the POP baseline ranks items.
+        SettingError
+            A popularity that is not True or False.
+        NotFitted
+            A model not fitted yet.
         """
         self._check_fitted()
         if popularity and not self.config.implicit:
@@ -598,6 +640,8 @@ class Model(abc.ABC):
         ------
         DataError
             The file cannot be written, naming why.
+        NotFitted
+            A model not fitted yet.
         """
         self._check_fitted()
         meta, arrays = self.contents()

@@ -429,6 +429,8 @@ class NCAE(Recommender):
             A file that is missing, not a model file, of another format version, damaged, or
             of another model (a blend's, a baseline's: ncae_cuda.load_model reads those),
             named.
+        SettingError
+            A device name it does not know, named.
         """
         meta, arrays = modelfile.read(path, "model")
         settings = dict(meta.get("settings") or {})

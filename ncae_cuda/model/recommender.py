@@ -85,6 +85,11 @@ class RatingModel(Model):
         ------
         UnknownIds
             Ids the model was not fit on, named.
+        DataError
+            Not as many users as items, or ids in a container of no order (a set, a dict, a
+            generator).
+        NotFitted
+            A model not fitted yet.
         """
         self._check_fitted()
         u = self.data.user_lookup(users)
@@ -193,6 +198,8 @@ class RatingModel(Model):
         IndexUnavailable
             A model it does not apply to (a blend, a sharded one, one on the GPU), or no
             [ann] extra.
+        NotFitted
+            A model not fitted yet.
         """
         self._check_fitted()
         if self._index is None or not self._index.fresh_for(self):

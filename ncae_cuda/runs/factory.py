@@ -99,6 +99,8 @@ def load_model(path, device="auto") -> Model:
     DataError
         A file that is missing, not a model file, of another format version, or damaged,
         named.
+    SettingError
+        A device name it does not know, named.
     """
     # the folder's file: the model's source, its index beside it (model.ann), not the folder
     path = rundir.model_file(Path(path))
