@@ -227,3 +227,59 @@ def test_explicit_loss_and_gradients_are_the_same_on_any_scale():
     w = np.where(batch.keep.astype(bool), 0.4, 1.0) / batch.row_entries[batch.entry_rows]
     expected = batch.row_weight[batch.entry_rows] @ (w * (yhat - batch.vals) ** 2) / 4
     assert loss == pytest.approx(expected, rel=1e-12)
+
+
+def brute_force_row_losses(problem, objective, batch, scale):
+    """(B,) float64 each batch row's loss written out from the objective's definition
+    (docs/design.md, "The model") on dense matrices: the input's kept entries scaled, the
+    hidden layers, the logits, and the loss over the target (the clean row, or with
+    target_corrupted its kept entries alone)."""
+    p = problem.layout.views(problem.params.astype(np.float64))
+    rows, cols = np.asarray(batch.entry_rows), np.asarray(batch.cols)
+    kept, vals = np.asarray(batch.keep).astype(bool), np.asarray(batch.vals, np.float64)
+    shape = (len(batch.row_weight), problem.layout.n_cols)
+    x_in, observed, target_kept = np.zeros(shape), np.zeros(shape, bool), np.zeros(shape, bool)
+    x_in[rows[kept], cols[kept]] = vals[kept] * scale
+    observed[rows, cols] = True
+    target_kept[rows[kept], cols[kept]] = True
+    a = np.tanh(x_in @ p["E"] + p["b1"])
+    for layer in range(2, len(problem.layout.hidden) + 1):
+        a = np.tanh(a @ p[f"W{layer}"].T + p[f"b{layer}"])
+    out = a @ p["V"].T + p["c"]                                          # (B, N)
+    target = target_kept if objective.target_corrupted else observed
+    if objective.feedback == "explicit":
+        low, high = objective.scale
+        s, m_off = (high - low) / 2, (high + low) / 2
+        yhat = out + m_off if objective.identity else s * np.tanh(out) + m_off
+        ratings = np.zeros(shape)
+        ratings[rows, cols] = vals
+        weight = np.where(target_kept, objective.beta, 0.0 if objective.target_corrupted
+                          else objective.alpha) * observed
+        per_row = np.maximum(np.asarray(batch.row_entries, np.float64), 1) ** objective.row_norm
+        return (weight * (yhat - ratings) ** 2).sum(axis=1) / per_row / s ** 2
+    if objective.loss == "multinomial":
+        log_pi = out - np.log(np.exp(out).sum(axis=1, keepdims=True))
+        return -(target * log_pi).sum(axis=1)
+    weight = np.where(target, 1.0, problem.col_weights)
+    return (weight * (np.tanh(out) - target) ** 2).sum(axis=1)
+
+
+@pytest.mark.parametrize("feedback", OBJECTIVES)
+@pytest.mark.parametrize("target_corrupted", [False, True])
+@pytest.mark.parametrize("hidden", [(4,), (5, 3)])
+def test_row_losses_match_the_objective_written_out(feedback, target_corrupted, hidden):
+    """Each row's loss against a float64 brute force of its definition, on a batch with inputs
+    dropped, one row's every input: the gradient check above cannot see a loss that is
+    consistently the wrong one (e.g. the clean target where pre-training's corrupted one is
+    asked)."""
+    problem = Problem(feedback, hidden, n_rows=14, batch_rows=6, batch_size=7, q=0.5)
+    objective = replace(OBJECTIVES[feedback], target_corrupted=target_corrupted)
+    net, batch = problem.network(ref, objective, np.float64)
+    real = np.asarray(batch.row_weight) > 0                        # the padding row left out
+    kept_in_row = np.bincount(batch.entry_rows, batch.keep, minlength=len(real))
+    dropped = np.diff(batch.indptr) - kept_in_row
+    assert (dropped > 0).any() and (real & (kept_in_row == 0)).any()  # a row with no input left
+    scale = problem.schedule.scale
+    got = net.loss_and_grad(batch, scale)
+    expected = brute_force_row_losses(problem, objective, batch, scale)
+    np.testing.assert_allclose(got[real], expected[real], rtol=1e-10, atol=1e-12)
