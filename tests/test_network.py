@@ -1,6 +1,7 @@
 """The whole network's gradient against finite differences (float64, reference ops), and the
 fast backends' training steps against the reference's."""
 import copy
+import types
 from dataclasses import replace
 
 import numpy as np
@@ -9,6 +10,7 @@ from helpers import assert_close, cut_first, random_matrix
 
 from ncae_cuda.model.loop import run_epoch
 from ncae_cuda.model.network import AdamConfig, Network, Objective, to_network_scale
+from ncae_cuda.ops import BackendUnavailable
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.layout import NCAELayout
@@ -283,3 +285,36 @@ def test_row_losses_match_the_objective_written_out(feedback, target_corrupted, 
     got = net.loss_and_grad(batch, scale)
     expected = brute_force_row_losses(problem, objective, batch, scale)
     np.testing.assert_allclose(got[real], expected[real], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("hidden, fits", [((6,), True), ((7,), False), ((6, 9, 6), True),
+                                          ((6, 7), False), ((7, 6), False)])
+def test_a_backend_takes_end_layers_up_to_its_widest_and_no_wider(hidden, fits):
+    """A backend with a widest layer (the GPU kernels', ops/gpu.py) takes a first and a last
+    hidden layer of exactly that width, and refuses one wider naming the flag; a middle layer
+    (dense products) may be wider."""
+    narrow = types.SimpleNamespace(**{**vars(ref), "max_width": 6, "name": "narrow"})
+    layout = NCAELayout(9, hidden)
+    params = layout.xavier_init(np.random.default_rng(0))
+    objective = OBJECTIVES["explicit"]
+    if fits:
+        assert Network(layout, narrow, objective, params).layout is layout
+    else:
+        with pytest.raises(BackendUnavailable, match=r"the narrow backend takes a first and last "
+                                                     r"hidden layer up to 6 wide \(--hidden"):
+            Network(layout, narrow, objective, params)
+
+
+def test_multinomial_predictions_are_the_softmax_even_of_logits_past_exps_range():
+    """The multinomial loss's predictions, each row's softmax at the asked entries, against a
+    float64 softmax, with logits past 88, where float32's exp overflows."""
+    problem = Problem("implicit-multinomial", (4,))
+    net, batch = problem.network(ref, OBJECTIVES["implicit-multinomial"])      # float32
+    net.p["c"][:] = np.linspace(80.0, 120.0, len(net.p["c"]))
+    logits = net.logits(batch).astype(np.float64)                               # (B, N)
+    softmax = np.exp(logits - logits.max(axis=1, keepdims=True))
+    softmax /= softmax.sum(axis=1, keepdims=True)
+    got = net.predict_entries(batch, batch)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, softmax[batch.entry_rows, batch.cols], rtol=1e-4,
+                               atol=1e-30)

@@ -1,15 +1,17 @@
 """The fit driver on its own (ncae_cuda.model.trainer, loop.py): early stopping and the best
-epoch's parameters against hand-computed runs of validation scores given in advance, and an
-epoch's loss against the steps' losses weighted by their real rows."""
+epoch's parameters against hand-computed runs of validation scores given in advance, an
+epoch's loss against the steps' losses weighted by their real rows, and what tells a
+checkpoint of this fit from another's."""
 import math
 
 import numpy as np
 import pytest
 from helpers import random_matrix
 
-from ncae_cuda.model import loop
+from ncae_cuda.data.interactions import DataError
+from ncae_cuda.model import loop, modelfile
 from ncae_cuda.model.network import Network, Objective
-from ncae_cuda.model.trainer import Trainer
+from ncae_cuda.model.trainer import Checkpoint, Progress, Trainer, fingerprint
 from ncae_cuda.ops import reference as ref
 from ncae_cuda.ops.common import CSR
 from ncae_cuda.ops.layout import AdamConfig, NCAELayout
@@ -31,7 +33,7 @@ def fit_parts(n_rows=12, batch_size=5, seed=0):
     return net, csr, planner
 
 
-def scripted_fit(scores, patience, higher=False, epochs=None):
+def scripted_fit(scores, patience, higher=False):
     """A fit whose validation scores are `scores`, one an epoch: (progress, the parameters
     after each epoch, the network's parameters at the end)."""
     net, csr, planner = fit_parts()
@@ -41,7 +43,7 @@ def scripted_fit(scores, patience, higher=False, epochs=None):
     trainer = Trainer(net, csr, planner, AdamConfig(lr=0.05), "BP", 0, patience,
                       (metric, higher), score=lambda: {metric: next(given)},
                       on_epoch=lambda record: after.append(net.params.copy()), verbose=False)
-    progress = trainer.run(epochs or len(scores))
+    progress = trainer.run(len(scores))
     return progress, after, net.params.copy()
 
 
@@ -62,7 +64,7 @@ def test_early_stopping_keeps_the_best_epochs_parameters(scores, patience, expec
     if higher:                              # the same run of a figure where more is better
         scores = [2.0 - s for s in scores]
     progress, after, final = scripted_fit(scores, patience, higher)
-    epochs, best, stopped = expected
+    epochs, best, _ = expected
     assert (progress.epoch, progress.best_epoch, progress.stopped_early) == expected
     assert len(after) == epochs
     assert progress.best_value == scores[best - 1]
@@ -103,3 +105,32 @@ def test_a_step_loss_that_is_not_finite_stops_the_epoch_naming_the_step(bad):
     with pytest.raises(loop.Diverged, match=rf"the training loss became {bad} at step 2 of 3 "
                                             "in test"):
         loop.run_epoch(steps_losing([1.0, bad, 2.0]), net.memory, csr, planner.plan(1), "test")
+
+
+def test_a_fingerprint_tells_apart_data_cut_elsewhere_or_held_elsewhere():
+    """A checkpoint's digest of its training and validation data: the same bytes split
+    otherwise between the parts, or a part moved to another place (validation absent, the
+    test part given), are another fit's data, never taken for this one's."""
+    a, b = np.arange(6, dtype=np.int32), np.arange(6, 9, dtype=np.int32)
+    digests = {fingerprint(a, b), fingerprint(a[:4], np.concatenate([a[4:], b])),
+               fingerprint(np.concatenate([a, b]), None), fingerprint(None, np.concatenate([a, b])),
+               fingerprint(a, b, None), fingerprint(a, None, b)}
+    assert len(digests) == 6
+    assert fingerprint(a, b) == fingerprint(a.copy(), b.copy())
+
+
+@pytest.mark.parametrize("part, cut", [("state", (slice(None), slice(1, None))),
+                                       ("state", (slice(1, None),)), ("best", (slice(1, None),))])
+def test_a_checkpoint_whose_arrays_do_not_fit_the_network_is_refused_in_a_line(tmp_path, part,
+                                                                                cut):
+    """A checkpoint of this fit's identity (its settings, data) whose arrays were cut (a file
+    edited or put together by hand) is refused naming the shapes, not restored part way."""
+    net, _, _ = fit_parts()
+    path = tmp_path / "checkpoint.npz"
+    Checkpoint(path, {"fit": 1}).save(net, Progress(epoch=2), net.params.copy())
+    meta, arrays = modelfile.read(path, Checkpoint.kind)
+    arrays[part] = arrays[part][cut]
+    modelfile.write(path, Checkpoint.kind, meta, arrays)
+    with pytest.raises(DataError, match=rf"inconsistent \(ValueError: state \(.*\) and best "
+                                        rf"\(.*\); the fit has {net.layout.size} parameters"):
+        Checkpoint(path, {"fit": 1}).load(net)
