@@ -318,3 +318,16 @@ def test_multinomial_predictions_are_the_softmax_even_of_logits_past_exps_range(
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, softmax[batch.entry_rows, batch.cols], rtol=1e-4,
                                atol=1e-30)
+
+
+def test_a_shards_l2_penalty_counts_each_parameter_once():
+    """A column shard's lambda/2 ||params||^2 (an epoch's record's l2): its columns' part summed
+    over the ranks, the replicated layers once; a shard of every column (one rank, whose sum
+    over the ranks is its own) gives the whole network's, written out in float64."""
+    layout = NCAELayout(9, (5, 3))
+    params = layout.xavier_init(np.random.default_rng(0))        # its alignment gaps zero
+    one_rank = types.SimpleNamespace(sum_host=lambda values: values)
+    net = Network(layout, ref, OBJECTIVES["explicit"], params, dtype=np.float64, comm=one_rank)
+    expected = 0.5 * 0.3 * sum(float((view.astype(np.float64) ** 2).sum())
+                               for view in layout.views(params).values())
+    assert net.l2_penalty(0.3) == pytest.approx(expected, rel=1e-12)
