@@ -430,3 +430,18 @@ def test_a_variant_cell_leaves_out_the_recipe_settings_it_does_not_read(tmp_path
     assert taken == {"K8-NCAE--seed0": ("uniform", DEFAULTS.c0, DEFAULTS.omega, 0.0, 0.005),
                      "K8-NCAE-seed0": ("popularity", 100.0, 0.3, 0.0, 0.005),
                      "K8-NCAE+-seed0": ("popularity", 100.0, 0.3, 0.02, 0.005)}, taken
+
+
+def test_two_recipes_of_one_name_are_refused_before_any_run(tmp_path, capsys):
+    """Each recipe's runs are in folders of its file's name: two recipes of one name (in other
+    folders) would have runs of one folder, which the pool refuses as a bug (a traceback)."""
+    for folder, epochs in (("a", 1), ("b", 2)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "explicit.toml").write_text(f"epochs = {epochs}\n")
+    with pytest.raises(SystemExit) as e:
+        experiments.main(["recipes", "--recipes", str(tmp_path / "a" / "explicit.toml"),
+                          str(tmp_path / "b" / "explicit.toml"), "--out", str(tmp_path / "out")])
+    assert e.value.code == 2
+    assert "--recipes: two recipes of one name; each names its runs' folders" in (
+        capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()

@@ -342,6 +342,25 @@ def test_a_killed_run_is_said_to_be_killed(tmp_path):
         f"killed failed: killed by SIGKILL (see {tmp_path / 'killed' / pool.LOG})")
 
 
+
+class _Unfinished(pool.Run):
+    """A run that ends well (exit 0) without marking itself finished: a command that is no
+    run of the pool's kind, or one that stopped short."""
+
+    def command(self, folder: Path, resume: bool) -> list[str]:
+        return [sys.executable, "-c", "print('nothing to do here')"]
+
+
+def test_a_run_that_exits_well_without_finishing_is_failed_with_its_last_line(tmp_path,
+                                                                              capsys):
+    unfinished = _Unfinished("unfinished", "ncae_cuda.train", ())
+    with pytest.raises(pool.PoolError) as failed:
+        pool.Pool(tmp_path, "check", [unfinished]).run([unfinished], jobs=1, gpus=[])
+    assert str(failed.value).splitlines()[0] == (
+        f"unfinished failed: nothing to do here (see {tmp_path / 'unfinished' / pool.LOG})")
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "check: 0 done, 1 failed, 0 running, 0 left, nothing left | unfinished failed")
+
 BY_ANOTHER = "another process (process {pid}) is running these runs: wait for it to end"
 BY_TASKS = "tasks of a --tasks share are running these runs: wait for them to end"
 
@@ -427,3 +446,40 @@ def test_a_ctrl_c_outside_the_runs_says_the_same_command_resumes_them(tmp_path, 
     assert ended.value.code == 130
     assert capsys.readouterr().err == ("\ninterrupted: the same command resumes the runs and "
                                        "writes the tables\n")
+
+
+def test_more_slots_than_cores_give_each_slot_one_thread(monkeypatch):
+    """A share of the cores is at least one thread: 4 slots on 2 cores would otherwise set
+    NUMBA_NUM_THREADS=0, which Numba refuses in every run."""
+    monkeypatch.setattr(pool, "cores", lambda: 2)
+    for name in pool.THREADS:
+        monkeypatch.delenv(name, raising=False)
+    assert [pool.slot_env(slot, 4, [])["NUMBA_NUM_THREADS"] for slot in range(4)] == ["1"] * 4
+    assert pool.slot_env(1, 2, [])["NUMBA_NUM_THREADS"] == "1"
+
+
+@pytest.mark.parametrize("seconds, shown", [(0.4, "0 s"), (59.6, "1 min 00 s"),
+                                            (125, "2 min 05 s"), (3599.4, "59 min 59 s"),
+                                            (3725, "1 h 02 min"), (90061, "25 h 01 min")])
+def test_a_duration_is_said_in_hours_minutes_or_seconds(seconds, shown):
+    assert pool.duration(seconds) == shown
+
+
+class _Slots:
+    """What Pool._progress reads of a Processes: its slots and the runs in them."""
+
+    def __init__(self, jobs, started):
+        self.jobs, self.stopped = jobs, None
+        self.running = {object(): (None, slot, at) for slot, at in enumerate(started)}
+
+
+def test_the_time_left_is_the_work_left_over_the_slots(monkeypatch, capsys):
+    """Runs of 30 s on average, two slots: one run 10 s in (20 s to go), one 40 s in (past the
+    mean: none to go, not minus 10), two waiting (60 s): 80 s of work over 2 slots, 40 s."""
+    monkeypatch.setattr(pool.time, "monotonic", lambda: 1000.0)
+    share = [pool.Run(f"r{i}", "m", ()) for i in range(6)]
+    runs = pool.Pool(Path("unused"), "check", share)
+    runs._progress(share, _Slots(2, [990.0, 960.0]), share[4:], [20.0, 40.0], [], ["r5 started"])
+    assert capsys.readouterr().out == ("check: 2 done, 2 running, 2 left, about 40 s left | "
+                                       "r5 started\n")
+

@@ -5,8 +5,10 @@ and a user's mistakes in one line each."""
 import argparse
 import contextlib
 import csv
+import datetime
 import errno
 import glob
+import io
 import json
 import multiprocessing
 import os
@@ -20,6 +22,7 @@ import tempfile
 import threading
 import time
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -1272,3 +1275,50 @@ def test_a_ctrl_c_as_the_command_sets_the_study_up_ends_it_in_a_line(tmp_path, m
         uncut(lambda flags: cli.exit_with(lambda: tune.main(flags)), flags)
     assert ended.value.code == 130
     assert capsys.readouterr().err == "\ninterrupted: the same command continues the study\n"
+
+
+def said_after(value, budget=None):
+    """The line a worker says at the end of trial 3 of 8, which scored `value`, the clock
+    stopped: trials 0-2 finished (ndcg@10 0.30, 0.50, 0.50, in 10, 20 and 30 s: 20 s on
+    average), trial 4 running in another worker, the command started 65 s before."""
+    study = optuna.create_study(direction="maximize")
+    for score, seconds in ((0.30, 10), (0.50, 20), (0.50, 30)):
+        trial = optuna.trial.create_trial(value=score)
+        trial.datetime_start = trial.datetime_complete - datetime.timedelta(seconds=seconds)
+        study.add_trial(trial)
+    current, _ = study.ask(), study.ask()
+    spec = types.SimpleNamespace(trials=8, budget=budget, started=1000.0 - 65, worker=1)
+    found = types.SimpleNamespace(metric="ndcg@10", higher=True, dimensions=[], step="epoch")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tuning, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
+        tuning._said(spec, current, "ndcg@10 0.5000", 990.0, study, found, True, value)
+    return printed.getvalue()
+
+
+@pytest.mark.parametrize("value, budget, best, left", [
+    # the best is the first trial of equal scores (Optuna's best_trial); 3 trials of 8 to
+    # start (4 finished, 1 running) at 20 s each over the 2 workers: 30 s
+    (0.5, None, "0.5000 (trial 1)", "about 30 s left"),
+    (0.7, None, "0.7000 (trial 3)", "about 30 s left"),
+    # a budget of 75 s, 65 of them gone: its 10 s are less than the trials' 30
+    (0.5, 1.25, "0.5000 (trial 1)", "about 10 s left (--budget)"),
+    (0.5, 1.0, "0.5000 (trial 1)", "--budget passed: no trial starts")])
+def test_a_trials_line_says_the_best_trial_and_the_time_left(value, budget, best, left):
+    assert said_after(value, budget) == (
+        f"worker 1: trial 3 [] ndcg@10 0.5000 in 10.0 s | best ndcg@10 {best} | 4 of 8 "
+        f"finished, 1 running | 1 min 05 s elapsed, {left}\n")
+
+
+@pytest.mark.parametrize("metric, feedback, chosen", [
+    (None, "explicit", ("rmse", False)), (None, "implicit", ("ndcg@50", True)),
+    ("recall", "implicit", ("recall@50", True)), ("ndcg", "implicit", ("ndcg@50", True))])
+def test_a_study_scores_by_its_figure_at_the_last_cutoff(metric, feedback, chosen):
+    config = replace(DEFAULTS, feedback=feedback, cutoffs=(10, 50)).resolved()
+    assert tuning.selection(metric, config) == chosen
+
+
+def test_a_metric_of_an_explicit_study_is_refused_in_a_line():
+    with pytest.raises(tuning.SpecError, match="--metric recall: explicit feedback is scored "
+                                               "by RMSE"):
+        tuning.selection("recall", replace(DEFAULTS, feedback="explicit").resolved())

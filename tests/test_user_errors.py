@@ -179,6 +179,23 @@ def test_a_swap_killed_part_way_is_finished_by_the_next_process(tmp_path, monkey
         assert not (D / rundir.STAGING).exists()
 
 
+def test_an_unfinished_overwriting_run_alone_in_its_folder_is_offered_to_resume(tmp_path):
+    """An --overwrite run into a folder of no run, stopped before it finished: its files are
+    all staged, the folder's own manifest absent; a fresh run there is told to --resume it
+    (which continues it), not that the manifest was removed by hand."""
+    D, run = tmp_path / "D", {"settings": {"epochs": 2}}
+    stopped = RunDirectory(D, run)
+    stopped.open(overwrite=True)
+    stopped.release()
+    with pytest.raises(rundir.RunFolderError, match=re.escape(
+            f"--out {D} holds another run's files ({rundir.STAGING}/run.json; unfinished): "
+            "continue it with --resume")):
+        RunDirectory(D, run).open()
+    resumed = RunDirectory(D, run)
+    resumed.open(resume=True)
+    resumed.release()
+    assert resumed.work == D / rundir.STAGING
+
 def test_a_second_process_on_one_folder_refuses_at_start(tmp_path):
     D = tmp_path / "D"
     held = RunDirectory(D, {"settings": {}})
