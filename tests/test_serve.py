@@ -31,6 +31,7 @@ from ncae_cuda.data import datasets
 from ncae_cuda.data.interactions import UnknownIds
 from ncae_cuda.errors import NcaeError
 from ncae_cuda.ops.emulator import CXX
+from ncae_cuda.serving.app import shown as app_shown
 from ncae_cuda.serving.server import listening_socket
 from ncae_cuda.serving.batcher import Ask, score_batch
 
@@ -809,3 +810,12 @@ def test_a_batcher_that_stops_answers_every_request_at_once_and_healthz_says_so(
         assert "the batcher stopped" in server.logged()
     finally:
         assert server.stop() == 0, server.logged()
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("x" * 78, '"' + "x" * 78 + '"'),                                  # 80 characters: whole
+    ("x" * 79, '"' + "x" * 79 + '... (81 characters)'),                # 81: cut at 80
+    (list(range(40)), json.dumps(list(range(40)))[:80] + "... (150 characters)"),
+    (3, "3"), ("3", '"3"')])
+def test_a_wrong_value_is_shown_as_json_cut_to_its_first_80_characters(value, shown):
+    assert app_shown(value) == shown
