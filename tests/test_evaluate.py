@@ -106,3 +106,32 @@ def test_reports_of_an_empty_part_have_no_clusters():
     ranking = evaluate.ranking_report(ref, constant_scorer(ref, np.arange(4.0)), exclude, none,
                                       none, (2,), counts)
     assert np.isnan(ranking["hr@2"]) and (ranking["rows"], ranking["clusters"]) == (0, [])
+
+
+def brute_force_top(scores, excluded, m):
+    """Each row's m best columns not excluded, best first, ties to the lower column; -1 and
+    -inf past a row's candidates."""
+    idx, vals = np.full((len(scores), m), -1), np.full((len(scores), m), -np.inf)
+    for r, (row, out) in enumerate(zip(scores, excluded)):
+        best = sorted((-row[j], j) for j in range(len(row)) if not out[j])[:m]
+        idx[r, :len(best)] = [j for _, j in best]
+        vals[r, :len(best)] = [-s for s, _ in best]
+    return idx, vals
+
+
+def test_top_m_matches_brute_force_over_several_batches(backend, small_batches):
+    """Rows in batches of 7 (unsorted, repeated): each row's top m of its own scores, its own
+    seen columns left out (one row with every column seen, one with none), ties included."""
+    rng = np.random.default_rng(3)
+    n_rows, n_cols, m = 12, 9, 4
+    scores = rng.integers(0, 5, (n_rows, n_cols)).astype(np.float32)          # many ties
+    seen = rng.random((n_rows, n_cols)) < 0.3
+    seen[2], seen[6] = True, False
+    rows = rng.integers(0, n_rows, 25)
+    assert {2, 6} <= set(rows.tolist()) and len(set(rows.tolist())) < len(rows)
+    excluded = CSR.from_scipy(backend, sp.csr_matrix(seen.astype(np.float32)))
+    idx, vals = evaluate.top_m(backend, lambda chunk: backend.to_device(scores[chunk]), rows, m,
+                               evaluate.excluded_entries(backend, excluded))
+    expected_idx, expected_vals = brute_force_top(scores[rows], seen[rows], m)
+    np.testing.assert_array_equal(idx, expected_idx)
+    np.testing.assert_array_equal(vals, expected_vals)
