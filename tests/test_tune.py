@@ -1322,3 +1322,14 @@ def test_a_metric_of_an_explicit_study_is_refused_in_a_line():
     with pytest.raises(tuning.SpecError, match="--metric recall: explicit feedback is scored "
                                                "by RMSE"):
         tuning.selection("recall", replace(DEFAULTS, feedback="explicit").resolved())
+
+
+def test_a_worker_is_alive_while_its_lock_is_held_and_dead_without_it(tmp_path):
+    """A running trial of a worker whose lock is free, or gone (its folder cleaned), is a dead
+    worker's: census marks it failed, and the study does not wait on it for ever."""
+    lock = tmp_path / "worker.lock"
+    assert not tuning.alive(lock)                                   # no file
+    held = rundir.lock(lock)
+    assert tuning.alive(lock)
+    held.close()
+    assert not tuning.alive(lock)                                   # the file, free
