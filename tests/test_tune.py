@@ -5,11 +5,13 @@ and a user's mistakes in one line each."""
 import argparse
 import contextlib
 import csv
+import dataclasses
 import datetime
 import errno
 import glob
 import io
 import json
+import math
 import multiprocessing
 import os
 import re
@@ -22,7 +24,6 @@ import tempfile
 import threading
 import time
 import types
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -1314,14 +1315,14 @@ def test_a_trials_line_says_the_best_trial_and_the_time_left(value, budget, best
     (None, "explicit", ("rmse", False)), (None, "implicit", ("ndcg@50", True)),
     ("recall", "implicit", ("recall@50", True)), ("ndcg", "implicit", ("ndcg@50", True))])
 def test_a_study_scores_by_its_figure_at_the_last_cutoff(metric, feedback, chosen):
-    config = replace(DEFAULTS, feedback=feedback, cutoffs=(10, 50)).resolved()
+    config = dataclasses.replace(DEFAULTS, feedback=feedback, cutoffs=(10, 50)).resolved()
     assert tuning.selection(metric, config) == chosen
 
 
 def test_a_metric_of_an_explicit_study_is_refused_in_a_line():
     with pytest.raises(tuning.SpecError, match="--metric recall: explicit feedback is scored "
                                                "by RMSE"):
-        tuning.selection("recall", replace(DEFAULTS, feedback="explicit").resolved())
+        tuning.selection("recall", dataclasses.replace(DEFAULTS, feedback="explicit").resolved())
 
 
 def test_a_worker_is_alive_while_its_lock_is_held_and_dead_without_it(tmp_path):
@@ -1333,3 +1334,43 @@ def test_a_worker_is_alive_while_its_lock_is_held_and_dead_without_it(tmp_path):
     assert tuning.alive(lock)
     held.close()
     assert not tuning.alive(lock)                                   # the file, free
+
+
+@dataclasses.dataclass(frozen=True)
+class _WorkerSpec:
+    """What a worker's loop (tuning._work) reads of a TuneSpec."""
+    out: Path
+    trials: int
+    started: float
+    seed: int = 0
+    budget: float | None = None
+
+
+def worked(tmp_path, monkeypatch, fails):
+    """A worker's loop over a study of 6 trials whose trial n fails where fails(n): the
+    study's trials, or the TuneError that stopped it."""
+    def scored(spec, found, study, trial, me, asking, outcome, compiling):
+        asking.release()
+        if fails(trial.number):
+            outcome.append(f"trial {trial.number} failed")
+            return math.nan                          # Optuna marks it failed
+        return 1.0
+    monkeypatch.setattr(tuning, "objective", scored)
+    study = optuna.create_study()
+    spec = _WorkerSpec(tmp_path, 6, time.monotonic())
+    try:
+        tuning._work(spec, None, study, types.SimpleNamespace(seconds=0.0))
+    except tuning.TuneError as e:
+        return e
+    return [t.state for t in study.get_trials()]
+
+
+def test_a_worker_stops_after_failures_in_a_row_not_in_all(tmp_path, monkeypatch):
+    """Two trials of three failing (the space's range partly bad) is no reason to stop: 12 of
+    the 18 trials fail, never 10 in a row; 10 failing in a row stops the worker, naming the
+    last."""
+    states = worked(tmp_path, monkeypatch, lambda n: n % 3 != 2)
+    assert states == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE] * 6
+    stopped = worked(tmp_path, monkeypatch, lambda n: True)
+    assert str(stopped).startswith("10 trials in a row failed, the last: trial 9 failed (see "
+                                   "their log.txt under ")
