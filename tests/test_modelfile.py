@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from helpers import read_only
 
-from ncae_cuda import NCAE, load_model
+from ncae_cuda import NCAE
 from ncae_cuda.commands import train
 from ncae_cuda.data import atomic_file
 from ncae_cuda.data.interactions import DataError
@@ -118,12 +118,11 @@ def test_a_file_of_another_kind_is_not_a_model_file(tmp_path, text):
     assert str(e.value) == f"{path}: not an ncae_cuda model file (no .npz archive)"
 
 
-@pytest.mark.parametrize("load", [NCAE.load, load_model])
-def test_a_folder_is_not_called_missing(tmp_path, load):
-    # Before, NCAE.load("runs/demo") and load_model of it (a run folder, which the commands
-    # read as its model.npz) said "runs/demo: no such file" of a folder that is there
+def test_a_folder_is_not_called_missing(tmp_path):
+    # Before, NCAE.load("runs/demo") (a run folder, which the commands and load_model read as
+    # its model.npz: test_contract) said "runs/demo: no such file" of a folder that is there
     with pytest.raises(DataError) as e:
-        load(tmp_path, device="cpu")
+        NCAE.load(tmp_path, device="cpu")
     assert str(e.value) == f"{tmp_path}: a folder, not an ncae_cuda model file"
 
 
