@@ -306,6 +306,17 @@ def test_a_target_of_zero_keeps_the_settings_probes_and_one_past_reach_scans_eve
     assert every.probes == every.lists() and every.recall <= 1
 
 
+def test_the_calibrations_exact_top_k_is_float64_numpys_a_few_queries_at_a_time(
+        models, monkeypatch):
+    model = models["implicit-user"]
+    index = ann.ItemIndex.for_model(model, None, ann.IndexSettings(recall_target=0))
+    queries, users, seen = ann._calibration_sample(model, 64)
+    monkeypatch.setattr(ann, "EXACT_FLOATS", 3 * len(model.item_ids))     # 3 queries a batch
+    found = index.exact_top(queries, users, ann.CALIBRATION_K, seen)
+    best, _ = reference_top(model, users, ann.CALIBRATION_K)
+    np.testing.assert_array_equal(np.sort(found, axis=1), np.sort(best, axis=1))
+
+
 def test_a_saved_index_keeps_its_calibration(models, tmp_path, monkeypatch):
     path = tmp_path / "model.npz"
     models["implicit-user"].save(path)

@@ -63,6 +63,7 @@ FIRST_NAME_AT = 30                           # where a zip names its first entry
                                              # local header's fixed fields)
 PARALLEL_QUERIES = 16                        # a search of as many queries runs on every core
 CALIBRATION_K = 10                           # the top-k whose recall calibrates the probes
+EXACT_FLOATS = 1 << 24                       # scores the calibration's exact top-k holds at once
 CORES = cores()
 
 
@@ -267,19 +268,22 @@ class ItemIndex:
 
     def exact_top(self, queries: np.ndarray, users: np.ndarray, k: int, seen) -> np.ndarray:
         """(B, k) the k items of the largest inner products with each query (B, d) of `users`,
-        their `seen` items and left_out left out, -1 where none is left: a brute-force scan of
-        every item, EVAL_BATCH queries at a time."""
+        in no order, their `seen` items and left_out left out, -1 where none is left: a
+        brute-force scan of every item, EXACT_FLOATS scores at a time (a million items: 16
+        queries)."""
+        n_items = len(self.items)
+        k_here = min(k, n_items)
         out = np.full((len(users), k), -1, np.int64)
-        for start in range(0, len(users), EVAL_BATCH):
-            rows = slice(start, start + EVAL_BATCH)
+        batch = max(1, EXACT_FLOATS // max(n_items, 1))
+        for start in range(0, len(users), batch):
+            rows = slice(start, start + batch)
             scores = queries[rows] @ self.items.T                                # (b, N)
             scores[:, self.left_out] = -np.inf
             part = seen[users[rows]]
             scores[np.repeat(np.arange(part.shape[0]), np.diff(part.indptr)),
                    part.indices] = -np.inf
-            best = np.argsort(-scores, axis=1, kind="stable")[:, :k]     # (b, min(k, N))
-            out[rows, :best.shape[1]] = np.where(np.take_along_axis(scores, best, 1) > -np.inf,
-                                                 best, -1)
+            best = np.argpartition(-scores, k_here - 1, axis=1)[:, :k_here]     # (b, k_here)
+            out[rows, :k_here] = np.where(np.take_along_axis(scores, best, 1) > -np.inf, best, -1)
         return out
 
     def save(self, path: Path) -> None:
