@@ -402,10 +402,9 @@ def _calibration_sample(model, count: int) -> tuple[np.ndarray, np.ndarray, obje
     """(queries (S, d), users (S,), seen) of `count` of the model's users of some history at
     most, drawn by a fixed seed (the same model, the same calibration), and its seen items
     (users x items CSR), for ItemIndex.calibrate."""
-    seen = model.data.seen
-    having = np.flatnonzero(np.diff(seen.indptr) > 0)
+    having = np.flatnonzero(model.data.user_counts > 0)
     users = np.sort(np.random.default_rng(0).permutation(having)[:count]).astype(np.int32)
-    return user_queries(model, users), users, seen
+    return user_queries(model, users), users, model.data.seen
 
 
 def _with_column(vectors: np.ndarray, value) -> np.ndarray:
